@@ -1,0 +1,21 @@
+#include "cli/version.hpp"
+
+#include <fmt/format.h>
+#include <hiredis/hiredis.h>
+
+#ifndef DLOCK_VERSION
+#define DLOCK_VERSION "0.0.0"
+#endif
+#ifndef DLOCK_GIT_REVISION
+#define DLOCK_GIT_REVISION "unknown"
+#endif
+
+namespace dlock::cli {
+
+std::string version_text()
+{
+  return fmt::format("dlock {} (git {}; hiredis {}.{}.{}; TLS: no)", DLOCK_VERSION,
+                     DLOCK_GIT_REVISION, HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH);
+}
+
+} // namespace dlock::cli

@@ -1,0 +1,87 @@
+#include "lock/client.hpp"
+
+#include "lock/scripts.hpp"
+
+namespace dlock::lock {
+
+namespace {
+
+std::string ms_string(util::Millis duration) { return std::to_string(duration.count()); }
+
+// A script's 1/0 answer; anything else is an internal error.
+bool expect_flag(const redisReply& reply, std::string_view what)
+{
+  long long value = redis::expect_integer(reply, what);
+  if (value != 0 && value != 1) {
+    throw Error(ExitCode::internal, "{}: unexpected reply (integer {})", what, value);
+  }
+  return value == 1;
+}
+
+} // namespace
+
+LockClient::LockClient(redis::Connection& connection, LockKeys keys)
+  : m_connection(connection), m_keys(std::move(keys))
+{
+}
+
+AcquireResult LockClient::try_acquire(const std::string& token, util::Millis ttl,
+                                      const HolderInfo& me, util::TimePoint deadline)
+{
+  redis::Reply reply = scripts::acquire().run(
+    m_connection, {m_keys.lock, m_keys.fence, m_keys.holder},
+    {token, ms_string(ttl), me.host, std::to_string(me.pid), me.user, me.command}, deadline);
+  redis::throw_if_error(*reply, "acquiring the lock");
+  auto unexpected = [&] {
+    return Error(ExitCode::internal, "acquiring the lock: unexpected reply ({})",
+                 redis::describe(*reply));
+  };
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2
+      || reply->element[0]->type != REDIS_REPLY_INTEGER
+      || reply->element[1]->type != REDIS_REPLY_INTEGER) {
+    throw unexpected();
+  }
+  AcquireResult result;
+  result.acquired = reply->element[0]->integer == 1;
+  if (result.acquired) {
+    result.fence = reply->element[1]->integer;
+  } else {
+    result.holder_ttl_ms = reply->element[1]->integer;
+    if (reply->elements >= 3) {
+      result.holder = HolderInfo::from_hash(*reply->element[2]);
+    }
+  }
+  return result;
+}
+
+bool LockClient::renew(const std::string& token, util::Millis ttl, util::TimePoint deadline)
+{
+  redis::Reply reply = scripts::renew().run(m_connection, {m_keys.lock, m_keys.holder},
+                                            {token, ms_string(ttl)}, deadline);
+  return expect_flag(*reply, "renewing the lease");
+}
+
+bool LockClient::release(const std::string& token, util::TimePoint deadline)
+{
+  redis::Reply reply =
+    scripts::release().run(m_connection, {m_keys.lock, m_keys.holder}, {token}, deadline);
+  return expect_flag(*reply, "releasing the lock");
+}
+
+void LockClient::send_renew(const std::string& token, util::Millis ttl, bool with_source)
+{
+  const redis::Script& script = scripts::renew();
+  std::vector<std::string> keys{m_keys.lock, m_keys.holder};
+  std::vector<std::string> args{token, ms_string(ttl)};
+  m_connection.send(with_source ? script.eval(keys, args) : script.evalsha(keys, args));
+}
+
+std::optional<bool> LockClient::parse_renew(const redisReply& reply) const
+{
+  if (redis::is_noscript(reply)) {
+    return std::nullopt;
+  }
+  return expect_flag(reply, "renewing the lease");
+}
+
+} // namespace dlock::lock

@@ -1,0 +1,46 @@
+#pragma once
+
+#include "lock/holder.hpp"
+#include "lock/keys.hpp"
+#include "redis/connection.hpp"
+
+#include <optional>
+#include <string>
+
+namespace dlock::lock {
+
+// The outcome of one acquisition attempt.
+struct AcquireResult {
+  bool acquired = false;
+  std::int64_t fence = 0;        // when acquired: this holder's fencing token
+  std::int64_t holder_ttl_ms = 0; // when not: the current holder's remaining lease (-1: none)
+  HolderInfo holder;             // when not: who holds it (may be empty)
+};
+
+// The lock protocol on one Redis server: acquire, renew and release one lock by token.
+class LockClient {
+public:
+  LockClient(redis::Connection& connection, LockKeys keys);
+
+  // One attempt to take the lock for token; never waits for the holder.
+  AcquireResult try_acquire(const std::string& token, util::Millis ttl, const HolderInfo& me,
+                            util::TimePoint deadline);
+  // Extends the lease if token still holds it; false if not.
+  bool renew(const std::string& token, util::Millis ttl, util::TimePoint deadline);
+  // Deletes the lock if token still holds it; false if not.
+  bool release(const std::string& token, util::TimePoint deadline);
+
+  // Non-blocking renewal for the run loop: queue it (with EVAL after a NOSCRIPT reply)...
+  void send_renew(const std::string& token, util::Millis ttl, bool with_source = false);
+  // ...and read its reply: true/false as renew, nullopt for NOSCRIPT (send again with source).
+  std::optional<bool> parse_renew(const redisReply& reply) const;
+
+  const LockKeys& keys() const noexcept { return m_keys; }
+  redis::Connection& connection() noexcept { return m_connection; }
+
+private:
+  redis::Connection& m_connection;
+  LockKeys m_keys;
+};
+
+} // namespace dlock::lock

@@ -1,0 +1,64 @@
+#pragma once
+
+#include "util/clock.hpp"
+#include "util/duration.hpp"
+
+#include <optional>
+
+namespace dlock::lock {
+
+// The timing rules of a lease, derived from the TTL and --kill-after.
+struct LeasePolicy {
+  util::Millis ttl{30'000};
+  util::Millis kill_after{7'500};      // SIGTERM-to-SIGKILL grace
+  util::Millis request_limit{2'000};   // longest wait for one renewal reply (connect timeout)
+
+  // Renew every ttl/3, so two renewals may fail before the lease is in danger.
+  util::Millis renew_interval() const;
+  // After a failed renewal, try again this soon: ttl/10 within [50ms, 1s].
+  util::Millis retry_interval() const;
+  // Give up on one renewal request after this long: min(ttl/3, request_limit).
+  util::Millis request_timeout() const;
+  // Kill this long before the lease could expire, for signal delivery and clock rate error.
+  util::Millis safety_margin() const;
+  // --kill-after, capped so that SIGTERM still comes after the first failed renewal.
+  util::Millis effective_kill_after() const;
+};
+
+// The client's view of a lease: when to renew, and when the command must be stopped
+// because no renewal has been confirmed. All times are monotonic and measured from the
+// moment a successful request was *sent*, so the server's expiry is never earlier.
+class Lease {
+public:
+  Lease(LeasePolicy policy, util::TimePoint acquire_sent_at);
+
+  // When the next renewal request should go out (if none is in flight).
+  util::TimePoint next_renewal_at() const;
+  // The earliest moment the server may drop the lease, as far as the client knows.
+  util::TimePoint expires_at() const;
+  // SIGTERM the command at this time unless a renewal is confirmed first.
+  util::TimePoint terminate_at() const;
+  // SIGKILL the command at this time unless a renewal is confirmed first.
+  util::TimePoint kill_at() const;
+
+  // A renewal request was sent at now.
+  void renewal_sent(util::TimePoint now);
+  // Whether a renewal request awaits its reply.
+  bool in_flight() const { return m_in_flight_since.has_value(); }
+  // When the in-flight request is given up.
+  util::TimePoint request_deadline() const;
+  // The in-flight renewal succeeded: the lease now runs from its send time.
+  void renewal_confirmed();
+  // The in-flight renewal failed or timed out at now: retry soon.
+  void renewal_failed(util::TimePoint now);
+
+  const LeasePolicy& policy() const { return m_policy; }
+
+private:
+  LeasePolicy m_policy;
+  util::TimePoint m_confirmed_from;
+  util::TimePoint m_next_renewal;
+  std::optional<util::TimePoint> m_in_flight_since;
+};
+
+} // namespace dlock::lock

@@ -1,0 +1,38 @@
+#pragma once
+
+#include "util/fd.hpp"
+
+#include <signal.h>
+
+#include <initializer_list>
+#include <optional>
+
+namespace dlock::process {
+
+// Blocks a set of signals for this process and delivers them as data on a signalfd, so the
+// event loop handles them between polls and no handler ever does real work. The previous
+// mask is restored on destruction and given to children before exec.
+class SignalFd {
+public:
+  explicit SignalFd(std::initializer_list<int> signals);
+  ~SignalFd();
+  SignalFd(const SignalFd&) = delete;
+  SignalFd& operator=(const SignalFd&) = delete;
+
+  // The descriptor to poll for POLLIN.
+  int fd() const noexcept { return m_fd.get(); }
+  // The next pending signal, or nullopt when none is queued.
+  std::optional<int> read();
+  // The signal mask that was in force before this object blocked its set.
+  const sigset_t& original_mask() const noexcept { return m_original; }
+
+private:
+  util::UniqueFd m_fd;
+  sigset_t m_original{};
+};
+
+// Signals that dlock passes on to the command's process group.
+inline constexpr std::initializer_list<int> forwarded_signals = {SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+                                                                SIGUSR1, SIGUSR2};
+
+} // namespace dlock::process

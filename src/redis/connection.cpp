@@ -1,0 +1,222 @@
+#include "redis/connection.hpp"
+
+#include "util/log.hpp"
+
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace dlock::redis {
+
+Connection::Connection(ConnectOptions options) : m_options(std::move(options)) {}
+
+Connection::~Connection() { reset(); }
+
+std::string Connection::describe_endpoint() const { return m_options.endpoint.redacted(); }
+
+void Connection::reset() noexcept
+{
+  if (m_context != nullptr) {
+    redisFree(m_context);
+    m_context = nullptr;
+  }
+  m_connecting = false;
+  m_write_pending = false;
+  m_expected.clear();
+}
+
+void Connection::fail(ExitCode code, const std::string& message)
+{
+  reset();
+  throw Error(code, "{}: {}", describe_endpoint(), message);
+}
+
+void Connection::connect()
+{
+  const Endpoint& endpoint = m_options.endpoint;
+  if (endpoint.tls) {
+    throw Error(ExitCode::config,
+                "{}: this dlock was built without TLS support (hiredis {}.{} has none)",
+                describe_endpoint(), HIREDIS_MAJOR, HIREDIS_MINOR);
+  }
+  redisContext* context = endpoint.transport == Endpoint::Transport::unix_socket
+                            ? redisConnectUnixNonBlock(endpoint.socket_path.c_str())
+                            : redisConnectNonBlock(endpoint.host.c_str(), endpoint.port);
+  if (context == nullptr) {
+    throw Error(ExitCode::internal, "out of memory creating a Redis connection");
+  }
+  if (context->err != 0) {
+    std::string message = context->errstr;
+    redisFree(context);
+    throw Error(ExitCode::unavailable, "cannot connect to {}: {}", describe_endpoint(), message);
+  }
+  // Keep the socket out of the command dlock runs.
+  ::fcntl(context->fd, F_SETFD, FD_CLOEXEC);
+  m_context = context;
+  m_connecting = true;
+  m_write_pending = true;
+
+  const auto& password = m_options.password ? m_options.password : endpoint.password;
+  if (password) {
+    if (endpoint.user.empty()) {
+      append({"AUTH", *password}, Expect::handshake);
+    } else {
+      append({"AUTH", endpoint.user, *password}, Expect::handshake);
+    }
+  } else if (!endpoint.user.empty()) {
+    throw Error(ExitCode::config, "{}: user '{}' given without a password", describe_endpoint(),
+                endpoint.user);
+  }
+  if (endpoint.db != 0) {
+    append({"SELECT", std::to_string(endpoint.db)}, Expect::handshake);
+  }
+}
+
+void Connection::append(const std::vector<std::string>& argv, Expect expect)
+{
+  std::vector<const char*> pointers;
+  std::vector<size_t> lengths;
+  pointers.reserve(argv.size());
+  lengths.reserve(argv.size());
+  for (const auto& arg : argv) {
+    pointers.push_back(arg.data());
+    lengths.push_back(arg.size());
+  }
+  if (redisAppendCommandArgv(m_context, static_cast<int>(argv.size()), pointers.data(),
+                             lengths.data())
+      != REDIS_OK) {
+    fail(ExitCode::internal, "cannot queue a command");
+  }
+  m_expected.push_back(expect);
+  m_write_pending = true;
+}
+
+void Connection::send(const std::vector<std::string>& argv)
+{
+  if (m_context == nullptr) {
+    connect();
+  }
+  append(argv, Expect::user);
+  if (!m_connecting) {
+    process_io(POLLOUT); // write at once; the socket buffer takes small commands
+  }
+}
+
+int Connection::fd() const noexcept { return m_context != nullptr ? m_context->fd : -1; }
+
+short Connection::poll_events() const noexcept
+{
+  if (m_context == nullptr) {
+    return 0;
+  }
+  short events = 0;
+  if (m_connecting || m_write_pending) {
+    events |= POLLOUT;
+  }
+  if (!m_expected.empty()) {
+    events |= POLLIN;
+  }
+  return events;
+}
+
+std::size_t Connection::pending() const noexcept
+{
+  std::size_t count = 0;
+  for (Expect e : m_expected) {
+    count += e == Expect::user ? 1 : 0;
+  }
+  return count;
+}
+
+void Connection::process_io(short revents)
+{
+  if (m_context == nullptr) {
+    return;
+  }
+  if (m_connecting) {
+    if ((revents & (POLLOUT | POLLERR | POLLHUP)) == 0) {
+      return;
+    }
+    int error = 0;
+    socklen_t length = sizeof error;
+    if (::getsockopt(m_context->fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0) {
+      error = errno;
+    }
+    if (error != 0) {
+      fail(ExitCode::unavailable, fmt::format("cannot connect: {}", std::strerror(error)));
+    }
+    m_connecting = false;
+  }
+  if (m_write_pending && (revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
+    int done = 0;
+    if (redisBufferWrite(m_context, &done) != REDIS_OK) {
+      fail(ExitCode::unavailable, fmt::format("write failed: {}", m_context->errstr));
+    }
+    m_write_pending = done == 0;
+  }
+  if ((revents & (POLLIN | POLLERR | POLLHUP)) != 0) {
+    if (redisBufferRead(m_context) != REDIS_OK) {
+      fail(ExitCode::unavailable, fmt::format("connection lost: {}", m_context->errstr));
+    }
+  }
+}
+
+std::optional<Reply> Connection::next_reply()
+{
+  while (m_context != nullptr && !m_expected.empty()) {
+    void* raw = nullptr;
+    if (redisGetReplyFromReader(m_context, &raw) != REDIS_OK) {
+      fail(ExitCode::internal, fmt::format("protocol error: {}", m_context->errstr));
+    }
+    if (raw == nullptr) {
+      return std::nullopt;
+    }
+    Reply reply(static_cast<redisReply*>(raw));
+    Expect expect = m_expected.front();
+    m_expected.pop_front();
+    if (expect == Expect::user) {
+      return reply;
+    }
+    if (reply->type == REDIS_REPLY_ERROR) {
+      std::string message(reply->str, reply->len);
+      fail(classify_error(message), message);
+    }
+  }
+  return std::nullopt;
+}
+
+Reply Connection::call(const std::vector<std::string>& argv, util::TimePoint deadline)
+{
+  std::size_t discard = pending();
+  send(argv);
+  while (true) {
+    while (auto reply = next_reply()) {
+      if (discard == 0) {
+        return std::move(*reply);
+      }
+      --discard;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      bool was_connecting = m_connecting;
+      reset();
+      throw Error(ExitCode::unavailable, "{}: {}", describe_endpoint(),
+                  was_connecting ? "timed out connecting" : "timed out waiting for a reply");
+    }
+    pollfd pfd{fd(), poll_events(), 0};
+    int ready = ::poll(&pfd, 1, static_cast<int>(std::min<long long>(left.count() + 1, 1 << 30)));
+    if (ready < 0 && errno != EINTR) {
+      fail(ExitCode::internal, fmt::format("poll failed: {}", std::strerror(errno)));
+    }
+    if (ready > 0) {
+      process_io(pfd.revents);
+    }
+  }
+}
+
+} // namespace dlock::redis

@@ -1,0 +1,70 @@
+#pragma once
+
+#include "redis/reply.hpp"
+#include "redis/url.hpp"
+#include "util/clock.hpp"
+#include "util/duration.hpp"
+
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+struct redisContext;
+
+namespace dlock::redis {
+
+// Everything needed to open (and reopen) a connection to one server.
+struct ConnectOptions {
+  Endpoint endpoint;
+  std::optional<std::string> password; // wins over a password in the URL
+  util::Millis connect_timeout{2000};
+};
+
+// One non-blocking connection to Redis. It can be driven from a poll loop (send, fd,
+// poll_events, process_io, next_reply) or used blocking with a deadline (call). It connects
+// lazily and pipelines AUTH and SELECT in front of the first command, so a reconnect costs
+// one round trip. Any I/O failure drops the socket; the next send reconnects.
+class Connection {
+public:
+  explicit Connection(ConnectOptions options);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Queues a command, connecting first if needed; its reply comes from next_reply in order.
+  void send(const std::vector<std::string>& argv);
+  // Sends argv and waits for its reply until deadline, discarding replies to earlier sends;
+  // throws Error(unavailable) on timeout or I/O failure, classified errors on handshake errors.
+  Reply call(const std::vector<std::string>& argv, util::TimePoint deadline);
+
+  // The socket to poll, or -1 when not connected.
+  int fd() const noexcept;
+  // POLLIN/POLLOUT as needed to make progress, 0 when idle.
+  short poll_events() const noexcept;
+  // Does the I/O that poll reported; throws Error on failure (after dropping the socket).
+  void process_io(short revents);
+  // The next complete reply to a send, if one has arrived; handshake replies are checked here.
+  std::optional<Reply> next_reply();
+  // Replies still owed to send calls.
+  std::size_t pending() const noexcept;
+  // Drops the socket and anything in flight (after a timeout); the next send reconnects.
+  void reset() noexcept;
+  // The server, with any password redacted, for messages.
+  std::string describe_endpoint() const;
+
+private:
+  enum class Expect { handshake, user };
+
+  void connect();
+  [[noreturn]] void fail(ExitCode code, const std::string& message);
+  void append(const std::vector<std::string>& argv, Expect expect);
+
+  ConnectOptions m_options;
+  redisContext* m_context = nullptr;
+  bool m_connecting = false;
+  bool m_write_pending = false;
+  std::deque<Expect> m_expected;
+};
+
+} // namespace dlock::redis

@@ -1,0 +1,34 @@
+#pragma once
+
+#include "util/error.hpp"
+
+#include <hiredis/hiredis.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace dlock::redis {
+
+// Frees a hiredis reply tree.
+struct ReplyDeleter {
+  void operator()(redisReply* reply) const noexcept { freeReplyObject(reply); }
+};
+
+// One reply, owned.
+using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+
+// Maps a Redis error reply to the contract's exit status: NOAUTH/WRONGPASS/NOPERM are 77,
+// LOADING/READONLY/MASTERDOWN/BUSY/CLUSTERDOWN/TRYAGAIN are 69 (retryable), anything else 70.
+ExitCode classify_error(std::string_view message);
+
+// Throws the classified Error if reply is an error reply; `what` names the request.
+void throw_if_error(const redisReply& reply, std::string_view what);
+
+// A short description of a reply for "unexpected reply" messages.
+std::string describe(const redisReply& reply);
+
+// The integer in an integer reply; throws Error(internal) for anything else.
+long long expect_integer(const redisReply& reply, std::string_view what);
+
+} // namespace dlock::redis

@@ -1,0 +1,229 @@
+#include "redis/url.hpp"
+
+#include "util/error.hpp"
+
+#include <charconv>
+
+namespace dlock::redis {
+
+namespace {
+
+int hex_value(char c)
+{
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'a' && c <= 'f') {
+    return c - 'a' + 10;
+  }
+  if (c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
+  return -1;
+}
+
+// Decodes %XX escapes in user names and passwords (a '@' or ':' in a password must be escaped).
+std::optional<std::string> percent_decode(std::string_view text)
+{
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%') {
+      if (i + 2 >= text.size()) {
+        return std::nullopt;
+      }
+      int hi = hex_value(text[i + 1]);
+      int lo = hex_value(text[i + 2]);
+      if (hi < 0 || lo < 0) {
+        return std::nullopt;
+      }
+      out.push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else {
+      out.push_back(text[i]);
+    }
+  }
+  return out;
+}
+
+std::optional<int> parse_int(std::string_view text, int min, int max)
+{
+  int value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size() || value < min || value > max) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+// "scheme://userinfo@rest": the position just after the scheme's "://", or npos.
+std::size_t after_scheme(std::string_view url)
+{
+  auto pos = url.find("://");
+  return pos == std::string_view::npos ? pos : pos + 3;
+}
+
+std::string redact(std::string_view url)
+{
+  std::size_t start = after_scheme(url);
+  if (start == std::string_view::npos) {
+    return std::string(url);
+  }
+  std::size_t at = url.rfind('@');
+  if (at == std::string_view::npos || at < start) {
+    return std::string(url);
+  }
+  std::string_view userinfo = url.substr(start, at - start);
+  std::size_t colon = userinfo.find(':');
+  if (colon == std::string_view::npos) {
+    return std::string(url);
+  }
+  return std::string(url.substr(0, start + colon + 1)) + "***" + std::string(url.substr(at));
+}
+
+} // namespace
+
+bool url_has_password(std::string_view url)
+{
+  std::size_t start = after_scheme(url);
+  std::size_t at = url.rfind('@');
+  if (start == std::string_view::npos || at == std::string_view::npos || at < start) {
+    return false;
+  }
+  std::size_t colon = url.substr(start, at - start).find(':');
+  return colon != std::string_view::npos && at > start + colon + 1;
+}
+
+std::string Endpoint::redacted() const
+{
+  std::string auth;
+  if (!user.empty() || password) {
+    auth = user + (password ? ":***" : "") + "@";
+  }
+  if (transport == Transport::unix_socket) {
+    return "unix://" + auth + socket_path + (db != 0 ? "?db=" + std::to_string(db) : "");
+  }
+  std::string host_part = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  return std::string(tls ? "rediss://" : "redis://") + auth + host_part + ":"
+         + std::to_string(port) + (db != 0 ? "/" + std::to_string(db) : "");
+}
+
+Endpoint parse_url(std::string_view url)
+{
+  auto bad = [&](std::string_view why) {
+    return Error(ExitCode::usage, "invalid Redis URL '{}': {}", redact(url), why);
+  };
+  Endpoint endpoint;
+  std::size_t start = after_scheme(url);
+  if (start == std::string_view::npos) {
+    throw bad("expected redis://, rediss:// or unix://");
+  }
+  std::string_view scheme = url.substr(0, start - 3);
+  if (scheme == "redis") {
+    endpoint.transport = Endpoint::Transport::tcp;
+  } else if (scheme == "rediss") {
+    endpoint.transport = Endpoint::Transport::tcp;
+    endpoint.tls = true;
+  } else if (scheme == "unix") {
+    endpoint.transport = Endpoint::Transport::unix_socket;
+  } else {
+    throw bad("unknown scheme; expected redis://, rediss:// or unix://");
+  }
+  std::string_view rest = url.substr(start);
+
+  // userinfo: everything before the last '@' (passwords may contain escaped '@' only)
+  if (std::size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    std::string_view userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    std::size_t colon = userinfo.find(':');
+    auto user = percent_decode(userinfo.substr(0, colon));
+    if (!user) {
+      throw bad("bad %-escape in user name");
+    }
+    endpoint.user = *user;
+    if (colon != std::string_view::npos) {
+      auto password = percent_decode(userinfo.substr(colon + 1));
+      if (!password) {
+        throw bad("bad %-escape in password");
+      }
+      if (!password->empty()) {
+        endpoint.password = *password;
+      }
+    }
+  }
+
+  if (endpoint.transport == Endpoint::Transport::unix_socket) {
+    std::string_view query;
+    if (std::size_t q = rest.find('?'); q != std::string_view::npos) {
+      query = rest.substr(q + 1);
+      rest = rest.substr(0, q);
+    }
+    if (rest.empty() || rest.front() != '/') {
+      throw bad("a unix socket URL needs an absolute path, as in unix:///run/redis.sock");
+    }
+    endpoint.socket_path = std::string(rest);
+    if (!query.empty()) {
+      if (query.substr(0, 3) != "db=") {
+        throw bad("the only query parameter is db=N");
+      }
+      auto db = parse_int(query.substr(3), 0, 1'000'000);
+      if (!db) {
+        throw bad("db must be a non-negative number");
+      }
+      endpoint.db = *db;
+    }
+    return endpoint;
+  }
+
+  std::string_view path;
+  if (std::size_t slash = rest.find('/'); slash != std::string_view::npos) {
+    path = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+  }
+  std::string_view port_text;
+  if (!rest.empty() && rest.front() == '[') {
+    std::size_t close = rest.find(']');
+    if (close == std::string_view::npos) {
+      throw bad("unterminated [IPv6] address");
+    }
+    endpoint.host = std::string(rest.substr(1, close - 1));
+    std::string_view after = rest.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') {
+        throw bad("unexpected text after ]");
+      }
+      port_text = after.substr(1);
+      if (port_text.empty()) {
+        throw bad("empty port");
+      }
+    }
+  } else {
+    std::size_t colon = rest.find(':');
+    endpoint.host = std::string(rest.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port_text = rest.substr(colon + 1);
+      if (port_text.empty()) {
+        throw bad("empty port");
+      }
+    }
+  }
+  if (endpoint.host.empty()) {
+    throw bad("missing host");
+  }
+  if (!port_text.empty()) {
+    auto port = parse_int(port_text, 1, 65535);
+    if (!port) {
+      throw bad("port must be a number from 1 to 65535");
+    }
+    endpoint.port = *port;
+  }
+  if (!path.empty()) {
+    auto db = parse_int(path, 0, 1'000'000);
+    if (!db) {
+      throw bad("the path must be a database number, as in redis://host:6379/2");
+    }
+    endpoint.db = *db;
+  }
+  return endpoint;
+}
+
+} // namespace dlock::redis

@@ -1,0 +1,104 @@
+#include "util/duration.hpp"
+
+#include "util/error.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace dlock::util {
+
+namespace {
+
+// Milliseconds per unit, or 0 for an unknown unit.
+double unit_millis(std::string_view unit)
+{
+  if (unit == "ms") {
+    return 1;
+  }
+  if (unit == "s" || unit.empty()) {
+    return 1000;
+  }
+  if (unit == "m") {
+    return 60'000;
+  }
+  if (unit == "h") {
+    return 3'600'000;
+  }
+  return 0;
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+} // namespace
+
+Millis parse_duration(std::string_view text, std::string_view option_name)
+{
+  auto bad = [&] {
+    return Error(ExitCode::usage,
+                 "invalid duration '{}' for {}: use forms like 250ms, 10s, 1.5m, 1m30s, 2h",
+                 text, option_name);
+  };
+  if (text.empty()) {
+    throw bad();
+  }
+  double total = 0;
+  std::size_t pos = 0;
+  bool bare_number = true;
+  while (pos < text.size()) {
+    std::size_t start = pos;
+    bool seen_dot = false;
+    while (pos < text.size() && (is_digit(text[pos]) || (text[pos] == '.' && !seen_dot))) {
+      seen_dot = seen_dot || text[pos] == '.';
+      ++pos;
+    }
+    std::string_view number = text.substr(start, pos - start);
+    if (number.empty() || number == ".") {
+      throw bad();
+    }
+    std::size_t unit_start = pos;
+    while (pos < text.size() && text[pos] >= 'a' && text[pos] <= 'z') {
+      ++pos;
+    }
+    std::string_view unit = text.substr(unit_start, pos - unit_start);
+    if (unit.empty() && pos < text.size()) {
+      throw bad();
+    }
+    if (unit.empty() && !bare_number) {
+      throw bad(); // "1m30" is ambiguous; require the unit
+    }
+    double per_unit = unit_millis(unit);
+    if (per_unit == 0) {
+      throw bad();
+    }
+    bare_number = bare_number && unit.empty();
+    total += std::stod(std::string(number)) * per_unit;
+  }
+  if (!std::isfinite(total) || total > 1e15) {
+    throw bad();
+  }
+  return Millis(static_cast<long long>(std::llround(total)));
+}
+
+std::string format_duration(Millis duration)
+{
+  long long ms = duration.count();
+  if (ms < 1000) {
+    return fmt::format("{}ms", ms);
+  }
+  if (ms < 60'000) {
+    if (ms % 1000 == 0) {
+      return fmt::format("{}s", ms / 1000);
+    }
+    return fmt::format("{:.3g}s", static_cast<double>(ms) / 1000);
+  }
+  long long total_s = ms / 1000;
+  if (total_s < 3600) {
+    return total_s % 60 == 0 ? fmt::format("{}m", total_s / 60)
+                             : fmt::format("{}m{}s", total_s / 60, total_s % 60);
+  }
+  return (total_s % 3600) / 60 == 0
+           ? fmt::format("{}h", total_s / 3600)
+           : fmt::format("{}h{}m", total_s / 3600, (total_s % 3600) / 60);
+}
+
+} // namespace dlock::util

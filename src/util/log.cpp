@@ -1,0 +1,38 @@
+#include "util/log.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
+namespace dlock::util {
+
+namespace {
+Verbosity g_verbosity = Verbosity::normal;
+}
+
+void set_verbosity(Verbosity verbosity) { g_verbosity = verbosity; }
+
+Verbosity verbosity() { return g_verbosity; }
+
+void write_line(std::string_view message)
+{
+  std::string line = "dlock: ";
+  line.append(message);
+  line.push_back('\n');
+  const char* data = line.data();
+  std::size_t left = line.size();
+  while (left > 0) {
+    ssize_t n = ::write(STDERR_FILENO, data, left);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      return; // stderr is gone; nothing better to do
+    }
+    data += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
+
+} // namespace dlock::util

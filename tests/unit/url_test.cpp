@@ -1,0 +1,106 @@
+#include "redis/url.hpp"
+#include "util/error.hpp"
+
+#include <gtest/gtest.h>
+
+using dlock::Error;
+using dlock::ExitCode;
+using dlock::redis::Endpoint;
+using dlock::redis::parse_url;
+using dlock::redis::url_has_password;
+
+TEST(Url, HostPortDb)
+{
+  Endpoint e = parse_url("redis://example.test:6380/3");
+  EXPECT_EQ(e.transport, Endpoint::Transport::tcp);
+  EXPECT_EQ(e.host, "example.test");
+  EXPECT_EQ(e.port, 6380);
+  EXPECT_EQ(e.db, 3);
+  EXPECT_FALSE(e.tls);
+  EXPECT_FALSE(e.password);
+}
+
+TEST(Url, Defaults)
+{
+  Endpoint e = parse_url("redis://localhost");
+  EXPECT_EQ(e.port, 6379);
+  EXPECT_EQ(e.db, 0);
+  EXPECT_TRUE(e.user.empty());
+}
+
+TEST(Url, UserAndPassword)
+{
+  Endpoint e = parse_url("redis://alice:s%40cret:x@h:1");
+  EXPECT_EQ(e.user, "alice");
+  ASSERT_TRUE(e.password);
+  EXPECT_EQ(*e.password, "s@cret:x");
+  Endpoint only_password = parse_url("redis://:pw@h");
+  EXPECT_TRUE(only_password.user.empty());
+  EXPECT_EQ(*only_password.password, "pw");
+  Endpoint only_user = parse_url("redis://bob@h");
+  EXPECT_EQ(only_user.user, "bob");
+  EXPECT_FALSE(only_user.password);
+}
+
+TEST(Url, Ipv6)
+{
+  Endpoint e = parse_url("redis://[::1]:7000/1");
+  EXPECT_EQ(e.host, "::1");
+  EXPECT_EQ(e.port, 7000);
+  EXPECT_EQ(e.db, 1);
+  EXPECT_EQ(e.redacted(), "redis://[::1]:7000/1");
+}
+
+TEST(Url, UnixSocket)
+{
+  Endpoint e = parse_url("unix:///run/redis/redis.sock?db=2");
+  EXPECT_EQ(e.transport, Endpoint::Transport::unix_socket);
+  EXPECT_EQ(e.socket_path, "/run/redis/redis.sock");
+  EXPECT_EQ(e.db, 2);
+  Endpoint with_auth = parse_url("unix://u:p@/tmp/r.sock");
+  EXPECT_EQ(with_auth.user, "u");
+  EXPECT_EQ(*with_auth.password, "p");
+  EXPECT_EQ(with_auth.socket_path, "/tmp/r.sock");
+}
+
+TEST(Url, Tls)
+{
+  EXPECT_TRUE(parse_url("rediss://h:6380").tls);
+}
+
+TEST(Url, RedactsPasswordEverywhere)
+{
+  Endpoint e = parse_url("redis://alice:hunter2@h:1");
+  EXPECT_EQ(e.redacted(), "redis://alice:***@h:1");
+  try {
+    parse_url("redis://alice:hunter2@h:notaport");
+    FAIL();
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::usage);
+    EXPECT_EQ(std::string(error.what()).find("hunter2"), std::string::npos) << error.what();
+  }
+}
+
+TEST(Url, RejectsMalformed)
+{
+  for (const char* bad : {"", "localhost:6379", "http://h", "redis://", "redis://h:0",
+                          "redis://h:65536", "redis://h:", "redis://h/x", "redis://[::1",
+                          "unix://relative.sock", "unix:///s.sock?db=x", "unix:///s?foo=1",
+                          "redis://u:%zz@h"}) {
+    try {
+      parse_url(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ExitCode::usage) << bad;
+    }
+  }
+}
+
+TEST(Url, DetectsPasswordInArgument)
+{
+  EXPECT_TRUE(url_has_password("redis://u:p@h"));
+  EXPECT_TRUE(url_has_password("redis://:p@h"));
+  EXPECT_FALSE(url_has_password("redis://u@h"));
+  EXPECT_FALSE(url_has_password("redis://h:6379"));
+  EXPECT_FALSE(url_has_password("--key"));
+}
