@@ -29,3 +29,43 @@ struct RunOptions {
 };
 
 } // namespace dlock::cli
+
+namespace dlock::cli {
+
+// `dlock status KEY [--json]`
+struct StatusOptions {
+  std::string key;
+  bool json = false;
+};
+
+// `dlock list [PATTERN] [--json]`
+struct ListOptions {
+  std::string pattern = "*";
+  bool json = false;
+};
+
+// `dlock acquire --key K --ttl D [--wait D | --no-wait] [--json]`
+struct AcquireOptions {
+  std::string key;
+  util::Millis ttl{30'000};
+  std::optional<util::Millis> wait;
+  bool no_wait = false;
+  int conflict_exit_code = 75;
+  bool json = false;
+};
+
+// `dlock renew --key K --token T [--ttl D]`
+struct RenewOptions {
+  std::string key;
+  std::string token;
+  std::optional<util::Millis> ttl; // nullopt: the holder's own lease length
+};
+
+// `dlock release --key K (--token T | --force)`
+struct ReleaseOptions {
+  std::string key;
+  std::string token;
+  bool force = false;
+};
+
+} // namespace dlock::cli

@@ -54,25 +54,37 @@ AcquireResult LockClient::try_acquire(const std::string& token, util::Millis ttl
   return result;
 }
 
-bool LockClient::renew(const std::string& token, util::Millis ttl, util::TimePoint deadline)
+bool LockClient::renew(const std::string& token, std::optional<util::Millis> ttl,
+                       util::TimePoint deadline)
 {
-  redis::Reply reply = scripts::renew().run(m_connection, {m_keys.lock, m_keys.holder},
-                                            {token, ms_string(ttl)}, deadline);
+  redis::Reply reply = scripts::renew().run(
+    m_connection, {m_keys.lock, m_keys.holder},
+    {token, ttl ? ms_string(*ttl) : std::string(), ttl ? "1" : "0"}, deadline);
   return expect_flag(*reply, "renewing the lease");
 }
 
 bool LockClient::release(const std::string& token, util::TimePoint deadline)
 {
-  redis::Reply reply =
-    scripts::release().run(m_connection, {m_keys.lock, m_keys.holder}, {token}, deadline);
+  redis::Reply reply = scripts::release().run(m_connection, release_keys(), {token}, deadline);
   return expect_flag(*reply, "releasing the lock");
+}
+
+bool LockClient::force_release(util::TimePoint deadline)
+{
+  redis::Reply reply = scripts::release().run(m_connection, release_keys(), {""}, deadline);
+  return expect_flag(*reply, "releasing the lock");
+}
+
+std::vector<std::string> LockClient::release_keys() const
+{
+  return {m_keys.lock, m_keys.holder, m_keys.waiters, m_keys.queue, m_keys.queue_expiry, m_keys.wake};
 }
 
 void LockClient::send_renew(const std::string& token, util::Millis ttl, bool with_source)
 {
   const redis::Script& script = scripts::renew();
   std::vector<std::string> keys{m_keys.lock, m_keys.holder};
-  std::vector<std::string> args{token, ms_string(ttl)};
+  std::vector<std::string> args{token, ms_string(ttl), "0"};
   m_connection.send(with_source ? script.eval(keys, args) : script.evalsha(keys, args));
 }
 

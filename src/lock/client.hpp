@@ -25,10 +25,13 @@ public:
   // One attempt to take the lock for token; never waits for the holder.
   AcquireResult try_acquire(const std::string& token, util::Millis ttl, const HolderInfo& me,
                             util::TimePoint deadline);
-  // Extends the lease if token still holds it; false if not.
-  bool renew(const std::string& token, util::Millis ttl, util::TimePoint deadline);
-  // Deletes the lock if token still holds it; false if not.
+  // Extends the lease if token still holds it; false if not. Without ttl, the holder's own
+  // lease length is used; with one, it becomes the holder's lease length.
+  bool renew(const std::string& token, std::optional<util::Millis> ttl, util::TimePoint deadline);
+  // Deletes the lock if token still holds it and wakes one waiter; false if not.
   bool release(const std::string& token, util::TimePoint deadline);
+  // Deletes the lock whoever holds it and wakes one waiter; false if it was free.
+  bool force_release(util::TimePoint deadline);
 
   // Non-blocking renewal for the run loop: queue it (with EVAL after a NOSCRIPT reply)...
   void send_renew(const std::string& token, util::Millis ttl, bool with_source = false);
@@ -39,6 +42,8 @@ public:
   redis::Connection& connection() noexcept { return m_connection; }
 
 private:
+  std::vector<std::string> release_keys() const;
+
   redis::Connection& m_connection;
   LockKeys m_keys;
 };

@@ -7,7 +7,14 @@ namespace dlock::lock {
 LockKeys LockKeys::make(std::string_view prefix, std::string_view name)
 {
   std::string base = fmt::format("{}{{{}}}", prefix, name);
-  return LockKeys{std::string(name), base, base + ":fence", base + ":holder"};
+  return LockKeys{std::string(name), base,          base + ":fence",
+                  base + ":holder",   base + ":waiters", base + ":queue",
+                  base + ":queue-expiry", base + ":wake"};
+}
+
+std::string LockKeys::wake_for(std::string_view waiter_id) const
+{
+  return fmt::format("{}:wake:{}", lock, waiter_id);
 }
 
 void validate_lock_name(std::string_view name)

@@ -12,6 +12,13 @@ struct LockKeys {
   std::string lock;   // prefix{name}: the holder's token, with the lease as its TTL
   std::string fence;  // prefix{name}:fence: fencing counter, never expires
   std::string holder; // prefix{name}:holder: metadata hash, expires with the lock
+  std::string waiters; // prefix{name}:waiters: zset of waiting ids scored by expiry (ms)
+  std::string queue;   // prefix{name}:queue: zset of --fair ids scored by arrival
+  std::string queue_expiry; // prefix{name}:queue-expiry: zset of --fair ids by expiry (ms)
+  std::string wake;    // prefix{name}:wake: list a release pushes to, waking one waiter
+
+  // The list a release pushes to for one --fair waiter.
+  std::string wake_for(std::string_view waiter_id) const;
 
   // Keys for a name under a prefix (default "dlock:").
   static LockKeys make(std::string_view prefix, std::string_view name);

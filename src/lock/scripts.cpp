@@ -10,7 +10,7 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local now = redis.call('TIME')
   local acquired_ms = string.format('%d%03d', now[1], math.floor(now[2] / 1000))
   redis.call('DEL', KEYS[3])
-  redis.call('HSET', KEYS[3], 'token', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4],
+  redis.call('HSET', KEYS[3], 'host', ARGV[3], 'pid', ARGV[4],
              'user', ARGV[5], 'command', ARGV[6], 'acquired_ms', acquired_ms,
              'fence', fence, 'ttl_ms', ARGV[2])
   redis.call('PEXPIRE', KEYS[3], ARGV[2])
@@ -24,12 +24,19 @@ return {0, redis.call('PTTL', KEYS[1]), redis.call('HGETALL', KEYS[3])}
 const redis::Script& renew()
 {
   static const redis::Script script(R"lua(
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  return 1
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
 end
-return 0
+local ttl = ARGV[2]
+if ttl == '' then
+  ttl = redis.call('HGET', KEYS[2], 'ttl_ms') or redis.call('PTTL', KEYS[1])
+end
+redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PEXPIRE', KEYS[2], ttl)
+if ARGV[3] == '1' then
+  redis.call('HSET', KEYS[2], 'ttl_ms', ttl)
+end
+return 1
 )lua");
   return script;
 }
@@ -37,11 +44,48 @@ return 0
 const redis::Script& release()
 {
   static const redis::Script script(R"lua(
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1], KEYS[2])
-  return 1
+local current = redis.call('GET', KEYS[1])
+if not current or (ARGV[1] ~= '' and current ~= ARGV[1]) then
+  return 0
 end
-return 0
+redis.call('DEL', KEYS[1], KEYS[2])
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. now)
+local expired = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. now)
+for i = 1, #expired do
+  redis.call('ZREM', KEYS[4], expired[i])
+  redis.call('ZREM', KEYS[5], expired[i])
+end
+local head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]
+local wake = nil
+if head then
+  wake = KEYS[1] .. ':wake:' .. head
+elseif redis.call('ZCARD', KEYS[3]) > 0 then
+  wake = KEYS[6]
+end
+if wake and redis.call('LLEN', wake) == 0 then
+  redis.call('RPUSH', wake, '1')
+  redis.call('PEXPIRE', wake, 60000)
+end
+return 1
+)lua");
+  return script;
+}
+
+const redis::Script& inspect()
+{
+  static const redis::Script script(R"lua(
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local held = redis.call('EXISTS', KEYS[1])
+local holder = {}
+if held == 1 then
+  holder = redis.call('HGETALL', KEYS[2])
+end
+local waiters = redis.call('ZCOUNT', KEYS[4], now, '+inf') + redis.call('ZCOUNT', KEYS[5], now, '+inf')
+return {held, redis.call('PTTL', KEYS[1]), holder, redis.call('GET', KEYS[3]) or '0', waiters,
+        string.format('%d', now)}
 )lua");
   return script;
 }

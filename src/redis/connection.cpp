@@ -193,12 +193,20 @@ Reply Connection::call(const std::vector<std::string>& argv, util::TimePoint dea
 {
   std::size_t discard = pending();
   send(argv);
+  for (; discard > 0; --discard) {
+    receive(deadline);
+  }
+  return receive(deadline);
+}
+
+Reply Connection::receive(util::TimePoint deadline)
+{
   while (true) {
-    while (auto reply = next_reply()) {
-      if (discard == 0) {
-        return std::move(*reply);
-      }
-      --discard;
+    if (auto reply = next_reply()) {
+      return std::move(*reply);
+    }
+    if (m_context == nullptr || pending() == 0) {
+      throw Error(ExitCode::internal, "{}: no reply is outstanding", describe_endpoint());
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());

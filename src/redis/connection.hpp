@@ -37,6 +37,8 @@ public:
   // Sends argv and waits for its reply until deadline, discarding replies to earlier sends;
   // throws Error(unavailable) on timeout or I/O failure, classified errors on handshake errors.
   Reply call(const std::vector<std::string>& argv, util::TimePoint deadline);
+  // Waits until deadline for the reply to the oldest outstanding send (for pipelining).
+  Reply receive(util::TimePoint deadline);
 
   // The socket to poll, or -1 when not connected.
   int fd() const noexcept;

@@ -1,0 +1,267 @@
+#include "cli/arguments.hpp"
+
+#include "lock/keys.hpp"
+#include "util/error.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+namespace dlock::cli {
+
+namespace {
+
+std::string read_password_file(const std::string& path)
+{
+  std::ifstream file(path);
+  if (!file) {
+    throw Error(ExitCode::config, "cannot read password file '{}': {}", path, std::strerror(errno));
+  }
+  std::string password;
+  std::getline(file, password);
+  if (!password.empty() && password.back() == '\r') {
+    password.pop_back();
+  }
+  if (password.empty()) {
+    throw Error(ExitCode::config, "password file '{}' is empty", path);
+  }
+  return password;
+}
+
+util::Millis parse_ttl(const std::string& text)
+{
+  util::Millis ttl = util::parse_duration(text, "--ttl");
+  if (ttl < std::chrono::seconds(1)) {
+    throw Error(ExitCode::usage, "--ttl must be at least 1s (got {})", text);
+  }
+  return ttl;
+}
+
+// --wait / --no-wait, shared by run and acquire.
+void resolve_wait(const Arguments& args, std::optional<util::Millis>& wait, bool& no_wait)
+{
+  if (!args.wait.empty()) {
+    if (args.no_wait) {
+      throw Error(ExitCode::usage, "--wait and --no-wait cannot be used together");
+    }
+    wait = util::parse_duration(args.wait, "--wait");
+  }
+  no_wait = args.no_wait;
+}
+
+void add_wait_options(CLI::App& command, Arguments& args)
+{
+  command.add_option("-w,--wait", args.wait, "give up after waiting D (default: wait forever)")
+    ->type_name("D");
+  command.add_flag("-n,--no-wait", args.no_wait, "give up at once if the lock is held");
+  command
+    .add_option("-E,--conflict-exit-code", args.conflict_exit_code,
+                "exit status when the lock is not obtained")
+    ->check(CLI::Range(0, 255))
+    ->capture_default_str();
+}
+
+void add_global_options(CLI::App& app, Arguments& args)
+{
+  app.add_option("-u,--url", args.urls,
+                 "Redis URL: redis://[[user][:pass]@]host[:port][/db], rediss://..., "
+                 "unix:///path.sock[?db=N]")
+    ->envname("DLOCK_URL")
+    ->delimiter(',')
+    ->type_name("URL");
+  app.add_option("--password-file", args.password_file,
+                 "read the Redis password from FILE (or set DLOCK_PASSWORD)")
+    ->type_name("FILE");
+  app.add_option("--tls-ca", args.tls_ca, "CA bundle for rediss://")
+    ->envname("DLOCK_TLS_CA")
+    ->type_name("FILE");
+  app.add_option("--tls-cert", args.tls_cert, "client certificate for rediss://")
+    ->envname("DLOCK_TLS_CERT")
+    ->type_name("FILE");
+  app.add_option("--tls-key", args.tls_key, "client key for rediss://")
+    ->envname("DLOCK_TLS_KEY")
+    ->type_name("FILE");
+  app.add_option("--tls-server-name", args.tls_server_name, "expected server name for rediss://")
+    ->envname("DLOCK_TLS_SERVER_NAME")
+    ->type_name("NAME");
+  app.add_option("--prefix", args.prefix, "namespace of every key dlock writes")
+    ->envname("DLOCK_PREFIX")
+    ->capture_default_str();
+  app.add_option("--connect-timeout", args.connect_timeout, "per connection attempt and request")
+    ->type_name("D")
+    ->capture_default_str();
+  app.add_flag("-v,--verbose", args.verbose, "more diagnostics on stderr");
+  app.add_flag("-q,--quiet", args.quiet, "no diagnostics on stderr except errors");
+}
+
+} // namespace
+
+Subcommands define_command_line(CLI::App& app, Arguments& args)
+{
+  add_global_options(app, args);
+  Subcommands sub;
+
+  sub.run = app.add_subcommand("run", "run a command while holding the lock");
+  sub.run->add_option("-k,--key", args.key, "lock name (1 to 1024 bytes)")->required();
+  sub.run->add_option("-t,--ttl", args.ttl, "lease length, renewed while the command runs (default 30s, min 1s)")
+    ->type_name("D");
+  add_wait_options(*sub.run, args);
+  sub.run->add_option("-c,--command", args.shell_command, "run STRING with /bin/sh -c")
+    ->type_name("STRING");
+  sub.run->add_option("--on-lost", args.on_lost, "when the lease is lost: stop the command, or ignore")
+    ->check(CLI::IsMember({"stop", "ignore"}))
+    ->capture_default_str();
+  sub.run->add_option("--kill-after", args.kill_after, "grace between SIGTERM and SIGKILL (default ttl/4)")
+    ->type_name("D");
+  sub.run->add_option("--max-hold", args.max_hold, "stop the command after D (exit 124)")
+    ->type_name("D");
+  sub.run->add_option("command", args.command, "the command and its arguments, after --");
+  sub.run->positionals_at_end();
+
+  sub.status = app.add_subcommand("status", "show who holds a lock (exit 0 held, 1 free)");
+  sub.status->add_option("key", args.key, "lock name")->required();
+  sub.status->add_flag("--json", args.json, "one JSON document");
+
+  sub.list = app.add_subcommand("list", "list held locks under the prefix");
+  sub.list->add_option("pattern", args.pattern, "glob on lock names")->capture_default_str();
+  sub.list->add_flag("--json", args.json, "one JSON document");
+
+  sub.acquire = app.add_subcommand("acquire", "take a lock for several steps; print its token");
+  sub.acquire->add_option("-k,--key", args.key, "lock name")->required();
+  sub.acquire->add_option("-t,--ttl", args.ttl, "lease length (min 1s)")->type_name("D")->required();
+  add_wait_options(*sub.acquire, args);
+  sub.acquire->add_flag("--json", args.json, "print token and fencing token as JSON");
+
+  sub.renew = app.add_subcommand("renew", "extend a lease held by a token (76 if not held)");
+  sub.renew->add_option("-k,--key", args.key, "lock name")->required();
+  sub.renew->add_option("--token", args.token, "the token acquire printed")
+    ->envname("DLOCK_TOKEN")
+    ->required();
+  sub.renew->add_option("-t,--ttl", args.ttl, "new lease length (default: the one acquired with)")
+    ->type_name("D");
+
+  sub.release = app.add_subcommand("release", "release a lock by token, or --force");
+  sub.release->add_option("-k,--key", args.key, "lock name")->required();
+  auto* token = sub.release->add_option("--token", args.token, "the token acquire printed")
+                  ->envname("DLOCK_TOKEN");
+  auto* force = sub.release->add_flag("--force", args.force, "release whoever holds it");
+  token->excludes(force);
+  return sub;
+}
+
+GlobalOptions resolve_global(const Arguments& args)
+{
+  GlobalOptions global;
+  std::vector<std::string> urls = args.urls;
+  if (urls.empty()) {
+    urls.emplace_back("redis://127.0.0.1:6379");
+  }
+  if (urls.size() > 1) {
+    throw Error(ExitCode::usage,
+                "{} URLs given, but Redlock across several masters is not supported yet; give one "
+                "--url",
+                urls.size());
+  }
+  global.connect.endpoint = redis::parse_url(urls.front());
+  if (!args.password_file.empty()) {
+    global.connect.password = read_password_file(args.password_file);
+  } else if (const char* env = std::getenv("DLOCK_PASSWORD"); env != nullptr && *env != '\0') {
+    global.connect.password = env;
+  }
+  global.connect.connect_timeout = util::parse_duration(args.connect_timeout, "--connect-timeout");
+  if (global.connect.connect_timeout.count() <= 0) {
+    throw Error(ExitCode::usage, "--connect-timeout must be greater than zero");
+  }
+  global.prefix = args.prefix;
+  return global;
+}
+
+RunOptions resolve_run(const Arguments& args)
+{
+  RunOptions run;
+  run.key = args.key;
+  lock::validate_lock_name(run.key);
+  run.ttl = parse_ttl(args.ttl.empty() ? "30s" : args.ttl);
+  resolve_wait(args, run.wait, run.no_wait);
+  run.conflict_exit_code = args.conflict_exit_code;
+  if (!args.shell_command.empty() && !args.command.empty()) {
+    throw Error(ExitCode::usage, "give either -c STRING or a command after --, not both");
+  }
+  run.command = args.shell_command.empty() ? args.command
+                                           : std::vector<std::string>{"/bin/sh", "-c", args.shell_command};
+  if (run.command.empty()) {
+    throw Error(ExitCode::usage, "no command given: use 'dlock run --key KEY -- COMMAND [ARG...]' "
+                                 "or -c 'SHELL COMMAND'");
+  }
+  run.on_lost_ignore = args.on_lost == "ignore";
+  if (!args.kill_after.empty()) {
+    run.kill_after = util::parse_duration(args.kill_after, "--kill-after");
+  }
+  if (!args.max_hold.empty()) {
+    run.max_hold = util::parse_duration(args.max_hold, "--max-hold");
+    if (run.max_hold->count() <= 0) {
+      throw Error(ExitCode::usage, "--max-hold must be greater than zero");
+    }
+  }
+  return run;
+}
+
+StatusOptions resolve_status(const Arguments& args)
+{
+  lock::validate_lock_name(args.key);
+  return StatusOptions{args.key, args.json};
+}
+
+ListOptions resolve_list(const Arguments& args) { return ListOptions{args.pattern, args.json}; }
+
+AcquireOptions resolve_acquire(const Arguments& args)
+{
+  AcquireOptions acquire;
+  acquire.key = args.key;
+  lock::validate_lock_name(acquire.key);
+  acquire.ttl = parse_ttl(args.ttl);
+  resolve_wait(args, acquire.wait, acquire.no_wait);
+  acquire.conflict_exit_code = args.conflict_exit_code;
+  acquire.json = args.json;
+  return acquire;
+}
+
+RenewOptions resolve_renew(const Arguments& args)
+{
+  RenewOptions renew;
+  renew.key = args.key;
+  lock::validate_lock_name(renew.key);
+  renew.token = args.token;
+  if (!args.ttl.empty()) {
+    renew.ttl = parse_ttl(args.ttl);
+  }
+  return renew;
+}
+
+ReleaseOptions resolve_release(const Arguments& args)
+{
+  lock::validate_lock_name(args.key);
+  if (!args.force && args.token.empty()) {
+    throw Error(ExitCode::usage, "release needs --token T (or DLOCK_TOKEN), or --force");
+  }
+  return ReleaseOptions{args.key, args.token, args.force};
+}
+
+void scrub_url_passwords(int argc, char** argv)
+{
+  for (int i = 1; i < argc; ++i) {
+    char* arg = argv[i];
+    if (!redis::url_has_password(arg)) {
+      continue;
+    }
+    char* scheme_end = std::strstr(arg, "://");
+    char* at = std::strrchr(arg, '@');
+    char* colon = scheme_end != nullptr ? std::strchr(scheme_end + 3, ':') : nullptr;
+    for (char* p = colon != nullptr ? colon + 1 : at; p != nullptr && p < at; ++p) {
+      *p = '*';
+    }
+  }
+}
+
+} // namespace dlock::cli

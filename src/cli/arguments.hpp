@@ -1,0 +1,65 @@
+#pragma once
+
+#include "cli/options.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+namespace dlock::cli {
+
+// Every option as typed on the command line; turned into the resolved option structs below
+// only after CLI11 has parsed, so that all validation reports exit 64 the same way.
+struct Arguments {
+  // global
+  std::vector<std::string> urls;
+  std::string password_file;
+  std::string tls_ca, tls_cert, tls_key, tls_server_name;
+  std::string prefix = "dlock:";
+  std::string connect_timeout = "2s";
+  bool verbose = false;
+  bool quiet = false;
+  // shared by subcommands
+  std::string key;
+  std::string ttl;
+  std::string wait;
+  bool no_wait = false;
+  int conflict_exit_code = 75;
+  bool json = false;
+  std::string token;
+  bool force = false;
+  std::string pattern = "*";
+  // run
+  std::string shell_command;
+  std::string on_lost = "stop";
+  std::string kill_after;
+  std::string max_hold;
+  std::vector<std::string> command;
+};
+
+// The subcommands, as registered with CLI11.
+struct Subcommands {
+  CLI::App* run = nullptr;
+  CLI::App* status = nullptr;
+  CLI::App* list = nullptr;
+  CLI::App* acquire = nullptr;
+  CLI::App* renew = nullptr;
+  CLI::App* release = nullptr;
+};
+
+// Declares every option and subcommand of dlock on app, bound to args.
+Subcommands define_command_line(CLI::App& app, Arguments& args);
+
+GlobalOptions resolve_global(const Arguments& args);
+RunOptions resolve_run(const Arguments& args);
+StatusOptions resolve_status(const Arguments& args);
+ListOptions resolve_list(const Arguments& args);
+AcquireOptions resolve_acquire(const Arguments& args);
+RenewOptions resolve_renew(const Arguments& args);
+ReleaseOptions resolve_release(const Arguments& args);
+
+// Overwrites passwords typed into --url arguments, so `ps` stops showing them.
+void scrub_url_passwords(int argc, char** argv);
+
+} // namespace dlock::cli

@@ -1,0 +1,133 @@
+#include "commands/lease_steps.hpp"
+
+#include "commands/acquire_wait.hpp"
+#include "lock/client.hpp"
+#include "lock/status.hpp"
+#include "util/json.hpp"
+#include "util/log.hpp"
+#include "util/random.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace dlock::commands {
+
+namespace {
+
+util::TimePoint deadline_after(util::Millis timeout)
+{
+  return std::chrono::steady_clock::now() + timeout;
+}
+
+// The command line of the process that ran dlock (the CI step or script that owns the lock).
+std::string parent_command_line()
+{
+  std::ifstream file(fmt::format("/proc/{}/cmdline", ::getppid()), std::ios::binary);
+  std::stringstream buffer;
+  buffer << file.rdbuf();
+  std::string line = buffer.str();
+  while (!line.empty() && line.back() == '\0') {
+    line.pop_back();
+  }
+  for (char& c : line) {
+    c = c == '\0' ? ' ' : c;
+  }
+  return line.empty() ? "dlock acquire" : line;
+}
+
+void validate_token(const std::string& token)
+{
+  if (token.empty()) {
+    throw Error(ExitCode::usage, "--token must not be empty (or use --force)");
+  }
+}
+
+} // namespace
+
+int acquire(const cli::GlobalOptions& global, const cli::AcquireOptions& options)
+{
+  lock::validate_lock_name(options.key);
+  process::SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2});
+  redis::Connection connection(global.connect);
+  lock::LockClient client(connection, lock::LockKeys::make(global.prefix, options.key));
+  const std::string token = util::random_token();
+  // The lock belongs to the calling script, which outlives this process.
+  lock::HolderInfo me = lock::HolderInfo::current(parent_command_line());
+  me.pid = ::getppid();
+
+  WaitPolicy policy;
+  policy.no_wait = options.no_wait;
+  policy.wait = options.wait;
+  policy.request_timeout = global.connect.connect_timeout;
+  policy.report_holder = util::verbosity() == util::Verbosity::verbose
+                         || (util::verbosity() == util::Verbosity::normal && ::isatty(STDERR_FILENO) == 1);
+  WaitOutcome outcome = acquire_with_wait(client, token, options.ttl, me, policy, signals);
+  if (outcome.signal != 0) {
+    return 128 + outcome.signal;
+  }
+  if (!outcome.acquired) {
+    return options.conflict_exit_code;
+  }
+  std::string out;
+  if (options.json) {
+    out = util::JsonObject()
+            .add("version", std::int64_t{1})
+            .add("key", options.key)
+            .add("token", token)
+            .add("fencing_token", outcome.fence)
+            .add("ttl_ms", static_cast<std::int64_t>(options.ttl.count()))
+            .str();
+  } else {
+    out = token;
+  }
+  out += "\n";
+  if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
+    // Nobody got the token, so nobody could ever release the lock: give it back.
+    client.release(token, deadline_after(global.connect.connect_timeout));
+    throw Error(ExitCode::internal, "could not write the token to stdout; lock released");
+  }
+  util::log_verbose("acquired lock '{}' (fencing token {})", options.key, outcome.fence);
+  return 0;
+}
+
+int renew(const cli::GlobalOptions& global, const cli::RenewOptions& options)
+{
+  lock::validate_lock_name(options.key);
+  validate_token(options.token);
+  redis::Connection connection(global.connect);
+  lock::LockClient client(connection, lock::LockKeys::make(global.prefix, options.key));
+  if (!client.renew(options.token, options.ttl, deadline_after(global.connect.connect_timeout))) {
+    util::log_error("lock '{}' is not held by this token (it expired or was taken over)", options.key);
+    return static_cast<int>(ExitCode::lost);
+  }
+  return 0;
+}
+
+int release(const cli::GlobalOptions& global, const cli::ReleaseOptions& options)
+{
+  lock::validate_lock_name(options.key);
+  redis::Connection connection(global.connect);
+  lock::LockClient client(connection, lock::LockKeys::make(global.prefix, options.key));
+  auto deadline = deadline_after(global.connect.connect_timeout);
+  if (options.force) {
+    lock::LockStatus before = lock::read_status(connection, global.prefix, options.key, deadline);
+    if (client.force_release(deadline)) {
+      util::log_warning("released lock '{}' by force; evicted {} (fencing token {})", options.key,
+                        before.holder.describe(), before.holder.fence);
+    } else {
+      util::log_warning("lock '{}' was not held", options.key);
+    }
+    return 0;
+  }
+  validate_token(options.token);
+  if (!client.release(options.token, deadline)) {
+    util::log_error("lock '{}' is not held by this token (it expired or was taken over)", options.key);
+    return static_cast<int>(ExitCode::lost);
+  }
+  return 0;
+}
+
+} // namespace dlock::commands

@@ -1,0 +1,116 @@
+#include "commands/status.hpp"
+
+#include "lock/status.hpp"
+#include "util/json.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cstdio>
+
+namespace dlock::commands {
+
+namespace {
+
+using util::format_duration;
+using util::Millis;
+
+void print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+
+std::string holder_name(const lock::HolderInfo& holder)
+{
+  return holder.user.empty() && holder.host.empty() ? "?" : holder.user + "@" + holder.host;
+}
+
+std::string human_status(const lock::LockStatus& status)
+{
+  std::string out = fmt::format("{:<15}{}\n", "lock:", status.name);
+  if (!status.held) {
+    out += fmt::format("{:<15}free\n", "state:");
+    out += fmt::format("{:<15}{}\n", "last fencing:", status.last_fence);
+    out += fmt::format("{:<15}{}\n", "waiters:", status.waiters);
+    return out;
+  }
+  const lock::HolderInfo& holder = status.holder;
+  out += fmt::format("{:<15}held\n", "state:");
+  out += fmt::format("{:<15}{} pid {}\n", "holder:", holder_name(holder), holder.pid);
+  out += fmt::format("{:<15}{}\n", "command:", holder.command);
+  if (holder.acquired_ms > 0) {
+    out += fmt::format("{:<15}{} (held {})\n", "acquired at:", util::format_rfc3339(holder.acquired_ms),
+                       format_duration(Millis(status.held_ms())));
+  }
+  out += fmt::format("{:<15}{}\n", "lease left:",
+                     status.ttl_ms >= 0 ? format_duration(Millis(status.ttl_ms)) : "no expiry");
+  out += fmt::format("{:<15}{}\n", "fencing token:", holder.fence);
+  out += fmt::format("{:<15}{}\n", "waiters:", status.waiters);
+  return out;
+}
+
+std::string human_table(const std::vector<lock::LockStatus>& statuses)
+{
+  std::vector<std::array<std::string, 8>> rows;
+  rows.push_back({"KEY", "HOLDER", "PID", "HELD", "TTL", "FENCE", "WAITERS", "COMMAND"});
+  for (const auto& status : statuses) {
+    rows.push_back({status.name, holder_name(status.holder), std::to_string(status.holder.pid),
+                    format_duration(Millis(status.held_ms())),
+                    status.ttl_ms >= 0 ? format_duration(Millis(status.ttl_ms)) : "-",
+                    std::to_string(status.holder.fence), std::to_string(status.waiters),
+                    status.holder.command});
+  }
+  std::array<std::size_t, 8> widths{};
+  for (const auto& row : rows) {
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      widths[i] = std::max(widths[i], row[i].size());
+    }
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      line += i + 1 < row.size() ? fmt::format("{:<{}}  ", row[i], widths[i]) : row[i];
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+} // namespace
+
+int status(const cli::GlobalOptions& global, const cli::StatusOptions& options)
+{
+  lock::validate_lock_name(options.key);
+  redis::Connection connection(global.connect);
+  auto deadline = std::chrono::steady_clock::now() + global.connect.connect_timeout;
+  lock::LockStatus status = lock::read_status(connection, global.prefix, options.key, deadline);
+  if (options.json) {
+    std::string body = status.to_json();
+    print("{\"version\":1," + body.substr(1) + "\n");
+  } else {
+    print(human_status(status));
+  }
+  return status.held ? 0 : static_cast<int>(ExitCode::not_held);
+}
+
+int list(const cli::GlobalOptions& global, const cli::ListOptions& options)
+{
+  redis::Connection connection(global.connect);
+  // Listing many locks may take more than one request timeout; allow a generous total.
+  auto deadline = std::chrono::steady_clock::now() + global.connect.connect_timeout * 10;
+  std::vector<std::string> names =
+    lock::scan_lock_names(connection, global.prefix, options.pattern, deadline);
+  std::vector<lock::LockStatus> statuses =
+    lock::read_statuses(connection, global.prefix, names, deadline);
+  if (options.json) {
+    std::string locks = "[";
+    for (std::size_t i = 0; i < statuses.size(); ++i) {
+      locks += (i > 0 ? "," : "") + statuses[i].to_json();
+    }
+    locks += "]";
+    print(util::JsonObject().add("version", std::int64_t{1}).add_raw("locks", locks).str() + "\n");
+  } else if (!statuses.empty()) {
+    print(human_table(statuses));
+  }
+  return 0;
+}
+
+} // namespace dlock::commands
