@@ -39,8 +39,13 @@ util::Millis parse_ttl(const std::string& text)
 }
 
 // --wait / --no-wait, shared by run and acquire.
-void resolve_wait(const Arguments& args, std::optional<util::Millis>& wait, bool& no_wait)
+void resolve_wait(const Arguments& args, std::optional<util::Millis>& wait, bool& no_wait,
+                  bool& fair)
 {
+  if (args.fair && args.no_wait) {
+    throw Error(ExitCode::usage, "--fair and --no-wait cannot be used together");
+  }
+  fair = args.fair;
   if (!args.wait.empty()) {
     if (args.no_wait) {
       throw Error(ExitCode::usage, "--wait and --no-wait cannot be used together");
@@ -55,6 +60,7 @@ void add_wait_options(CLI::App& command, Arguments& args)
   command.add_option("-w,--wait", args.wait, "give up after waiting D (default: wait forever)")
     ->type_name("D");
   command.add_flag("-n,--no-wait", args.no_wait, "give up at once if the lock is held");
+  command.add_flag("--fair", args.fair, "first come, first served among waiters");
   command
     .add_option("-E,--conflict-exit-code", args.conflict_exit_code,
                 "exit status when the lock is not obtained")
@@ -183,7 +189,7 @@ RunOptions resolve_run(const Arguments& args)
   run.key = args.key;
   lock::validate_lock_name(run.key);
   run.ttl = parse_ttl(args.ttl.empty() ? "30s" : args.ttl);
-  resolve_wait(args, run.wait, run.no_wait);
+  resolve_wait(args, run.wait, run.no_wait, run.fair);
   run.conflict_exit_code = args.conflict_exit_code;
   if (!args.shell_command.empty() && !args.command.empty()) {
     throw Error(ExitCode::usage, "give either -c STRING or a command after --, not both");
@@ -221,7 +227,7 @@ AcquireOptions resolve_acquire(const Arguments& args)
   acquire.key = args.key;
   lock::validate_lock_name(acquire.key);
   acquire.ttl = parse_ttl(args.ttl);
-  resolve_wait(args, acquire.wait, acquire.no_wait);
+  resolve_wait(args, acquire.wait, acquire.no_wait, acquire.fair);
   acquire.conflict_exit_code = args.conflict_exit_code;
   acquire.json = args.json;
   return acquire;

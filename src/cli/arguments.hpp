@@ -25,6 +25,7 @@ struct Arguments {
   std::string ttl;
   std::string wait;
   bool no_wait = false;
+  bool fair = false;
   int conflict_exit_code = 75;
   bool json = false;
   std::string token;

@@ -21,6 +21,7 @@ struct RunOptions {
   util::Millis ttl{30'000};
   std::optional<util::Millis> wait;   // nullopt: wait forever
   bool no_wait = false;
+  bool fair = false;                  // first come, first served among waiters
   int conflict_exit_code = 75;
   std::vector<std::string> command;   // argv, or {"/bin/sh", "-c", STRING} for -c
   bool on_lost_ignore = false;
@@ -50,6 +51,7 @@ struct AcquireOptions {
   util::Millis ttl{30'000};
   std::optional<util::Millis> wait;
   bool no_wait = false;
+  bool fair = false;
   int conflict_exit_code = 75;
   bool json = false;
 };

@@ -4,36 +4,26 @@
 #include "util/random.hpp"
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
 
 namespace dlock::commands {
 
 using namespace std::chrono_literals;
 using util::Millis;
+using util::TimePoint;
 
 namespace {
 
-// Sleeps until `until` or a signal other than SIGCHLD; returns that signal, or 0.
-int sleep_interruptibly(process::SignalFd& signals, util::TimePoint until)
-{
-  while (true) {
-    auto left = std::chrono::duration_cast<Millis>(until - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      return 0;
-    }
-    pollfd pfd{signals.fd(), POLLIN, 0};
-    ::poll(&pfd, 1, static_cast<int>(left.count()) + 1);
-    while (auto sig = signals.read()) {
-      if (*sig != SIGCHLD) {
-        return *sig;
-      }
-    }
-  }
-}
+TimePoint now() { return std::chrono::steady_clock::now(); }
 
 std::string holder_text(const lock::AcquireResult& result)
 {
+  if (result.holder_ttl_ms == -2) {
+    return "no one (earlier --fair waiters go first)";
+  }
   std::string text = result.holder.describe();
   if (result.holder_ttl_ms > 0) {
     text += fmt::format(", lease ends in {}", util::format_duration(Millis(result.holder_ttl_ms)));
@@ -41,50 +31,176 @@ std::string holder_text(const lock::AcquireResult& result)
   return text;
 }
 
+// The "waiting for lock" line: redrawn in place on a terminal, one line with -v elsewhere.
+class Progress {
+public:
+  Progress(const WaitPolicy& policy, std::string name)
+    : m_policy(policy), m_name(std::move(name)), m_start(now())
+  {
+  }
+  ~Progress() { clear(); }
+
+  void held_by(const lock::AcquireResult& result)
+  {
+    m_holder = holder_text(result);
+    if (m_policy.live_progress) {
+      redraw();
+    } else if (m_policy.report_holder && !m_reported) {
+      util::log_warning("waiting for lock '{}', held by {}", m_name, m_holder);
+    }
+    m_reported = true;
+  }
+
+  void redraw()
+  {
+    if (!m_policy.live_progress || m_holder.empty()) {
+      return;
+    }
+    auto waited = std::chrono::duration_cast<std::chrono::seconds>(now() - m_start);
+    std::string line = fmt::format("\rdlock: waiting for lock '{}' ({}s), held by {}\x1b[K", m_name,
+                                   waited.count(), m_holder);
+    ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+    (void)ignored;
+    m_drawn = true;
+  }
+
+  void clear()
+  {
+    if (m_drawn) {
+      static constexpr std::string_view erase = "\r\x1b[K";
+      ssize_t ignored = ::write(STDERR_FILENO, erase.data(), erase.size());
+      (void)ignored;
+      m_drawn = false;
+    }
+  }
+
+private:
+  const WaitPolicy& m_policy;
+  std::string m_name;
+  TimePoint m_start;
+  std::string m_holder;
+  bool m_reported = false;
+  bool m_drawn = false;
+};
+
+enum class Woken { reply, deadline, signal };
+
+// Waits for the outstanding BLPOP's reply, a signal, or until; redraws progress each second.
+Woken wait_for_wake(lock::LockClient& client, process::SignalFd& signals, TimePoint until,
+                    Progress& progress, int& signal)
+{
+  redis::Connection& connection = client.connection();
+  auto next_redraw = now() + 1s;
+  while (true) {
+    if (auto reply = connection.next_reply()) {
+      redis::throw_if_error(**reply, "waiting for the lock");
+      return Woken::reply;
+    }
+    TimePoint t = now();
+    if (t >= until) {
+      return Woken::deadline;
+    }
+    if (t >= next_redraw) {
+      progress.redraw();
+      next_redraw = t + 1s;
+    }
+    std::array<pollfd, 2> fds{pollfd{signals.fd(), POLLIN, 0},
+                              pollfd{connection.fd(), connection.poll_events(), 0}};
+    auto wait = std::chrono::duration_cast<Millis>(std::min(until, next_redraw) - t);
+    ::poll(fds.data(), 2, static_cast<int>(wait.count()) + 1);
+    if ((fds[0].revents & POLLIN) != 0) {
+      while (auto sig = signals.read()) {
+        if (*sig != SIGCHLD) {
+          signal = *sig;
+          return Woken::signal;
+        }
+      }
+    }
+    if (fds[1].revents != 0) {
+      connection.process_io(fds[1].revents);
+    }
+  }
+}
+
 } // namespace
+
+WaitPolicy make_wait_policy(bool no_wait, bool fair, std::optional<Millis> wait,
+                            Millis request_timeout)
+{
+  WaitPolicy policy;
+  policy.no_wait = no_wait;
+  policy.fair = fair;
+  policy.wait = wait;
+  policy.request_timeout = request_timeout;
+  bool terminal = ::isatty(STDERR_FILENO) == 1;
+  util::Verbosity verbosity = util::verbosity();
+  policy.report_holder = verbosity == util::Verbosity::verbose
+                         || (verbosity == util::Verbosity::normal && terminal);
+  policy.live_progress = verbosity != util::Verbosity::quiet && terminal && !no_wait;
+  return policy;
+}
 
 WaitOutcome acquire_with_wait(lock::LockClient& client, const std::string& token, Millis ttl,
                               const lock::HolderInfo& me, const WaitPolicy& policy,
                               process::SignalFd& signals)
 {
-  const auto start = std::chrono::steady_clock::now();
   // TimePoint::max() stands for "wait forever".
-  const util::TimePoint deadline = policy.wait ? start + *policy.wait : util::TimePoint::max();
-  Millis backoff = 20ms;
-  bool reported = false;
+  const TimePoint deadline = policy.wait ? now() + *policy.wait : TimePoint::max();
+  lock::WaitTicket ticket;
+  ticket.mode = policy.no_wait ? lock::WaitMode::once
+                : policy.fair  ? lock::WaitMode::fair
+                               : lock::WaitMode::wait;
+  ticket.waiter_id = util::random_token().substr(0, 16);
+  Progress progress(policy, client.keys().name);
   while (true) {
-    auto sent_at = std::chrono::steady_clock::now();
+    TimePoint sent_at = now();
+    ticket.max_block = deadline == TimePoint::max()
+                         ? Millis(30'000)
+                         : std::clamp(std::chrono::duration_cast<Millis>(deadline - sent_at),
+                                      Millis(1), Millis(30'000));
     lock::AcquireResult result =
-      client.try_acquire(token, ttl, me, sent_at + policy.request_timeout);
+      client.try_acquire(token, ttl, me, ticket, sent_at + policy.request_timeout);
     if (result.acquired) {
+      progress.clear();
       return WaitOutcome{true, result.fence, sent_at, 0};
     }
-    auto now = std::chrono::steady_clock::now();
-    bool give_up = policy.no_wait || now >= deadline;
-    if (policy.report_holder && (give_up || !reported)) {
-      if (give_up && !policy.no_wait) {
-        util::log_warning("gave up waiting for lock '{}' after {}: held by {}",
-                          client.keys().name, util::format_duration(*policy.wait),
-                          holder_text(result));
-      } else {
-        util::log_warning("lock '{}' is held by {}", client.keys().name, holder_text(result));
+    TimePoint t = now();
+    if (policy.no_wait || t >= deadline) {
+      progress.clear();
+      if (policy.report_holder) {
+        if (policy.no_wait) {
+          util::log_warning("lock '{}' is held by {}", client.keys().name, holder_text(result));
+        } else {
+          util::log_warning("gave up waiting for lock '{}' after {}: held by {}",
+                            client.keys().name, util::format_duration(*policy.wait),
+                            holder_text(result));
+        }
       }
-      reported = true;
-    }
-    if (give_up) {
+      if (!policy.no_wait) {
+        try {
+          client.withdraw(ticket, now() + policy.request_timeout);
+        } catch (const Error&) {
+          // the registration expires by itself within seconds
+        }
+      }
       return WaitOutcome{};
     }
-    // Full jitter in [backoff/2, backoff*3/2), never past the holder's lease or our deadline.
-    Millis pause = backoff / 2 + Millis(util::random_below(static_cast<std::uint64_t>(backoff.count()) + 1));
-    if (result.holder_ttl_ms > 0) {
-      pause = std::min(pause, Millis(result.holder_ttl_ms));
-    }
-    backoff = std::min<Millis>(backoff * 2, 1s);
-    auto until = std::min(now + pause, deadline);
-    if (int sig = sleep_interruptibly(signals, until); sig != 0) {
+    progress.held_by(result);
+    client.send_wait(ticket, result.block);
+    TimePoint until = std::min(deadline, t + result.block + policy.request_timeout);
+    int signal = 0;
+    switch (wait_for_wake(client, signals, until, progress, signal)) {
+    case Woken::reply:
+      break; // woken by a release, or the block ended: try again
+    case Woken::deadline:
+      client.connection().reset(); // abandon the BLPOP; the last attempt reconnects
+      break;
+    case Woken::signal: {
+      client.connection().reset();
       WaitOutcome outcome;
-      outcome.signal = sig;
+      outcome.signal = signal;
       return outcome;
+    }
     }
   }
 }

@@ -10,10 +10,17 @@ namespace dlock::commands {
 // How long and how to wait for a held lock.
 struct WaitPolicy {
   bool no_wait = false;
-  std::optional<util::Millis> wait; // nullopt: forever
+  bool fair = false;                 // --fair: first come, first served
+  std::optional<util::Millis> wait;  // nullopt: forever
   util::Millis request_timeout{2000};
-  bool report_holder = false;       // say who holds it (terminal or -v)
+  bool report_holder = false;        // say who holds it (terminal or -v)
+  bool live_progress = false;        // redraw a "waiting for ..." line (stderr is a terminal)
 };
+
+// A policy for the given options; what is reported follows -q/-v and whether stderr is a
+// terminal (nothing in cron unless -v).
+WaitPolicy make_wait_policy(bool no_wait, bool fair, std::optional<util::Millis> wait,
+                            util::Millis request_timeout);
 
 // The outcome of waiting for a lock.
 struct WaitOutcome {
@@ -23,8 +30,11 @@ struct WaitOutcome {
   int signal = 0;            // non-zero: interrupted by this signal while waiting
 };
 
-// Tries to take the lock, retrying with jittered, capped backoff until --wait runs out (a last
-// attempt is made at the deadline itself). Signals end the wait; Redis errors throw.
+// Takes the lock, waiting if needed without polling: each failed attempt registers this
+// process as a waiter in the same script, then it blocks on a wake list that a release
+// pushes to (BLPOP), for no longer than the holder's remaining lease, so a crashed holder is
+// taken over as soon as its lease ends. --wait is enforced on the client's own clock, with a
+// last attempt at the deadline. Signals end the wait; Redis errors throw.
 WaitOutcome acquire_with_wait(lock::LockClient& client, const std::string& token,
                               util::Millis ttl, const lock::HolderInfo& me,
                               const WaitPolicy& policy, process::SignalFd& signals);

@@ -58,12 +58,8 @@ int acquire(const cli::GlobalOptions& global, const cli::AcquireOptions& options
   lock::HolderInfo me = lock::HolderInfo::current(parent_command_line());
   me.pid = ::getppid();
 
-  WaitPolicy policy;
-  policy.no_wait = options.no_wait;
-  policy.wait = options.wait;
-  policy.request_timeout = global.connect.connect_timeout;
-  policy.report_holder = util::verbosity() == util::Verbosity::verbose
-                         || (util::verbosity() == util::Verbosity::normal && ::isatty(STDERR_FILENO) == 1);
+  WaitPolicy policy =
+    make_wait_policy(options.no_wait, options.fair, options.wait, global.connect.connect_timeout);
   WaitOutcome outcome = acquire_with_wait(client, token, options.ttl, me, policy, signals);
   if (outcome.signal != 0) {
     return 128 + outcome.signal;

@@ -298,13 +298,8 @@ int run(const cli::GlobalOptions& global, const cli::RunOptions& options)
   const lock::HolderInfo me = lock::HolderInfo::current(join(options.command));
   const Millis request_timeout = global.connect.connect_timeout;
 
-  WaitPolicy wait_policy;
-  wait_policy.no_wait = options.no_wait;
-  wait_policy.wait = options.wait;
-  wait_policy.request_timeout = request_timeout;
-  wait_policy.report_holder = util::verbosity() == util::Verbosity::verbose
-                              || (util::verbosity() == util::Verbosity::normal
-                                  && ::isatty(STDERR_FILENO) == 1);
+  WaitPolicy wait_policy =
+    make_wait_policy(options.no_wait, options.fair, options.wait, request_timeout);
   WaitOutcome outcome = acquire_with_wait(client, token, options.ttl, me, wait_policy, signals);
   if (outcome.signal != 0) {
     util::log_verbose("interrupted by signal {} while waiting for lock '{}'", outcome.signal,

@@ -25,12 +25,33 @@ LockClient::LockClient(redis::Connection& connection, LockKeys keys)
 {
 }
 
+namespace {
+
+const char* mode_name(WaitMode mode)
+{
+  switch (mode) {
+  case WaitMode::wait:
+    return "wait";
+  case WaitMode::fair:
+    return "fair";
+  case WaitMode::once:
+    break;
+  }
+  return "once";
+}
+
+} // namespace
+
 AcquireResult LockClient::try_acquire(const std::string& token, util::Millis ttl,
-                                      const HolderInfo& me, util::TimePoint deadline)
+                                      const HolderInfo& me, const WaitTicket& ticket,
+                                      util::TimePoint deadline)
 {
   redis::Reply reply = scripts::acquire().run(
-    m_connection, {m_keys.lock, m_keys.fence, m_keys.holder},
-    {token, ms_string(ttl), me.host, std::to_string(me.pid), me.user, me.command}, deadline);
+    m_connection,
+    {m_keys.lock, m_keys.fence, m_keys.holder, m_keys.waiters, m_keys.queue, m_keys.queue_expiry},
+    {token, ms_string(ttl), me.host, std::to_string(me.pid), me.user, me.command,
+     ticket.waiter_id, mode_name(ticket.mode), ms_string(ticket.max_block)},
+    deadline);
   redis::throw_if_error(*reply, "acquiring the lock");
   auto unexpected = [&] {
     return Error(ExitCode::internal, "acquiring the lock: unexpected reply ({})",
@@ -45,13 +66,32 @@ AcquireResult LockClient::try_acquire(const std::string& token, util::Millis ttl
   result.acquired = reply->element[0]->integer == 1;
   if (result.acquired) {
     result.fence = reply->element[1]->integer;
-  } else {
-    result.holder_ttl_ms = reply->element[1]->integer;
-    if (reply->elements >= 3) {
-      result.holder = HolderInfo::from_hash(*reply->element[2]);
-    }
+    return result;
   }
+  if (reply->elements != 4 || reply->element[3]->type != REDIS_REPLY_INTEGER) {
+    throw unexpected();
+  }
+  result.holder_ttl_ms = reply->element[1]->integer;
+  result.holder = HolderInfo::from_hash(*reply->element[2]);
+  result.block = util::Millis(reply->element[3]->integer);
   return result;
+}
+
+void LockClient::send_wait(const WaitTicket& ticket, util::Millis block)
+{
+  const std::string& list =
+    ticket.mode == WaitMode::fair ? m_keys.wake_for(ticket.waiter_id) : m_keys.wake;
+  m_connection.send({"BLPOP", list, fmt::format("{:.3f}", static_cast<double>(block.count()) / 1000)});
+}
+
+void LockClient::withdraw(const WaitTicket& ticket, util::TimePoint deadline)
+{
+  if (ticket.mode == WaitMode::fair) {
+    m_connection.call({"ZREM", m_keys.queue, ticket.waiter_id}, deadline);
+    m_connection.call({"ZREM", m_keys.queue_expiry, ticket.waiter_id}, deadline);
+  } else if (ticket.mode == WaitMode::wait) {
+    m_connection.call({"ZREM", m_keys.waiters, ticket.waiter_id}, deadline);
+  }
 }
 
 bool LockClient::renew(const std::string& token, std::optional<util::Millis> ttl,

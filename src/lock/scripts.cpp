@@ -5,18 +5,52 @@ namespace dlock::lock::scripts {
 const redis::Script& acquire()
 {
   static const redis::Script script(R"lua(
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local id, mode, max_block = ARGV[7], ARGV[8], tonumber(ARGV[9])
+local expired = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', '(' .. now)
+for i = 1, #expired do
+  redis.call('ZREM', KEYS[5], expired[i])
+  redis.call('ZREM', KEYS[6], expired[i])
+end
+if mode == 'fair' and not redis.call('ZSCORE', KEYS[5], id) then
+  redis.call('ZADD', KEYS[5], t[1] * 1000000 + t[2], id)
+end
+local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
+if (head == nil or head == id) and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local fence = redis.call('INCR', KEYS[2])
-  local now = redis.call('TIME')
-  local acquired_ms = string.format('%d%03d', now[1], math.floor(now[2] / 1000))
-  redis.call('DEL', KEYS[3])
-  redis.call('HSET', KEYS[3], 'host', ARGV[3], 'pid', ARGV[4],
-             'user', ARGV[5], 'command', ARGV[6], 'acquired_ms', acquired_ms,
-             'fence', fence, 'ttl_ms', ARGV[2])
+  redis.call('HSET', KEYS[3], 'host', ARGV[3], 'pid', ARGV[4], 'user', ARGV[5],
+             'command', ARGV[6], 'acquired_ms', string.format('%d', now), 'fence', fence,
+             'ttl_ms', ARGV[2])
   redis.call('PEXPIRE', KEYS[3], ARGV[2])
+  if mode == 'fair' then
+    redis.call('ZREM', KEYS[5], id)
+    redis.call('ZREM', KEYS[6], id)
+  elseif mode == 'wait' then
+    redis.call('ZREM', KEYS[4], id)
+  end
   return {1, fence}
 end
-return {0, redis.call('PTTL', KEYS[1]), redis.call('HGETALL', KEYS[3])}
+local pttl = redis.call('PTTL', KEYS[1])
+local block = math.min(1000, max_block)
+if mode == 'wait' and pttl > 0 then
+  block = math.min(pttl, max_block)
+end
+local function register(key, expires)
+  redis.call('ZADD', key, expires, id)
+  if redis.call('PTTL', key) < expires - now then
+    redis.call('PEXPIRE', key, expires - now)
+  end
+end
+if mode == 'fair' then
+  register(KEYS[6], now + block + 2000)
+  if redis.call('PTTL', KEYS[5]) < block + 2000 then
+    redis.call('PEXPIRE', KEYS[5], block + 2000)
+  end
+elseif mode == 'wait' then
+  register(KEYS[4], now + block + 2000)
+end
+return {0, pttl, redis.call('HGETALL', KEYS[3]), block}
 )lua");
   return script;
 }

@@ -4,9 +4,15 @@
 
 namespace dlock::lock::scripts {
 
-// KEYS: lock, fence, holder. ARGV: token, ttl_ms, host, pid, user, command.
-// Takes the lock if free and, atomically with it, bumps the fencing counter and stores the
-// holder metadata. Returns {1, fence} when taken, {0, pttl, holder-hash} when held.
+// KEYS: lock, fence, holder, waiters, queue, queue-expiry.
+// ARGV: token, ttl_ms, host, pid, user, command, waiter_id, mode, max_block_ms.
+// Takes the lock if free (and, for mode "fair", if this waiter heads the queue; unfair
+// acquirers let a non-empty fair queue go first) and, atomically with it, bumps the fencing
+// counter and stores the holder metadata: {1, fence}. Otherwise, in the same step, registers
+// the waiter (mode "wait": in the waiters set; "fair": in the queue; "once": not at all), so a
+// release can never slip between the failed attempt and the wait, and returns
+// {0, pttl, holder-hash, block_ms}: how long to block on the wake list before trying again.
+// Registrations expire 2s after that block ends, so a dead waiter is forgotten quickly.
 const redis::Script& acquire();
 
 // KEYS: lock, holder. ARGV: token, ttl_ms ("" = the holder's own ttl), "1" to store ttl_ms.
