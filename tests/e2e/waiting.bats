@@ -1,0 +1,161 @@
+#!/usr/bin/env bats
+# Waiting without polling: wake on release, crashed holders, --fair order, command counts.
+
+load helpers
+
+setup_file() { start_redis; }
+teardown_file() { stop_redis; }
+setup() { reset_redis; }
+
+# hold KEY SECONDS [dlock options...]: a background holder; waits until it holds the lock.
+hold() {
+  local key=$1 seconds=$2
+  shift 2
+  "$DLOCK" run -k "$key" "$@" -- sleep "$seconds" &
+  wait_for "[ \"\$(rcli exists 'dlock:{$key}')\" = 1 ]"
+}
+
+@test "a waiter starts within 200 ms of the holder's end" {
+  "$DLOCK" run -k ho -- sh -c 'sleep 1; date +%s%3N > "$BATS_TEST_TMPDIR/end"' &
+  wait_for "[ \"\$(rcli exists 'dlock:{ho}')\" = 1 ]"
+  "$DLOCK" run -k ho -- sh -c 'date +%s%3N > "$BATS_TEST_TMPDIR/start"'
+  wait
+  local gap=$(( $(cat "$BATS_TEST_TMPDIR/start") - $(cat "$BATS_TEST_TMPDIR/end") ))
+  echo "hand-over took ${gap} ms"
+  [ "$gap" -ge 0 ] && [ "$gap" -lt 200 ]
+}
+
+@test "a waiter issues at most 4 Redis commands while waiting 5 s (no polling)" {
+  hold idle 7
+  rcli config resetstat >/dev/null
+  run -75 "$DLOCK" run -k idle -w 5s -- true
+  local calls
+  calls=$(rcli info commandstats | grep -E '^cmdstat_(evalsha|eval|blpop|zrem|auth|select|ping)' \
+    | sed 's/.*calls=\([0-9]*\).*/\1/' | paste -sd+ | bc)
+  echo "client commands while waiting: $calls"
+  [ "$calls" -le 4 ]
+  kill %1; wait || true
+}
+
+@test "waiters are counted in status while they wait, and forgotten when they give up" {
+  hold cnt 6
+  "$DLOCK" run -k cnt -w 4s -- true &
+  "$DLOCK" run -k cnt -w 4s -- true &
+  wait_for '"$DLOCK" status cnt --json | grep -q "\"waiters\":2"'
+  kill %2 %3 2>/dev/null; wait %2 %3 2>/dev/null || true
+  kill %1; wait || true
+}
+
+@test "--wait ends close to its deadline while the holder keeps renewing" {
+  hold dl 6
+  local start=$(now_ms)
+  run -75 "$DLOCK" run -k dl -w 1500ms -- true
+  local took=$(( $(now_ms) - start ))
+  echo "took ${took} ms"
+  [ "$took" -ge 1500 ] && [ "$took" -lt 1800 ]
+  kill %1; wait || true
+}
+
+@test "a crashed holder (dlock and command SIGKILLed) is taken over when its lease ends" {
+  "$DLOCK" run -k crash -t 2s -- sleep 60 &
+  local holder=$!
+  wait_for "[ \"\$(rcli exists 'dlock:{crash}')\" = 1 ]"
+  "$DLOCK" run -k crash -w 10s -- sh -c 'date +%s%3N > "$BATS_TEST_TMPDIR/took-over"' &
+  local waiter=$!
+  sleep 0.3
+  local pttl killed_at
+  pttl=$(rcli pttl 'dlock:{crash}')
+  killed_at=$(now_ms)
+  kill -9 "$holder"
+  local rc=0
+  wait "$waiter" || rc=$?
+  [ "$rc" -eq 0 ]
+  local late=$(( $(cat "$BATS_TEST_TMPDIR/took-over") - killed_at - pttl ))
+  echo "taken over ${late} ms after the lease ended"
+  [ "$late" -gt -100 ] && [ "$late" -lt 600 ]
+}
+
+@test "--fair hands the lock over in arrival order (5 staggered waiters)" {
+  hold fair 1
+  local i
+  for i in 1 2 3 4 5; do
+    "$DLOCK" run -k fair --fair -w 20s -- sh -c "echo $i >> '$BATS_TEST_TMPDIR/order'" &
+    sleep 0.15
+  done
+  wait
+  run cat "$BATS_TEST_TMPDIR/order"
+  assert_output "$(printf '1\n2\n3\n4\n5')"
+}
+
+@test "an unfair newcomer does not jump a non-empty --fair queue" {
+  hold mix 1
+  "$DLOCK" run -k mix --fair -w 20s -- sh -c "echo fair >> '$BATS_TEST_TMPDIR/order'; sleep 0.3" &
+  sleep 0.2
+  "$DLOCK" run -k mix -w 20s -- sh -c "echo unfair >> '$BATS_TEST_TMPDIR/order'" &
+  wait
+  run cat "$BATS_TEST_TMPDIR/order"
+  assert_output "$(printf 'fair\nunfair')"
+}
+
+@test "a killed --fair waiter stalls the queue no longer than the documented bound (4 s)" {
+  "$DLOCK" run -k kf -- sleep 1 &
+  wait_for "[ \"\$(rcli exists 'dlock:{kf}')\" = 1 ]"
+  "$DLOCK" run -k kf --fair -- true &
+  local doomed=$!
+  sleep 0.2
+  "$DLOCK" run -k kf --fair -w 20s -- sh -c 'date +%s%3N > "$BATS_TEST_TMPDIR/got"' &
+  local next=$!
+  sleep 0.2
+  kill -9 "$doomed"
+  wait %1
+  local released=$(now_ms)
+  local rc=0
+  wait "$next" || rc=$?
+  [ "$rc" -eq 0 ]
+  local stall=$(( $(cat "$BATS_TEST_TMPDIR/got") - released ))
+  echo "queue stalled ${stall} ms"
+  [ "$stall" -lt 4000 ]
+}
+
+@test "only one waiter is woken per release (no thundering herd)" {
+  hold herd 1
+  local i
+  for i in 1 2 3 4 5 6; do
+    "$DLOCK" run -k herd -w 30s -- sleep 0.3 &
+  done
+  sleep 0.5
+  rcli config resetstat >/dev/null
+  wait
+  # 6 hand-overs: each waiter is woken once, tries once more and wins; failed extra
+  # attempts would show up as more EVALSHA calls.
+  local evalsha blpop
+  evalsha=$(rcli info commandstats | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\).*/\1/p')
+  blpop=$(rcli info commandstats | sed -n 's/^cmdstat_blpop:calls=\([0-9]*\).*/\1/p')
+  echo "evalsha=$evalsha blpop=${blpop:-0}"
+  # per waiter: acquire + release (+ renew none at 30s ttl); allow a few re-waits
+  [ "$evalsha" -le $(( 6 * 2 + 6 )) ]
+}
+
+@test "a signal while waiting ends dlock with 128+N and the command never runs" {
+  hold sig 5
+  "$DLOCK" run -k sig -- sh -c "touch '$BATS_TEST_TMPDIR/ran'" &
+  local waiter=$!
+  sleep 0.5
+  kill -TERM "$waiter"
+  local rc=0
+  wait "$waiter" || rc=$?
+  [ "$rc" -eq 143 ]
+  [ ! -e "$BATS_TEST_TMPDIR/ran" ]
+  kill %1; wait || true
+}
+
+@test "-v in cron reports the wait once; plain cron prints nothing" {
+  hold quiet 2
+  run -0 --separate-stderr "$DLOCK" run -k quiet -w 10s -- true
+  [ -z "$stderr" ]
+  wait
+  hold quiet 2
+  run -0 --separate-stderr "$DLOCK" -v run -k quiet -w 10s -- true
+  [[ $stderr == *"waiting for lock 'quiet'"*"sleep 2"* ]]
+  wait
+}
