@@ -179,6 +179,7 @@ GlobalOptions resolve_global(const Arguments& args)
   if (global.connect.connect_timeout.count() <= 0) {
     throw Error(ExitCode::usage, "--connect-timeout must be greater than zero");
   }
+  global.connect.tls = redis::TlsOptions{args.tls_ca, args.tls_cert, args.tls_key, args.tls_server_name};
   global.prefix = args.prefix;
   return global;
 }

@@ -326,6 +326,7 @@ int run(const cli::GlobalOptions& global, const cli::RunOptions& options)
               {"DLOCK_TTL_MS", std::to_string(options.ttl.count())}};
   process::ChildProcess child = process::ChildProcess::spawn(spec, signals.original_mask());
 
+  connection.limit_blocking(policy.request_timeout());
   Supervisor supervisor(client, options, token, lease, child, signals);
   int status = supervisor.wait_for_exit();
 

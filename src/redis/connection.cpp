@@ -35,30 +35,71 @@ void Connection::fail(ExitCode code, const std::string& message)
   throw Error(code, "{}: {}", describe_endpoint(), message);
 }
 
-void Connection::connect()
+namespace {
+
+// A context that failed to connect becomes an Error(unavailable); it is freed either way.
+redisContext* checked(redisContext* context, const std::string& endpoint)
 {
-  const Endpoint& endpoint = m_options.endpoint;
-  if (endpoint.tls) {
-    throw Error(ExitCode::config,
-                "{}: this dlock was built without TLS support (hiredis {}.{} has none)",
-                describe_endpoint(), HIREDIS_MAJOR, HIREDIS_MINOR);
-  }
-  redisContext* context = endpoint.transport == Endpoint::Transport::unix_socket
-                            ? redisConnectUnixNonBlock(endpoint.socket_path.c_str())
-                            : redisConnectNonBlock(endpoint.host.c_str(), endpoint.port);
   if (context == nullptr) {
     throw Error(ExitCode::internal, "out of memory creating a Redis connection");
   }
   if (context->err != 0) {
     std::string message = context->errstr;
     redisFree(context);
-    throw Error(ExitCode::unavailable, "cannot connect to {}: {}", describe_endpoint(), message);
+    throw Error(ExitCode::unavailable, "cannot connect to {}: {}", endpoint, message);
+  }
+  return context;
+}
+
+} // namespace
+
+redisContext* Connection::connect_plain()
+{
+  const Endpoint& endpoint = m_options.endpoint;
+  return checked(endpoint.transport == Endpoint::Transport::unix_socket
+                   ? redisConnectUnixNonBlock(endpoint.socket_path.c_str())
+                   : redisConnectNonBlock(endpoint.host.c_str(), endpoint.port),
+                 describe_endpoint());
+}
+
+redisContext* Connection::connect_tls()
+{
+  if (!m_tls) {
+    m_tls = std::make_unique<TlsContext>(m_options.tls);
+  }
+  auto budget = std::min(m_options.connect_timeout, m_blocking_limit);
+  timeval timeout{static_cast<time_t>(budget.count() / 1000),
+                  static_cast<suseconds_t>((budget.count() % 1000) * 1000)};
+  const Endpoint& endpoint = m_options.endpoint;
+  redisContext* context =
+    checked(redisConnectWithTimeout(endpoint.host.c_str(), endpoint.port, timeout), describe_endpoint());
+  redisSetTimeout(context, timeout);
+  try {
+    m_tls->secure(context, endpoint.host, describe_endpoint());
+  } catch (...) {
+    redisFree(context);
+    throw;
+  }
+  // From here on the connection is driven by poll like a plain one.
+  context->flags &= ~REDIS_BLOCK;
+  ::fcntl(context->fd, F_SETFL, ::fcntl(context->fd, F_GETFL) | O_NONBLOCK);
+  return context;
+}
+
+void Connection::connect()
+{
+  const Endpoint& endpoint = m_options.endpoint;
+  if (endpoint.tls) {
+    m_context = connect_tls();
+    m_connecting = false;
+  } else {
+    m_context = connect_plain();
+    m_connecting = true;
   }
   // Keep the socket out of the command dlock runs.
-  ::fcntl(context->fd, F_SETFD, FD_CLOEXEC);
-  m_context = context;
-  m_connecting = true;
+  ::fcntl(m_context->fd, F_SETFD, FD_CLOEXEC);
   m_write_pending = true;
+
 
   const auto& password = m_options.password ? m_options.password : endpoint.password;
   if (password) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "redis/reply.hpp"
+#include "redis/tls.hpp"
 #include "redis/url.hpp"
 #include "util/clock.hpp"
 #include "util/duration.hpp"
@@ -10,7 +11,7 @@
 #include <string>
 #include <vector>
 
-struct redisContext;
+#include <hiredis/hiredis.h>
 
 namespace dlock::redis {
 
@@ -19,6 +20,7 @@ struct ConnectOptions {
   Endpoint endpoint;
   std::optional<std::string> password; // wins over a password in the URL
   util::Millis connect_timeout{2000};
+  TlsOptions tls; // used for rediss:// only
 };
 
 // One non-blocking connection to Redis. It can be driven from a poll loop (send, fd,
@@ -54,11 +56,16 @@ public:
   void reset() noexcept;
   // The server, with any password redacted, for messages.
   std::string describe_endpoint() const;
+  // Caps the time a TLS connect may block (its handshake is not driven by poll), so that a
+  // caller with a deadline, like the lease supervisor, is never held up for longer.
+  void limit_blocking(util::Millis limit) noexcept { m_blocking_limit = limit; }
 
 private:
   enum class Expect { handshake, user };
 
   void connect();
+  redisContext* connect_plain();
+  redisContext* connect_tls();
   [[noreturn]] void fail(ExitCode code, const std::string& message);
   void append(const std::vector<std::string>& argv, Expect expect);
 
@@ -67,6 +74,8 @@ private:
   bool m_connecting = false;
   bool m_write_pending = false;
   std::deque<Expect> m_expected;
+  std::unique_ptr<TlsContext> m_tls; // made on the first rediss:// connect; files read once
+  util::Millis m_blocking_limit = util::Millis::max();
 };
 
 } // namespace dlock::redis

@@ -1,0 +1,47 @@
+#pragma once
+
+#include "util/duration.hpp"
+
+#include <memory>
+#include <string>
+
+#include <hiredis/hiredis.h>
+
+namespace dlock::redis {
+
+// --tls-ca, --tls-cert, --tls-key, --tls-server-name (or DLOCK_TLS_*).
+struct TlsOptions {
+  std::string ca_file;     // empty: the system's trusted CAs
+  std::string cert_file;   // client certificate, for mutual TLS
+  std::string key_file;
+  std::string server_name; // empty: the URL's host
+};
+
+// Whether this build can speak TLS (hiredis >= 1.0 with hiredis_ssl, and OpenSSL).
+bool tls_supported();
+
+// A description for --version: "OpenSSL 3.0.x" or "no".
+std::string tls_description();
+
+// Verified TLS for one server: the certificate chain is checked against the CA, and the
+// certificate must name the host (DNS name or IP address), as a browser would; hiredis on
+// its own only sends SNI. Files are read once, when the context is made.
+class TlsContext {
+public:
+  // Throws Error(config) for unreadable or invalid files, Error(config) without TLS support.
+  explicit TlsContext(const TlsOptions& options);
+  ~TlsContext();
+  TlsContext(const TlsContext&) = delete;
+  TlsContext& operator=(const TlsContext&) = delete;
+
+  // Runs the handshake on a connected, blocking context (its timeout bounds it) and checks
+  // the certificate for host; throws Error(unavailable) naming why verification failed.
+  void secure(redisContext* context, const std::string& host, const std::string& endpoint) const;
+
+private:
+  struct State;
+  std::unique_ptr<State> m_state;
+  std::string m_server_name;
+};
+
+} // namespace dlock::redis
