@@ -32,7 +32,11 @@ void Connection::reset() noexcept
 void Connection::fail(ExitCode code, const std::string& message)
 {
   reset();
-  throw Error(code, "{}: {}", describe_endpoint(), message);
+  // TLS 1.3 servers reject a missing client certificate only after the handshake.
+  bool maybe_mtls = m_options.endpoint.tls && m_options.tls.cert_file.empty()
+                    && message.find("reset by peer") != std::string::npos;
+  throw Error(code, "{}: {}{}", describe_endpoint(), message,
+              maybe_mtls ? " (does the server require a client certificate? see --tls-cert)" : "");
 }
 
 namespace {

@@ -123,12 +123,17 @@ void TlsContext::secure(redisContext* context, const std::string& host,
     X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
     X509_VERIFY_PARAM_set1_host(param, name.c_str(), 0);
   }
+  errno = 0;
   if (redisInitiateSSL(context, ssl) != REDIS_OK) {
+    int saved_errno = errno;
     long verify = SSL_get_verify_result(ssl);
+    std::string detail = saved_errno == EAGAIN || saved_errno == EWOULDBLOCK ? "timed out"
+                         : ERR_peek_error() != 0                            ? openssl_error()
+                                                                            : context->errstr;
     std::string why = verify != X509_V_OK
                         ? fmt::format("certificate verification failed: {} (expected name '{}')",
                                       X509_verify_cert_error_string(verify), name)
-                        : fmt::format("TLS handshake failed: {}", context->errstr);
+                        : fmt::format("TLS handshake failed: {}", detail);
     SSL_free(ssl);
     throw Error(ExitCode::unavailable, "{}: {}", endpoint, why);
   }
