@@ -71,11 +71,7 @@ int run_main(int argc, char** argv)
   util::set_verbosity(args.quiet     ? util::Verbosity::quiet
                       : args.verbose ? util::Verbosity::verbose
                                      : util::Verbosity::normal);
-  bool url_password_in_argv = false;
-  for (int i = 1; i < argc; ++i) {
-    url_password_in_argv = url_password_in_argv || redis::url_has_password(argv[i]);
-  }
-  cli::scrub_url_passwords(argc, argv);
+  bool url_password_in_argv = cli::scrub_url_passwords(argc, argv);
 
   try {
     if (url_password_in_argv) {

@@ -144,7 +144,7 @@ Subcommands define_command_line(CLI::App& app, Arguments& args)
   sub.renew->add_option("--token", args.token, "the token acquire printed")
     ->envname("DLOCK_TOKEN")
     ->required();
-  sub.renew->add_option("-t,--ttl", args.ttl, "new lease length (default: the one acquired with)")
+  sub.renew->add_option("-t,--ttl", args.ttl, "new lease length (default: the last one set by acquire or renew --ttl)")
     ->type_name("D");
 
   sub.release = app.add_subcommand("release", "release a lock by token, or --force");
@@ -255,20 +255,46 @@ ReleaseOptions resolve_release(const Arguments& args)
   return ReleaseOptions{args.key, args.token, args.force};
 }
 
-void scrub_url_passwords(int argc, char** argv)
+std::vector<char*> url_arguments(int argc, char** argv)
 {
+  std::vector<char*> urls;
   for (int i = 1; i < argc; ++i) {
-    char* arg = argv[i];
-    if (!redis::url_has_password(arg)) {
-      continue;
+    std::string_view arg(argv[i]);
+    if (arg == "--") {
+      break; // the command's own arguments are not ours to judge or change
     }
-    char* scheme_end = std::strstr(arg, "://");
-    char* at = std::strrchr(arg, '@');
-    char* colon = scheme_end != nullptr ? std::strchr(scheme_end + 3, ':') : nullptr;
-    for (char* p = colon != nullptr ? colon + 1 : at; p != nullptr && p < at; ++p) {
-      *p = '*';
+    if ((arg == "-u" || arg == "--url") && i + 1 < argc) {
+      urls.push_back(argv[++i]);
+    } else if (arg.starts_with("--url=")) {
+      urls.push_back(argv[i] + 6);
+    } else if (arg.starts_with("-u") && !arg.starts_with("--") && arg.size() > 2) {
+      urls.push_back(argv[i] + 2);
     }
   }
+  return urls;
+}
+
+bool scrub_url_passwords(int argc, char** argv)
+{
+  bool found = false;
+  for (char* url : url_arguments(argc, argv)) {
+    if (!redis::url_has_password(url)) {
+      continue;
+    }
+    found = true;
+    // "scheme://user:PASSWORD@rest" becomes "scheme://user:***@rest", padded with NULs.
+    char* password = std::strchr(std::strstr(url, "://") + 3, ':') + 1;
+    char* at = std::strrchr(url, '@');
+    std::string scrubbed = std::string(url, password) + "***" + at;
+    std::size_t length = std::strlen(url);
+    if (scrubbed.size() <= length) {
+      std::memcpy(url, scrubbed.c_str(), scrubbed.size());
+      std::memset(url + scrubbed.size(), 0, length - scrubbed.size());
+    } else {
+      std::memset(password, '*', static_cast<std::size_t>(at - password)); // too short to shrink
+    }
+  }
+  return found;
 }
 
 } // namespace dlock::cli

@@ -60,7 +60,11 @@ AcquireOptions resolve_acquire(const Arguments& args);
 RenewOptions resolve_renew(const Arguments& args);
 ReleaseOptions resolve_release(const Arguments& args);
 
-// Overwrites passwords typed into --url arguments, so `ps` stops showing them.
-void scrub_url_passwords(int argc, char** argv);
+// The values given to -u/--url on the command line (never the command's own arguments).
+std::vector<char*> url_arguments(int argc, char** argv);
+
+// Replaces passwords typed into --url arguments by "***" so `ps` stops showing them; returns
+// whether there were any, so the user can be warned.
+bool scrub_url_passwords(int argc, char** argv);
 
 } // namespace dlock::cli

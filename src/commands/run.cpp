@@ -152,7 +152,7 @@ private:
         hard_kill();
       }
     }
-    if (m_options.on_lost_ignore && t >= m_lease.expires_at() && !m_unconfirmed_past_expiry) {
+    if (m_options.on_lost_ignore && !m_lost && t >= m_lease.expires_at() && !m_unconfirmed_past_expiry) {
       m_unconfirmed_past_expiry = true;
       util::log_warning("lease on lock '{}' may have expired (Redis unreachable); the command "
                         "goes on unprotected (--on-lost ignore)",
@@ -177,7 +177,7 @@ private:
     if (!m_lost && !m_options.on_lost_ignore) {
       next = std::min(next, m_reason == StopReason::none ? m_lease.terminate_at() : m_lease.kill_at());
     }
-    if (m_options.on_lost_ignore && !m_unconfirmed_past_expiry) {
+    if (m_options.on_lost_ignore && !m_lost && !m_unconfirmed_past_expiry) {
       next = std::min(next, m_lease.expires_at());
     }
     if (m_options.max_hold && m_reason == StopReason::none) {

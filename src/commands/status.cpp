@@ -2,6 +2,7 @@
 
 #include "lock/status.hpp"
 #include "util/json.hpp"
+#include "util/text.hpp"
 
 #include <fmt/format.h>
 
@@ -19,12 +20,14 @@ void print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), s
 
 std::string holder_name(const lock::HolderInfo& holder)
 {
-  return holder.user.empty() && holder.host.empty() ? "?" : holder.user + "@" + holder.host;
+  return holder.user.empty() && holder.host.empty()
+           ? "?"
+           : util::printable(holder.user) + "@" + util::printable(holder.host);
 }
 
 std::string human_status(const lock::LockStatus& status)
 {
-  std::string out = fmt::format("{:<15}{}\n", "lock:", status.name);
+  std::string out = fmt::format("{:<15}{}\n", "lock:", util::printable(status.name));
   if (!status.held) {
     out += fmt::format("{:<15}free\n", "state:");
     out += fmt::format("{:<15}{}\n", "last fencing:", status.last_fence);
@@ -34,7 +37,7 @@ std::string human_status(const lock::LockStatus& status)
   const lock::HolderInfo& holder = status.holder;
   out += fmt::format("{:<15}held\n", "state:");
   out += fmt::format("{:<15}{} pid {}\n", "holder:", holder_name(holder), holder.pid);
-  out += fmt::format("{:<15}{}\n", "command:", holder.command);
+  out += fmt::format("{:<15}{}\n", "command:", util::printable(holder.command));
   if (holder.acquired_ms > 0) {
     out += fmt::format("{:<15}{} (held {})\n", "acquired at:", util::format_rfc3339(holder.acquired_ms),
                        format_duration(Millis(status.held_ms())));
@@ -51,11 +54,11 @@ std::string human_table(const std::vector<lock::LockStatus>& statuses)
   std::vector<std::array<std::string, 8>> rows;
   rows.push_back({"KEY", "HOLDER", "PID", "HELD", "TTL", "FENCE", "WAITERS", "COMMAND"});
   for (const auto& status : statuses) {
-    rows.push_back({status.name, holder_name(status.holder), std::to_string(status.holder.pid),
+    rows.push_back({util::printable(status.name), holder_name(status.holder), std::to_string(status.holder.pid),
                     format_duration(Millis(status.held_ms())),
                     status.ttl_ms >= 0 ? format_duration(Millis(status.ttl_ms)) : "-",
                     std::to_string(status.holder.fence), std::to_string(status.waiters),
-                    status.holder.command});
+                    util::printable(status.holder.command)});
   }
   std::array<std::size_t, 8> widths{};
   for (const auto& row : rows) {

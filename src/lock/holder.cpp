@@ -1,5 +1,7 @@
 #include "lock/holder.hpp"
 
+#include "util/text.hpp"
+
 #include <fmt/format.h>
 #include <pwd.h>
 #include <unistd.h>
@@ -42,7 +44,7 @@ HolderInfo HolderInfo::current(const std::string& command_line)
   }
   info.pid = ::getpid();
   info.user = user_name();
-  info.command = command_line.substr(0, max_command_length);
+  info.command = std::string(util::utf8_prefix(command_line, max_command_length));
   return info;
 }
 
@@ -84,7 +86,8 @@ std::string HolderInfo::describe() const
   if (host.empty() && pid == 0) {
     return "an unknown holder";
   }
-  return fmt::format("{}@{} pid {} ({})", user, host, pid, command);
+  return fmt::format("{}@{} pid {} ({})", util::printable(user), util::printable(host), pid,
+                     util::printable(command));
 }
 
 } // namespace dlock::lock

@@ -25,10 +25,17 @@ ExitCode classify_error(std::string_view message)
       return ExitCode::auth;
     }
   }
-  if (message.find("invalid password") != std::string_view::npos
-      || message.find("AUTH <password> called without any password configured") != std::string_view::npos
-      || message.find("invalid username-password pair") != std::string_view::npos) {
-    return ExitCode::auth;
+  // Older servers word these without an error code; Redis 7.0 reports a command denied inside
+  // a script as a plain ERR; and before AUTH, Redis refuses requests of more than 10 arguments
+  // as a protocol error.
+  static constexpr std::array<std::string_view, 5> auth_phrases = {
+    "invalid password", "AUTH <password> called without any password configured",
+    "invalid username-password pair", "can't run this command or subcommand",
+    "unauthenticated multibulk"};
+  for (auto phrase : auth_phrases) {
+    if (message.find(phrase) != std::string_view::npos) {
+      return ExitCode::auth;
+    }
   }
   for (auto code : unavailable_codes) {
     if (starts_with_word(message, code)) {

@@ -1,5 +1,7 @@
 #include "util/json.hpp"
 
+#include "util/text.hpp"
+
 #include <fmt/format.h>
 
 #include <ctime>
@@ -9,7 +11,17 @@ namespace dlock::util {
 std::string json_quote(std::string_view text)
 {
   std::string out = "\"";
-  for (char c : text) {
+  for (std::size_t i = 0; i < text.size();) {
+    char c = text[i];
+    auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x80) {
+      // Copy valid UTF-8 as is; a stray byte becomes U+FFFD so the document stays valid.
+      std::size_t length = utf8_char_length(text.substr(i));
+      out += length == 0 ? "\\ufffd" : std::string(text.substr(i, length));
+      i += length == 0 ? 1 : length;
+      continue;
+    }
+    ++i;
     switch (c) {
     case '"':
       out += "\\\"";
@@ -27,8 +39,8 @@ std::string json_quote(std::string_view text)
       out += "\\t";
       break;
     default:
-      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-        out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
+      if (byte < 0x20 || byte == 0x7f) {
+        out += fmt::format("\\u{:04x}", byte);
       } else {
         out.push_back(c);
       }

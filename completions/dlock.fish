@@ -1,0 +1,97 @@
+# fish completion for dlock(1). Installed as share/fish/vendor_completions.d/dlock.fish.
+
+# Prints the subcommand on the command line (skipping global options and their values);
+# fails if there is none yet.
+function __fish_dlock_subcommand
+    set -l tokens (commandline -opc)
+    set -e tokens[1]
+    set -l skip 0
+    for t in $tokens
+        if test $skip -eq 1
+            set skip 0
+            continue
+        end
+        switch $t
+            case -u --url --password-file --tls-ca --tls-cert --tls-key --tls-server-name --prefix --connect-timeout
+                set skip 1
+            case '-*'
+            case '*'
+                echo $t
+                return 0
+        end
+    end
+    return 1
+end
+
+# Whether the subcommand is one of the arguments, and "--" (the start of run's command) has
+# not been typed yet.
+function __fish_dlock_using
+    set -l sub (__fish_dlock_subcommand)
+    or return 1
+    contains -- $sub $argv
+    or return 1
+    not contains -- -- (commandline -opc)
+end
+
+complete -c dlock -f
+
+# Global options (accepted before or after the subcommand).
+complete -c dlock -n 'not __fish_dlock_subcommand' -s h -l help -d 'Print help and exit'
+complete -c dlock -n 'not __fish_dlock_subcommand' -l version -d 'Print version and exit'
+set -l __dlock_global 'not contains -- -- (commandline -opc)'
+complete -c dlock -n $__dlock_global -s u -l url -x -a 'redis:// rediss:// unix://' -d 'Redis URL'
+complete -c dlock -n $__dlock_global -l password-file -r -F -d 'Read the Redis password from FILE'
+complete -c dlock -n $__dlock_global -l tls-ca -r -F -d 'CA bundle for rediss://'
+complete -c dlock -n $__dlock_global -l tls-cert -r -F -d 'Client certificate for rediss://'
+complete -c dlock -n $__dlock_global -l tls-key -r -F -d 'Client key for rediss://'
+complete -c dlock -n $__dlock_global -l tls-server-name -x -a '(__fish_print_hostnames)' -d 'Expected server name for rediss://'
+complete -c dlock -n $__dlock_global -l prefix -x -d 'Namespace of every key dlock writes'
+complete -c dlock -n $__dlock_global -l connect-timeout -x -d 'Per connection attempt and request'
+complete -c dlock -n $__dlock_global -s v -l verbose -d 'More diagnostics on stderr'
+complete -c dlock -n $__dlock_global -s q -l quiet -d 'No diagnostics on stderr except errors'
+
+# Subcommands.
+complete -c dlock -n 'not __fish_dlock_subcommand' -a run -d 'Run a command while holding the lock'
+complete -c dlock -n 'not __fish_dlock_subcommand' -a status -d 'Show who holds a lock'
+complete -c dlock -n 'not __fish_dlock_subcommand' -a list -d 'List held locks under the prefix'
+complete -c dlock -n 'not __fish_dlock_subcommand' -a acquire -d 'Take a lock for several steps; print its token'
+complete -c dlock -n 'not __fish_dlock_subcommand' -a renew -d 'Extend a lease held by a token'
+complete -c dlock -n 'not __fish_dlock_subcommand' -a release -d 'Release a lock by token, or --force'
+
+# Options shared by several subcommands.
+complete -c dlock -n '__fish_dlock_using run status list acquire renew release' -s h -l help -d 'Print help and exit'
+complete -c dlock -n '__fish_dlock_using run acquire renew release' -s k -l key -x -d 'Lock name'
+complete -c dlock -n '__fish_dlock_using run acquire' -s t -l ttl -x -d 'Lease length (min 1s)'
+complete -c dlock -n '__fish_dlock_using run acquire' -s w -l wait -x -d 'Give up after waiting D'
+complete -c dlock -n '__fish_dlock_using run acquire' -s n -l no-wait -d 'Give up at once if the lock is held'
+complete -c dlock -n '__fish_dlock_using run acquire' -l fair -d 'First come, first served among waiters'
+complete -c dlock -n '__fish_dlock_using run acquire' -s E -l conflict-exit-code -x -d 'Exit status when the lock is not obtained'
+complete -c dlock -n '__fish_dlock_using status list acquire' -l json -d 'One JSON document'
+
+# run
+complete -c dlock -n '__fish_dlock_using run' -s c -l command -x -a '(__fish_complete_command)' -d 'Run STRING with /bin/sh -c'
+complete -c dlock -n '__fish_dlock_using run' -l on-lost -x -a 'stop ignore' -d 'When the lease is lost: stop or ignore'
+complete -c dlock -n '__fish_dlock_using run' -l kill-after -x -d 'Grace between SIGTERM and SIGKILL'
+complete -c dlock -n '__fish_dlock_using run' -l max-hold -x -d 'Stop the command after D (exit 124)'
+# After "--": the command, then its own arguments (completed as that command would be).
+function __fish_dlock_after_dashdash
+    set -l tokens (commandline -opc)
+    test "$(__fish_dlock_subcommand)" = run
+    and contains -- -- $tokens
+end
+function __fish_dlock_complete_command
+    set -l tokens (commandline -opc)
+    set -l i (contains -i -- -- $tokens)
+    set -l command $tokens[(math $i + 1)..-1]
+    if test (count $command) -eq 0
+        complete -C "$(commandline -ct)"
+    else
+        complete -C "$(string join ' ' -- (string escape -- $command)) $(commandline -ct)"
+    end
+end
+complete -c dlock -n __fish_dlock_after_dashdash -a '(__fish_dlock_complete_command)'
+
+# renew and release
+complete -c dlock -n '__fish_dlock_using renew release' -l token -x -d 'The token acquire printed'
+complete -c dlock -n '__fish_dlock_using renew' -s t -l ttl -x -d 'New lease length'
+complete -c dlock -n '__fish_dlock_using release' -l force -d 'Release whoever holds it'

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds the Debian package: a Release build in build-pkg, then cpack -G DEB.
+# Prints the path of the .deb on stdout (progress goes to stderr).
+# Usage: packaging/build-deb.sh [BUILD_DIR]      (default: build-pkg in the source tree)
+# Needs: the build dependencies (packaging/install-deps.sh build) and dpkg-dev (dpkg-shlibdeps
+# computes the library dependencies).
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$src/build-pkg}
+
+if ! command -v dpkg-shlibdeps >/dev/null; then
+  echo "build-deb.sh: dpkg-shlibdeps not found; install dpkg-dev" >&2
+  exit 69
+fi
+
+# A fresh configuration, so that the package is built against the libraries installed now.
+rm -f "$build/CMakeCache.txt"
+cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLOCK_BUILD_TESTS=OFF >&2
+cmake --build "$build" -j"$(nproc)" >&2
+rm -f "$build"/dlock_*.deb
+(cd "$build" && cpack -G DEB) >&2
+
+debs=("$build"/dlock_*.deb)
+if [ ! -f "${debs[0]}" ] || [ ${#debs[@]} -ne 1 ]; then
+  echo "build-deb.sh: cpack did not produce exactly one dlock_*.deb in $build" >&2
+  exit 1
+fi
+echo "${debs[0]}"

@@ -1,0 +1,66 @@
+#include "util/text.hpp"
+
+#include <fmt/format.h>
+
+namespace dlock::util {
+
+std::string_view utf8_prefix(std::string_view text, std::size_t max_bytes)
+{
+  if (text.size() <= max_bytes) {
+    return text;
+  }
+  std::size_t cut = max_bytes;
+  // text[cut] is the first byte left out: back off while it continues a character.
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) {
+    --cut;
+  }
+  return text.substr(0, cut);
+}
+
+std::size_t utf8_char_length(std::string_view text)
+{
+  if (text.empty()) {
+    return 0;
+  }
+  auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  unsigned char lead = byte(0);
+  std::size_t length = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 0;
+  if (length == 0 || length > text.size()) {
+    return 0;
+  }
+  for (std::size_t i = 1; i < length; ++i) {
+    if ((byte(i) & 0xC0) != 0x80) {
+      return 0;
+    }
+  }
+  // Reject overlong forms and surrogates, as strict decoders do.
+  if ((length == 2 && lead < 0xC2) || (length == 3 && lead == 0xE0 && byte(1) < 0xA0)
+      || (length == 3 && lead == 0xED && byte(1) >= 0xA0) || (length == 4 && lead == 0xF0 && byte(1) < 0x90)
+      || (length == 4 && (lead > 0xF4 || (lead == 0xF4 && byte(1) >= 0x90)))) {
+    return 0;
+  }
+  return length;
+}
+
+std::string printable(std::string_view text)
+{
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    auto byte = static_cast<unsigned char>(c);
+    if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+} // namespace dlock::util
