@@ -48,7 +48,7 @@ if [ "${ID:-}" = debian ] && [ "${VERSION_CODENAME:-}" = bookworm ] && [ "${DLOC
 fi
 
 build=(g++ cmake make pkg-config git "${hiredis[@]}" libssl-dev libcli11-dev libfmt-dev)
-test=(libgtest-dev redis-server redis-tools bats bats-assert bats-support procps util-linux
+test=(libgtest-dev dpkg-dev redis-server redis-tools bats bats-assert bats-support procps util-linux
   python3 openssl man-db bc)
 bench=(hyperfine etcd-server etcd-client util-linux time)
 

@@ -26,12 +26,12 @@ ExitCode classify_error(std::string_view message)
     }
   }
   // Older servers word these without an error code; Redis 7.0 reports a command denied inside
-  // a script as a plain ERR; and before AUTH, Redis refuses requests of more than 10 arguments
+  // a script as a plain ERR (Valkey 8 as "ACL failure in script"); and before AUTH, Redis refuses requests of more than 10 arguments
   // as a protocol error.
-  static constexpr std::array<std::string_view, 5> auth_phrases = {
+  static constexpr std::array<std::string_view, 6> auth_phrases = {
     "invalid password", "AUTH <password> called without any password configured",
     "invalid username-password pair", "can't run this command or subcommand",
-    "unauthenticated multibulk"};
+    "unauthenticated multibulk", "ACL failure in script"};
   for (auto phrase : auth_phrases) {
     if (message.find(phrase) != std::string_view::npos) {
       return ExitCode::auth;

@@ -21,7 +21,7 @@ start_redis() {
   mkdir -p "$dir"
   REDIS_PORT=$(free_port)
   REDIS_SOCK=$dir/redis.sock
-  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --unixsocket "$REDIS_SOCK" \
+  "${REDIS_SERVER:-redis-server}" --port "$REDIS_PORT" --bind 127.0.0.1 --unixsocket "$REDIS_SOCK" \
     --unixsocketperm 700 --save '' --appendonly no --dir "$dir" --daemonize yes \
     --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" "$@"
   local i

@@ -150,7 +150,7 @@ setup() { reset_redis; }
 @test "69 when the server is loading or a read-only replica" {
   local port
   port=$(free_port)
-  redis-server --port "$port" --bind 127.0.0.1 --save '' --daemonize yes \
+  "${REDIS_SERVER:-redis-server}" --port "$port" --bind 127.0.0.1 --save '' --daemonize yes \
     --pidfile "$BATS_TEST_TMPDIR/replica.pid" --replicaof 127.0.0.1 "$REDIS_PORT" --dir "$BATS_TEST_TMPDIR"
   wait_for "redis-cli -p $port ping | grep -q PONG"
   run -69 --separate-stderr "$DLOCK" -u "redis://127.0.0.1:$port" run -k k -- echo ran

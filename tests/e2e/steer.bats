@@ -171,7 +171,7 @@ assert d["last_fencing_token"] == 2, d
 @test "77 when Redis refuses the password, 78 for an unreadable password file; nothing touched" {
   local port sock=$T/auth.sock pw=s3cret-pw tok
   port=$(free_port)
-  redis-server --port "$port" --bind 127.0.0.1 --unixsocket "$sock" --unixsocketperm 700 \
+  "${REDIS_SERVER:-redis-server}" --port "$port" --bind 127.0.0.1 --unixsocket "$sock" --unixsocketperm 700 \
     --requirepass "$pw" --save '' --appendonly no --dir "$T" --daemonize yes \
     --pidfile "$T/redis-auth.pid" --logfile "$T/redis-auth.log"
   wait_for "redis-cli -s '$sock' --no-auth-warning -a '$pw' ping 2>/dev/null | grep -q PONG" 10

@@ -13,6 +13,7 @@ TEST(ReplyErrors, AuthenticationAndPermission)
   EXPECT_EQ(classify_error("ERR Error running script (call to f_x): @user_script:2: NOPERM this user has no permissions to access one of the keys"), ExitCode::auth);
   EXPECT_EQ(classify_error("ERR Protocol error: unauthenticated multibulk length"), ExitCode::auth);
   EXPECT_EQ(classify_error("ERR Error running script (call to f_1): @user_script:9: @user_script: 9: The user executing the script can't run this command or subcommand"), ExitCode::auth);
+  EXPECT_EQ(classify_error("ERR ACL failure in script: User nocmd has no permissions to run the 'hset' command script: dce70e, on @user_script:16."), ExitCode::auth);
   EXPECT_EQ(classify_error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"), ExitCode::auth);
 }
 
