@@ -67,6 +67,10 @@ step "dlock --version"
 version=$(/usr/bin/dlock --version) || fail "/usr/bin/dlock --version failed"
 echo "$version" >&2
 [[ $version == "dlock "* ]] || fail "unexpected --version output: $version"
+# A TLS build must find its dlock-tls.so module at the installed path.
+if [[ $version != *"TLS: no"* ]]; then
+  [[ $version == *"TLS: OpenSSL"* ]] || fail "the installed TLS module does not load: $version"
+fi
 
 step "the installed files"
 for f in /usr/share/man/man1/dlock.1.gz /usr/share/bash-completion/completions/dlock \

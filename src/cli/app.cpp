@@ -47,7 +47,7 @@ int run_main(int argc, char** argv)
 {
   ::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"dlock: run a command under a distributed lock held in Redis", "dlock"};
-  app.set_version_flag("--version", cli::version_text());
+  app.set_version_flag("--version", std::function<std::string()>(cli::version_text));
   app.require_subcommand(1);
   app.fallthrough();
   cli::Arguments args;

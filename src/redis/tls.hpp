@@ -20,15 +20,15 @@ struct TlsOptions {
 // Whether this build can speak TLS (hiredis >= 1.0 with hiredis_ssl, and OpenSSL).
 bool tls_supported();
 
-// A description for --version: "OpenSSL 3.0.x" or "no".
+// A description for --version: "OpenSSL 3.0.x" or "no" (loads the TLS module).
 std::string tls_description();
 
-// Verified TLS for one server: the certificate chain is checked against the CA, and the
-// certificate must name the host (DNS name or IP address), as a browser would; hiredis on
-// its own only sends SNI. Files are read once, when the context is made.
+// Verified TLS for one server, done by the dlock-tls.so module (loaded on first use, see
+// tls_module.hpp): the chain is checked against the CA and the certificate must name the
+// host. Files are read once, when the context is made.
 class TlsContext {
 public:
-  // Throws Error(config) for unreadable or invalid files, Error(config) without TLS support.
+  // Throws Error(config) for unreadable or invalid files, a missing module, or no TLS support.
   explicit TlsContext(const TlsOptions& options);
   ~TlsContext();
   TlsContext(const TlsContext&) = delete;
