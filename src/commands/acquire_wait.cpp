@@ -19,13 +19,15 @@ namespace {
 
 TimePoint now() { return std::chrono::steady_clock::now(); }
 
-std::string holder_text(const lock::AcquireResult& result)
+// Who holds the lock; with_lease adds the remaining lease (not for the redrawn line, where
+// it would go stale).
+std::string holder_text(const lock::AcquireResult& result, bool with_lease = true)
 {
   if (result.holder_ttl_ms == -2) {
     return "no one (earlier --fair waiters go first)";
   }
   std::string text = result.holder.describe();
-  if (result.holder_ttl_ms > 0) {
+  if (with_lease && result.holder_ttl_ms > 0) {
     text += fmt::format(", lease ends in {}", util::format_duration(Millis(result.holder_ttl_ms)));
   }
   return text;
@@ -42,11 +44,11 @@ public:
 
   void held_by(const lock::AcquireResult& result)
   {
-    m_holder = holder_text(result);
+    m_holder = holder_text(result, false);
     if (m_policy.live_progress) {
       redraw();
     } else if (m_policy.report_holder && !m_reported) {
-      util::log_warning("waiting for lock '{}', held by {}", m_name, m_holder);
+      util::log_warning("waiting for lock '{}', held by {}", m_name, holder_text(result));
     }
     m_reported = true;
   }

@@ -79,7 +79,7 @@ enum class StopReason { none, lost, unconfirmed, max_hold };
 class Supervisor {
 public:
   Supervisor(lock::LockClient& client, const cli::RunOptions& options, std::string token,
-             lock::Lease lease, process::ChildProcess& child, process::SignalFd& signals)
+             lock::Lease lease, process::ProcessGroup& child, process::SignalFd& signals)
     : m_client(client),
       m_options(options),
       m_token(std::move(token)),
@@ -274,7 +274,7 @@ private:
   const cli::RunOptions& m_options;
   std::string m_token;
   lock::Lease m_lease;
-  process::ChildProcess& m_child;
+  process::ProcessGroup& m_child;
   process::SignalFd& m_signals;
   TimePoint m_started;
   bool m_renewing = true;
@@ -292,6 +292,9 @@ int run(const cli::GlobalOptions& global, const cli::RunOptions& options)
 {
   lock::validate_lock_name(options.key);
   process::SignalFd signals({SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2});
+  // The guard is forked now, while nothing is at stake, so that once the lock is ours only a
+  // cheap posix_spawn stands between the acquisition and the command.
+  process::ProcessGroup group(signals.original_mask());
   redis::Connection connection(global.connect);
   lock::LockClient client(connection, lock::LockKeys::make(global.prefix, options.key));
   const std::string token = util::random_token();
@@ -324,11 +327,16 @@ int run(const cli::GlobalOptions& global, const cli::RunOptions& options)
               {"DLOCK_TOKEN", token},
               {"DLOCK_FENCING_TOKEN", std::to_string(outcome.fence)},
               {"DLOCK_TTL_MS", std::to_string(options.ttl.count())}};
-  process::ChildProcess child = process::ChildProcess::spawn(spec, signals.original_mask());
-
+  int status = 0;
   connection.limit_blocking(policy.request_timeout());
-  Supervisor supervisor(client, options, token, lease, child, signals);
-  int status = supervisor.wait_for_exit();
+  Supervisor supervisor(client, options, token, lease, group, signals);
+  try {
+    group.spawn(spec);
+    status = supervisor.wait_for_exit();
+  } catch (...) {
+    group.signal_group(SIGKILL); // never release while any of the command may still run
+    throw;
+  }
 
   bool stopped_for_loss = supervisor.stop_reason() == StopReason::lost
                           || supervisor.stop_reason() == StopReason::unconfirmed;

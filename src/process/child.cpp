@@ -3,7 +3,7 @@
 #include "util/error.hpp"
 
 #include <fcntl.h>
-#include <sys/prctl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -49,35 +49,20 @@ std::vector<std::string> build_environment(const CommandSpec& spec)
   return env;
 }
 
-// In the forked child: becomes the command, or reports errno on the pipe and exits 127.
-[[noreturn]] void exec_child(const std::vector<char*>& argv, const std::vector<char*>& envp,
-                             const sigset_t& mask, pid_t parent, bool take_terminal,
-                             int error_pipe)
+// In the forked guard: leads the group, waits for dlock's end of the pipe to close, then
+// kills the group (itself included).
+[[noreturn]] void run_guard(int pipe_read, const sigset_t& mask)
 {
   ::setpgid(0, 0);
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) {
-    ::_exit(127); // dlock died before the death signal was armed
+  // Job control from a terminal must not stop the guard; forwarded signals stay blocked.
+  ::signal(SIGTSTP, SIG_IGN);
+  ::signal(SIGTTIN, SIG_IGN);
+  ::signal(SIGTTOU, SIG_IGN);
+  sigset_t blocked = mask;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM}) {
+    sigaddset(&blocked, sig);
   }
-  if (take_terminal) {
-    ::signal(SIGTTOU, SIG_IGN);
-    ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
-  }
-  for (int sig : reset_signals) {
-    ::signal(sig, SIG_DFL);
-  }
-  ::sigprocmask(SIG_SETMASK, &mask, nullptr);
-  ::execvpe(argv[0], argv.data(), envp.data());
-  int error = errno;
-  ssize_t ignored = ::write(error_pipe, &error, sizeof error);
-  (void)ignored;
-  ::_exit(127);
-}
-
-// In the forked guard: waits for dlock's end of the pipe to close, then kills the group.
-[[noreturn]] void run_guard(int pipe_read, pid_t group)
-{
-  ::setpgid(0, 0); // out of dlock's group: a signal to dlock's job does not reach the guard
+  ::sigprocmask(SIG_SETMASK, &blocked, nullptr);
   if (pipe_read != 3) {
     ::dup2(pipe_read, 3);
   }
@@ -86,7 +71,7 @@ std::vector<std::string> build_environment(const CommandSpec& spec)
   char byte = 0;
   while (::read(3, &byte, 1) < 0 && errno == EINTR) {
   }
-  ::kill(-group, SIGKILL);
+  ::kill(0, SIGKILL);
   ::_exit(0);
 }
 
@@ -101,9 +86,67 @@ int shell_status(int status)
   return 128;
 }
 
+// posix_spawn attributes and the arrays it wants, freed together.
+class SpawnAttributes {
+public:
+  SpawnAttributes(pid_t group, const sigset_t& mask)
+  {
+    ::posix_spawnattr_init(&m_attr);
+    sigset_t defaults;
+    sigemptyset(&defaults);
+    for (int sig : reset_signals) {
+      sigaddset(&defaults, sig);
+    }
+    ::posix_spawnattr_setpgroup(&m_attr, group);
+    ::posix_spawnattr_setsigmask(&m_attr, &mask);
+    ::posix_spawnattr_setsigdefault(&m_attr, &defaults);
+    ::posix_spawnattr_setflags(&m_attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK
+                                          | POSIX_SPAWN_SETSIGDEF);
+  }
+  ~SpawnAttributes() { ::posix_spawnattr_destroy(&m_attr); }
+  SpawnAttributes(const SpawnAttributes&) = delete;
+  SpawnAttributes& operator=(const SpawnAttributes&) = delete;
+  const posix_spawnattr_t* get() const { return &m_attr; }
+
+private:
+  posix_spawnattr_t m_attr{};
+};
+
 } // namespace
 
-ChildProcess ChildProcess::spawn(const CommandSpec& spec, const sigset_t& child_mask)
+ProcessGroup::ProcessGroup(const sigset_t& child_mask) : m_child_mask(child_mask)
+{
+  int guard_pipe[2];
+  if (::pipe2(guard_pipe, O_CLOEXEC) != 0) {
+    throw Error(ExitCode::internal, "pipe failed: {}", std::strerror(errno));
+  }
+  pid_t guard = ::fork();
+  if (guard == 0) {
+    ::close(guard_pipe[1]);
+    run_guard(guard_pipe[0], child_mask);
+  }
+  ::close(guard_pipe[0]);
+  if (guard < 0) {
+    ::close(guard_pipe[1]);
+    throw Error(ExitCode::internal, "fork failed: {}", std::strerror(errno));
+  }
+  ::setpgid(guard, guard); // also here, so the group exists before the command joins it
+  m_guard = guard;
+  m_guard_pipe.reset(guard_pipe[1]);
+}
+
+ProcessGroup::~ProcessGroup()
+{
+  if (m_command > 0 && !m_reaped) {
+    ::kill(-m_guard, SIGKILL);
+    ::waitpid(m_command, nullptr, 0);
+  }
+  give_back_terminal();
+  m_guard_pipe.reset(); // the guard wakes up, kills what is left of its group, and exits
+  ::waitpid(m_guard, nullptr, 0);
+}
+
+void ProcessGroup::spawn(const CommandSpec& spec)
 {
   if (spec.argv.empty()) {
     throw Error(ExitCode::usage, "no command given");
@@ -120,117 +163,50 @@ ChildProcess ChildProcess::spawn(const CommandSpec& spec, const sigset_t& child_
   }
   envp.push_back(nullptr);
 
-  int error_pipe[2];
-  if (::pipe2(error_pipe, O_CLOEXEC) != 0) {
-    throw Error(ExitCode::internal, "pipe failed: {}", std::strerror(errno));
+  if (in_terminal_foreground()) {
+    auto previous = ::signal(SIGTTOU, SIG_IGN);
+    m_owns_terminal = ::tcsetpgrp(STDIN_FILENO, m_guard) == 0;
+    ::signal(SIGTTOU, previous);
   }
-  util::UniqueFd error_read(error_pipe[0]);
-  util::UniqueFd error_write(error_pipe[1]);
-  bool take_terminal = in_terminal_foreground();
-  pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    throw Error(ExitCode::internal, "fork failed: {}", std::strerror(errno));
+  SpawnAttributes attributes(m_guard, m_child_mask);
+  pid_t pid = -1;
+  int error = ::posix_spawnp(&pid, argv[0], nullptr, attributes.get(), argv.data(), envp.data());
+  if (error != 0) {
+    give_back_terminal();
+    ExitCode code = error == ENOENT ? ExitCode::not_found : ExitCode::cannot_execute;
+    throw Error(code, "cannot run '{}': {}", spec.argv[0], std::strerror(error));
   }
-  if (pid == 0) {
-    exec_child(argv, envp, child_mask, parent, take_terminal, error_write.get());
-  }
-  ::setpgid(pid, pid); // also here, so the group exists before we signal it
-  error_write.reset();
-
-  int exec_error = 0;
-  ssize_t n = 0;
-  do {
-    n = ::read(error_read.get(), &exec_error, sizeof exec_error);
-  } while (n < 0 && errno == EINTR);
-  if (n == static_cast<ssize_t>(sizeof exec_error)) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (take_terminal) {
-      ::signal(SIGTTOU, SIG_IGN);
-      ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
-      ::signal(SIGTTOU, SIG_DFL);
-    }
-    ExitCode code = exec_error == ENOENT ? ExitCode::not_found : ExitCode::cannot_execute;
-    throw Error(code, "cannot run '{}': {}", spec.argv[0], std::strerror(exec_error));
-  }
-
-  int guard_pipe[2];
-  if (::pipe2(guard_pipe, O_CLOEXEC) != 0) {
-    ::kill(-pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-    throw Error(ExitCode::internal, "pipe failed: {}", std::strerror(errno));
-  }
-  pid_t guard = ::fork();
-  if (guard == 0) {
-    ::close(guard_pipe[1]);
-    run_guard(guard_pipe[0], pid);
-  }
-  ::close(guard_pipe[0]);
-  if (guard < 0) {
-    ::close(guard_pipe[1]);
-    ::kill(-pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-    throw Error(ExitCode::internal, "fork failed: {}", std::strerror(errno));
-  }
-  return ChildProcess(pid, guard, util::UniqueFd(guard_pipe[1]), take_terminal);
+  m_command = pid;
 }
 
-ChildProcess::ChildProcess(pid_t pid, pid_t guard, util::UniqueFd guard_pipe, bool owns_terminal)
-  : m_pid(pid), m_guard(guard), m_guard_pipe(std::move(guard_pipe)), m_owns_terminal(owns_terminal)
+void ProcessGroup::signal_group(int sig) const noexcept
 {
-}
-
-ChildProcess::ChildProcess(ChildProcess&& other) noexcept
-  : m_pid(std::exchange(other.m_pid, -1)),
-    m_guard(std::exchange(other.m_guard, -1)),
-    m_guard_pipe(std::move(other.m_guard_pipe)),
-    m_owns_terminal(std::exchange(other.m_owns_terminal, false)),
-    m_reaped(std::exchange(other.m_reaped, true))
-{
-}
-
-ChildProcess::~ChildProcess()
-{
-  if (m_pid > 0 && !m_reaped) {
-    ::kill(-m_pid, SIGKILL);
-    ::waitpid(m_pid, nullptr, 0);
-  }
-  give_back_terminal();
-  m_guard_pipe.reset(); // the guard wakes up, finds nothing left to kill, and exits
-  if (m_guard > 0) {
-    ::waitpid(m_guard, nullptr, 0);
+  if (m_command > 0 && !m_reaped) {
+    ::kill(-m_guard, sig);
   }
 }
 
-void ChildProcess::signal_group(int sig) const noexcept
+std::optional<int> ProcessGroup::try_wait()
 {
-  if (m_pid > 0 && !m_reaped) {
-    ::kill(-m_pid, sig);
-  }
-}
-
-std::optional<int> ChildProcess::try_wait()
-{
-  if (m_reaped) {
+  if (m_command <= 0 || m_reaped) {
     return std::nullopt;
   }
   siginfo_t info{};
-  // Look without reaping, so the group id cannot be reused while we kill the leftovers.
-  if (::waitid(P_PID, static_cast<id_t>(m_pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0
+  if (::waitid(P_PID, static_cast<id_t>(m_command), &info, WEXITED | WNOHANG | WNOWAIT) != 0
       || info.si_pid == 0) {
     return std::nullopt;
   }
-  ::kill(-m_pid, SIGKILL);
+  // The guard keeps the group id alive, so leftovers can be killed before the lock goes.
+  ::kill(-m_guard, SIGKILL);
   int status = 0;
-  while (::waitpid(m_pid, &status, 0) < 0 && errno == EINTR) {
+  while (::waitpid(m_command, &status, 0) < 0 && errno == EINTR) {
   }
   m_reaped = true;
   give_back_terminal();
   return shell_status(status);
 }
 
-void ChildProcess::give_back_terminal() noexcept
+void ProcessGroup::give_back_terminal() noexcept
 {
   if (m_owns_terminal) {
     m_owns_terminal = false;
