@@ -15,7 +15,8 @@ fi
 
 # A fresh configuration, so that the package is built against the libraries installed now.
 rm -f "$build/CMakeCache.txt"
-cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLOCK_BUILD_TESTS=OFF >&2
+cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLOCK_BUILD_TESTS=OFF \
+  -DCMAKE_INSTALL_PREFIX=/usr >&2
 cmake --build "$build" -j"$(nproc)" >&2
 rm -f "$build"/dlock_*.deb
 (cd "$build" && cpack -G DEB) >&2

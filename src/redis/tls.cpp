@@ -27,15 +27,18 @@ struct Module {
   dlock_tls_version_fn version = nullptr;
 };
 
-// Where dlock-tls.so may be: beside the executable (a build tree), then the install path.
+// Where dlock-tls.so may be: beside the executable (a build tree), then where it is installed
+// relative to the executable (bin/../lib/dlock), then the configured install path.
 std::vector<std::string> module_candidates()
 {
   std::vector<std::string> paths;
   std::array<char, PATH_MAX> exe{};
   ssize_t n = ::readlink("/proc/self/exe", exe.data(), exe.size() - 1);
   if (n > 0) {
-    std::string dir(exe.data(), static_cast<std::size_t>(n));
-    paths.push_back(dir.substr(0, dir.rfind('/') + 1) + "dlock-tls.so");
+    std::string path(exe.data(), static_cast<std::size_t>(n));
+    std::string dir = path.substr(0, path.rfind('/') + 1);
+    paths.push_back(dir + "dlock-tls.so");
+    paths.push_back(dir + DLOCK_TLS_MODULE_RELATIVE);
   }
   paths.emplace_back(DLOCK_TLS_MODULE_PATH);
   return paths;
