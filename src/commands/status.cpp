@@ -106,7 +106,8 @@ int list(const cli::GlobalOptions& global, const cli::ListOptions& options)
   if (options.json) {
     std::string locks = "[";
     for (std::size_t i = 0; i < statuses.size(); ++i) {
-      locks += (i > 0 ? "," : "") + statuses[i].to_json();
+      locks += i > 0 ? "," : "";
+      locks += statuses[i].to_json();
     }
     locks += "]";
     print(util::JsonObject().add("version", std::int64_t{1}).add_raw("locks", locks).str() + "\n");

@@ -100,11 +100,12 @@ std::string Endpoint::redacted() const
     auth = user + (password ? ":***" : "") + "@";
   }
   if (transport == Transport::unix_socket) {
-    return "unix://" + auth + socket_path + (db != 0 ? "?db=" + std::to_string(db) : "");
+    return db != 0 ? fmt::format("unix://{}{}?db={}", auth, socket_path, db)
+                   : fmt::format("unix://{}{}", auth, socket_path);
   }
-  std::string host_part = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  return std::string(tls ? "rediss://" : "redis://") + auth + host_part + ":"
-         + std::to_string(port) + (db != 0 ? "/" + std::to_string(db) : "");
+  std::string host_part = host.find(':') != std::string::npos ? fmt::format("[{}]", host) : host;
+  std::string url = fmt::format("{}://{}{}:{}", tls ? "rediss" : "redis", auth, host_part, port);
+  return db != 0 ? fmt::format("{}/{}", url, db) : url;
 }
 
 Endpoint parse_url(std::string_view url)
