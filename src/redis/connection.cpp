@@ -1,7 +1,5 @@
 #include "redis/connection.hpp"
 
-#include "util/log.hpp"
-
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <poll.h>
@@ -93,6 +91,11 @@ redisContext* Connection::connect_tls()
 void Connection::connect()
 {
   const Endpoint& endpoint = m_options.endpoint;
+  const auto& password = m_options.password ? m_options.password : endpoint.password;
+  if (!password && !endpoint.user.empty()) {
+    throw Error(ExitCode::config, "{}: user '{}' given without a password", describe_endpoint(),
+                endpoint.user);
+  }
   if (endpoint.tls) {
     m_context = connect_tls();
     m_connecting = false;
@@ -104,17 +107,12 @@ void Connection::connect()
   ::fcntl(m_context->fd, F_SETFD, FD_CLOEXEC);
   m_write_pending = true;
 
-
-  const auto& password = m_options.password ? m_options.password : endpoint.password;
   if (password) {
     if (endpoint.user.empty()) {
       append({"AUTH", *password}, Expect::handshake);
     } else {
       append({"AUTH", endpoint.user, *password}, Expect::handshake);
     }
-  } else if (!endpoint.user.empty()) {
-    throw Error(ExitCode::config, "{}: user '{}' given without a password", describe_endpoint(),
-                endpoint.user);
   }
   if (endpoint.db != 0) {
     append({"SELECT", std::to_string(endpoint.db)}, Expect::handshake);
