@@ -1,18 +1,41 @@
 #include "lock/scripts.hpp"
 
+#include <string>
+#include <string_view>
+
 namespace dlock::lock::scripts {
+
+namespace {
+
+// Shared by the scripts that need it, so that "now" and "a fair waiter is gone" are defined
+// once: the server's clock in ms, and the removal of --fair waiters whose registration lapsed.
+constexpr std::string_view prelude = R"lua(
+local function server_now()
+  local t = redis.call('TIME')
+  return t[1] * 1000 + math.floor(t[2] / 1000), t
+end
+local function forget_lapsed_fair_waiters(queue, expiry, now)
+  local lapsed = redis.call('ZRANGEBYSCORE', expiry, '-inf', '(' .. now)
+  for i = 1, #lapsed do
+    redis.call('ZREM', queue, lapsed[i])
+    redis.call('ZREM', expiry, lapsed[i])
+  end
+end
+)lua";
+
+redis::Script with_prelude(std::string_view body)
+{
+  return redis::Script(std::string(prelude) + std::string(body));
+}
+
+} // namespace
 
 const redis::Script& acquire()
 {
-  static const redis::Script script(R"lua(
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  static const redis::Script script = with_prelude(R"lua(
+local now, t = server_now()
 local id, mode, max_block = ARGV[7], ARGV[8], tonumber(ARGV[9])
-local expired = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', '(' .. now)
-for i = 1, #expired do
-  redis.call('ZREM', KEYS[5], expired[i])
-  redis.call('ZREM', KEYS[6], expired[i])
-end
+forget_lapsed_fair_waiters(KEYS[5], KEYS[6], now)
 if mode == 'fair' and not redis.call('ZSCORE', KEYS[5], id) then
   redis.call('ZADD', KEYS[5], t[1] * 1000000 + t[2], id)
 end
@@ -77,20 +100,15 @@ return 1
 
 const redis::Script& release()
 {
-  static const redis::Script script(R"lua(
+  static const redis::Script script = with_prelude(R"lua(
 local current = redis.call('GET', KEYS[1])
 if not current or (ARGV[1] ~= '' and current ~= ARGV[1]) then
   return 0
 end
 redis.call('DEL', KEYS[1], KEYS[2])
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local now = server_now()
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. now)
-local expired = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. now)
-for i = 1, #expired do
-  redis.call('ZREM', KEYS[4], expired[i])
-  redis.call('ZREM', KEYS[5], expired[i])
-end
+forget_lapsed_fair_waiters(KEYS[4], KEYS[5], now)
 local head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]
 local wake = nil
 if head then
@@ -109,9 +127,8 @@ return 1
 
 const redis::Script& inspect()
 {
-  static const redis::Script script(R"lua(
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  static const redis::Script script = with_prelude(R"lua(
+local now = server_now()
 local held = redis.call('EXISTS', KEYS[1])
 local holder = {}
 if held == 1 then
