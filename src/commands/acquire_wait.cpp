@@ -17,7 +17,7 @@ using util::TimePoint;
 
 namespace {
 
-TimePoint now() { return std::chrono::steady_clock::now(); }
+TimePoint now() { return util::monotonic_now(); }
 
 // Who holds the lock; with_lease adds the remaining lease (not for the redrawn line, where
 // it would go stale).

@@ -19,7 +19,7 @@ namespace {
 
 util::TimePoint deadline_after(util::Millis timeout)
 {
-  return std::chrono::steady_clock::now() + timeout;
+  return util::monotonic_now() + timeout;
 }
 
 // The command line of the process that ran dlock (the CI step or script that owns the lock).

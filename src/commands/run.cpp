@@ -22,7 +22,7 @@ using util::TimePoint;
 
 namespace {
 
-TimePoint now() { return std::chrono::steady_clock::now(); }
+TimePoint now() { return util::monotonic_now(); }
 
 std::string join(const std::vector<std::string>& words)
 {

@@ -83,7 +83,7 @@ int status(const cli::GlobalOptions& global, const cli::StatusOptions& options)
 {
   lock::validate_lock_name(options.key);
   redis::Connection connection(global.connect);
-  auto deadline = std::chrono::steady_clock::now() + global.connect.connect_timeout;
+  auto deadline = util::monotonic_now() + global.connect.connect_timeout;
   lock::LockStatus status = lock::read_status(connection, global.prefix, options.key, deadline);
   if (options.json) {
     std::string body = status.to_json();
@@ -98,7 +98,7 @@ int list(const cli::GlobalOptions& global, const cli::ListOptions& options)
 {
   redis::Connection connection(global.connect);
   // Listing many locks may take more than one request timeout; allow a generous total.
-  auto deadline = std::chrono::steady_clock::now() + global.connect.connect_timeout * 10;
+  auto deadline = util::monotonic_now() + global.connect.connect_timeout * 10;
   std::vector<std::string> names =
     lock::scan_lock_names(connection, global.prefix, options.pattern, deadline);
   std::vector<lock::LockStatus> statuses =

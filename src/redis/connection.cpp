@@ -252,7 +252,7 @@ Reply Connection::receive(util::TimePoint deadline)
       throw Error(ExitCode::internal, "{}: no reply is outstanding", describe_endpoint());
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now());
+      deadline - util::monotonic_now());
     if (left.count() <= 0) {
       bool was_connecting = m_connecting;
       reset();

@@ -14,10 +14,13 @@ public:
   virtual TimePoint now() const = 0;
 };
 
-// The real monotonic clock (CLOCK_MONOTONIC via steady_clock).
+// The current monotonic time (CLOCK_MONOTONIC), for deadlines outside the lease logic.
+inline TimePoint monotonic_now() { return std::chrono::steady_clock::now(); }
+
+// The real monotonic clock, for code that takes a Clock.
 class SteadyClock final : public Clock {
 public:
-  TimePoint now() const override { return std::chrono::steady_clock::now(); }
+  TimePoint now() const override { return monotonic_now(); }
 };
 
 } // namespace dlock::util
