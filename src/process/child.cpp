@@ -1,15 +1,17 @@
 #include "process/child.hpp"
 
+#include "process/descendants.hpp"
+#include "process/guard.hpp"
 #include "util/error.hpp"
 
 #include <fcntl.h>
-#include <spawn.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
+#include <chrono>
 #include <cstring>
 
 extern char** environ;
@@ -18,61 +20,31 @@ namespace dlock::process {
 
 namespace {
 
-// Signals whose disposition dlock changes and the command must get back at their default.
-constexpr int reset_signals[] = {SIGPIPE, SIGTTOU, SIGTTIN, SIGTSTP, SIGINT, SIGTERM, SIGHUP,
-                                 SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD};
-
-// Whether dlock itself runs in the foreground of the terminal on stdin.
-bool in_terminal_foreground()
+// dlock's own environment with spec's changes: the NUL-terminated entries the guard execs with.
+std::string environment_block(const CommandSpec& spec)
 {
-  return ::isatty(STDIN_FILENO) == 1 && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
-}
-
-// The environment for the command: dlock's own with spec.env set on top.
-std::vector<std::string> build_environment(const CommandSpec& spec)
-{
-  std::vector<std::string> env;
+  auto named = [](std::string_view entry, std::string_view name) {
+    return entry.size() > name.size() && entry.substr(0, name.size()) == name
+           && entry[name.size()] == '=';
+  };
+  std::string block;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     std::string_view text(*entry);
-    bool overridden = false;
+    bool replaced = false;
     for (const auto& [name, value] : spec.env) {
-      overridden = overridden || (text.size() > name.size() && text.substr(0, name.size()) == name
-                                  && text[name.size()] == '=');
+      replaced = replaced || named(text, name);
     }
-    if (!overridden) {
-      env.emplace_back(text);
+    for (const auto& name : spec.unset) {
+      replaced = replaced || named(text, name);
+    }
+    if (!replaced) {
+      block.append(text).push_back('\0');
     }
   }
   for (const auto& [name, value] : spec.env) {
-    env.push_back(name + "=" + value);
+    block.append(name).append("=").append(value).push_back('\0');
   }
-  return env;
-}
-
-// In the forked guard: leads the group, waits for dlock's end of the pipe to close, then
-// kills the group (itself included).
-[[noreturn]] void run_guard(int pipe_read, const sigset_t& mask)
-{
-  ::setpgid(0, 0);
-  // Job control from a terminal must not stop the guard; forwarded signals stay blocked.
-  ::signal(SIGTSTP, SIG_IGN);
-  ::signal(SIGTTIN, SIG_IGN);
-  ::signal(SIGTTOU, SIG_IGN);
-  sigset_t blocked = mask;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM}) {
-    sigaddset(&blocked, sig);
-  }
-  ::sigprocmask(SIG_SETMASK, &blocked, nullptr);
-  if (pipe_read != 3) {
-    ::dup2(pipe_read, 3);
-  }
-  ::close_range(0, 2, 0);
-  ::close_range(4, UINT_MAX, 0);
-  char byte = 0;
-  while (::read(3, &byte, 1) < 0 && errno == EINTR) {
-  }
-  ::kill(0, SIGKILL);
-  ::_exit(0);
+  return block;
 }
 
 int shell_status(int status)
@@ -86,64 +58,84 @@ int shell_status(int status)
   return 128;
 }
 
-// posix_spawn attributes and the arrays it wants, freed together.
-class SpawnAttributes {
-public:
-  SpawnAttributes(pid_t group, const sigset_t& mask)
-  {
-    ::posix_spawnattr_init(&m_attr);
-    sigset_t defaults;
-    sigemptyset(&defaults);
-    for (int sig : reset_signals) {
-      sigaddset(&defaults, sig);
-    }
-    ::posix_spawnattr_setpgroup(&m_attr, group);
-    ::posix_spawnattr_setsigmask(&m_attr, &mask);
-    ::posix_spawnattr_setsigdefault(&m_attr, &defaults);
-    ::posix_spawnattr_setflags(&m_attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK
-                                          | POSIX_SPAWN_SETSIGDEF);
+std::int64_t nanos(util::TimePoint t)
+{
+  if (t == util::TimePoint::max()) {
+    return INT64_MAX;
   }
-  ~SpawnAttributes() { ::posix_spawnattr_destroy(&m_attr); }
-  SpawnAttributes(const SpawnAttributes&) = delete;
-  SpawnAttributes& operator=(const SpawnAttributes&) = delete;
-  const posix_spawnattr_t* get() const { return &m_attr; }
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
 
-private:
-  posix_spawnattr_t m_attr{};
-};
+// tcsetpgrp from a process that may be in the background: SIGTTOU must not stop it.
+void set_foreground(int tty, pid_t group) noexcept
+{
+  auto previous = ::signal(SIGTTOU, SIG_IGN);
+  ::tcsetpgrp(tty, group);
+  ::signal(SIGTTOU, previous);
+}
 
 } // namespace
 
-ProcessGroup::ProcessGroup(const sigset_t& child_mask) : m_child_mask(child_mask)
+ProcessGroup::ProcessGroup(const sigset_t& child_mask)
 {
-  int guard_pipe[2];
-  if (::pipe2(guard_pipe, O_CLOEXEC) != 0) {
+  int requests[2];
+  int reports[2];
+  if (::pipe2(requests, O_CLOEXEC) != 0) {
     throw Error(ExitCode::internal, "pipe failed: {}", std::strerror(errno));
+  }
+  if (::pipe2(reports, O_CLOEXEC) != 0) {
+    int saved = errno;
+    ::close(requests[0]);
+    ::close(requests[1]);
+    throw Error(ExitCode::internal, "pipe failed: {}", std::strerror(saved));
   }
   pid_t guard = ::fork();
   if (guard == 0) {
-    ::close(guard_pipe[1]);
-    run_guard(guard_pipe[0], child_mask);
+    ::close(requests[1]);
+    ::close(reports[0]);
+    guard::guard_main(requests[0], reports[1], child_mask);
   }
-  ::close(guard_pipe[0]);
+  ::close(requests[0]);
+  ::close(reports[1]);
+  m_requests.reset(requests[1]);
+  m_reports.reset(reports[0]);
   if (guard < 0) {
-    ::close(guard_pipe[1]);
     throw Error(ExitCode::internal, "fork failed: {}", std::strerror(errno));
   }
   ::setpgid(guard, guard); // also here, so the group exists before the command joins it
   m_guard = guard;
-  m_guard_pipe.reset(guard_pipe[1]);
+  ::fcntl(m_reports.get(), F_SETFL, ::fcntl(m_reports.get(), F_GETFL) | O_NONBLOCK);
+  m_tty.reset(::open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC));
 }
 
 ProcessGroup::~ProcessGroup()
 {
-  if (m_command > 0 && !m_reaped) {
-    ::kill(-m_guard, SIGKILL);
-    ::waitpid(m_command, nullptr, 0);
+  if (m_started && !m_exited) {
+    kill_all();
   }
-  give_back_terminal();
-  m_guard_pipe.reset(); // the guard wakes up, kills what is left of its group, and exits
-  ::waitpid(m_guard, nullptr, 0);
+  reclaim_terminal();
+  m_requests.reset(); // the guard kills what is left of the tree, and exits
+  if (m_guard > 0) {
+    ::kill(m_guard, SIGCONT); // in case someone stopped it
+    while (::waitpid(m_guard, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+void ProcessGroup::send(const void* data, std::size_t size) const noexcept
+{
+  const auto* bytes = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::write(m_requests.get(), bytes, size);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      return; // the guard is gone; next_event reports it
+    }
+    bytes += n;
+    size -= static_cast<std::size_t>(n);
+  }
 }
 
 void ProcessGroup::spawn(const CommandSpec& spec)
@@ -151,69 +143,134 @@ void ProcessGroup::spawn(const CommandSpec& spec)
   if (spec.argv.empty()) {
     throw Error(ExitCode::usage, "no command given");
   }
-  std::vector<std::string> env = build_environment(spec);
-  std::vector<char*> argv;
+  std::string payload;
   for (const auto& arg : spec.argv) {
-    argv.push_back(const_cast<char*>(arg.c_str()));
+    payload.append(arg).push_back('\0');
   }
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (auto& entry : env) {
-    envp.push_back(entry.data());
-  }
-  envp.push_back(nullptr);
+  payload += environment_block(spec);
+  guard::Message request;
+  request.kind = guard::spawn;
+  request.value = static_cast<std::int32_t>(spec.argv.size());
+  request.a = static_cast<std::int64_t>(payload.size());
 
-  if (in_terminal_foreground()) {
-    auto previous = ::signal(SIGTTOU, SIG_IGN);
-    m_owns_terminal = ::tcsetpgrp(STDIN_FILENO, m_guard) == 0;
-    ::signal(SIGTTOU, previous);
+  hand_terminal_over();
+  send(&request, sizeof request);
+  send(payload.data(), payload.size());
+  while (true) {
+    pollfd pfd{m_reports.get(), POLLIN, 0};
+    if (::poll(&pfd, 1, -1) < 0 && errno != EINTR) {
+      throw Error(ExitCode::internal, "poll failed: {}", std::strerror(errno));
+    }
+    guard::Message reply;
+    ssize_t n = ::read(m_reports.get(), &reply, sizeof reply);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+      continue;
+    }
+    if (n != static_cast<ssize_t>(sizeof reply)) {
+      reclaim_terminal();
+      throw Error(ExitCode::internal, "the guard process died before starting the command");
+    }
+    if (reply.kind == guard::started) {
+      m_started = true;
+      return;
+    }
+    if (reply.kind == guard::spawn_failed) {
+      reclaim_terminal();
+      ExitCode code = reply.value == ENOENT ? ExitCode::not_found : ExitCode::cannot_execute;
+      throw Error(code, "cannot run '{}': {}", spec.argv[0], std::strerror(reply.value));
+    }
   }
-  SpawnAttributes attributes(m_guard, m_child_mask);
-  pid_t pid = -1;
-  int error = ::posix_spawnp(&pid, argv[0], nullptr, attributes.get(), argv.data(), envp.data());
-  if (error != 0) {
-    give_back_terminal();
-    ExitCode code = error == ENOENT ? ExitCode::not_found : ExitCode::cannot_execute;
-    throw Error(code, "cannot run '{}': {}", spec.argv[0], std::strerror(error));
-  }
-  m_command = pid;
 }
 
 void ProcessGroup::signal_group(int sig) const noexcept
 {
-  if (m_command > 0 && !m_reaped) {
+  if (m_started && !m_exited) {
     ::kill(-m_guard, sig);
   }
 }
 
-std::optional<int> ProcessGroup::try_wait()
+void ProcessGroup::kill_all() const noexcept
 {
-  if (m_command <= 0 || m_reaped) {
-    return std::nullopt;
+  if (!m_started || m_exited) {
+    return;
   }
-  siginfo_t info{};
-  if (::waitid(P_PID, static_cast<id_t>(m_command), &info, WEXITED | WNOHANG | WNOWAIT) != 0
-      || info.si_pid == 0) {
-    return std::nullopt;
+  util::TimePoint t = util::monotonic_now();
+  set_deadlines(t, t);
+  try {
+    for (pid_t pid : live_descendants(m_guard)) {
+      ::kill(pid, SIGKILL); // in case the guard cannot act (stopped by someone)
+    }
+  } catch (...) {
+    // out of memory: the guard still kills them all
   }
-  // The guard keeps the group id alive, so leftovers can be killed before the lock goes.
-  ::kill(-m_guard, SIGKILL);
-  int status = 0;
-  while (::waitpid(m_command, &status, 0) < 0 && errno == EINTR) {
-  }
-  m_reaped = true;
-  give_back_terminal();
-  return shell_status(status);
 }
 
-void ProcessGroup::give_back_terminal() noexcept
+void ProcessGroup::set_deadlines(util::TimePoint terminate_at, util::TimePoint kill_at) const noexcept
 {
-  if (m_owns_terminal) {
-    m_owns_terminal = false;
-    auto previous = ::signal(SIGTTOU, SIG_IGN);
-    ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
-    ::signal(SIGTTOU, previous);
+  guard::Message message;
+  message.kind = guard::deadlines;
+  message.a = nanos(terminate_at);
+  message.b = nanos(kill_at);
+  send(&message, sizeof message);
+}
+
+std::optional<CommandEvent> ProcessGroup::next_event()
+{
+  if (m_exited) {
+    return std::nullopt;
   }
+  guard::Message report;
+  ssize_t n = 0;
+  do {
+    n = ::read(m_reports.get(), &report, sizeof report);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 && errno == EAGAIN) {
+    return std::nullopt;
+  }
+  using Kind = CommandEvent::Kind;
+  if (n != static_cast<ssize_t>(sizeof report)) {
+    kill_all();
+    m_exited = true;
+    reclaim_terminal();
+    return CommandEvent{Kind::guard_lost, 0};
+  }
+  switch (report.kind) {
+  case guard::stopped:
+    return CommandEvent{Kind::stopped, report.value};
+  case guard::continued:
+    return CommandEvent{Kind::continued, 0};
+  case guard::terminal_signal:
+    return CommandEvent{Kind::terminal_signal, report.value};
+  case guard::deadline_passed:
+    return CommandEvent{Kind::deadline_passed, report.value};
+  case guard::exited:
+    m_exited = true;
+    reclaim_terminal();
+    return CommandEvent{Kind::exited, shell_status(report.value),
+                        WIFSIGNALED(report.value) ? WTERMSIG(report.value) : 0};
+  default:
+    return next_event();
+  }
+}
+
+void ProcessGroup::reclaim_terminal() noexcept
+{
+  if (m_tty && m_guard > 0 && ::tcgetpgrp(m_tty.get()) == m_guard) {
+    set_foreground(m_tty.get(), ::getpgrp());
+  }
+}
+
+void ProcessGroup::hand_terminal_over() noexcept
+{
+  if (m_tty && m_guard > 0 && ::tcgetpgrp(m_tty.get()) == ::getpgrp()) {
+    set_foreground(m_tty.get(), m_guard);
+  }
+}
+
+void ProcessGroup::resume() noexcept
+{
+  hand_terminal_over();
+  signal_group(SIGCONT);
 }
 
 } // namespace dlock::process

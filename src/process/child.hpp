@@ -1,5 +1,6 @@
 #pragma once
 
+#include "util/clock.hpp"
 #include "util/fd.hpp"
 
 #include <signal.h>
@@ -12,46 +13,77 @@
 
 namespace dlock::process {
 
-// What to run and with which extra environment variables.
+// What to run and with which environment changes.
 struct CommandSpec {
   std::vector<std::string> argv;                           // argv[0] is looked up in PATH
   std::vector<std::pair<std::string, std::string>> env;   // set on top of dlock's environment
+  std::vector<std::string> unset;                          // removed from dlock's environment
 };
 
-// The process group the command runs in, led by a small guard process that dlock forks
-// before it takes the lock. The guard holds a pipe from dlock: if dlock dies for any reason,
-// even SIGKILL, the pipe closes and the guard SIGKILLs its whole group, so no part of the
-// command goes on running without the lock. The command joins the group as it starts, so
-// there is no moment at which it runs unguarded. The guard ignores the signals dlock
-// forwards to the group and dies with the group's final SIGKILL.
+// Something that happened to the command, as its guard reports it.
+struct CommandEvent {
+  enum class Kind {
+    stopped,         // value: the stopping signal (Ctrl-Z is SIGTSTP)
+    continued,       // the command was continued
+    terminal_signal, // value: SIGINT or SIGQUIT, sent by the terminal to the command's group
+    deadline_passed, // value: SIGTERM or SIGKILL, sent by the guard as the lease ran out
+    exited,          // value: the shell status (code, or 128+N); nothing it started is left
+    guard_lost,      // the guard died: the command was killed, its status is unknown
+  };
+  Kind kind;
+  int value = 0;
+  int signal = 0; // exited: N when the command died of signal N
+};
+
+// The process group the command runs in, led by a guard process that dlock forks before it
+// takes the lock (see process/guard.hpp). The guard starts the command as its child, so that
+// every descendant stays below it even after setsid; it kills them all when the command
+// exits or dlock dies (even by SIGKILL), and it enforces the lease deadlines it is given even
+// when dlock itself is frozen. The group gets the terminal while dlock is in the foreground.
 class ProcessGroup {
 public:
-  // Forks the guard; child_mask is the signal mask the guard and the command start with.
+  // Forks the guard; child_mask is the signal mask the command starts with.
   explicit ProcessGroup(const sigset_t& child_mask);
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
-  // Kills whatever is left of the group and reaps the command and the guard.
+  // Kills whatever is left of the command's tree and reaps the guard.
   ~ProcessGroup();
 
-  // Starts the command in the group (posix_spawn, so no copy of dlock's memory is made);
-  // when dlock is in the foreground of a terminal the group gets the terminal first.
-  // Throws Error(126/127) when the command cannot be executed.
+  // Starts the command in the group, the terminal first given to the group when dlock is in
+  // its foreground. Throws Error(126/127) when the command cannot be executed.
   void spawn(const CommandSpec& spec);
-  // Sends sig to the whole group (the guard ignores all but SIGKILL).
+  // Sends sig to the whole group (the guard ignores it); never SIGKILL or SIGSTOP, which
+  // would reach the guard too: see kill_all.
   void signal_group(int sig) const noexcept;
-  // If the command has exited: kills anything left in its group, reaps it and returns its
-  // status as a shell would (exit code, or 128+N for signal N). nullopt while it runs.
-  std::optional<int> try_wait();
+  // SIGKILLs everything the command started, in any group or session, now: directly, and
+  // through the guard, which reaps it all and then reports the command's end.
+  void kill_all() const noexcept;
+  // From now on the guard itself SIGTERMs the whole tree at terminate_at and SIGKILLs it at
+  // kill_at, unless later times come first; once SIGTERM is sent, times only move earlier.
+  void set_deadlines(util::TimePoint terminate_at, util::TimePoint kill_at) const noexcept;
+  // The descriptor to poll for the guard's reports.
+  int events_fd() const noexcept { return m_reports.get(); }
+  // The next report, if one is waiting.
+  std::optional<CommandEvent> next_event();
+
+  // Whether dlock has a controlling terminal, so that job control applies.
+  bool has_terminal() const noexcept { return m_tty.get() >= 0; }
+  // Takes the terminal back from the command's group, if it has it.
+  void reclaim_terminal() noexcept;
+  // Gives the terminal to the command's group if dlock is in the foreground (after fg).
+  void hand_terminal_over() noexcept;
+  // Continues a stopped command, in the foreground if dlock is there.
+  void resume() noexcept;
 
 private:
-  void give_back_terminal() noexcept;
+  void send(const void* data, std::size_t size) const noexcept;
 
-  sigset_t m_child_mask{};
-  pid_t m_guard = -1;   // also the process group id
-  pid_t m_command = -1;
-  util::UniqueFd m_guard_pipe;
-  bool m_owns_terminal = false;
-  bool m_reaped = false;
+  pid_t m_guard = -1; // also the process group id
+  bool m_started = false;
+  bool m_exited = false;
+  util::UniqueFd m_requests; // to the guard; closing it tells the guard dlock is gone
+  util::UniqueFd m_reports;  // from the guard, non-blocking
+  util::UniqueFd m_tty;      // the controlling terminal, if any
 };
 
 } // namespace dlock::process

@@ -2,7 +2,9 @@
 
 #include "util/error.hpp"
 
+#include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -42,6 +44,38 @@ std::optional<int> SignalFd::read()
     }
     return std::nullopt;
   }
+}
+
+void stop_like(int sig) noexcept
+{
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  sigset_t previous;
+  ::sigprocmask(SIG_UNBLOCK, &set, &previous);
+  if (sig == SIGSTOP) {
+    ::raise(SIGSTOP);
+  } else {
+    auto disposition = ::signal(sig, SIG_DFL);
+    ::kill(0, sig); // delivered to dlock before kill returns: it stops here
+    ::signal(sig, disposition);
+  }
+  ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+}
+
+void die_of_signal(int sig, bool to_group) noexcept
+{
+  if (sig == SIGQUIT) {
+    rlimit none{0, 0};
+    ::setrlimit(RLIMIT_CORE, &none); // dlock itself did nothing wrong: no core file
+  }
+  ::signal(sig, SIG_DFL);
+  ::kill(to_group ? 0 : ::getpid(), sig);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  ::_exit(128 + sig); // only if the signal could not end dlock
 }
 
 } // namespace dlock::process

@@ -35,4 +35,15 @@ private:
 inline constexpr std::initializer_list<int> forwarded_signals = {SIGINT, SIGTERM, SIGHUP, SIGQUIT,
                                                                 SIGUSR1, SIGUSR2};
 
+// Stops dlock the way sig stopped its command, so that the shell sees the job stopped:
+// SIGTSTP, SIGTTIN and SIGTTOU (what a terminal sends) go to dlock's whole process group, as
+// the terminal would have sent them without dlock; SIGSTOP stops dlock alone. Returns once
+// dlock is continued (fg, bg, or kill -CONT).
+void stop_like(int sig) noexcept;
+
+// Ends dlock by sig (SIGINT or SIGQUIT, without a core dump), so that a calling shell script
+// stops as it would had its command died of it; with to_group, sig first goes to dlock's own
+// process group, where the terminal would have sent it without dlock. Never returns.
+[[noreturn]] void die_of_signal(int sig, bool to_group) noexcept;
+
 } // namespace dlock::process
