@@ -321,6 +321,7 @@ void Supervisor::pause_while_stopped(int sig)
     util::log_warning("cannot stop with the command (fork failed); dlock goes on renewing");
     return;
   }
+  ::setpgid(renewer, renewer); // here too, so the stop below cannot reach it
   m_child.reclaim_terminal();
   process::stop_like(sig);
   // Continued (fg, bg or kill -CONT): take the lease back.
