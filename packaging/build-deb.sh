@@ -4,6 +4,10 @@
 # Usage: packaging/build-deb.sh [BUILD_DIR]      (default: build-pkg in the source tree)
 # Needs: the build dependencies (packaging/install-deps.sh build) and dpkg-dev (dpkg-shlibdeps
 # computes the library dependencies).
+#
+# The Maintainer field and the changelog's trailer: DLOCK_MAINTAINER="Full Name <address>", or
+# DEBFULLNAME and DEBEMAIL as for dch(1); without them, the placeholder in CMakeLists.txt.
+# SOURCE_DATE_EPOCH, when set, dates the changelog entry (default: the commit's date).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$src/build-pkg}
@@ -13,10 +17,20 @@ if ! command -v dpkg-shlibdeps >/dev/null; then
   exit 69
 fi
 
+maintainer=${DLOCK_MAINTAINER:-}
+if [ -z "$maintainer" ] && [ -n "${DEBEMAIL:-}" ]; then
+  case $DEBEMAIL in
+    *'<'*) maintainer=$DEBEMAIL ;; # "Full Name <address>"
+    *) maintainer="${DEBFULLNAME:-${NAME:-dlock developers}} <$DEBEMAIL>" ;;
+  esac
+fi
+cmake_args=()
+[ -z "$maintainer" ] || cmake_args+=("-DDLOCK_MAINTAINER=$maintainer")
+
 # A fresh configuration, so that the package is built against the libraries installed now.
 rm -f "$build/CMakeCache.txt"
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLOCK_BUILD_TESTS=OFF \
-  -DCMAKE_INSTALL_PREFIX=/usr >&2
+  -DCMAKE_INSTALL_PREFIX=/usr "${cmake_args[@]}" >&2
 cmake --build "$build" -j"$(nproc)" >&2
 rm -f "$build"/dlock_*.deb
 (cd "$build" && cpack -G DEB) >&2
