@@ -3,7 +3,11 @@
 # Prints the path of the .deb on stdout (progress goes to stderr).
 # Usage: packaging/build-deb.sh [BUILD_DIR]      (default: build-pkg in the source tree)
 # Needs: the build dependencies (packaging/install-deps.sh build) and dpkg-dev (dpkg-shlibdeps
-# computes the library dependencies).
+# computes the library dependencies, dpkg-buildflags the hardening flags).
+#
+# The Maintainer field and the changelog's trailer: DLOCK_MAINTAINER="Full Name <address>", or
+# DEBFULLNAME and DEBEMAIL as for dch(1); without them, the placeholder in CMakeLists.txt.
+# SOURCE_DATE_EPOCH, when set, dates the changelog entry (default: the commit's date).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$src/build-pkg}
@@ -13,10 +17,32 @@ if ! command -v dpkg-shlibdeps >/dev/null; then
   exit 69
 fi
 
+maintainer=${DLOCK_MAINTAINER:-}
+if [ -z "$maintainer" ] && [ -n "${DEBEMAIL:-}" ]; then
+  case $DEBEMAIL in
+    *'<'*) maintainer=$DEBEMAIL ;; # "Full Name <address>"
+    *) maintainer="${DEBFULLNAME:-${NAME:-dlock developers}} <$DEBEMAIL>" ;;
+  esac
+fi
+cmake_args=()
+[ -z "$maintainer" ] || cmake_args+=("-DDLOCK_MAINTAINER=$maintainer")
+
+# Debian's hardening flags, as debhelper would pass them: fortify (which needs the optimisation
+# of the Release build), stack protector, format-security, relro and bindnow; PIE is GCC's
+# default. CMake takes CXXFLAGS and LDFLAGS (executables and the TLS module) from the
+# environment of a fresh configuration; it ignores CPPFLAGS, so -D_FORTIFY_SOURCE joins
+# CXXFLAGS. Run from the source tree, so that -ffile-prefix-map maps it to ".".
+export DEB_BUILD_MAINT_OPTIONS="hardening=+all ${DEB_BUILD_MAINT_OPTIONS:-}"
+cxxflags=$(cd "$src" && dpkg-buildflags --get CPPFLAGS && dpkg-buildflags --get CXXFLAGS)
+ldflags=$(cd "$src" && dpkg-buildflags --get LDFLAGS)
+
 # A fresh configuration, so that the package is built against the libraries installed now.
 rm -f "$build/CMakeCache.txt"
-cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLOCK_BUILD_TESTS=OFF \
-  -DCMAKE_INSTALL_PREFIX=/usr >&2
+CXXFLAGS=${cxxflags//$'\n'/ } LDFLAGS=$ldflags \
+  cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLOCK_BUILD_TESTS=OFF \
+  -DCMAKE_INSTALL_PREFIX=/usr "${cmake_args[@]}" >&2
+grep -E '^(CMAKE_CXX_FLAGS|CMAKE_(EXE|MODULE)_LINKER_FLAGS|DLOCK_MAINTAINER):' \
+  "$build/CMakeCache.txt" >&2
 cmake --build "$build" -j"$(nproc)" >&2
 rm -f "$build"/dlock_*.deb
 (cd "$build" && cpack -G DEB) >&2

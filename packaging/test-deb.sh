@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the .deb, installs it with apt-get, checks the installed dlock against a throwaway
-# redis-server on a unix socket, checks the man page renders, then removes the package.
+# Builds the .deb, checks it with lintian (no error or warning allowed), installs it with
+# apt-get, checks the installed dlock against a throwaway redis-server on a unix socket, checks
+# the man page renders, then removes the package.
 # Exits non-zero on any failure. Runs as root, or with sudo.
 # Usage: packaging/test-deb.sh [BUILD_DIR]
 set -euo pipefail
@@ -38,7 +39,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-for tool in redis-server redis-cli man; do
+for tool in redis-server redis-cli man lintian; do
   command -v "$tool" >/dev/null || fail "$tool is needed (packaging/install-deps.sh test)"
 done
 if [ -e /usr/bin/dlock ] && dpkg-query -W -f='${Status}' dlock 2>/dev/null | grep -q 'install ok installed'; then
@@ -55,6 +56,16 @@ depends=$(dpkg-deb --field "$deb" Depends)
 [[ $depends == *libhiredi* ]] || fail "Depends lacks libhiredis (or libhiredict): $depends"
 [[ $depends == *libfmt* ]] || fail "Depends lacks libfmt: $depends"
 [ "$(dpkg-deb --field "$deb" Recommends)" = redis-tools ] || fail "Recommends is not redis-tools"
+
+step "lintian"
+# Errors and warnings fail the test. Info tags are shown too; the ones for the hardening
+# and the stripping that the package promises fail it as well.
+rc=0
+report=$(lintian --fail-on error,warning --display-info "$deb" 2>&1) || rc=$?
+[ -z "$report" ] || echo "$report" >&2
+[ "$rc" = 0 ] || fail "lintian reports errors or warnings on $deb"
+! grep -qE ': (hardening-no-[a-z-]+|binary-has-unneeded-section)( |$)' <<<"$report" \
+  || fail "the binaries lack hardening or keep unneeded sections (lintian, above)"
 
 step "installing $deb"
 # apt-get needs a path with a slash to treat the argument as a file.
@@ -74,7 +85,8 @@ fi
 
 step "the installed files"
 for f in /usr/share/man/man1/dlock.1.gz /usr/share/bash-completion/completions/dlock \
-  /usr/share/zsh/vendor-completions/_dlock /usr/share/fish/vendor_completions.d/dlock.fish; do
+  /usr/share/zsh/vendor-completions/_dlock /usr/share/fish/vendor_completions.d/dlock.fish \
+  /usr/share/doc/dlock/copyright /usr/share/doc/dlock/changelog.gz; do
   [ -s "$f" ] || fail "$f is missing"
 done
 
