@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds with warnings as errors, runs
-# the unit tests and the bats end-to-end tests (which start their own redis-server), then
-# builds again with AddressSanitizer and UndefinedBehaviorSanitizer and runs everything again.
-# When valkey-server is installed, the end-to-end tests run against Valkey too; at the end
-# the .deb is built, installed, exercised and removed (packaging/test-deb.sh).
+# the unit tests, the bats end-to-end tests (which start their own redis-server) and the fault
+# tests (tests/faults: a network partition and a restart; the partition needs root and skips
+# itself otherwise). When valkey-server is installed, the end-to-end tests run against Valkey
+# too. Then an AddressSanitizer + UndefinedBehaviorSanitizer build runs the unit tests and the
+# core suites (the lease, the process tree, waiting). At the end the .deb is built, checked
+# with lintian, installed, exercised and removed (packaging/test-deb.sh).
+# Independent bats files run in parallel, one per core (GNU parallel), each with its own
+# servers on their own sockets and ports.
 # Usage: tests/run-all.sh [--no-sanitize]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,8 +22,14 @@ failed=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-# run_suite NAME BUILD_DIR CMAKE_ARGS...: builds, then runs unit and end-to-end tests.
-run_suite() {
+# The suites whose code the sanitizers watch: dlock run's lease, its process tree and waiting.
+core_suites=(tests/e2e/run_basics.bats tests/e2e/run_lease.bats tests/e2e/run_promises.bats
+  tests/e2e/waiting.bats)
+jobs=()
+command -v parallel >/dev/null && jobs=(--jobs "$(nproc)" --no-parallelize-within-files)
+
+# build NAME BUILD_DIR CMAKE_ARGS...: configures and builds; 1 if the build failed.
+build() {
   local name=$1 dir=$2
   shift 2
   echo "=== $name: build ($dir)"
@@ -29,41 +39,48 @@ run_suite() {
     cat "$log"
     echo "not ok: $name build failed"
     failed=$((failed + 1))
-    return
+    return 1
   fi
+}
 
-  echo "=== $name: unit tests"
-  "$dir/tests/dlock_unit_tests" --gtest_brief=1 >"$log" 2>&1 || true
+# unit_tests NAME BUILD_DIR: runs the GoogleTest binary, counted.
+unit_tests() {
+  echo "=== $1: unit tests"
+  "$2/tests/dlock_unit_tests" --gtest_brief=1 >"$log" 2>&1 || true
   cat "$log"
   passed=$((passed + $(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\..*/\1/p' "$log" | head -1 | grep . || echo 0)))
   failed=$((failed + $(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\{0,1\}, listed below.*/\1/p' "$log" | head -1 | grep . || echo 0)))
   grep -q '^\[  PASSED  \]' "$log" || grep -q '^\[  FAILED  \]' "$log" || failed=$((failed + 1))
-
-  echo "=== $name: end-to-end tests (bats, $(redis-server --version | cut -d' ' -f1-3))"
-  run_bats "$dir" tests/e2e
 }
 
-# run_bats BUILD_DIR FILES...: the bats files against that build's dlock, counted.
+# run_bats NAME BUILD_DIR FILES...: the bats files against that build's dlock, counted.
 run_bats() {
-  local dir=$1
-  shift
-  DLOCK_BIN=$PWD/$dir/src/dlock bats --formatter tap "$@" | tee "$log" || true
+  local name=$1 dir=$2
+  shift 2
+  echo "=== $name: end-to-end tests (bats, $("${REDIS_SERVER:-redis-server}" --version | cut -d' ' -f1-3))"
+  DLOCK_BIN=$PWD/$dir/src/dlock bats "${jobs[@]}" --formatter tap "$@" | tee "$log" || true
   passed=$((passed + $(grep -c '^ok ' "$log" || true)))
   failed=$((failed + $(grep -c '^not ok ' "$log" || true)))
   grep -q '^1\.\.' "$log" || failed=$((failed + 1))
 }
 
 start=$SECONDS
-run_suite "release build" build
-if command -v valkey-server >/dev/null; then
-  echo "=== end-to-end tests against $(valkey-server --version | cut -d' ' -f1-3)"
-  REDIS_SERVER=valkey-server run_bats build tests/e2e
+if build "release build" build; then
+  unit_tests "release build" build
+  run_bats "release build" build tests/e2e tests/faults
+  if command -v valkey-server >/dev/null; then
+    REDIS_SERVER=valkey-server run_bats "Valkey" build tests/e2e
+  fi
 fi
 if [ "$sanitize" = 1 ]; then
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-    run_suite "ASan+UBSan build" build-sanitize -DDLOCK_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
+  if build "ASan+UBSan build" build-sanitize -DDLOCK_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug; then
+    unit_tests "ASan+UBSan build" build-sanitize
+    run_bats "ASan+UBSan build" build-sanitize "${core_suites[@]}"
+  fi
+  unset ASAN_OPTIONS UBSAN_OPTIONS
 fi
-echo "=== Debian package: build, install, run, remove"
+echo "=== Debian package: build, lintian, install, run, remove"
 if packaging/test-deb.sh; then
   passed=$((passed + 1))
 else
