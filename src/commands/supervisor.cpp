@@ -262,7 +262,7 @@ void Supervisor::on_renewal_reply(const redisReply& reply)
 void Supervisor::give_guard_deadline() const
 {
   if (!m_options.on_lost_ignore) {
-    m_child.set_deadlines(m_state.lease.terminate_at(), m_state.lease.kill_at());
+    m_child.set_deadlines(m_state.lease.backstop_terminate_at(), m_state.lease.backstop_kill_at());
   }
 }
 

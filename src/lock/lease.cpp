@@ -43,6 +43,13 @@ TimePoint Lease::terminate_at() const { return kill_at() - m_policy.effective_ki
 
 TimePoint Lease::kill_at() const { return expires_at() - m_policy.safety_margin(); }
 
+TimePoint Lease::backstop_terminate_at() const
+{
+  return terminate_at() + m_policy.safety_margin() / 2;
+}
+
+TimePoint Lease::backstop_kill_at() const { return kill_at() + m_policy.safety_margin() / 2; }
+
 void Lease::renewal_sent(TimePoint now) { m_in_flight_since = now; }
 
 TimePoint Lease::request_deadline() const

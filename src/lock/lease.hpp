@@ -40,6 +40,11 @@ public:
   util::TimePoint terminate_at() const;
   // SIGKILL the command at this time unless a renewal is confirmed first.
   util::TimePoint kill_at() const;
+  // The guard's own SIGTERM and SIGKILL times, for when dlock cannot act (frozen): half a
+  // safety margin after dlock's, so that a live dlock always acts (and explains) first, and
+  // still before the lease could expire.
+  util::TimePoint backstop_terminate_at() const;
+  util::TimePoint backstop_kill_at() const;
 
   // A renewal request was sent at now.
   void renewal_sent(util::TimePoint now);

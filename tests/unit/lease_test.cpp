@@ -127,3 +127,13 @@ TEST(Lease, StaleConfirmationNeverShortensTheLease)
   lease.renewal_confirmed(); // nothing in flight: ignored
   EXPECT_EQ(lease.expires_at(), start + 9s);
 }
+
+TEST(Lease, TheGuardsBackstopComesAfterDlockAndBeforeExpiry)
+{
+  for (auto ttl : {1000ms, 3000ms, 30'000ms}) {
+    Lease lease(policy(ttl, ttl / 4), TimePoint{});
+    EXPECT_GT(lease.backstop_terminate_at(), lease.terminate_at());
+    EXPECT_GT(lease.backstop_kill_at(), lease.kill_at());
+    EXPECT_LT(lease.backstop_kill_at(), lease.expires_at());
+  }
+}
