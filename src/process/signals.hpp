@@ -31,9 +31,6 @@ private:
   sigset_t m_original{};
 };
 
-// Signals that dlock passes on to the command's process group.
-inline constexpr std::initializer_list<int> forwarded_signals = {SIGINT, SIGTERM, SIGHUP, SIGQUIT,
-                                                                SIGUSR1, SIGUSR2};
 
 // Stops dlock the way sig stopped its command, so that the shell sees the job stopped:
 // SIGTSTP, SIGTTIN and SIGTTOU (what a terminal sends) go to dlock's whole process group, as
