@@ -1,6 +1,6 @@
 #include "process/child.hpp"
 
-#include "process/descendants.hpp"
+#include "process/process_table.hpp"
 #include "process/guard.hpp"
 #include "util/error.hpp"
 
@@ -153,6 +153,7 @@ void ProcessGroup::spawn(const CommandSpec& spec)
   request.value = static_cast<std::int32_t>(spec.argv.size());
   request.a = static_cast<std::int64_t>(payload.size());
 
+  m_may_take_terminal = m_tty && !group_has_siblings();
   hand_terminal_over();
   send(&request, sizeof request);
   send(payload.data(), payload.size());
@@ -262,7 +263,7 @@ void ProcessGroup::reclaim_terminal() noexcept
 
 void ProcessGroup::hand_terminal_over() noexcept
 {
-  if (m_tty && m_guard > 0 && ::tcgetpgrp(m_tty.get()) == ::getpgrp()) {
+  if (m_may_take_terminal && m_guard > 0 && ::tcgetpgrp(m_tty.get()) == ::getpgrp()) {
     set_foreground(m_tty.get(), m_guard);
   }
 }

@@ -50,7 +50,9 @@ public:
   ~ProcessGroup();
 
   // Starts the command in the group, the terminal first given to the group when dlock is in
-  // its foreground. Throws Error(126/127) when the command cannot be executed.
+  // its foreground, unless dlock is one side of a pipeline (`dlock run ... | less`: the
+  // terminal stays with the pipeline). Throws Error(126/127) when the command cannot be
+  // executed.
   void spawn(const CommandSpec& spec);
   // Sends sig to the whole group (the guard ignores it); never SIGKILL or SIGSTOP, which
   // would reach the guard too: see kill_all.
@@ -84,6 +86,7 @@ private:
   util::UniqueFd m_requests; // to the guard; closing it tells the guard dlock is gone
   util::UniqueFd m_reports;  // from the guard, non-blocking
   util::UniqueFd m_tty;      // the controlling terminal, if any
+  bool m_may_take_terminal = false; // no pipeline sibling shares dlock's group (and terminal)
 };
 
 } // namespace dlock::process

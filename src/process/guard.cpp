@@ -1,6 +1,6 @@
 #include "process/guard.hpp"
 
-#include "process/descendants.hpp"
+#include "process/process_table.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -277,3 +277,15 @@ EOF2
   run -0 rcli exists 'dlock:{ck}'
   assert_output 0
 }
+
+@test "dlock on one side of a pipeline: the other side (a pager) keeps the terminal" {
+  term_start
+  term_keys "\$DLOCK run -k pipe -- sh -c 'echo from-dlock; sleep 1' | sh -c 'cat; read line </dev/tty; echo \"pager read \$line\"'" Enter
+  term_wait 'from-dlock'
+  sleep 1.2
+  term_keys "answer" Enter
+  term_wait 'pager read answer'
+  term_wait 'PROMPT\$ ?$'
+  term_keys 'echo "pipeline status $?"' Enter
+  term_wait 'pipeline status 0'
+}

@@ -1,5 +1,5 @@
 #include "process/child.hpp"
-#include "process/descendants.hpp"
+#include "process/process_table.hpp"
 
 #include <gtest/gtest.h>
 

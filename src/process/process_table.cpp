@@ -1,10 +1,11 @@
-#include "process/descendants.hpp"
+#include "process/process_table.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,7 +17,9 @@ namespace dlock::process {
 namespace {
 
 struct StatLine {
+  pid_t pid = 0;
   pid_t ppid = 0;
+  pid_t pgrp = 0;
   bool live = false;
 };
 
@@ -43,8 +46,34 @@ bool read_stat(int proc_fd, const char* pid_name, StatLine& out)
   }
   char state = text[close_paren + 2];
   out.live = state != 'Z' && state != 'X' && state != 'x';
-  out.ppid = static_cast<pid_t>(std::strtol(text.data() + close_paren + 4, nullptr, 10));
+  char* end = nullptr;
+  out.ppid = static_cast<pid_t>(std::strtol(text.data() + close_paren + 4, &end, 10));
+  out.pgrp = static_cast<pid_t>(std::strtol(end, nullptr, 10));
+  out.pid = static_cast<pid_t>(std::strtol(pid_name, nullptr, 10));
   return true;
+}
+
+// Every process's /proc/PID/stat line that could be read.
+std::vector<StatLine> read_process_table()
+{
+  std::vector<StatLine> table;
+  int proc_fd = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (proc_fd < 0) {
+    return table;
+  }
+  DIR* dir = ::fdopendir(proc_fd);
+  if (dir == nullptr) {
+    ::close(proc_fd);
+    return table;
+  }
+  while (dirent* entry = ::readdir(dir)) {
+    StatLine line;
+    if (entry->d_name[0] >= '0' && entry->d_name[0] <= '9' && read_stat(proc_fd, entry->d_name, line)) {
+      table.push_back(line);
+    }
+  }
+  ::closedir(dir);
+  return table;
 }
 
 } // namespace
@@ -53,27 +82,10 @@ std::vector<pid_t> live_descendants(pid_t root)
 {
   std::unordered_multimap<pid_t, pid_t> children;
   std::unordered_map<pid_t, bool> live;
-  int proc_fd = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (proc_fd < 0) {
-    return {};
+  for (const StatLine& line : read_process_table()) {
+    children.emplace(line.ppid, line.pid);
+    live[line.pid] = line.live;
   }
-  DIR* dir = ::fdopendir(proc_fd);
-  if (dir == nullptr) {
-    ::close(proc_fd);
-    return {};
-  }
-  while (dirent* entry = ::readdir(dir)) {
-    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') {
-      continue;
-    }
-    StatLine stat;
-    if (read_stat(proc_fd, entry->d_name, stat)) {
-      pid_t pid = static_cast<pid_t>(std::strtol(entry->d_name, nullptr, 10));
-      children.emplace(stat.ppid, pid);
-      live[pid] = stat.live;
-    }
-  }
-  ::closedir(dir);
 
   std::vector<pid_t> found;
   std::vector<pid_t> frontier{root};
@@ -100,6 +112,27 @@ void signal_descendants(int sig) noexcept
   } catch (...) {
     // out of memory: the process group signal sent alongside still reaches most of them
   }
+}
+
+bool group_has_siblings()
+{
+  std::vector<StatLine> table = read_process_table();
+  std::unordered_map<pid_t, pid_t> parent;
+  for (const StatLine& line : table) {
+    parent[line.pid] = line.ppid;
+  }
+  std::vector<pid_t> ancestors;
+  for (pid_t pid = ::getpid(); pid > 1 && ancestors.size() < 4096; pid = parent[pid]) {
+    ancestors.push_back(pid);
+  }
+  pid_t group = ::getpgrp();
+  for (const StatLine& line : table) {
+    if (line.live && line.pgrp == group
+        && std::find(ancestors.begin(), ancestors.end(), line.pid) == ancestors.end()) {
+      return true;
+    }
+  }
+  return false;
 }
 
 } // namespace dlock::process

@@ -14,4 +14,8 @@ std::vector<pid_t> live_descendants(pid_t root);
 // subreaper, that is every process the command started, whatever session or group it moved to.
 void signal_descendants(int sig) noexcept;
 
+// Whether a process of dlock's own group other than dlock and its ancestors lives: a
+// pipeline's other side (`dlock run ... | less`), which may need the terminal itself.
+bool group_has_siblings();
+
 } // namespace dlock::process
