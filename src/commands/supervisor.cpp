@@ -352,14 +352,18 @@ void Supervisor::renew_for_stopped_parent(void* memory, pid_t parent)
       break;
     }
     redis::Connection& connection = m_client.connection();
-    pollfd pfd{connection.fd(), connection.poll_events(), 0};
-    nfds_t count = pfd.fd >= 0 && pfd.events != 0 ? 1 : 0;
-    if (::poll(&pfd, count, poll_timeout()) > 0) {
-      on_redis_io(pfd.revents);
+    std::array<pollfd, 2> fds{pollfd{m_child.events_fd(), POLLIN, 0},
+                              pollfd{connection.fd(), connection.poll_events(), 0}};
+    nfds_t count = fds[1].fd >= 0 && fds[1].events != 0 ? 2 : 1;
+    if (::poll(fds.data(), count, poll_timeout()) > 0) {
+      if (fds[0].revents != 0) {
+        break; // the command ended (killed) or was continued: dlock must see to it
+      }
+      on_redis_io(fds[1].revents);
       shared->publish(m_state);
     }
   }
-  // Stopping the command needs dlock itself (its exit status, the release): wake it.
+  // Stopping the command, or its end, needs dlock itself (the exit status, the release).
   shared->publish(m_state);
   ::kill(parent, SIGCONT);
   ::_exit(0);

@@ -289,3 +289,16 @@ EOF2
   term_keys 'echo "pipeline status $?"' Enter
   term_wait 'pipeline status 0'
 }
+
+@test "Ctrl-Z, then the stopped command is killed: dlock wakes, releases the lock and reports it" {
+  term_start
+  term_keys "\$DLOCK run -k zk -t 1s -- sh -c 'echo \$\$ >\"\$T/cmd.pid\"; exec sleep 30'" Enter
+  wait_for "[ -s '$T/cmd.pid' ] && key_exists zk"
+  term_keys C-z
+  term_wait 'Stopped'
+  kill -KILL "$(cat "$T/cmd.pid")"
+  # the renewer stops renewing and wakes dlock, which releases the lock at once
+  wait_for "! key_exists zk" 3
+  term_keys 'jobs' Enter
+  term_wait 'Exit 137'
+}
