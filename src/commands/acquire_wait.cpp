@@ -112,7 +112,12 @@ Woken wait_for_wake(lock::LockClient& client, process::SignalFd& signals, TimePo
     ::poll(fds.data(), 2, static_cast<int>(wait.count()) + 1);
     if ((fds[0].revents & POLLIN) != 0) {
       while (auto sig = signals.read()) {
-        if (*sig != SIGCHLD) {
+        if (*sig == SIGTSTP) {
+          // Ctrl-Z while waiting: stop as any command would, and go on waiting after fg/bg.
+          progress.clear();
+          process::stop_like(SIGTSTP);
+          progress.redraw();
+        } else if (*sig != SIGCHLD && *sig != SIGCONT) {
           signal = *sig;
           return Woken::signal;
         }

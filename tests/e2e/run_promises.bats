@@ -302,3 +302,21 @@ EOF2
   term_keys 'jobs' Enter
   term_wait 'Exit 137'
 }
+
+@test "Ctrl-Z while waiting for the lock: dlock stops, and after fg goes on waiting and runs" {
+  "$DLOCK" run -k zw -- sh -c 'until [ -e "$0" ]; do sleep 0.05; done' "$T/release" 3>&- &
+  echo $! >>"$T/bg.pid"
+  wait_for "key_exists zw"
+  term_start
+  term_keys "\$DLOCK run -k zw -- echo got-it" Enter
+  term_wait 'waiting for lock'
+  term_keys C-z
+  term_wait 'Stopped'
+  term_keys "fg" Enter
+  sleep 0.5
+  touch "$T/release"
+  term_wait 'got-it' 8
+  term_wait 'PROMPT\$ ?$'
+  term_keys 'echo "status $?"' Enter
+  term_wait 'status 0'
+}
