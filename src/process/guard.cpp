@@ -225,17 +225,20 @@ private:
   {
     m_command_done = true;
     m_status = status;
-    // When the command's own children were all gone, the guard has no child left and there
-    // is nothing to search for; otherwise every leftover is below the guard (subreaper).
-    if (::waitpid(-1, nullptr, WNOHANG) != -1 || errno != ECHILD) {
-      kill_tree();
-    }
+    kill_tree();
     report(exited, m_status);
   }
 
   // SIGKILLs every descendant and reaps them all, until none is left.
   void kill_tree()
   {
+    // Every descendant is below a child of the guard (a subreaper): without a child there is
+    // nothing to search /proc for, the common case once the command has exited.
+    siginfo_t info{};
+    if (::waitid(P_ALL, 0, &info, WEXITED | WSTOPPED | WCONTINUED | WNOHANG | WNOWAIT) < 0
+        && errno == ECHILD) {
+      return;
+    }
     while (true) {
       std::vector<pid_t> live = live_descendants(::getpid());
       for (pid_t pid : live) {
