@@ -46,11 +46,11 @@ void resolve_wait(const Arguments& args, std::optional<util::Millis>& wait, bool
     throw Error(ExitCode::usage, "--fair and --no-wait cannot be used together");
   }
   fair = args.fair;
-  if (!args.wait.empty()) {
+  if (args.wait) {
     if (args.no_wait) {
       throw Error(ExitCode::usage, "--wait and --no-wait cannot be used together");
     }
-    wait = util::parse_duration(args.wait, "--wait");
+    wait = util::parse_duration(*args.wait, "--wait");
   }
   no_wait = args.no_wait;
 }
@@ -189,7 +189,9 @@ RunOptions resolve_run(const Arguments& args)
   RunOptions run;
   run.key = args.key;
   lock::validate_lock_name(run.key);
-  run.ttl = parse_ttl(args.ttl.empty() ? "30s" : args.ttl);
+  if (args.ttl) {
+    run.ttl = parse_ttl(*args.ttl);
+  }
   resolve_wait(args, run.wait, run.no_wait, run.fair);
   run.conflict_exit_code = args.conflict_exit_code;
   if (!args.shell_command.empty() && !args.command.empty()) {
@@ -202,11 +204,11 @@ RunOptions resolve_run(const Arguments& args)
                                  "or -c 'SHELL COMMAND'");
   }
   run.on_lost_ignore = args.on_lost == "ignore";
-  if (!args.kill_after.empty()) {
-    run.kill_after = util::parse_duration(args.kill_after, "--kill-after");
+  if (args.kill_after) {
+    run.kill_after = util::parse_duration(*args.kill_after, "--kill-after");
   }
-  if (!args.max_hold.empty()) {
-    run.max_hold = util::parse_duration(args.max_hold, "--max-hold");
+  if (args.max_hold) {
+    run.max_hold = util::parse_duration(*args.max_hold, "--max-hold");
     if (run.max_hold->count() <= 0) {
       throw Error(ExitCode::usage, "--max-hold must be greater than zero");
     }
@@ -227,7 +229,7 @@ AcquireOptions resolve_acquire(const Arguments& args)
   AcquireOptions acquire;
   acquire.key = args.key;
   lock::validate_lock_name(acquire.key);
-  acquire.ttl = parse_ttl(args.ttl);
+  acquire.ttl = parse_ttl(*args.ttl); // required() by CLI11
   resolve_wait(args, acquire.wait, acquire.no_wait, acquire.fair);
   acquire.conflict_exit_code = args.conflict_exit_code;
   acquire.json = args.json;
@@ -240,8 +242,8 @@ RenewOptions resolve_renew(const Arguments& args)
   renew.key = args.key;
   lock::validate_lock_name(renew.key);
   renew.token = args.token;
-  if (!args.ttl.empty()) {
-    renew.ttl = parse_ttl(args.ttl);
+  if (args.ttl) {
+    renew.ttl = parse_ttl(*args.ttl);
   }
   return renew;
 }

@@ -4,13 +4,15 @@
 
 #include <CLI/CLI.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace dlock::cli {
 
 // Every option as typed on the command line; turned into the resolved option structs below
-// only after CLI11 has parsed, so that all validation reports exit 64 the same way.
+// only after CLI11 has parsed, so that all validation reports exit 64 the same way. An option
+// that was not given is std::nullopt: an empty value is a value (and usually an error).
 struct Arguments {
   // global
   std::vector<std::string> urls;
@@ -22,8 +24,8 @@ struct Arguments {
   bool quiet = false;
   // shared by subcommands
   std::string key;
-  std::string ttl;
-  std::string wait;
+  std::optional<std::string> ttl;
+  std::optional<std::string> wait;
   bool no_wait = false;
   bool fair = false;
   int conflict_exit_code = 75;
@@ -34,8 +36,8 @@ struct Arguments {
   // run
   std::string shell_command;
   std::string on_lost = "stop";
-  std::string kill_after;
-  std::string max_hold;
+  std::optional<std::string> kill_after;
+  std::optional<std::string> max_hold;
   std::vector<std::string> command;
 };
 
