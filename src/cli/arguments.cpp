@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 namespace dlock::cli {
@@ -14,6 +15,10 @@ namespace {
 
 std::string read_password_file(const std::string& path)
 {
+  std::error_code ignored;
+  if (std::filesystem::is_directory(path, ignored)) {
+    throw Error(ExitCode::config, "password file '{}' is a directory", path);
+  }
   std::ifstream file(path);
   if (!file) {
     throw Error(ExitCode::config, "cannot read password file '{}': {}", path, std::strerror(errno));
@@ -27,6 +32,40 @@ std::string read_password_file(const std::string& path)
     throw Error(ExitCode::config, "password file '{}' is empty", path);
   }
   return password;
+}
+
+// The value of an option the subcommand needs. CLI11's required() is not used: it is checked
+// before unknown options are, and "--key is required" would hide a mistyped option.
+const std::string& required(const std::optional<std::string>& value, std::string_view name)
+{
+  if (!value) {
+    throw Error(ExitCode::usage, "{} is required", name);
+  }
+  return *value;
+}
+
+// --key (KEY for status): given, and a valid lock name.
+std::string resolve_key(const Arguments& args, std::string_view name = "--key")
+{
+  const std::string& key = required(args.key, name);
+  lock::validate_lock_name(key);
+  return key;
+}
+
+// Shows an option as REQUIRED in --help, as CLI11's required() would; see required().
+CLI::Option* shown_required(CLI::Option* option, const std::string& type_name)
+{
+  return option->type_name(type_name + " REQUIRED");
+}
+
+// --token T or DLOCK_TOKEN, not empty; alternative names what else the subcommand accepts.
+std::string resolve_token(const Arguments& args, std::string_view subcommand,
+                          std::string_view alternative = "")
+{
+  if (!args.token || args.token->empty()) {
+    throw Error(ExitCode::usage, "{} needs --token T (or DLOCK_TOKEN){}", subcommand, alternative);
+  }
+  return *args.token;
 }
 
 util::Millis parse_ttl(const std::string& text)
@@ -109,7 +148,7 @@ Subcommands define_command_line(CLI::App& app, Arguments& args)
   Subcommands sub;
 
   sub.run = app.add_subcommand("run", "run a command while holding the lock");
-  sub.run->add_option("-k,--key", args.key, "lock name (1 to 1024 bytes)")->required();
+  shown_required(sub.run->add_option("-k,--key", args.key, "lock name (1 to 1024 bytes)"), "TEXT");
   sub.run->add_option("-t,--ttl", args.ttl, "lease length, renewed while the command runs (default 30s, min 1s)")
     ->type_name("D");
   add_wait_options(*sub.run, args);
@@ -126,7 +165,7 @@ Subcommands define_command_line(CLI::App& app, Arguments& args)
   sub.run->positionals_at_end();
 
   sub.status = app.add_subcommand("status", "show who holds a lock (exit 0 held, 1 free)");
-  sub.status->add_option("key", args.key, "lock name")->required();
+  shown_required(sub.status->add_option("key", args.key, "lock name"), "TEXT");
   sub.status->add_flag("--json", args.json, "one JSON document");
 
   sub.list = app.add_subcommand("list", "list held locks under the prefix");
@@ -134,21 +173,21 @@ Subcommands define_command_line(CLI::App& app, Arguments& args)
   sub.list->add_flag("--json", args.json, "one JSON document");
 
   sub.acquire = app.add_subcommand("acquire", "take a lock for several steps; print its token");
-  sub.acquire->add_option("-k,--key", args.key, "lock name")->required();
-  sub.acquire->add_option("-t,--ttl", args.ttl, "lease length (min 1s)")->type_name("D")->required();
+  shown_required(sub.acquire->add_option("-k,--key", args.key, "lock name"), "TEXT");
+  shown_required(sub.acquire->add_option("-t,--ttl", args.ttl, "lease length (min 1s)"), "D");
   add_wait_options(*sub.acquire, args);
   sub.acquire->add_flag("--json", args.json, "print token and fencing token as JSON");
 
   sub.renew = app.add_subcommand("renew", "extend a lease held by a token (76 if not held)");
-  sub.renew->add_option("-k,--key", args.key, "lock name")->required();
-  sub.renew->add_option("--token", args.token, "the token acquire printed")
-    ->envname("DLOCK_TOKEN")
-    ->required();
+  shown_required(sub.renew->add_option("-k,--key", args.key, "lock name"), "TEXT");
+  shown_required(sub.renew->add_option("--token", args.token, "the token acquire printed")
+                   ->envname("DLOCK_TOKEN"),
+                 "TEXT");
   sub.renew->add_option("-t,--ttl", args.ttl, "new lease length (default: the last one set by acquire or renew --ttl)")
     ->type_name("D");
 
   sub.release = app.add_subcommand("release", "release a lock by token, or --force");
-  sub.release->add_option("-k,--key", args.key, "lock name")->required();
+  shown_required(sub.release->add_option("-k,--key", args.key, "lock name"), "TEXT");
   auto* token = sub.release->add_option("--token", args.token, "the token acquire printed")
                   ->envname("DLOCK_TOKEN");
   auto* force = sub.release->add_flag("--force", args.force, "release whoever holds it");
@@ -187,18 +226,23 @@ GlobalOptions resolve_global(const Arguments& args)
 RunOptions resolve_run(const Arguments& args)
 {
   RunOptions run;
-  run.key = args.key;
-  lock::validate_lock_name(run.key);
+  run.key = resolve_key(args);
   if (args.ttl) {
     run.ttl = parse_ttl(*args.ttl);
   }
   resolve_wait(args, run.wait, run.no_wait, run.fair);
   run.conflict_exit_code = args.conflict_exit_code;
-  if (!args.shell_command.empty() && !args.command.empty()) {
-    throw Error(ExitCode::usage, "give either -c STRING or a command after --, not both");
+  if (args.shell_command) {
+    if (!args.command.empty()) {
+      throw Error(ExitCode::usage, "give either -c STRING or a command after --, not both");
+    }
+    if (args.shell_command->empty()) {
+      throw Error(ExitCode::usage, "-c needs a shell command (got an empty string)");
+    }
+    run.command = {"/bin/sh", "-c", *args.shell_command};
+  } else {
+    run.command = args.command;
   }
-  run.command = args.shell_command.empty() ? args.command
-                                           : std::vector<std::string>{"/bin/sh", "-c", args.shell_command};
   if (run.command.empty()) {
     throw Error(ExitCode::usage, "no command given: use 'dlock run --key KEY -- COMMAND [ARG...]' "
                                  "or -c 'SHELL COMMAND'");
@@ -218,8 +262,7 @@ RunOptions resolve_run(const Arguments& args)
 
 StatusOptions resolve_status(const Arguments& args)
 {
-  lock::validate_lock_name(args.key);
-  return StatusOptions{args.key, args.json};
+  return StatusOptions{resolve_key(args, "the lock KEY"), args.json};
 }
 
 ListOptions resolve_list(const Arguments& args) { return ListOptions{args.pattern, args.json}; }
@@ -227,9 +270,8 @@ ListOptions resolve_list(const Arguments& args) { return ListOptions{args.patter
 AcquireOptions resolve_acquire(const Arguments& args)
 {
   AcquireOptions acquire;
-  acquire.key = args.key;
-  lock::validate_lock_name(acquire.key);
-  acquire.ttl = parse_ttl(*args.ttl); // required() by CLI11
+  acquire.key = resolve_key(args);
+  acquire.ttl = parse_ttl(required(args.ttl, "--ttl"));
   resolve_wait(args, acquire.wait, acquire.no_wait, acquire.fair);
   acquire.conflict_exit_code = args.conflict_exit_code;
   acquire.json = args.json;
@@ -239,9 +281,8 @@ AcquireOptions resolve_acquire(const Arguments& args)
 RenewOptions resolve_renew(const Arguments& args)
 {
   RenewOptions renew;
-  renew.key = args.key;
-  lock::validate_lock_name(renew.key);
-  renew.token = args.token;
+  renew.key = resolve_key(args);
+  renew.token = resolve_token(args, "renew");
   if (args.ttl) {
     renew.ttl = parse_ttl(*args.ttl);
   }
@@ -250,11 +291,32 @@ RenewOptions resolve_renew(const Arguments& args)
 
 ReleaseOptions resolve_release(const Arguments& args)
 {
-  lock::validate_lock_name(args.key);
-  if (!args.force && args.token.empty()) {
-    throw Error(ExitCode::usage, "release needs --token T (or DLOCK_TOKEN), or --force");
+  ReleaseOptions release;
+  release.key = resolve_key(args);
+  release.force = args.force;
+  if (!args.force) {
+    release.token = resolve_token(args, "release", ", or --force");
   }
-  return ReleaseOptions{args.key, args.token, args.force};
+  return release;
+}
+
+std::string help_command(const CLI::App& app)
+{
+  std::vector<CLI::App*> subcommands = app.get_subcommands();
+  return subcommands.empty() ? "dlock --help"
+                             : fmt::format("dlock {} --help", subcommands.front()->get_name());
+}
+
+std::string describe_parse_error(const CLI::App& app, const CLI::ParseError& error)
+{
+  if (dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr) {
+    for (const std::string& extra : app.remaining(true)) {
+      if (extra.starts_with("-") && extra != "--") {
+        return fmt::format("unknown option {}", extra.substr(0, extra.find('=')));
+      }
+    }
+  }
+  return error.what();
 }
 
 std::vector<char*> url_arguments(int argc, char** argv)

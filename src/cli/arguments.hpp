@@ -23,18 +23,18 @@ struct Arguments {
   bool verbose = false;
   bool quiet = false;
   // shared by subcommands
-  std::string key;
+  std::optional<std::string> key;
   std::optional<std::string> ttl;
   std::optional<std::string> wait;
   bool no_wait = false;
   bool fair = false;
   int conflict_exit_code = 75;
   bool json = false;
-  std::string token;
+  std::optional<std::string> token;
   bool force = false;
   std::string pattern = "*";
   // run
-  std::string shell_command;
+  std::optional<std::string> shell_command;
   std::string on_lost = "stop";
   std::optional<std::string> kill_after;
   std::optional<std::string> max_hold;
@@ -61,6 +61,13 @@ ListOptions resolve_list(const Arguments& args);
 AcquireOptions resolve_acquire(const Arguments& args);
 RenewOptions resolve_renew(const Arguments& args);
 ReleaseOptions resolve_release(const Arguments& args);
+
+// The help to point a usage error to: "dlock SUBCOMMAND --help" once a subcommand was seen on
+// the command line, else "dlock --help".
+std::string help_command(const CLI::App& app);
+
+// A parse error of CLI11 as one line; unknown options are named as such.
+std::string describe_parse_error(const CLI::App& app, const CLI::ParseError& error);
 
 // The values given to -u/--url on the command line (never the command's own arguments).
 std::vector<char*> url_arguments(int argc, char** argv);

@@ -38,13 +38,6 @@ std::string parent_command_line()
   return line.empty() ? "dlock acquire" : line;
 }
 
-void validate_token(const std::string& token)
-{
-  if (token.empty()) {
-    throw Error(ExitCode::usage, "--token must not be empty (or use --force)");
-  }
-}
-
 } // namespace
 
 int acquire(const cli::GlobalOptions& global, const cli::AcquireOptions& options)
@@ -92,7 +85,6 @@ int acquire(const cli::GlobalOptions& global, const cli::AcquireOptions& options
 int renew(const cli::GlobalOptions& global, const cli::RenewOptions& options)
 {
   lock::validate_lock_name(options.key);
-  validate_token(options.token);
   redis::Connection connection(global.connect);
   lock::LockClient client(connection, lock::LockKeys::make(global.prefix, options.key));
   if (!client.renew(options.token, options.ttl, deadline_after(global.connect.connect_timeout))) {
@@ -118,7 +110,6 @@ int release(const cli::GlobalOptions& global, const cli::ReleaseOptions& options
     }
     return 0;
   }
-  validate_token(options.token);
   if (!client.release(options.token, deadline)) {
     util::log_error("lock '{}' is not held by this token (it expired or was taken over)", options.key);
     return static_cast<int>(ExitCode::lost);

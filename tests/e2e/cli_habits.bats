@@ -13,15 +13,19 @@ setup() { reset_redis; }
 # durations
 
 # usage_error_naming OPTION DLOCK-ARGS...: dlock exits 64 at once with one line that names
-# OPTION, runs nothing and writes nothing to Redis.
+# OPTION and the help of the subcommand, runs nothing and writes nothing to Redis.
 usage_error_naming() {
-  local option=$1 start
+  local option=$1 start sub word
   shift
+  for word in "$@"; do
+    case $word in run | status | list | acquire | renew | release) sub=$word; break ;; esac
+  done
   start=$(now_ms)
   run -64 --separate-stderr "$DLOCK" "$@"
   [ $(( $(now_ms) - start )) -lt 1000 ] || fail "took $(( $(now_ms) - start )) ms: $*"
   [ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ] || fail "not one line: $stderr"
   [[ $stderr == dlock:*"$option"* ]] || fail "does not name $option: $stderr"
+  [[ $stderr == *"(see 'dlock $sub --help')" ]] || fail "does not name dlock $sub --help: $stderr"
   refute_output --partial ran
   [ "$(rcli dbsize)" = 0 ] || fail "wrote to Redis: $*"
 }
@@ -69,4 +73,71 @@ usage_error_naming() {
   local token=$output
   run -0 "$DLOCK" renew -k k --token "$token" -t 36500d
   run -0 "$DLOCK" release -k k --token "$token"
+}
+
+# ---------------------------------------------------------------------------------------------
+# errors
+
+@test "parse errors name the subcommand's help, or dlock --help before a subcommand" {
+  local sub
+  for sub in run status list acquire renew release; do
+    run -64 --separate-stderr "$DLOCK" "$sub" --bogus
+    [[ $stderr == *"--bogus"*"(see 'dlock $sub --help')" ]] || fail "$sub: $stderr"
+  done
+  run -64 --separate-stderr "$DLOCK" --bogus
+  [[ $stderr == *"--bogus"*"(see 'dlock --help')" ]] || fail "$stderr"
+  run -64 --separate-stderr "$DLOCK" frobnicate
+  [[ $stderr == *"(see 'dlock --help')" ]] || fail "$stderr"
+}
+
+@test "usage errors found after parsing name the subcommand's help too" {
+  run -64 --separate-stderr "$DLOCK" run -k k -t 10x -- true
+  [[ $stderr == *"(see 'dlock run --help')" ]] || fail "$stderr"
+  run -64 --separate-stderr "$DLOCK" run -k k
+  [[ $stderr == *"(see 'dlock run --help')" ]] || fail "$stderr"
+  run -64 --separate-stderr "$DLOCK" status ''
+  [[ $stderr == *"(see 'dlock status --help')" ]] || fail "$stderr"
+  run -64 --separate-stderr "$DLOCK" acquire -k k
+  [[ $stderr == *--ttl*"(see 'dlock acquire --help')" ]] || fail "$stderr"
+  run -64 --separate-stderr "$DLOCK" release -k k
+  [[ $stderr == *"(see 'dlock release --help')" ]] || fail "$stderr"
+  run -64 --separate-stderr "$DLOCK" -u http://h list
+  [[ $stderr == *"(see 'dlock list --help')" ]] || fail "$stderr"
+}
+
+@test "an unknown option wins over a missing required option" {
+  run -64 --separate-stderr "$DLOCK" run --limit 2 -- true
+  [[ $stderr == *"unknown option --limit"* ]] || fail "$stderr"
+  [[ $stderr != *"--key"* ]] || fail "$stderr"
+  run -64 --separate-stderr "$DLOCK" acquire --shared
+  [[ $stderr == *"unknown option --shared"* ]] || fail "$stderr"
+  run -64 --separate-stderr "$DLOCK" renew --bogus
+  [[ $stderr == *"unknown option --bogus"* ]] || fail "$stderr"
+  run -64 --separate-stderr "$DLOCK" status --bogus
+  [[ $stderr == *"unknown option --bogus"* ]] || fail "$stderr"
+  # Alone, a missing --key is still reported.
+  run -64 --separate-stderr "$DLOCK" run -- true
+  [[ $stderr == *"--key is required"* ]] || fail "$stderr"
+  run -64 --separate-stderr "$DLOCK" status
+  [[ $stderr == *"KEY is required"* ]] || fail "$stderr"
+}
+
+@test "renew does not suggest a --force it does not have" {
+  run -64 --separate-stderr "$DLOCK" renew -k k --token ''
+  [[ $stderr == *--token* ]] || fail "$stderr"
+  [[ $stderr != *--force* ]] || fail "$stderr"
+  run -64 --separate-stderr env -u DLOCK_TOKEN "$DLOCK" renew -k k
+  [[ $stderr == *--token* ]] || fail "$stderr"
+  [[ $stderr != *--force* ]] || fail "$stderr"
+  run -64 --separate-stderr env -u DLOCK_TOKEN "$DLOCK" release -k k
+  [[ $stderr == *--token*--force* ]] || fail "$stderr"
+}
+
+@test "a directory as --password-file is a configuration error that says so" {
+  mkdir -p "$BATS_TEST_TMPDIR/pwdir"
+  run -78 --separate-stderr "$DLOCK" --password-file "$BATS_TEST_TMPDIR/pwdir" run -k k -- echo ran
+  [[ $stderr == *"pwdir"*"is a directory"* ]] || fail "$stderr"
+  refute_output --partial ran
+  run -78 --separate-stderr "$DLOCK" --password-file "$BATS_TEST_TMPDIR/pwdir" status k
+  [[ $stderr == *"is a directory"* ]] || fail "$stderr"
 }
