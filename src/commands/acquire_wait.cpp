@@ -180,7 +180,7 @@ WaitOutcome acquire_with_wait(lock::LockClient& client, const std::string& token
       }
       if (!policy.no_wait) {
         try {
-          client.withdraw(ticket, now() + policy.request_timeout);
+          client.withdraw(ticket, util::deadline_after(policy.request_timeout));
         } catch (const Error&) {
           // the registration expires by itself within seconds
         }

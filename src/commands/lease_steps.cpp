@@ -17,11 +17,6 @@ namespace dlock::commands {
 
 namespace {
 
-util::TimePoint deadline_after(util::Millis timeout)
-{
-  return util::monotonic_now() + timeout;
-}
-
 // The command line of the process that ran dlock (the CI step or script that owns the lock).
 std::string parent_command_line()
 {
@@ -75,7 +70,7 @@ int acquire(const cli::GlobalOptions& global, const cli::AcquireOptions& options
   out += "\n";
   if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
     // Nobody got the token, so nobody could ever release the lock: give it back.
-    client.release(token, deadline_after(global.connect.connect_timeout));
+    client.release(token, util::deadline_after(global.connect.connect_timeout));
     throw Error(ExitCode::internal, "could not write the token to stdout; lock released");
   }
   util::log_verbose("acquired lock '{}' (fencing token {})", options.key, outcome.fence);
@@ -87,7 +82,7 @@ int renew(const cli::GlobalOptions& global, const cli::RenewOptions& options)
   lock::validate_lock_name(options.key);
   redis::Connection connection(global.connect);
   lock::LockClient client(connection, lock::LockKeys::make(global.prefix, options.key));
-  if (!client.renew(options.token, options.ttl, deadline_after(global.connect.connect_timeout))) {
+  if (!client.renew(options.token, options.ttl, util::deadline_after(global.connect.connect_timeout))) {
     util::log_error("lock '{}' is not held by this token (it expired or was taken over)", options.key);
     return static_cast<int>(ExitCode::lost);
   }
@@ -99,7 +94,7 @@ int release(const cli::GlobalOptions& global, const cli::ReleaseOptions& options
   lock::validate_lock_name(options.key);
   redis::Connection connection(global.connect);
   lock::LockClient client(connection, lock::LockKeys::make(global.prefix, options.key));
-  auto deadline = deadline_after(global.connect.connect_timeout);
+  auto deadline = util::deadline_after(global.connect.connect_timeout);
   if (options.force) {
     lock::LockStatus before = lock::read_status(connection, global.prefix, options.key, deadline);
     if (client.force_release(deadline)) {

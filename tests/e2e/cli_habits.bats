@@ -9,6 +9,13 @@ setup_file() { start_redis; }
 teardown_file() { stop_redis; }
 setup() { reset_redis; }
 
+teardown() {
+  if [ -n "${SILENT_PID:-}" ]; then
+    kill "$SILENT_PID" 2>/dev/null || true
+    wait "$SILENT_PID" 2>/dev/null || true
+  fi
+}
+
 # ---------------------------------------------------------------------------------------------
 # durations
 
@@ -73,6 +80,7 @@ usage_error_naming() {
   local token=$output
   run -0 "$DLOCK" renew -k k --token "$token" -t 36500d
   run -0 "$DLOCK" release -k k --token "$token"
+  run -0 "$DLOCK" --connect-timeout 36500d list
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -140,4 +148,52 @@ usage_error_naming() {
   refute_output --partial ran
   run -78 --separate-stderr "$DLOCK" --password-file "$BATS_TEST_TMPDIR/pwdir" status k
   [[ $stderr == *"is a directory"* ]] || fail "$stderr"
+}
+
+# ---------------------------------------------------------------------------------------------
+# --connect-timeout for status and list
+
+# silent_peer: a TCP server that accepts connections and never answers; sets SILENT_PORT.
+silent_peer() {
+  python3 -c '
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(64)
+print(s.getsockname()[1], flush=True)
+held = []
+while True:
+    held.append(s.accept()[0])
+' >"$BATS_TEST_TMPDIR/silent.port" &
+  SILENT_PID=$!
+  wait_for '[ -s "$BATS_TEST_TMPDIR/silent.port" ]'
+  SILENT_PORT=$(cat "$BATS_TEST_TMPDIR/silent.port")
+}
+
+@test "status and list give up after --connect-timeout on a peer that never answers" {
+  silent_peer
+  local cmd start took
+  for cmd in list "list --json" "list 'a*'" "status k" "status k --json"; do
+    start=$(now_ms)
+    # shellcheck disable=SC2086
+    run -69 --separate-stderr "$DLOCK" -u "redis://127.0.0.1:$SILENT_PORT" --connect-timeout 500ms $cmd
+    took=$(( $(now_ms) - start ))
+    echo "$cmd: $took ms: $stderr"
+    [ "$took" -ge 450 ] && [ "$took" -lt 1500 ] || fail "$cmd took $took ms"
+    [ -z "$output" ]
+    [[ $stderr == *"timed out"* ]] || fail "$stderr"
+  done
+}
+
+@test "list of 2000 locks still works with a short --connect-timeout: each request has its own" {
+  rcli eval "
+    for i = 1, 2000 do
+      local k = 'dlock:{many-' .. i .. '}'
+      redis.call('SET', k, 't' .. i, 'PX', 120000)
+      redis.call('HSET', k .. ':holder', 'host', 'h', 'pid', tostring(i), 'user', 'u',
+                 'command', 'c', 'fence', tostring(i))
+      redis.call('PEXPIRE', k .. ':holder', 120000)
+    end" 0 >/dev/null
+  run -0 --separate-stderr "$DLOCK" -u "redis://127.0.0.1:$REDIS_PORT" --connect-timeout 300ms list
+  [ "${#lines[@]}" -eq 2001 ]
 }
