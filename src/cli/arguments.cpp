@@ -94,11 +94,16 @@ void resolve_wait(const Arguments& args, std::optional<util::Millis>& wait, bool
   no_wait = args.no_wait;
 }
 
-void add_wait_options(CLI::App& command, Arguments& args)
+// How to take the lock, shared by run and acquire; flock's spellings (--timeout, -x) included.
+void add_acquire_options(CLI::App& command, Arguments& args)
 {
-  command.add_option("-w,--wait", args.wait, "give up after waiting D (default: wait forever)")
+  command
+    .add_option("-w,--wait,--timeout", args.wait,
+                "give up after waiting D (default: wait forever)")
     ->type_name("D");
   command.add_flag("-n,--no-wait", args.no_wait, "give up at once if the lock is held");
+  command.add_flag("-x,--exclusive")
+    ->description("an exclusive lock (the default; for flock compatibility)");
   command.add_flag("--fair", args.fair, "first come, first served among waiters");
   command
     .add_option("-E,--conflict-exit-code", args.conflict_exit_code,
@@ -107,13 +112,35 @@ void add_wait_options(CLI::App& command, Arguments& args)
     ->capture_default_str();
 }
 
+// DLOCK_URL: several URLs separated by blanks (a comma belongs to a Sentinel URL's host list).
+std::vector<std::string> environment_urls()
+{
+  std::vector<std::string> urls;
+  const char* env = std::getenv("DLOCK_URL");
+  std::string_view rest = env != nullptr ? env : "";
+  constexpr std::string_view blanks = " \t\n\r\f\v";
+  while (true) {
+    std::size_t start = rest.find_first_not_of(blanks);
+    if (start == std::string_view::npos) {
+      return urls;
+    }
+    rest.remove_prefix(start);
+    std::size_t end = std::min(rest.find_first_of(blanks), rest.size());
+    urls.emplace_back(rest.substr(0, end));
+    rest.remove_prefix(end);
+  }
+}
+
 void add_global_options(CLI::App& app, Arguments& args)
 {
   app.add_option("-u,--url", args.urls,
                  "Redis URL: redis://[[user][:pass]@]host[:port][/db], rediss://..., "
-                 "unix:///path.sock[?db=N]")
-    ->envname("DLOCK_URL")
-    ->delimiter(',')
+                 "unix:///path.sock[?db=N]; one per -u; env DLOCK_URL (separated by blanks)")
+    // One value per occurrence (the words after it are the command's), any number of them;
+    // without expected(1) --help would also show "URL ...".
+    ->allow_extra_args(false)
+    ->expected(1)
+    ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
     ->type_name("URL");
   app.add_option("--password-file", args.password_file,
                  "read the Redis password from FILE (or set DLOCK_PASSWORD)")
@@ -134,6 +161,7 @@ void add_global_options(CLI::App& app, Arguments& args)
     ->envname("DLOCK_PREFIX")
     ->capture_default_str();
   app.add_option("--connect-timeout", args.connect_timeout, "per connection attempt and request")
+    ->envname("DLOCK_CONNECT_TIMEOUT")
     ->type_name("D")
     ->capture_default_str();
   app.add_flag("-v,--verbose", args.verbose, "more diagnostics on stderr");
@@ -151,7 +179,7 @@ Subcommands define_command_line(CLI::App& app, Arguments& args)
   shown_required(sub.run->add_option("-k,--key", args.key, "lock name (1 to 1024 bytes)"), "TEXT");
   sub.run->add_option("-t,--ttl", args.ttl, "lease length, renewed while the command runs (default 30s, min 1s)")
     ->type_name("D");
-  add_wait_options(*sub.run, args);
+  add_acquire_options(*sub.run, args);
   sub.run->add_option("-c,--command", args.shell_command, "run STRING with /bin/sh -c")
     ->type_name("STRING");
   sub.run->add_option("--on-lost", args.on_lost, "when the lease is lost: stop the command, or ignore")
@@ -175,7 +203,7 @@ Subcommands define_command_line(CLI::App& app, Arguments& args)
   sub.acquire = app.add_subcommand("acquire", "take a lock for several steps; print its token");
   shown_required(sub.acquire->add_option("-k,--key", args.key, "lock name"), "TEXT");
   shown_required(sub.acquire->add_option("-t,--ttl", args.ttl, "lease length (min 1s)"), "D");
-  add_wait_options(*sub.acquire, args);
+  add_acquire_options(*sub.acquire, args);
   sub.acquire->add_flag("--json", args.json, "print token and fencing token as JSON");
 
   sub.renew = app.add_subcommand("renew", "extend a lease held by a token (76 if not held)");
@@ -198,7 +226,7 @@ Subcommands define_command_line(CLI::App& app, Arguments& args)
 GlobalOptions resolve_global(const Arguments& args)
 {
   GlobalOptions global;
-  std::vector<std::string> urls = args.urls;
+  std::vector<std::string> urls = args.urls.empty() ? environment_urls() : args.urls;
   if (urls.empty()) {
     urls.emplace_back("redis://127.0.0.1:6379");
   }

@@ -15,7 +15,7 @@ namespace dlock::cli {
 // that was not given is std::nullopt: an empty value is a value (and usually an error).
 struct Arguments {
   // global
-  std::vector<std::string> urls;
+  std::vector<std::string> urls; // -u, one per occurrence; DLOCK_URL is read by resolve_global
   std::string password_file;
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
   std::string prefix = "dlock:";

@@ -42,6 +42,7 @@ usage_error_naming() {
   usage_error_naming --ttl run -k k -t '' -- $ran
   usage_error_naming --ttl run -k k --ttl= -- $ran
   usage_error_naming --wait run -k k -w '' -- $ran
+  usage_error_naming --wait run -k k --timeout '' -- $ran # one option, three names
   usage_error_naming --kill-after run -k k --kill-after '' -- $ran
   usage_error_naming --max-hold run -k k --max-hold '' -- $ran
   usage_error_naming --connect-timeout --connect-timeout '' run -k k -- $ran
@@ -81,6 +82,60 @@ usage_error_naming() {
   run -0 "$DLOCK" renew -k k --token "$token" -t 36500d
   run -0 "$DLOCK" release -k k --token "$token"
   run -0 "$DLOCK" --connect-timeout 36500d list
+}
+
+# ---------------------------------------------------------------------------------------------
+# -u / DLOCK_URL
+
+@test "-u takes one value per occurrence: the words after it are the command" {
+  run -0 --separate-stderr "$DLOCK" run -k k -u "unix://$REDIS_SOCK" echo hi
+  assert_output hi
+  run -0 "$DLOCK" run -k k --url "unix://$REDIS_SOCK" echo hi there
+  assert_output 'hi there'
+  # Several -u are still several URLs (refused until Redlock exists).
+  run -64 --separate-stderr "$DLOCK" -u "unix://$REDIS_SOCK" run -k k -u "unix://$REDIS_SOCK" -- true
+  [[ $stderr == *"2 URLs given"*Redlock* ]]
+}
+
+@test "a comma does not split a URL (Sentinel URLs list hosts with commas)" {
+  run -64 --separate-stderr "$DLOCK" -u "redis://127.0.0.1:1,127.0.0.1:2" status k
+  [[ $stderr != *"URLs given"* ]] || fail "split at the comma: $stderr"
+  run -69 --separate-stderr "$DLOCK" --url="unix://$REDIS_SOCK,unix://$REDIS_SOCK" status k
+  [[ $stderr == *"$REDIS_SOCK,unix://$REDIS_SOCK"* ]] || fail "split at the comma: $stderr"
+}
+
+@test "DLOCK_URL holds several URLs separated by blanks; -u wins over it" {
+  DLOCK_URL="unix://$REDIS_SOCK unix://$REDIS_SOCK" run -64 --separate-stderr "$DLOCK" run -k k -- echo ran
+  [[ $stderr == *"2 URLs given"*Redlock* ]]
+  refute_output --partial ran
+  DLOCK_URL=$'unix://'"$REDIS_SOCK"$'\t\n unix://'"$REDIS_SOCK" run -64 --separate-stderr "$DLOCK" status k
+  [[ $stderr == *"2 URLs given"* ]]
+  DLOCK_URL="  unix://$REDIS_SOCK  " run -0 "$DLOCK" run -k k -- echo ran
+  assert_output ran
+  DLOCK_URL="unix://$REDIS_SOCK unix://$REDIS_SOCK" run -0 "$DLOCK" -u "unix://$REDIS_SOCK" run -k k -- echo ran
+  assert_output ran
+}
+
+# ---------------------------------------------------------------------------------------------
+# flock's spellings
+
+@test "--timeout is flock's long name for -w; -x/--exclusive (the default) is accepted" {
+  "$DLOCK" run -k held -- sleep 5 &
+  wait_for '[ "$(rcli exists "dlock:{held}")" = 1 ]'
+  local start=$(now_ms) took
+  run -75 "$DLOCK" run -k held --timeout 500ms -- echo ran
+  took=$(( $(now_ms) - start ))
+  [ "$took" -ge 500 ] && [ "$took" -lt 1500 ]
+  refute_output --partial ran
+  run -75 "$DLOCK" run -k held --timeout=300ms -x -- true
+  run -75 "$DLOCK" run --exclusive -k held -n -- true
+  run -75 --separate-stderr "$DLOCK" acquire -k held -t 10s --timeout 300ms --exclusive
+  [ -z "$output" ]
+  run -64 "$DLOCK" run -k held --timeout 1s -n -- true
+  kill %1; wait || true
+  run -0 "$DLOCK" run -x -k free --timeout 1s -- echo ran
+  assert_output ran
+  run -0 --separate-stderr "$DLOCK" acquire -x -k free -t 10s --timeout 1s
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -183,6 +238,10 @@ while True:
     [ -z "$output" ]
     [[ $stderr == *"timed out"* ]] || fail "$stderr"
   done
+  start=$(now_ms)
+  DLOCK_CONNECT_TIMEOUT=500ms run -69 "$DLOCK" -u "redis://127.0.0.1:$SILENT_PORT" list
+  took=$(( $(now_ms) - start ))
+  [ "$took" -ge 450 ] && [ "$took" -lt 1500 ] || fail "DLOCK_CONNECT_TIMEOUT: list took $took ms"
 }
 
 @test "list of 2000 locks still works with a short --connect-timeout: each request has its own" {
