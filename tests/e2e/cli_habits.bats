@@ -10,6 +10,9 @@ teardown_file() { stop_redis; }
 setup() { reset_redis; }
 
 teardown() {
+  if [ -n "${TMUX_SOCKET:-}" ]; then
+    tmux -L "$TMUX_SOCKET" kill-server 2>/dev/null || true
+  fi
   if [ -n "${SILENT_PID:-}" ]; then
     kill "$SILENT_PID" 2>/dev/null || true
     wait "$SILENT_PID" 2>/dev/null || true
@@ -203,6 +206,67 @@ usage_error_naming() {
   refute_output --partial ran
   run -78 --separate-stderr "$DLOCK" --password-file "$BATS_TEST_TMPDIR/pwdir" status k
   [[ $stderr == *"is a directory"* ]] || fail "$stderr"
+}
+
+# ---------------------------------------------------------------------------------------------
+# the waiting line, on a real terminal
+
+# pane: the text of the tmux pane, one line per row, trailing blanks removed.
+pane() { tmux -L "$TMUX_SOCKET" capture-pane -p -t waiter | sed 's/ *$//'; }
+
+@test "the waiting line fits an 80-column terminal and is erased once the lock is taken" {
+  command -v tmux >/dev/null || skip "tmux is not installed"
+  export LC_ALL=C.UTF-8
+  TMUX_SOCKET=dlock-test-$$
+  # A holder whose command line is 300 characters long.
+  local release=$BATS_TEST_TMPDIR/release
+  "$DLOCK" run -k wl -- sh -c 'until [ -e "$0" ]; do sleep 0.05; done' "$release" \
+    "$(printf 'x%.0s' $(seq 300))" &
+  wait_for '[ "$(rcli exists "dlock:{wl}")" = 1 ]'
+
+  tmux -u -L "$TMUX_SOCKET" -f /dev/null new-session -d -s waiter -x 80 -y 24 \
+    "'$DLOCK' run -k wl -- echo acquired; sleep 60"
+  wait_for 'pane | grep -q "waiting for lock"'
+  sleep 2.5 # two redraws
+  run -0 pane
+  local -a drawn
+  mapfile -t drawn < <(printf '%s\n' "$output" | grep -v '^$')
+  printf 'pane: %s\n' "${drawn[@]}"
+  [ "${#drawn[@]}" -eq 1 ] || fail "expected one line, got ${#drawn[@]}"
+  [[ ${drawn[0]} == "dlock: waiting for lock 'wl' ("*"s), held by "* ]] || fail "${drawn[0]}"
+  # 79 columns, but capture-pane drops trailing blanks
+  [ "${#drawn[0]}" -le 79 ] && [ "${#drawn[0]}" -ge 75 ] || fail "${#drawn[0]} columns"
+
+  touch "$release"
+  wait_for 'pane | grep -q acquired'
+  run -0 pane
+  refute_output --partial 'waiting for lock'
+  assert_line acquired
+  wait
+}
+
+@test "the waiting line counts characters, not bytes, and is erased when the waiter gives up" {
+  command -v tmux >/dev/null || skip "tmux is not installed"
+  export LC_ALL=C.UTF-8
+  TMUX_SOCKET=dlock-test-$$
+  local key
+  key=$(printf 'é%.0s' $(seq 100)) # 200 bytes
+  "$DLOCK" run -k "$key" -- sleep 5 &
+  wait_for "[ \"\$(rcli exists 'dlock:{$key}')\" = 1 ]"
+  tmux -u -L "$TMUX_SOCKET" -f /dev/null new-session -d -s waiter -x 80 -y 24 \
+    "'$DLOCK' run -k '$key' -w 2500ms -- true; echo exit=\$?; sleep 60"
+  wait_for 'pane | grep -q "waiting for lock"'
+  sleep 1.2
+  run -0 pane
+  # 79 characters: the 25 of "dlock: waiting for lock '" and 54 whole é.
+  assert_line "dlock: waiting for lock '${key:0:54}"
+  wait_for 'pane | grep -q "exit="' 5
+  run -0 pane
+  refute_output --partial 'dlock: waiting for lock'
+  # The report of the holder begins where the waiting line was, on the first row.
+  assert_line --index 0 --regexp "^dlock: gave up waiting for lock 'é+$"
+  assert_line exit=75
+  kill %1; wait || true
 }
 
 # ---------------------------------------------------------------------------------------------
