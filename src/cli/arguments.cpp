@@ -58,14 +58,18 @@ CLI::Option* shown_required(CLI::Option* option, const std::string& type_name)
   return option->type_name(type_name + " REQUIRED");
 }
 
-// --token T or DLOCK_TOKEN, not empty; alternative names what else the subcommand accepts.
+// --token T, else DLOCK_TOKEN, not empty; alternative names what else the subcommand accepts.
+// DLOCK_TOKEN is read here rather than by CLI11, for which it would count as a --token given
+// on the command line, clashing with release --force in a job that has it in its environment.
 std::string resolve_token(const Arguments& args, std::string_view subcommand,
                           std::string_view alternative = "")
 {
-  if (!args.token || args.token->empty()) {
+  const char* env = std::getenv("DLOCK_TOKEN");
+  std::string token = args.token ? *args.token : env != nullptr ? env : "";
+  if (token.empty()) {
     throw Error(ExitCode::usage, "{} needs --token T (or DLOCK_TOKEN){}", subcommand, alternative);
   }
-  return *args.token;
+  return token;
 }
 
 util::Millis parse_ttl(const std::string& text)
@@ -208,18 +212,14 @@ Subcommands define_command_line(CLI::App& app, Arguments& args)
 
   sub.renew = app.add_subcommand("renew", "extend a lease held by a token (76 if not held)");
   shown_required(sub.renew->add_option("-k,--key", args.key, "lock name"), "TEXT");
-  shown_required(sub.renew->add_option("--token", args.token, "the token acquire printed")
-                   ->envname("DLOCK_TOKEN"),
-                 "TEXT");
+  sub.renew->add_option("--token", args.token, "the token acquire printed (required, or set DLOCK_TOKEN)");
   sub.renew->add_option("-t,--ttl", args.ttl, "new lease length (default: the last one set by acquire or renew --ttl)")
     ->type_name("D");
 
   sub.release = app.add_subcommand("release", "release a lock by token, or --force");
   shown_required(sub.release->add_option("-k,--key", args.key, "lock name"), "TEXT");
-  auto* token = sub.release->add_option("--token", args.token, "the token acquire printed")
-                  ->envname("DLOCK_TOKEN");
-  auto* force = sub.release->add_flag("--force", args.force, "release whoever holds it");
-  token->excludes(force);
+  sub.release->add_option("--token", args.token, "the token acquire printed (or set DLOCK_TOKEN)");
+  sub.release->add_flag("--force", args.force, "release whoever holds it");
   return sub;
 }
 
@@ -322,6 +322,9 @@ ReleaseOptions resolve_release(const Arguments& args)
   ReleaseOptions release;
   release.key = resolve_key(args);
   release.force = args.force;
+  if (args.force && args.token) {
+    throw Error(ExitCode::usage, "--token and --force cannot be used together");
+  }
   if (!args.force) {
     release.token = resolve_token(args, "release", ", or --force");
   }

@@ -199,6 +199,23 @@ usage_error_naming() {
   [[ $stderr == *--token*--force* ]] || fail "$stderr"
 }
 
+@test "release --force works with a DLOCK_TOKEN in the environment; --token with --force is 64" {
+  run -0 --separate-stderr "$DLOCK" acquire -k k -t 30s
+  local token=$output
+  DLOCK_TOKEN=stale-token-of-an-earlier-step run -0 "$DLOCK" release -k k --force
+  run -0 rcli exists 'dlock:{k}'
+  assert_output 0
+  run -64 --separate-stderr "$DLOCK" release -k k --token "$token" --force
+  [[ $stderr == *--token*--force* ]] || fail "$stderr"
+  # DLOCK_TOKEN still serves renew and release; --token wins over it.
+  run -0 --separate-stderr "$DLOCK" acquire -k k -t 30s
+  token=$output
+  DLOCK_TOKEN=$token run -0 "$DLOCK" renew -k k
+  DLOCK_TOKEN=wrong run -0 "$DLOCK" renew -k k --token "$token"
+  DLOCK_TOKEN=$token run -0 "$DLOCK" release -k k
+  DLOCK_TOKEN='' run -64 "$DLOCK" release -k k
+}
+
 @test "a directory as --password-file is a configuration error that says so" {
   mkdir -p "$BATS_TEST_TMPDIR/pwdir"
   run -78 --separate-stderr "$DLOCK" --password-file "$BATS_TEST_TMPDIR/pwdir" run -k k -- echo ran
