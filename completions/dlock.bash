@@ -8,7 +8,7 @@ _dlock_takes_value()
 {
     case $1 in
         -u | --url | --password-file | --tls-ca | --tls-cert | --tls-key | --tls-server-name | \
-            --prefix | --connect-timeout | -k | --key | -t | --ttl | -w | --wait | \
+            --prefix | --connect-timeout | -k | --key | -t | --ttl | -w | --wait | --timeout | \
             -E | --conflict-exit-code | -c | --command | --on-lost | --kill-after | --max-hold | \
             --token)
             return 0
@@ -116,7 +116,7 @@ _dlock()
             mapfile -t COMPREPLY < <(compgen -c -- "$cur")
             return 0
             ;;
-        --prefix | --connect-timeout | -k | --key | -t | --ttl | -w | --wait | \
+        --prefix | --connect-timeout | -k | --key | -t | --ttl | -w | --wait | --timeout | \
             -E | --conflict-exit-code | --kill-after | --max-hold | --token)
             return 0 # free text: nothing to offer
             ;;
@@ -134,15 +134,15 @@ _dlock()
             return 0
             ;;
         run)
-            opts='-h --help -k --key -t --ttl -w --wait -n --no-wait --fair
-                -E --conflict-exit-code -c --command --on-lost --kill-after --max-hold'
+            opts='-h --help -k --key -t --ttl -w --wait --timeout -n --no-wait -x --exclusive
+                --fair -E --conflict-exit-code -c --command --on-lost --kill-after --max-hold'
             ;;
         status | list)
             opts='-h --help --json'
             ;;
         acquire)
-            opts='-h --help -k --key -t --ttl -w --wait -n --no-wait --fair
-                -E --conflict-exit-code --json'
+            opts='-h --help -k --key -t --ttl -w --wait --timeout -n --no-wait -x --exclusive
+                --fair -E --conflict-exit-code --json'
             ;;
         renew)
             opts='-h --help -k --key --token -t --ttl'

@@ -38,7 +38,7 @@ int dispatch(const cli::Subcommands& sub, const cli::Arguments& args)
   if (sub.release->parsed()) {
     return commands::release(global, cli::resolve_release(args));
   }
-  throw Error(ExitCode::usage, "no subcommand given (see 'dlock --help')");
+  throw Error(ExitCode::usage, "no subcommand given");
 }
 
 } // namespace
@@ -48,7 +48,9 @@ int run_main(int argc, char** argv)
   ::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"dlock: run a command under a distributed lock held in Redis", "dlock"};
   app.set_version_flag("--version", std::function<std::string()>(cli::version_text));
-  app.require_subcommand(1);
+  // At most one subcommand; none is reported by dispatch, after an unknown option would be
+  // (CLI11 checks a required subcommand before unknown options).
+  app.require_subcommand(0, 1);
   app.fallthrough();
   cli::Arguments args;
   cli::Subcommands sub = cli::define_command_line(app, args);
@@ -65,7 +67,7 @@ int run_main(int argc, char** argv)
     std::cout << cli::version_text() << '\n';
     return 0;
   } catch (const CLI::ParseError& error) {
-    util::log_error("{} (see 'dlock --help')", error.what());
+    util::log_error("{} (see '{}')", cli::describe_parse_error(app, error), cli::help_command(app));
     return static_cast<int>(ExitCode::usage);
   }
   util::set_verbosity(args.quiet     ? util::Verbosity::quiet
@@ -80,7 +82,11 @@ int run_main(int argc, char** argv)
     }
     return dispatch(sub, args);
   } catch (const Error& error) {
-    util::log_error("{}", error.what());
+    if (error.code() == ExitCode::usage) {
+      util::log_error("{} (see '{}')", error.what(), cli::help_command(app));
+    } else {
+      util::log_error("{}", error.what());
+    }
     return static_cast<int>(error.code());
   } catch (const std::exception& error) {
     util::log_error("internal error: {}", error.what());

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 namespace dlock::cli {
@@ -14,6 +15,10 @@ namespace {
 
 std::string read_password_file(const std::string& path)
 {
+  std::error_code ignored;
+  if (std::filesystem::is_directory(path, ignored)) {
+    throw Error(ExitCode::config, "password file '{}' is a directory", path);
+  }
   std::ifstream file(path);
   if (!file) {
     throw Error(ExitCode::config, "cannot read password file '{}': {}", path, std::strerror(errno));
@@ -27,6 +32,44 @@ std::string read_password_file(const std::string& path)
     throw Error(ExitCode::config, "password file '{}' is empty", path);
   }
   return password;
+}
+
+// The value of an option the subcommand needs. CLI11's required() is not used: it is checked
+// before unknown options are, and "--key is required" would hide a mistyped option.
+const std::string& required(const std::optional<std::string>& value, std::string_view name)
+{
+  if (!value) {
+    throw Error(ExitCode::usage, "{} is required", name);
+  }
+  return *value;
+}
+
+// --key (KEY for status): given, and a valid lock name.
+std::string resolve_key(const Arguments& args, std::string_view name = "--key")
+{
+  const std::string& key = required(args.key, name);
+  lock::validate_lock_name(key);
+  return key;
+}
+
+// Shows an option as REQUIRED in --help, as CLI11's required() would; see required().
+CLI::Option* shown_required(CLI::Option* option, const std::string& type_name)
+{
+  return option->type_name(type_name + " REQUIRED");
+}
+
+// --token T, else DLOCK_TOKEN, not empty; alternative names what else the subcommand accepts.
+// DLOCK_TOKEN is read here rather than by CLI11, for which it would count as a --token given
+// on the command line, clashing with release --force in a job that has it in its environment.
+std::string resolve_token(const Arguments& args, std::string_view subcommand,
+                          std::string_view alternative = "")
+{
+  const char* env = std::getenv("DLOCK_TOKEN");
+  std::string token = args.token ? *args.token : env != nullptr ? env : "";
+  if (token.empty()) {
+    throw Error(ExitCode::usage, "{} needs --token T (or DLOCK_TOKEN){}", subcommand, alternative);
+  }
+  return token;
 }
 
 util::Millis parse_ttl(const std::string& text)
@@ -46,20 +89,25 @@ void resolve_wait(const Arguments& args, std::optional<util::Millis>& wait, bool
     throw Error(ExitCode::usage, "--fair and --no-wait cannot be used together");
   }
   fair = args.fair;
-  if (!args.wait.empty()) {
+  if (args.wait) {
     if (args.no_wait) {
       throw Error(ExitCode::usage, "--wait and --no-wait cannot be used together");
     }
-    wait = util::parse_duration(args.wait, "--wait");
+    wait = util::parse_duration(*args.wait, "--wait");
   }
   no_wait = args.no_wait;
 }
 
-void add_wait_options(CLI::App& command, Arguments& args)
+// How to take the lock, shared by run and acquire; flock's spellings (--timeout, -x) included.
+void add_acquire_options(CLI::App& command, Arguments& args)
 {
-  command.add_option("-w,--wait", args.wait, "give up after waiting D (default: wait forever)")
+  command
+    .add_option("-w,--wait,--timeout", args.wait,
+                "give up after waiting D (default: wait forever)")
     ->type_name("D");
   command.add_flag("-n,--no-wait", args.no_wait, "give up at once if the lock is held");
+  command.add_flag("-x,--exclusive")
+    ->description("an exclusive lock (the default; for flock compatibility)");
   command.add_flag("--fair", args.fair, "first come, first served among waiters");
   command
     .add_option("-E,--conflict-exit-code", args.conflict_exit_code,
@@ -68,13 +116,35 @@ void add_wait_options(CLI::App& command, Arguments& args)
     ->capture_default_str();
 }
 
+// DLOCK_URL: several URLs separated by blanks (a comma belongs to a Sentinel URL's host list).
+std::vector<std::string> environment_urls()
+{
+  std::vector<std::string> urls;
+  const char* env = std::getenv("DLOCK_URL");
+  std::string_view rest = env != nullptr ? env : "";
+  constexpr std::string_view blanks = " \t\n\r\f\v";
+  while (true) {
+    std::size_t start = rest.find_first_not_of(blanks);
+    if (start == std::string_view::npos) {
+      return urls;
+    }
+    rest.remove_prefix(start);
+    std::size_t end = std::min(rest.find_first_of(blanks), rest.size());
+    urls.emplace_back(rest.substr(0, end));
+    rest.remove_prefix(end);
+  }
+}
+
 void add_global_options(CLI::App& app, Arguments& args)
 {
   app.add_option("-u,--url", args.urls,
                  "Redis URL: redis://[[user][:pass]@]host[:port][/db], rediss://..., "
-                 "unix:///path.sock[?db=N]")
-    ->envname("DLOCK_URL")
-    ->delimiter(',')
+                 "unix:///path.sock[?db=N]; one per -u; env DLOCK_URL (separated by blanks)")
+    // One value per occurrence (the words after it are the command's), any number of them;
+    // without expected(1) --help would also show "URL ...".
+    ->allow_extra_args(false)
+    ->expected(1)
+    ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
     ->type_name("URL");
   app.add_option("--password-file", args.password_file,
                  "read the Redis password from FILE (or set DLOCK_PASSWORD)")
@@ -95,6 +165,7 @@ void add_global_options(CLI::App& app, Arguments& args)
     ->envname("DLOCK_PREFIX")
     ->capture_default_str();
   app.add_option("--connect-timeout", args.connect_timeout, "per connection attempt and request")
+    ->envname("DLOCK_CONNECT_TIMEOUT")
     ->type_name("D")
     ->capture_default_str();
   app.add_flag("-v,--verbose", args.verbose, "more diagnostics on stderr");
@@ -109,10 +180,10 @@ Subcommands define_command_line(CLI::App& app, Arguments& args)
   Subcommands sub;
 
   sub.run = app.add_subcommand("run", "run a command while holding the lock");
-  sub.run->add_option("-k,--key", args.key, "lock name (1 to 1024 bytes)")->required();
+  shown_required(sub.run->add_option("-k,--key", args.key, "lock name (1 to 1024 bytes)"), "TEXT");
   sub.run->add_option("-t,--ttl", args.ttl, "lease length, renewed while the command runs (default 30s, min 1s)")
     ->type_name("D");
-  add_wait_options(*sub.run, args);
+  add_acquire_options(*sub.run, args);
   sub.run->add_option("-c,--command", args.shell_command, "run STRING with /bin/sh -c")
     ->type_name("STRING");
   sub.run->add_option("--on-lost", args.on_lost, "when the lease is lost: stop the command, or ignore")
@@ -126,7 +197,7 @@ Subcommands define_command_line(CLI::App& app, Arguments& args)
   sub.run->positionals_at_end();
 
   sub.status = app.add_subcommand("status", "show who holds a lock (exit 0 held, 1 free)");
-  sub.status->add_option("key", args.key, "lock name")->required();
+  shown_required(sub.status->add_option("key", args.key, "lock name"), "TEXT");
   sub.status->add_flag("--json", args.json, "one JSON document");
 
   sub.list = app.add_subcommand("list", "list held locks under the prefix");
@@ -134,32 +205,28 @@ Subcommands define_command_line(CLI::App& app, Arguments& args)
   sub.list->add_flag("--json", args.json, "one JSON document");
 
   sub.acquire = app.add_subcommand("acquire", "take a lock for several steps; print its token");
-  sub.acquire->add_option("-k,--key", args.key, "lock name")->required();
-  sub.acquire->add_option("-t,--ttl", args.ttl, "lease length (min 1s)")->type_name("D")->required();
-  add_wait_options(*sub.acquire, args);
+  shown_required(sub.acquire->add_option("-k,--key", args.key, "lock name"), "TEXT");
+  shown_required(sub.acquire->add_option("-t,--ttl", args.ttl, "lease length (min 1s)"), "D");
+  add_acquire_options(*sub.acquire, args);
   sub.acquire->add_flag("--json", args.json, "print token and fencing token as JSON");
 
   sub.renew = app.add_subcommand("renew", "extend a lease held by a token (76 if not held)");
-  sub.renew->add_option("-k,--key", args.key, "lock name")->required();
-  sub.renew->add_option("--token", args.token, "the token acquire printed")
-    ->envname("DLOCK_TOKEN")
-    ->required();
+  shown_required(sub.renew->add_option("-k,--key", args.key, "lock name"), "TEXT");
+  sub.renew->add_option("--token", args.token, "the token acquire printed (required, or set DLOCK_TOKEN)");
   sub.renew->add_option("-t,--ttl", args.ttl, "new lease length (default: the last one set by acquire or renew --ttl)")
     ->type_name("D");
 
   sub.release = app.add_subcommand("release", "release a lock by token, or --force");
-  sub.release->add_option("-k,--key", args.key, "lock name")->required();
-  auto* token = sub.release->add_option("--token", args.token, "the token acquire printed")
-                  ->envname("DLOCK_TOKEN");
-  auto* force = sub.release->add_flag("--force", args.force, "release whoever holds it");
-  token->excludes(force);
+  shown_required(sub.release->add_option("-k,--key", args.key, "lock name"), "TEXT");
+  sub.release->add_option("--token", args.token, "the token acquire printed (or set DLOCK_TOKEN)");
+  sub.release->add_flag("--force", args.force, "release whoever holds it");
   return sub;
 }
 
 GlobalOptions resolve_global(const Arguments& args)
 {
   GlobalOptions global;
-  std::vector<std::string> urls = args.urls;
+  std::vector<std::string> urls = args.urls.empty() ? environment_urls() : args.urls;
   if (urls.empty()) {
     urls.emplace_back("redis://127.0.0.1:6379");
   }
@@ -187,26 +254,33 @@ GlobalOptions resolve_global(const Arguments& args)
 RunOptions resolve_run(const Arguments& args)
 {
   RunOptions run;
-  run.key = args.key;
-  lock::validate_lock_name(run.key);
-  run.ttl = parse_ttl(args.ttl.empty() ? "30s" : args.ttl);
+  run.key = resolve_key(args);
+  if (args.ttl) {
+    run.ttl = parse_ttl(*args.ttl);
+  }
   resolve_wait(args, run.wait, run.no_wait, run.fair);
   run.conflict_exit_code = args.conflict_exit_code;
-  if (!args.shell_command.empty() && !args.command.empty()) {
-    throw Error(ExitCode::usage, "give either -c STRING or a command after --, not both");
+  if (args.shell_command) {
+    if (!args.command.empty()) {
+      throw Error(ExitCode::usage, "give either -c STRING or a command after --, not both");
+    }
+    if (args.shell_command->empty()) {
+      throw Error(ExitCode::usage, "-c needs a shell command (got an empty string)");
+    }
+    run.command = {"/bin/sh", "-c", *args.shell_command};
+  } else {
+    run.command = args.command;
   }
-  run.command = args.shell_command.empty() ? args.command
-                                           : std::vector<std::string>{"/bin/sh", "-c", args.shell_command};
   if (run.command.empty()) {
     throw Error(ExitCode::usage, "no command given: use 'dlock run --key KEY -- COMMAND [ARG...]' "
                                  "or -c 'SHELL COMMAND'");
   }
   run.on_lost_ignore = args.on_lost == "ignore";
-  if (!args.kill_after.empty()) {
-    run.kill_after = util::parse_duration(args.kill_after, "--kill-after");
+  if (args.kill_after) {
+    run.kill_after = util::parse_duration(*args.kill_after, "--kill-after");
   }
-  if (!args.max_hold.empty()) {
-    run.max_hold = util::parse_duration(args.max_hold, "--max-hold");
+  if (args.max_hold) {
+    run.max_hold = util::parse_duration(*args.max_hold, "--max-hold");
     if (run.max_hold->count() <= 0) {
       throw Error(ExitCode::usage, "--max-hold must be greater than zero");
     }
@@ -216,8 +290,7 @@ RunOptions resolve_run(const Arguments& args)
 
 StatusOptions resolve_status(const Arguments& args)
 {
-  lock::validate_lock_name(args.key);
-  return StatusOptions{args.key, args.json};
+  return StatusOptions{resolve_key(args, "the lock KEY"), args.json};
 }
 
 ListOptions resolve_list(const Arguments& args) { return ListOptions{args.pattern, args.json}; }
@@ -225,9 +298,8 @@ ListOptions resolve_list(const Arguments& args) { return ListOptions{args.patter
 AcquireOptions resolve_acquire(const Arguments& args)
 {
   AcquireOptions acquire;
-  acquire.key = args.key;
-  lock::validate_lock_name(acquire.key);
-  acquire.ttl = parse_ttl(args.ttl);
+  acquire.key = resolve_key(args);
+  acquire.ttl = parse_ttl(required(args.ttl, "--ttl"));
   resolve_wait(args, acquire.wait, acquire.no_wait, acquire.fair);
   acquire.conflict_exit_code = args.conflict_exit_code;
   acquire.json = args.json;
@@ -237,22 +309,45 @@ AcquireOptions resolve_acquire(const Arguments& args)
 RenewOptions resolve_renew(const Arguments& args)
 {
   RenewOptions renew;
-  renew.key = args.key;
-  lock::validate_lock_name(renew.key);
-  renew.token = args.token;
-  if (!args.ttl.empty()) {
-    renew.ttl = parse_ttl(args.ttl);
+  renew.key = resolve_key(args);
+  renew.token = resolve_token(args, "renew");
+  if (args.ttl) {
+    renew.ttl = parse_ttl(*args.ttl);
   }
   return renew;
 }
 
 ReleaseOptions resolve_release(const Arguments& args)
 {
-  lock::validate_lock_name(args.key);
-  if (!args.force && args.token.empty()) {
-    throw Error(ExitCode::usage, "release needs --token T (or DLOCK_TOKEN), or --force");
+  ReleaseOptions release;
+  release.key = resolve_key(args);
+  release.force = args.force;
+  if (args.force && args.token) {
+    throw Error(ExitCode::usage, "--token and --force cannot be used together");
   }
-  return ReleaseOptions{args.key, args.token, args.force};
+  if (!args.force) {
+    release.token = resolve_token(args, "release", ", or --force");
+  }
+  return release;
+}
+
+std::string help_command(const CLI::App& app)
+{
+  std::vector<CLI::App*> subcommands = app.get_subcommands();
+  return subcommands.empty() ? "dlock --help"
+                             : fmt::format("dlock {} --help", subcommands.front()->get_name());
+}
+
+std::string describe_parse_error(const CLI::App& app, const CLI::ParseError& error)
+{
+  if (dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr) {
+    for (const std::string& extra : app.remaining(true)) {
+      if (extra.starts_with("-") && extra != "--") {
+        return fmt::format("unknown option {}", extra.substr(0, extra.find('=')));
+      }
+    }
+  }
+  return error.what();
 }
 
 std::vector<char*> url_arguments(int argc, char** argv)

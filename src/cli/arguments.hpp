@@ -4,16 +4,18 @@
 
 #include <CLI/CLI.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace dlock::cli {
 
 // Every option as typed on the command line; turned into the resolved option structs below
-// only after CLI11 has parsed, so that all validation reports exit 64 the same way.
+// only after CLI11 has parsed, so that all validation reports exit 64 the same way. An option
+// that was not given is std::nullopt: an empty value is a value (and usually an error).
 struct Arguments {
   // global
-  std::vector<std::string> urls;
+  std::vector<std::string> urls; // -u, one per occurrence; DLOCK_URL is read by resolve_global
   std::string password_file;
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
   std::string prefix = "dlock:";
@@ -21,21 +23,21 @@ struct Arguments {
   bool verbose = false;
   bool quiet = false;
   // shared by subcommands
-  std::string key;
-  std::string ttl;
-  std::string wait;
+  std::optional<std::string> key;
+  std::optional<std::string> ttl;
+  std::optional<std::string> wait;
   bool no_wait = false;
   bool fair = false;
   int conflict_exit_code = 75;
   bool json = false;
-  std::string token;
+  std::optional<std::string> token;
   bool force = false;
   std::string pattern = "*";
   // run
-  std::string shell_command;
+  std::optional<std::string> shell_command;
   std::string on_lost = "stop";
-  std::string kill_after;
-  std::string max_hold;
+  std::optional<std::string> kill_after;
+  std::optional<std::string> max_hold;
   std::vector<std::string> command;
 };
 
@@ -59,6 +61,13 @@ ListOptions resolve_list(const Arguments& args);
 AcquireOptions resolve_acquire(const Arguments& args);
 RenewOptions resolve_renew(const Arguments& args);
 ReleaseOptions resolve_release(const Arguments& args);
+
+// The help to point a usage error to: "dlock SUBCOMMAND --help" once a subcommand was seen on
+// the command line, else "dlock --help".
+std::string help_command(const CLI::App& app);
+
+// A parse error of CLI11 as one line; unknown options are named as such.
+std::string describe_parse_error(const CLI::App& app, const CLI::ParseError& error);
 
 // The values given to -u/--url on the command line (never the command's own arguments).
 std::vector<char*> url_arguments(int argc, char** argv);

@@ -2,8 +2,10 @@
 
 #include "util/log.hpp"
 #include "util/random.hpp"
+#include "util/text.hpp"
 
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,6 +35,18 @@ std::string holder_text(const lock::AcquireResult& result, bool with_lease = tru
   return text;
 }
 
+// Characters the redrawn line may take: the terminal's width (read at each redraw, so a resize
+// is followed) minus one, because a line that fills the last column or wraps can no longer be
+// erased from its start with "\r".
+std::size_t line_room()
+{
+  winsize size{};
+  if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 1) {
+    return size.ws_col - 1u;
+  }
+  return 79;
+}
+
 // The "waiting for lock" line: redrawn in place on a terminal, one line with -v elsewhere.
 class Progress {
 public:
@@ -59,8 +73,9 @@ public:
       return;
     }
     auto waited = std::chrono::duration_cast<std::chrono::seconds>(now() - m_start);
-    std::string line = fmt::format("\rdlock: waiting for lock '{}' ({}s), held by {}\x1b[K", m_name,
+    std::string text = fmt::format("dlock: waiting for lock '{}' ({}s), held by {}", m_name,
                                    waited.count(), m_holder);
+    std::string line = fmt::format("\r{}\x1b[K", util::utf8_prefix_chars(text, line_room()));
     ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
     (void)ignored;
     m_drawn = true;
@@ -185,7 +200,7 @@ WaitOutcome acquire_with_wait(lock::LockClient& client, const std::string& token
       }
       if (!policy.no_wait) {
         try {
-          client.withdraw(ticket, now() + policy.request_timeout);
+          client.withdraw(ticket, util::deadline_after(policy.request_timeout));
         } catch (const Error&) {
           // the registration expires by itself within seconds
         }

@@ -17,11 +17,6 @@ namespace dlock::commands {
 
 namespace {
 
-util::TimePoint deadline_after(util::Millis timeout)
-{
-  return util::monotonic_now() + timeout;
-}
-
 // The command line of the process that ran dlock (the CI step or script that owns the lock).
 std::string parent_command_line()
 {
@@ -36,13 +31,6 @@ std::string parent_command_line()
     c = c == '\0' ? ' ' : c;
   }
   return line.empty() ? "dlock acquire" : line;
-}
-
-void validate_token(const std::string& token)
-{
-  if (token.empty()) {
-    throw Error(ExitCode::usage, "--token must not be empty (or use --force)");
-  }
 }
 
 } // namespace
@@ -82,7 +70,7 @@ int acquire(const cli::GlobalOptions& global, const cli::AcquireOptions& options
   out += "\n";
   if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
     // Nobody got the token, so nobody could ever release the lock: give it back.
-    client.release(token, deadline_after(global.connect.connect_timeout));
+    client.release(token, util::deadline_after(global.connect.connect_timeout));
     throw Error(ExitCode::internal, "could not write the token to stdout; lock released");
   }
   util::log_verbose("acquired lock '{}' (fencing token {})", options.key, outcome.fence);
@@ -92,10 +80,9 @@ int acquire(const cli::GlobalOptions& global, const cli::AcquireOptions& options
 int renew(const cli::GlobalOptions& global, const cli::RenewOptions& options)
 {
   lock::validate_lock_name(options.key);
-  validate_token(options.token);
   redis::Connection connection(global.connect);
   lock::LockClient client(connection, lock::LockKeys::make(global.prefix, options.key));
-  if (!client.renew(options.token, options.ttl, deadline_after(global.connect.connect_timeout))) {
+  if (!client.renew(options.token, options.ttl, util::deadline_after(global.connect.connect_timeout))) {
     util::log_error("lock '{}' is not held by this token (it expired or was taken over)", options.key);
     return static_cast<int>(ExitCode::lost);
   }
@@ -107,7 +94,7 @@ int release(const cli::GlobalOptions& global, const cli::ReleaseOptions& options
   lock::validate_lock_name(options.key);
   redis::Connection connection(global.connect);
   lock::LockClient client(connection, lock::LockKeys::make(global.prefix, options.key));
-  auto deadline = deadline_after(global.connect.connect_timeout);
+  auto deadline = util::deadline_after(global.connect.connect_timeout);
   if (options.force) {
     lock::LockStatus before = lock::read_status(connection, global.prefix, options.key, deadline);
     if (client.force_release(deadline)) {
@@ -118,7 +105,6 @@ int release(const cli::GlobalOptions& global, const cli::ReleaseOptions& options
     }
     return 0;
   }
-  validate_token(options.token);
   if (!client.release(options.token, deadline)) {
     util::log_error("lock '{}' is not held by this token (it expired or was taken over)", options.key);
     return static_cast<int>(ExitCode::lost);

@@ -83,8 +83,8 @@ int status(const cli::GlobalOptions& global, const cli::StatusOptions& options)
 {
   lock::validate_lock_name(options.key);
   redis::Connection connection(global.connect);
-  auto deadline = util::monotonic_now() + global.connect.connect_timeout;
-  lock::LockStatus status = lock::read_status(connection, global.prefix, options.key, deadline);
+  lock::LockStatus status = lock::read_status(connection, global.prefix, options.key,
+                                              util::deadline_after(global.connect.connect_timeout));
   if (options.json) {
     std::string body = status.to_json();
     print("{\"version\":1," + body.substr(1) + "\n");
@@ -97,12 +97,10 @@ int status(const cli::GlobalOptions& global, const cli::StatusOptions& options)
 int list(const cli::GlobalOptions& global, const cli::ListOptions& options)
 {
   redis::Connection connection(global.connect);
-  // Listing many locks may take more than one request timeout; allow a generous total.
-  auto deadline = util::monotonic_now() + global.connect.connect_timeout * 10;
-  std::vector<std::string> names =
-    lock::scan_lock_names(connection, global.prefix, options.pattern, deadline);
+  std::vector<std::string> names = lock::scan_lock_names(connection, global.prefix, options.pattern,
+                                                         global.connect.connect_timeout);
   std::vector<lock::LockStatus> statuses =
-    lock::read_statuses(connection, global.prefix, names, deadline);
+    lock::read_statuses(connection, global.prefix, names, global.connect.connect_timeout);
   if (options.json) {
     std::string locks = "[";
     for (std::size_t i = 0; i < statuses.size(); ++i) {

@@ -96,7 +96,7 @@ LockStatus read_status(redis::Connection& connection, std::string_view prefix,
 }
 
 std::vector<std::string> scan_lock_names(redis::Connection& connection, std::string_view prefix,
-                                         std::string_view pattern, util::TimePoint deadline)
+                                         std::string_view pattern, util::Millis request_timeout)
 {
   // Lock keys are prefix{name}; siblings end in "}:suffix" and do not match "prefix{glob}".
   std::string match = glob_escape(prefix) + "{" + std::string(pattern) + "}";
@@ -104,7 +104,8 @@ std::vector<std::string> scan_lock_names(redis::Connection& connection, std::str
   std::string cursor = "0";
   do {
     redis::Reply reply =
-      connection.call({"SCAN", cursor, "MATCH", match, "COUNT", "1000"}, deadline);
+      connection.call({"SCAN", cursor, "MATCH", match, "COUNT", "1000"},
+                      util::deadline_after(request_timeout));
     redis::throw_if_error(*reply, "listing locks");
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2
         || reply->element[0]->type != REDIS_REPLY_STRING
@@ -127,14 +128,15 @@ std::vector<std::string> scan_lock_names(redis::Connection& connection, std::str
 
 std::vector<LockStatus> read_statuses(redis::Connection& connection, std::string_view prefix,
                                       const std::vector<std::string>& names,
-                                      util::TimePoint deadline)
+                                      util::Millis request_timeout)
 {
   std::vector<LockStatus> statuses;
   if (names.empty()) {
     return statuses;
   }
   // The first one loads the script if the cache is empty; the rest are pipelined EVALSHAs.
-  statuses.push_back(read_status(connection, prefix, names.front(), deadline));
+  statuses.push_back(
+    read_status(connection, prefix, names.front(), util::deadline_after(request_timeout)));
   constexpr std::size_t batch = 500;
   for (std::size_t start = 1; start < names.size(); start += batch) {
     std::size_t end = std::min(names.size(), start + batch);
@@ -143,7 +145,7 @@ std::vector<LockStatus> read_statuses(redis::Connection& connection, std::string
     }
     std::vector<std::size_t> flushed; // NOSCRIPT: the cache was flushed meanwhile; redo after
     for (std::size_t i = start; i < end; ++i) {
-      redis::Reply reply = connection.receive(deadline);
+      redis::Reply reply = connection.receive(util::deadline_after(request_timeout));
       if (redis::is_noscript(*reply)) {
         flushed.push_back(i);
       } else {
@@ -151,7 +153,8 @@ std::vector<LockStatus> read_statuses(redis::Connection& connection, std::string
       }
     }
     for (std::size_t i : flushed) {
-      statuses.push_back(read_status(connection, prefix, names[i], deadline));
+      statuses.push_back(
+        read_status(connection, prefix, names[i], util::deadline_after(request_timeout)));
     }
   }
   std::sort(statuses.begin(), statuses.end(),

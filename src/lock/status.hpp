@@ -29,13 +29,15 @@ struct LockStatus {
 LockStatus read_status(redis::Connection& connection, std::string_view prefix,
                        const std::string& name, util::TimePoint deadline);
 
-// Every lock name under prefix whose name matches the glob, found with SCAN (never KEYS).
+// Every lock name under prefix whose name matches the glob, found with SCAN (never KEYS); each
+// SCAN gets request_timeout, however many there are.
 std::vector<std::string> scan_lock_names(redis::Connection& connection, std::string_view prefix,
-                                         std::string_view pattern, util::TimePoint deadline);
+                                         std::string_view pattern, util::Millis request_timeout);
 
-// Statuses of many locks, pipelined; locks freed meanwhile are left out.
+// Statuses of many locks, pipelined; locks freed meanwhile are left out. Each reply gets
+// request_timeout, however many locks there are.
 std::vector<LockStatus> read_statuses(redis::Connection& connection, std::string_view prefix,
                                       const std::vector<std::string>& names,
-                                      util::TimePoint deadline);
+                                      util::Millis request_timeout);
 
 } // namespace dlock::lock

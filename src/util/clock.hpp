@@ -17,6 +17,10 @@ public:
 // The current monotonic time (CLOCK_MONOTONIC), for deadlines outside the lease logic.
 inline TimePoint monotonic_now() { return std::chrono::steady_clock::now(); }
 
+// The deadline of one request sent now: each request gets the whole timeout (--connect-timeout)
+// to itself, so a long series of requests is never cut short by a budget for the whole series.
+inline TimePoint deadline_after(std::chrono::milliseconds timeout) { return monotonic_now() + timeout; }
+
 // The real monotonic clock, for code that takes a Clock.
 class SteadyClock final : public Clock {
 public:

@@ -2,8 +2,8 @@
 
 #include "util/error.hpp"
 
+#include <charconv>
 #include <cmath>
-#include <limits>
 
 namespace dlock::util {
 
@@ -24,6 +24,9 @@ double unit_millis(std::string_view unit)
   if (unit == "h") {
     return 3'600'000;
   }
+  if (unit == "d") {
+    return 86'400'000;
+  }
   return 0;
 }
 
@@ -35,8 +38,12 @@ Millis parse_duration(std::string_view text, std::string_view option_name)
 {
   auto bad = [&] {
     return Error(ExitCode::usage,
-                 "invalid duration '{}' for {}: use forms like 250ms, 10s, 1.5m, 1m30s, 2h",
+                 "invalid duration '{}' for {}: use forms like 250ms, 10s, 1.5m, 1m30s, 2h, 1d",
                  text, option_name);
+  };
+  auto too_large = [&] {
+    return Error(ExitCode::usage, "duration '{}' for {} is too large: at most {}", text,
+                 option_name, format_duration(max_duration));
   };
   if (text.empty()) {
     throw bad();
@@ -71,10 +78,19 @@ Millis parse_duration(std::string_view text, std::string_view option_name)
       throw bad();
     }
     bare_number = bare_number && unit.empty();
-    total += std::stod(std::string(number)) * per_unit;
+    double value = 0;
+    auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), value,
+                                        std::chars_format::fixed);
+    if (error == std::errc::result_out_of_range) {
+      throw too_large();
+    }
+    if (error != std::errc() || end != number.data() + number.size()) {
+      throw bad();
+    }
+    total += value * per_unit;
   }
-  if (!std::isfinite(total) || total > 1e15) {
-    throw bad();
+  if (!std::isfinite(total) || total > static_cast<double>(max_duration.count())) {
+    throw too_large();
   }
   return Millis(static_cast<long long>(std::llround(total)));
 }
@@ -96,9 +112,14 @@ std::string format_duration(Millis duration)
     return total_s % 60 == 0 ? fmt::format("{}m", total_s / 60)
                              : fmt::format("{}m{}s", total_s / 60, total_s % 60);
   }
-  return (total_s % 3600) / 60 == 0
-           ? fmt::format("{}h", total_s / 3600)
-           : fmt::format("{}h{}m", total_s / 3600, (total_s % 3600) / 60);
+  if (total_s < 86'400) {
+    return (total_s % 3600) / 60 == 0
+             ? fmt::format("{}h", total_s / 3600)
+             : fmt::format("{}h{}m", total_s / 3600, (total_s % 3600) / 60);
+  }
+  return (total_s % 86'400) / 3600 == 0
+           ? fmt::format("{}d", total_s / 86'400)
+           : fmt::format("{}d{}h", total_s / 86'400, (total_s % 86'400) / 3600);
 }
 
 } // namespace dlock::util

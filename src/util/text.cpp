@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace dlock::util {
 
 std::string_view utf8_prefix(std::string_view text, std::size_t max_bytes)
@@ -15,6 +17,15 @@ std::string_view utf8_prefix(std::string_view text, std::size_t max_bytes)
     --cut;
   }
   return text.substr(0, cut);
+}
+
+std::string_view utf8_prefix_chars(std::string_view text, std::size_t max_chars)
+{
+  std::size_t end = 0;
+  for (std::size_t chars = 0; chars < max_chars && end < text.size(); ++chars) {
+    end += std::max<std::size_t>(1, utf8_char_length(text.substr(end)));
+  }
+  return text.substr(0, end);
 }
 
 std::size_t utf8_char_length(std::string_view text)

@@ -8,6 +8,10 @@ namespace dlock::util {
 // The longest prefix of text of at most max_bytes that does not cut a UTF-8 character.
 std::string_view utf8_prefix(std::string_view text, std::size_t max_bytes);
 
+// The longest prefix of text of at most max_chars characters (an invalid byte counts as one)
+// that does not cut a UTF-8 character: what fits a terminal line of max_chars columns.
+std::string_view utf8_prefix_chars(std::string_view text, std::size_t max_chars);
+
 // Length of the valid UTF-8 character at the start of text, or 0 if it is not one.
 std::size_t utf8_char_length(std::string_view text);
 

@@ -8,6 +8,7 @@ using dlock::util::json_quote;
 using dlock::util::JsonObject;
 using dlock::util::printable;
 using dlock::util::utf8_prefix;
+using dlock::util::utf8_prefix_chars;
 
 TEST(Text, Utf8PrefixNeverCutsACharacter)
 {
@@ -17,6 +18,23 @@ TEST(Text, Utf8PrefixNeverCutsACharacter)
   EXPECT_EQ(utf8_prefix(text, 4), "ab" + e_acute);
   EXPECT_EQ(utf8_prefix(text, 100), text);
   EXPECT_EQ(utf8_prefix("\xe2\x82\xac", 2), ""); // €
+}
+
+TEST(Text, Utf8PrefixCharsCountsCharactersNotBytes)
+{
+  std::string e_acute = "\xc3\xa9"; // é, 2 bytes
+  std::string euro = "\xe2\x82\xac"; // €, 3 bytes
+  std::string text = "ab" + e_acute + euro + "c";
+  EXPECT_EQ(utf8_prefix_chars(text, 0), "");
+  EXPECT_EQ(utf8_prefix_chars(text, 2), "ab");
+  EXPECT_EQ(utf8_prefix_chars(text, 3), "ab" + e_acute);
+  EXPECT_EQ(utf8_prefix_chars(text, 4), "ab" + e_acute + euro);
+  EXPECT_EQ(utf8_prefix_chars(text, 5), text);
+  EXPECT_EQ(utf8_prefix_chars(text, 100), text);
+  // Each byte that is not part of a valid character counts as one (a terminal shows one
+  // replacement character for it), and so does each byte of an incomplete character.
+  EXPECT_EQ(utf8_prefix_chars("\xff\xfe" "abc", 3), "\xff\xfe" "a");
+  EXPECT_EQ(utf8_prefix_chars("a\xe2\x82", 2), "a\xe2");
 }
 
 TEST(Text, PrintableKeepsOneLine)
