@@ -135,7 +135,8 @@ _dlock()
             ;;
         run)
             opts='-h --help -k --key -t --ttl -w --wait --timeout -n --no-wait -x --exclusive
-                --fair -E --conflict-exit-code -c --command --on-lost --kill-after --max-hold'
+                --fair -E --conflict-exit-code -c --command --on-lost --kill-after --max-hold
+                --export-password'
             ;;
         status | list)
             opts='-h --help --json'

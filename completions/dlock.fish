@@ -75,6 +75,7 @@ complete -c dlock -n '__fish_dlock_using run' -s c -l command -x -a '(__fish_com
 complete -c dlock -n '__fish_dlock_using run' -l on-lost -x -a 'stop ignore' -d 'When the lease is lost: stop or ignore'
 complete -c dlock -n '__fish_dlock_using run' -l kill-after -x -d 'Grace between SIGTERM and SIGKILL'
 complete -c dlock -n '__fish_dlock_using run' -l max-hold -x -d 'Stop the command after D (exit 124)'
+complete -c dlock -n '__fish_dlock_using run' -l export-password -d 'Let the command see DLOCK_PASSWORD and a password in DLOCK_URL'
 # After "--": the command, then its own arguments (completed as that command would be).
 function __fish_dlock_after_dashdash
     set -l tokens (commandline -opc)

@@ -193,6 +193,8 @@ Subcommands define_command_line(CLI::App& app, Arguments& args)
     ->type_name("D");
   sub.run->add_option("--max-hold", args.max_hold, "stop the command after D (exit 124)")
     ->type_name("D");
+  sub.run->add_flag("--export-password", args.export_password,
+                    "let the command see DLOCK_PASSWORD and a password in DLOCK_URL");
   sub.run->add_option("command", args.command, "the command and its arguments, after --");
   sub.run->positionals_at_end();
 
@@ -223,6 +225,32 @@ Subcommands define_command_line(CLI::App& app, Arguments& args)
   return sub;
 }
 
+namespace {
+
+// What keeps the password out of a command's environment; password_file: where dlock read
+// it from, if from a file, which nested calls are told instead (a name is no secret).
+EnvironmentChanges hide_password(const std::string& password_file)
+{
+  EnvironmentChanges changes;
+  changes.unset.emplace_back("DLOCK_PASSWORD");
+  std::vector<std::string> urls = environment_urls();
+  if (std::any_of(urls.begin(), urls.end(), [](const auto& url) { return redis::url_has_password(url); })) {
+    std::string without;
+    for (const auto& url : urls) {
+      without += (without.empty() ? "" : " ") + redis::url_without_password(url);
+    }
+    changes.set.emplace_back("DLOCK_URL", without);
+  }
+  if (!password_file.empty()) {
+    std::error_code error;
+    std::filesystem::path absolute = std::filesystem::absolute(password_file, error);
+    changes.set.emplace_back("DLOCK_PASSWORD_FILE", error ? password_file : absolute.string());
+  }
+  return changes;
+}
+
+} // namespace
+
 GlobalOptions resolve_global(const Arguments& args)
 {
   GlobalOptions global;
@@ -237,11 +265,19 @@ GlobalOptions resolve_global(const Arguments& args)
                 urls.size());
   }
   global.connect.endpoint = redis::parse_url(urls.front());
-  if (!args.password_file.empty()) {
-    global.connect.password = read_password_file(args.password_file);
-  } else if (const char* env = std::getenv("DLOCK_PASSWORD"); env != nullptr && *env != '\0') {
-    global.connect.password = env;
+  const char* env_password = std::getenv("DLOCK_PASSWORD");
+  const char* env_password_file = std::getenv("DLOCK_PASSWORD_FILE");
+  std::string password_file = args.password_file;
+  if (password_file.empty() && (env_password == nullptr || *env_password == '\0')
+      && env_password_file != nullptr) {
+    password_file = env_password_file;
   }
+  if (!password_file.empty()) {
+    global.connect.password = read_password_file(password_file);
+  } else if (env_password != nullptr && *env_password != '\0') {
+    global.connect.password = env_password;
+  }
+  global.hide_password = hide_password(password_file);
   global.connect.connect_timeout = util::parse_duration(args.connect_timeout, "--connect-timeout");
   if (global.connect.connect_timeout.count() <= 0) {
     throw Error(ExitCode::usage, "--connect-timeout must be greater than zero");
@@ -279,6 +315,7 @@ RunOptions resolve_run(const Arguments& args)
   if (args.kill_after) {
     run.kill_after = util::parse_duration(*args.kill_after, "--kill-after");
   }
+  run.export_password = args.export_password;
   if (args.max_hold) {
     run.max_hold = util::parse_duration(*args.max_hold, "--max-hold");
     if (run.max_hold->count() <= 0) {

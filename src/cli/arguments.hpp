@@ -38,6 +38,7 @@ struct Arguments {
   std::string on_lost = "stop";
   std::optional<std::string> kill_after;
   std::optional<std::string> max_hold;
+  bool export_password = false;
   std::vector<std::string> command;
 };
 

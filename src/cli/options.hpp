@@ -4,15 +4,25 @@
 #include "util/duration.hpp"
 
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
 namespace dlock::cli {
 
+// How the environment of a command dlock runs differs from dlock's own.
+struct EnvironmentChanges {
+  std::vector<std::pair<std::string, std::string>> set;
+  std::vector<std::string> unset;
+};
+
 // Options every subcommand shares, resolved (URL parsed, password read).
 struct GlobalOptions {
   redis::ConnectOptions connect;
   std::string prefix = "dlock:";
+  // Keeps the store's password out of a command's environment (DLOCK_PASSWORD, a password
+  // in DLOCK_URL); a password file is passed on by name, so nested dlock calls still work.
+  EnvironmentChanges hide_password;
 };
 
 // Options of `dlock run` after validation.
@@ -27,6 +37,7 @@ struct RunOptions {
   bool on_lost_ignore = false;
   std::optional<util::Millis> kill_after; // nullopt: ttl/4
   std::optional<util::Millis> max_hold;
+  bool export_password = false;       // the command may see the password (nested dlock calls)
 };
 
 } // namespace dlock::cli

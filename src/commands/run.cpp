@@ -52,7 +52,7 @@ public:
   bool release()
   {
     m_done = true;
-    return m_client.release(m_token, util::monotonic_now() + m_timeout);
+    return m_client.release(m_token, util::deadline_after(m_timeout));
   }
 
 private:
@@ -114,6 +114,11 @@ RunEnd run_locked(const cli::GlobalOptions& global, const cli::RunOptions& optio
               {"DLOCK_TOKEN", token},
               {"DLOCK_FENCING_TOKEN", std::to_string(outcome.fence)},
               {"DLOCK_TTL_MS", std::to_string(options.ttl.count())}};
+  if (!options.export_password) {
+    const cli::EnvironmentChanges& hide = global.hide_password;
+    spec.env.insert(spec.env.end(), hide.set.begin(), hide.set.end());
+    spec.unset = hide.unset;
+  }
   CommandEnd end;
   connection.limit_blocking(policy.request_timeout());
   Supervisor supervisor(client, options, token, lease, group, signals);

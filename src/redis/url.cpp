@@ -93,6 +93,18 @@ bool url_has_password(std::string_view url)
   return colon != std::string_view::npos && at > start + colon + 1;
 }
 
+std::string url_without_password(std::string_view url)
+{
+  if (!url_has_password(url)) {
+    return std::string(url);
+  }
+  std::size_t start = after_scheme(url);
+  std::size_t at = url.rfind('@');
+  std::size_t colon = start + url.substr(start, at - start).find(':');
+  // No user left: no "@" either ("redis://:pass@host" becomes "redis://host").
+  return std::string(url.substr(0, colon)).append(url.substr(colon == start ? at + 1 : at));
+}
+
 std::string Endpoint::redacted() const
 {
   std::string auth;

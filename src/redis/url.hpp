@@ -30,4 +30,8 @@ Endpoint parse_url(std::string_view url);
 // Whether a URL string carries a password, so the CLI can warn that argv shows it.
 bool url_has_password(std::string_view url);
 
+// The URL with its password (and the ':' before it) taken out, user and all else kept: what
+// a command may see of dlock's URL.
+std::string url_without_password(std::string_view url);
+
 } // namespace dlock::redis

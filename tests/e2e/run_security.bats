@@ -291,3 +291,40 @@ ps_args_of_tree() {
   DLOCK_PASSWORD=$PW dl 69 -u "redis://127.0.0.1:$port" run -k a -- true
   one_line
 }
+
+# ---------------------------------------------------------------------------------------------
+# the password and the command's environment
+
+@test "the command does not see DLOCK_PASSWORD, nor a password in DLOCK_URL" {
+  export DLOCK_PASSWORD=$PW DLOCK_URL=$TCP_URL
+  dl 0 run -k env -- sh -c 'env | grep "^DLOCK_PASSWORD" || echo "no password"'
+  assert_output "no password"
+  unset DLOCK_PASSWORD
+  export DLOCK_URL="redis://:$PW@127.0.0.1:$REDIS_PORT"
+  run -0 --separate-stderr "$DLOCK" run -k env -- sh -c 'echo "url=$DLOCK_URL"; env | grep "^DLOCK_" | grep -c "$0"' "$PW" || true
+  refute_secrets "$output"
+  assert_line "url=redis://127.0.0.1:$REDIS_PORT"
+  assert_line 0
+}
+
+@test "--export-password: the command sees the password, and a nested dlock call works" {
+  export DLOCK_PASSWORD=$PW DLOCK_URL=$TCP_URL DLOCK
+  run -0 "$DLOCK" run -k outer --export-password -- sh -c '[ "$DLOCK_PASSWORD" = "$0" ] && "$DLOCK" run -k inner -- echo nested-ok' "$PW"
+  assert_output nested-ok
+  # without it the nested call has no password: 77, and says how to give one
+  run -77 "$DLOCK" run -k outer -- sh -c '"$DLOCK" run -k inner -- echo never'
+  refute_output --partial never
+}
+
+@test "a password from --password-file reaches nested calls by name only (DLOCK_PASSWORD_FILE)" {
+  printf '%s\n' "$PW" >"$T/pw"
+  cd "$T"
+  export DLOCK_URL=$TCP_URL DLOCK
+  run -0 --separate-stderr "$DLOCK" --password-file pw run -k outer -- sh -c 'echo "file=$DLOCK_PASSWORD_FILE"; "$DLOCK" run -k inner -- echo nested-ok'
+  refute_secrets "$output" "$stderr"
+  assert_line "file=$T/pw"
+  assert_line nested-ok
+  # DLOCK_PASSWORD_FILE is read by dlock itself too
+  DLOCK_PASSWORD_FILE=$T/pw run -0 "$DLOCK" run -k f -- echo via-env
+  assert_output via-env
+}

@@ -104,3 +104,13 @@ TEST(Url, DetectsPasswordInArgument)
   EXPECT_FALSE(url_has_password("redis://h:6379"));
   EXPECT_FALSE(url_has_password("--key"));
 }
+
+TEST(UrlWithoutPassword, TakesOutThePasswordOnly)
+{
+  using dlock::redis::url_without_password;
+  EXPECT_EQ(url_without_password("redis://user:secret@host:6380/2"), "redis://user@host:6380/2");
+  EXPECT_EQ(url_without_password("redis://:secret@host"), "redis://host");
+  EXPECT_EQ(url_without_password("unix://:p%40ss@/run/redis.sock?db=1"), "unix:///run/redis.sock?db=1");
+  EXPECT_EQ(url_without_password("redis://host:6379"), "redis://host:6379");
+  EXPECT_EQ(url_without_password("redis://user@host"), "redis://user@host");
+}
