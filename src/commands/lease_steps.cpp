@@ -49,6 +49,9 @@ int acquire(const cli::GlobalOptions& global, const cli::AcquireOptions& options
   WaitPolicy policy =
     make_wait_policy(options.no_wait, options.fair, options.wait, global.connect.connect_timeout);
   WaitOutcome outcome = acquire_with_wait(client, token, options.ttl, me, policy, signals);
+  if (process::stops_calling_script(outcome.signal)) {
+    process::die_of_signal(outcome.signal, false); // nothing is held; the script stops too
+  }
   if (outcome.signal != 0) {
     return 128 + outcome.signal;
   }

@@ -70,10 +70,6 @@ struct RunEnd {
   bool to_group = false;  // ...sending it to dlock's group first, as the terminal would have
 };
 
-// A shell script stops on Ctrl-C only if its child died of SIGINT (bash's "wait and
-// cooperative exit"); SIGQUIT likewise.
-bool dies_with_command(int sig) { return sig == SIGINT || sig == SIGQUIT; }
-
 RunEnd run_locked(const cli::GlobalOptions& global, const cli::RunOptions& options)
 {
   lock::validate_lock_name(options.key);
@@ -94,7 +90,7 @@ RunEnd run_locked(const cli::GlobalOptions& global, const cli::RunOptions& optio
     util::log_verbose("interrupted by signal {} while waiting for lock '{}'", outcome.signal,
                       options.key);
     // A Ctrl-C while waiting reached dlock's whole group already, the calling shell included.
-    return RunEnd{128 + outcome.signal, dies_with_command(outcome.signal) ? outcome.signal : 0, false};
+    return RunEnd{128 + outcome.signal, process::stops_calling_script(outcome.signal) ? outcome.signal : 0, false};
   }
   if (!outcome.acquired) {
     return RunEnd{options.conflict_exit_code};
@@ -158,7 +154,7 @@ RunEnd run_locked(const cli::GlobalOptions& global, const cli::RunOptions& optio
   if (supervisor.stop_reason() == StopReason::max_hold) {
     return RunEnd{static_cast<int>(ExitCode::max_hold)};
   }
-  if (dies_with_command(end.signal)) {
+  if (process::stops_calling_script(end.signal)) {
     return RunEnd{end.status, end.signal, end.terminal_sent};
   }
   return RunEnd{end.status};

@@ -38,6 +38,10 @@ private:
 // dlock is continued (fg, bg, or kill -CONT).
 void stop_like(int sig) noexcept;
 
+// SIGINT and SIGQUIT: a shell script stops when its child dies of one of them (bash's "wait
+// and cooperative exit"), so dlock dies of them too rather than exiting 128+N.
+inline bool stops_calling_script(int sig) { return sig == SIGINT || sig == SIGQUIT; }
+
 // Ends dlock by sig (SIGINT or SIGQUIT, without a core dump), so that a calling shell script
 // stops as it would had its command died of it; with to_group, sig first goes to dlock's own
 // process group, where the terminal would have sent it without dlock. Never returns.

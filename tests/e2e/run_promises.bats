@@ -320,3 +320,17 @@ EOF2
   term_keys 'echo "status $?"' Enter
   term_wait 'status 0'
 }
+
+@test "SIGINT while waiting, in run and in acquire: dlock dies of SIGINT and holds nothing" {
+  "$DLOCK" run -k wi -- sleep 30 3>&- &
+  echo $! >>"$T/bg.pid"
+  wait_for "key_exists wi"
+  local sub
+  for sub in "run -k wi -- true" "acquire -k wi -t 10s"; do
+    # shellcheck disable=SC2086
+    python3 -c 'import subprocess, sys, time, signal
+p = subprocess.Popen(sys.argv[1:]); time.sleep(0.5); p.send_signal(signal.SIGINT); print(p.wait())' \
+      "$DLOCK" $sub >"$T/code"
+    [ "$(cat "$T/code")" = -2 ]
+  done
+}
