@@ -25,6 +25,7 @@ void Connection::reset() noexcept
   m_connecting = false;
   m_write_pending = false;
   m_expected.clear();
+  m_held.clear();
 }
 
 void Connection::fail(ExitCode code, const std::string& message)
@@ -88,10 +89,20 @@ redisContext* Connection::connect_tls()
   return context;
 }
 
+const std::optional<std::string>& Connection::password() const noexcept
+{
+  return m_options.password ? m_options.password : m_options.endpoint.password;
+}
+
+bool Connection::handshaking() const noexcept
+{
+  return !m_expected.empty() && m_expected.front() != Expect::user;
+}
+
 void Connection::connect()
 {
   const Endpoint& endpoint = m_options.endpoint;
-  const auto& password = m_options.password ? m_options.password : endpoint.password;
+  const auto& password = this->password();
   if (!password && !endpoint.user.empty()) {
     throw Error(ExitCode::config, "{}: user '{}' given without a password", describe_endpoint(),
                 endpoint.user);
@@ -107,15 +118,17 @@ void Connection::connect()
   ::fcntl(m_context->fd, F_SETFD, FD_CLOEXEC);
   m_write_pending = true;
 
+  // AUTH and SELECT go out together; the commands sent meanwhile wait for both replies (see
+  // append), which costs one round trip, and only on connections that have a handshake.
   if (password) {
     if (endpoint.user.empty()) {
-      append({"AUTH", *password}, Expect::handshake);
+      append({"AUTH", *password}, Expect::auth);
     } else {
-      append({"AUTH", endpoint.user, *password}, Expect::handshake);
+      append({"AUTH", endpoint.user, *password}, Expect::auth);
     }
   }
   if (endpoint.db != 0) {
-    append({"SELECT", std::to_string(endpoint.db)}, Expect::handshake);
+    append({"SELECT", std::to_string(endpoint.db)}, Expect::select);
   }
 }
 
@@ -129,13 +142,28 @@ void Connection::append(const std::vector<std::string>& argv, Expect expect)
     pointers.push_back(arg.data());
     lengths.push_back(arg.size());
   }
-  if (redisAppendCommandArgv(m_context, static_cast<int>(argv.size()), pointers.data(),
-                             lengths.data())
-      != REDIS_OK) {
+  char* command = nullptr;
+  auto length = redisFormatCommandArgv(&command, static_cast<int>(argv.size()), pointers.data(),
+                                       lengths.data());
+  if (length < 0) {
+    fail(ExitCode::internal, "cannot queue a command");
+  }
+  // A command must not reach the server before AUTH and SELECT succeeded: after a refused
+  // one it would run as the wrong user or in the wrong database (and take a lock there).
+  auto size = static_cast<std::size_t>(length);
+  bool hold = expect == Expect::user && handshaking();
+  int appended = REDIS_OK;
+  if (hold) {
+    m_held.append(command, size);
+  } else {
+    appended = redisAppendFormattedCommand(m_context, command, size);
+  }
+  redisFreeCommand(command);
+  if (appended != REDIS_OK) {
     fail(ExitCode::internal, "cannot queue a command");
   }
   m_expected.push_back(expect);
-  m_write_pending = true;
+  m_write_pending = m_write_pending || !hold;
 }
 
 void Connection::send(const std::vector<std::string>& argv)
@@ -224,12 +252,30 @@ std::optional<Reply> Connection::next_reply()
     if (expect == Expect::user) {
       return reply;
     }
-    if (reply->type == REDIS_REPLY_ERROR) {
-      std::string message(reply->str, reply->len);
-      fail(classify_error(message), message);
-    }
+    on_handshake_reply(expect, *reply);
   }
   return std::nullopt;
+}
+
+void Connection::on_handshake_reply(Expect step, const redisReply& reply)
+{
+  if (reply.type == REDIS_REPLY_ERROR) {
+    std::string message(reply.str, reply.len);
+    ExitCode code = classify_error(message);
+    if (step == Expect::select && code == ExitCode::internal) {
+      fail(ExitCode::config, fmt::format("the server refuses database {}: {}",
+                                         m_options.endpoint.db, message));
+    }
+    fail(code, message);
+  }
+  if (!handshaking() && !m_held.empty()) {
+    if (redisAppendFormattedCommand(m_context, m_held.data(), m_held.size()) != REDIS_OK) {
+      fail(ExitCode::internal, "cannot queue a command");
+    }
+    m_held.clear();
+    m_write_pending = true;
+    process_io(POLLOUT); // write at once, as send does
+  }
 }
 
 Reply Connection::call(const std::vector<std::string>& argv, util::TimePoint deadline)
