@@ -1,10 +1,13 @@
 #include "redis/connection.hpp"
 
+#include "util/text.hpp"
+
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -236,12 +239,40 @@ void Connection::process_io(short revents)
   }
 }
 
+namespace {
+
+// The first bytes dlock has received and not parsed yet, copied because hiredis empties its
+// buffer on a protocol error, and the message should show what the peer sent.
+std::string unparsed_head(const redisReader& reader)
+{
+  if (reader.buf == nullptr || reader.pos >= reader.len) {
+    return {};
+  }
+  return std::string(reader.buf + reader.pos, std::min<std::size_t>(reader.len - reader.pos, 60));
+}
+
+// Its first line, printable.
+std::string first_line(std::string_view text)
+{
+  text = text.substr(0, text.find('\n'));
+  if (!text.empty() && text.back() == '\r') {
+    text.remove_suffix(1);
+  }
+  return util::printable(text);
+}
+
+} // namespace
+
 std::optional<Reply> Connection::next_reply()
 {
   while (m_context != nullptr && !m_expected.empty()) {
+    std::string head = unparsed_head(*m_context->reader);
     void* raw = nullptr;
     if (redisGetReplyFromReader(m_context, &raw) != REDIS_OK) {
-      fail(ExitCode::internal, fmt::format("protocol error: {}", m_context->errstr));
+      // An HTTP or SSH server, or anything else that is not Redis, on that address.
+      fail(ExitCode::unavailable,
+           fmt::format("the server does not speak the Redis protocol (it sent \"{}\")",
+                       first_line(head)));
     }
     if (raw == nullptr) {
       return std::nullopt;

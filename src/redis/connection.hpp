@@ -50,7 +50,7 @@ public:
   // Does the I/O that poll reported; throws Error on failure (after dropping the socket).
   void process_io(short revents);
   // The next complete reply to a send, if one has arrived; handshake replies are checked here
-  // (a refusal throws its classified Error).
+  // (a refusal throws its classified Error), and so is a peer that is not a Redis server.
   std::optional<Reply> next_reply();
   // Replies still owed to send calls.
   std::size_t pending() const noexcept;
