@@ -280,6 +280,7 @@ std::optional<Reply> Connection::next_reply()
     Reply reply(static_cast<redisReply*>(raw));
     Expect expect = m_expected.front();
     m_expected.pop_front();
+    check_password_needed(*reply);
     if (expect == Expect::user) {
       return reply;
     }
@@ -306,6 +307,15 @@ void Connection::on_handshake_reply(Expect step, const redisReply& reply)
     m_held.clear();
     m_write_pending = true;
     process_io(POLLOUT); // write at once, as send does
+  }
+}
+
+void Connection::check_password_needed(const redisReply& reply)
+{
+  if (!password() && reply.type == REDIS_REPLY_ERROR
+      && asks_for_password(std::string_view(reply.str, reply.len))) {
+    fail(ExitCode::auth,
+         "the server requires a password: give it with --password-file FILE or DLOCK_PASSWORD");
   }
 }
 

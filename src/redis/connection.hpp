@@ -50,7 +50,8 @@ public:
   // Does the I/O that poll reported; throws Error on failure (after dropping the socket).
   void process_io(short revents);
   // The next complete reply to a send, if one has arrived; handshake replies are checked here
-  // (a refusal throws its classified Error), and so is a peer that is not a Redis server.
+  // (a refusal throws its classified Error), and so are a peer that is not a Redis server and
+  // a server that wants a password none was given for.
   std::optional<Reply> next_reply();
   // Replies still owed to send calls.
   std::size_t pending() const noexcept;
@@ -75,6 +76,8 @@ private:
   void append(const std::vector<std::string>& argv, Expect expect);
   // Throws on a refused step; after the last one, sends the commands held back meanwhile.
   void on_handshake_reply(Expect step, const redisReply& reply);
+  // Throws Error(auth) saying how to give a password when the server wants one and got none.
+  void check_password_needed(const redisReply& reply);
 
   ConnectOptions m_options;
   redisContext* m_context = nullptr;
