@@ -1,10 +1,13 @@
 #include "redis/connection.hpp"
 
+#include "util/text.hpp"
+
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -25,6 +28,7 @@ void Connection::reset() noexcept
   m_connecting = false;
   m_write_pending = false;
   m_expected.clear();
+  m_held.clear();
 }
 
 void Connection::fail(ExitCode code, const std::string& message)
@@ -88,10 +92,20 @@ redisContext* Connection::connect_tls()
   return context;
 }
 
+const std::optional<std::string>& Connection::password() const noexcept
+{
+  return m_options.password ? m_options.password : m_options.endpoint.password;
+}
+
+bool Connection::handshaking() const noexcept
+{
+  return !m_expected.empty() && m_expected.front() != Expect::user;
+}
+
 void Connection::connect()
 {
   const Endpoint& endpoint = m_options.endpoint;
-  const auto& password = m_options.password ? m_options.password : endpoint.password;
+  const auto& password = this->password();
   if (!password && !endpoint.user.empty()) {
     throw Error(ExitCode::config, "{}: user '{}' given without a password", describe_endpoint(),
                 endpoint.user);
@@ -107,15 +121,17 @@ void Connection::connect()
   ::fcntl(m_context->fd, F_SETFD, FD_CLOEXEC);
   m_write_pending = true;
 
+  // AUTH and SELECT go out together; the commands sent meanwhile wait for both replies (see
+  // append), which costs one round trip, and only on connections that have a handshake.
   if (password) {
     if (endpoint.user.empty()) {
-      append({"AUTH", *password}, Expect::handshake);
+      append({"AUTH", *password}, Expect::auth);
     } else {
-      append({"AUTH", endpoint.user, *password}, Expect::handshake);
+      append({"AUTH", endpoint.user, *password}, Expect::auth);
     }
   }
   if (endpoint.db != 0) {
-    append({"SELECT", std::to_string(endpoint.db)}, Expect::handshake);
+    append({"SELECT", std::to_string(endpoint.db)}, Expect::select);
   }
 }
 
@@ -129,13 +145,28 @@ void Connection::append(const std::vector<std::string>& argv, Expect expect)
     pointers.push_back(arg.data());
     lengths.push_back(arg.size());
   }
-  if (redisAppendCommandArgv(m_context, static_cast<int>(argv.size()), pointers.data(),
-                             lengths.data())
-      != REDIS_OK) {
+  char* command = nullptr;
+  auto length = redisFormatCommandArgv(&command, static_cast<int>(argv.size()), pointers.data(),
+                                       lengths.data());
+  if (length < 0) {
+    fail(ExitCode::internal, "cannot queue a command");
+  }
+  // A command must not reach the server before AUTH and SELECT succeeded: after a refused
+  // one it would run as the wrong user or in the wrong database (and take a lock there).
+  auto size = static_cast<std::size_t>(length);
+  bool hold = expect == Expect::user && handshaking();
+  int appended = REDIS_OK;
+  if (hold) {
+    m_held.append(command, size);
+  } else {
+    appended = redisAppendFormattedCommand(m_context, command, size);
+  }
+  redisFreeCommand(command);
+  if (appended != REDIS_OK) {
     fail(ExitCode::internal, "cannot queue a command");
   }
   m_expected.push_back(expect);
-  m_write_pending = true;
+  m_write_pending = m_write_pending || !hold;
 }
 
 void Connection::send(const std::vector<std::string>& argv)
@@ -208,12 +239,40 @@ void Connection::process_io(short revents)
   }
 }
 
+namespace {
+
+// The first bytes dlock has received and not parsed yet, copied because hiredis empties its
+// buffer on a protocol error, and the message should show what the peer sent.
+std::string unparsed_head(const redisReader& reader)
+{
+  if (reader.buf == nullptr || reader.pos >= reader.len) {
+    return {};
+  }
+  return std::string(reader.buf + reader.pos, std::min<std::size_t>(reader.len - reader.pos, 60));
+}
+
+// Its first line, printable.
+std::string first_line(std::string_view text)
+{
+  text = text.substr(0, text.find('\n'));
+  if (!text.empty() && text.back() == '\r') {
+    text.remove_suffix(1);
+  }
+  return util::printable(text);
+}
+
+} // namespace
+
 std::optional<Reply> Connection::next_reply()
 {
   while (m_context != nullptr && !m_expected.empty()) {
+    std::string head = unparsed_head(*m_context->reader);
     void* raw = nullptr;
     if (redisGetReplyFromReader(m_context, &raw) != REDIS_OK) {
-      fail(ExitCode::internal, fmt::format("protocol error: {}", m_context->errstr));
+      // An HTTP or SSH server, or anything else that is not Redis, on that address.
+      fail(ExitCode::unavailable,
+           fmt::format("the server does not speak the Redis protocol (it sent \"{}\")",
+                       first_line(head)));
     }
     if (raw == nullptr) {
       return std::nullopt;
@@ -221,15 +280,43 @@ std::optional<Reply> Connection::next_reply()
     Reply reply(static_cast<redisReply*>(raw));
     Expect expect = m_expected.front();
     m_expected.pop_front();
+    check_password_needed(*reply);
     if (expect == Expect::user) {
       return reply;
     }
-    if (reply->type == REDIS_REPLY_ERROR) {
-      std::string message(reply->str, reply->len);
-      fail(classify_error(message), message);
-    }
+    on_handshake_reply(expect, *reply);
   }
   return std::nullopt;
+}
+
+void Connection::on_handshake_reply(Expect step, const redisReply& reply)
+{
+  if (reply.type == REDIS_REPLY_ERROR) {
+    std::string message(reply.str, reply.len);
+    ExitCode code = classify_error(message);
+    if (step == Expect::select && code == ExitCode::internal) {
+      fail(ExitCode::config, fmt::format("the server refuses database {}: {}",
+                                         m_options.endpoint.db, message));
+    }
+    fail(code, message);
+  }
+  if (!handshaking() && !m_held.empty()) {
+    if (redisAppendFormattedCommand(m_context, m_held.data(), m_held.size()) != REDIS_OK) {
+      fail(ExitCode::internal, "cannot queue a command");
+    }
+    m_held.clear();
+    m_write_pending = true;
+    process_io(POLLOUT); // write at once, as send does
+  }
+}
+
+void Connection::check_password_needed(const redisReply& reply)
+{
+  if (!password() && reply.type == REDIS_REPLY_ERROR
+      && asks_for_password(std::string_view(reply.str, reply.len))) {
+    fail(ExitCode::auth,
+         "the server requires a password: give it with --password-file FILE or DLOCK_PASSWORD");
+  }
 }
 
 Reply Connection::call(const std::vector<std::string>& argv, util::TimePoint deadline)

@@ -25,8 +25,9 @@ struct ConnectOptions {
 
 // One non-blocking connection to Redis. It can be driven from a poll loop (send, fd,
 // poll_events, process_io, next_reply) or used blocking with a deadline (call). It connects
-// lazily and pipelines AUTH and SELECT in front of the first command, so a reconnect costs
-// one round trip. Any I/O failure drops the socket; the next send reconnects.
+// lazily and sends AUTH and SELECT first; the caller's commands are held back until both
+// succeeded, so nothing runs after a refused handshake. Any I/O failure drops the socket; the
+// next send reconnects.
 class Connection {
 public:
   explicit Connection(ConnectOptions options);
@@ -48,7 +49,9 @@ public:
   short poll_events() const noexcept;
   // Does the I/O that poll reported; throws Error on failure (after dropping the socket).
   void process_io(short revents);
-  // The next complete reply to a send, if one has arrived; handshake replies are checked here.
+  // The next complete reply to a send, if one has arrived; handshake replies are checked here
+  // (a refusal throws its classified Error), and so are a peer that is not a Redis server and
+  // a server that wants a password none was given for.
   std::optional<Reply> next_reply();
   // Replies still owed to send calls.
   std::size_t pending() const noexcept;
@@ -61,19 +64,27 @@ public:
   void limit_blocking(util::Millis limit) noexcept { m_blocking_limit = limit; }
 
 private:
-  enum class Expect { handshake, user };
+  // What a reply answers: a handshake step, or one of the caller's sends.
+  enum class Expect { auth, select, user };
 
+  const std::optional<std::string>& password() const noexcept;
+  bool handshaking() const noexcept;
   void connect();
   redisContext* connect_plain();
   redisContext* connect_tls();
   [[noreturn]] void fail(ExitCode code, const std::string& message);
   void append(const std::vector<std::string>& argv, Expect expect);
+  // Throws on a refused step; after the last one, sends the commands held back meanwhile.
+  void on_handshake_reply(Expect step, const redisReply& reply);
+  // Throws Error(auth) saying how to give a password when the server wants one and got none.
+  void check_password_needed(const redisReply& reply);
 
   ConnectOptions m_options;
   redisContext* m_context = nullptr;
   bool m_connecting = false;
   bool m_write_pending = false;
-  std::deque<Expect> m_expected;
+  std::deque<Expect> m_expected; // handshake steps first, then the caller's sends
+  std::string m_held; // the caller's commands, encoded, while the handshake is unanswered
   std::unique_ptr<TlsContext> m_tls; // made on the first rediss:// connect; files read once
   util::Millis m_blocking_limit = util::Millis::max();
 };

@@ -1,46 +1,70 @@
 #include "redis/reply.hpp"
 
+#include <algorithm>
 #include <array>
+#include <span>
 
 namespace dlock::redis {
 
 namespace {
 
-bool starts_with_word(std::string_view message, std::string_view word)
+// Whether message carries an error code such as NOPERM or OOM: at its start, or past a script
+// wrapper ("ERR Error running script ...: @user_script: 9: NOPERM ...", "...: -OOM ..." in
+// Redis 6), where the code follows a space or the "-" of the error it wraps.
+bool has_code(std::string_view message, std::string_view code)
 {
-  return message.substr(0, word.size()) == word
-         && (message.size() == word.size() || message[word.size()] == ' ');
+  for (std::size_t at = message.find(code); at != std::string_view::npos;
+       at = message.find(code, at + 1)) {
+    bool starts = at == 0 || message[at - 1] == ' ' || message[at - 1] == '-';
+    bool ends = at + code.size() == message.size() || message[at + code.size()] == ' ';
+    if (starts && ends) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool has_phrase(std::string_view message, std::span<const std::string_view> phrases)
+{
+  return std::any_of(phrases.begin(), phrases.end(), [&](std::string_view phrase) {
+    return message.find(phrase) != std::string_view::npos;
+  });
+}
+
+bool has_any_code(std::string_view message, std::span<const std::string_view> codes)
+{
+  return std::any_of(codes.begin(), codes.end(),
+                     [&](std::string_view code) { return has_code(message, code); });
 }
 
 } // namespace
 
+bool asks_for_password(std::string_view message)
+{
+  // Before AUTH, Redis refuses a request of more than 10 arguments (or a long argument) as a
+  // protocol error instead of NOAUTH.
+  static constexpr std::array<std::string_view, 3> phrases = {
+    "unauthenticated multibulk", "unauthenticated bulk", "Authentication required"};
+  return has_code(message, "NOAUTH") || has_phrase(message, phrases);
+}
+
 ExitCode classify_error(std::string_view message)
 {
-  // Scripts wrap errors ("ERR Error running script ... NOPERM ..."), so look past the prefix too.
-  static constexpr std::array<std::string_view, 3> auth_codes = {"NOAUTH", "WRONGPASS", "NOPERM"};
-  static constexpr std::array<std::string_view, 6> unavailable_codes = {
-    "LOADING", "READONLY", "MASTERDOWN", "BUSY", "CLUSTERDOWN", "TRYAGAIN"};
-  for (auto code : auth_codes) {
-    if (starts_with_word(message, code) || message.find(std::string(code) + " ") != std::string_view::npos) {
-      return ExitCode::auth;
-    }
-  }
+  static constexpr std::array<std::string_view, 2> auth_codes = {"WRONGPASS", "NOPERM"};
   // Older servers word these without an error code; Redis 7.0 reports a command denied inside
-  // a script as a plain ERR (Valkey 8 as "ACL failure in script"); and before AUTH, Redis refuses requests of more than 10 arguments
-  // as a protocol error.
-  static constexpr std::array<std::string_view, 6> auth_phrases = {
+  // a script as a plain ERR (Valkey 8 as "ACL failure in script").
+  static constexpr std::array<std::string_view, 5> auth_phrases = {
     "invalid password", "AUTH <password> called without any password configured",
     "invalid username-password pair", "can't run this command or subcommand",
-    "unauthenticated multibulk", "ACL failure in script"};
-  for (auto phrase : auth_phrases) {
-    if (message.find(phrase) != std::string_view::npos) {
-      return ExitCode::auth;
-    }
+    "ACL failure in script"};
+  static constexpr std::array<std::string_view, 7> unavailable_codes = {
+    "LOADING", "READONLY", "MASTERDOWN", "BUSY", "CLUSTERDOWN", "TRYAGAIN", "OOM"};
+  if (asks_for_password(message) || has_any_code(message, auth_codes)
+      || has_phrase(message, auth_phrases)) {
+    return ExitCode::auth;
   }
-  for (auto code : unavailable_codes) {
-    if (starts_with_word(message, code)) {
-      return ExitCode::unavailable;
-    }
+  if (has_any_code(message, unavailable_codes)) {
+    return ExitCode::unavailable;
   }
   return ExitCode::internal;
 }

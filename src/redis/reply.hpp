@@ -19,8 +19,13 @@ struct ReplyDeleter {
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
 // Maps a Redis error reply to the contract's exit status: NOAUTH/WRONGPASS/NOPERM are 77,
-// LOADING/READONLY/MASTERDOWN/BUSY/CLUSTERDOWN/TRYAGAIN are 69 (retryable), anything else 70.
+// LOADING/READONLY/MASTERDOWN/BUSY/CLUSTERDOWN/TRYAGAIN/OOM are 69 (the service cannot serve
+// now), anything else 70. The code is found past a script's wrapper too.
 ExitCode classify_error(std::string_view message);
+
+// Whether an error reply means "authenticate first", so a client that sent no password can
+// say how to give one instead of showing Redis's words (NOAUTH, "unauthenticated multibulk").
+bool asks_for_password(std::string_view message);
 
 // Throws the classified Error if reply is an error reply; `what` names the request.
 void throw_if_error(const redisReply& reply, std::string_view what);

@@ -57,18 +57,21 @@ std::string printable(std::string_view text)
 {
   std::string out;
   out.reserve(text.size());
-  for (char c : text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
     auto byte = static_cast<unsigned char>(c);
+    std::size_t length = utf8_char_length(text.substr(i));
     if (c == '\t') {
       out += "\\t";
     } else if (c == '\n') {
       out += "\\n";
     } else if (c == '\r') {
       out += "\\r";
-    } else if (byte < 0x20 || byte == 0x7f) {
+    } else if (byte < 0x20 || byte == 0x7f || length == 0) {
       out += fmt::format("\\x{:02x}", byte);
     } else {
-      out.push_back(c);
+      out.append(text.substr(i, length));
+      i += length - 1;
     }
   }
   return out;

@@ -129,12 +129,30 @@ ps_args_of_tree() {
   assert_output 0
 }
 
-@test "no password at all gives 77 (NOAUTH)" {
+# needs_password URL: $stderr is one line naming URL that says how to give the password, in
+# place of Redis's NOAUTH or "unauthenticated multibulk length" (run's script has more than 10
+# arguments, which Redis refuses before AUTH as a protocol error).
+needs_password() {
+  one_line
+  assert_equal "$stderr" "dlock: $1: the server requires a password: give it with --password-file FILE or DLOCK_PASSWORD"
+}
+
+@test "no password at all gives 77 and says how to give one" {
   dl 77 run -k a -- echo ran
   refute_output --partial ran
-  one_line
+  needs_password "unix://$REDIS_SOCK"
   dl 77 -u "$TCP_URL" run -k a -- true
-  one_line
+  needs_password "$TCP_URL"
+  dl 77 -u "$TCP_URL/2" run -k a -n -- true
+  needs_password "$TCP_URL/2"
+  dl 77 status a
+  needs_password "unix://$REDIS_SOCK"
+  dl 77 -u "$TCP_URL" acquire -k a -t 10s
+  needs_password "$TCP_URL"
+  dl 77 list
+  needs_password "unix://$REDIS_SOCK"
+  run -0 rcli dbsize
+  assert_output 0
 }
 
 @test "an unreadable password file gives 78 and the command does not run" {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 using dlock::ExitCode;
+using dlock::redis::asks_for_password;
 using dlock::redis::classify_error;
 
 TEST(ReplyErrors, AuthenticationAndPermission)
@@ -25,8 +26,46 @@ TEST(ReplyErrors, UnavailableIsRetryable)
   EXPECT_EQ(classify_error("BUSY Redis is busy running a script."), ExitCode::unavailable);
 }
 
+// The texts Redis 7.0.15 and Valkey 8.0.1 send (the end-to-end tests provoke each of them).
+// The wrapped "-OOM" is how Redis 6.2's scripting.c words it (luaPushError with shared.oomerr,
+// inside "Error running script"): assumed from its source, not seen here.
+TEST(ReplyErrors, UnavailableInTheServersOwnWords)
+{
+  EXPECT_EQ(classify_error("OOM command not allowed when used memory > 'maxmemory'."), ExitCode::unavailable);
+  EXPECT_EQ(classify_error("OOM command not allowed when used memory > 'maxmemory'. script: "
+                           "7837034b75a4264093007c2721a1fc3e53a0cde4, on @user_script:21."),
+            ExitCode::unavailable);
+  EXPECT_EQ(classify_error("ERR Error running script (call to f_7837034b75a4264093007c2721a1fc3e53a0cde4): "
+                           "@user_script:21: @user_script: 21: -OOM command not allowed when used "
+                           "memory > 'maxmemory'. "),
+            ExitCode::unavailable);
+  EXPECT_EQ(classify_error("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."),
+            ExitCode::unavailable);
+  EXPECT_EQ(classify_error("CLUSTERDOWN Hash slot not served"), ExitCode::unavailable);
+  EXPECT_EQ(classify_error("CLUSTERDOWN The cluster is down"), ExitCode::unavailable);
+  EXPECT_EQ(classify_error("LOADING Redis is loading the dataset in memory"), ExitCode::unavailable);
+  EXPECT_EQ(classify_error("LOADING Valkey is loading the dataset in memory"), ExitCode::unavailable);
+  EXPECT_EQ(classify_error("READONLY You can't write against a read only replica. script: "
+                           "7837034b75a4264093007c2721a1fc3e53a0cde4, on @user_script:21."),
+            ExitCode::unavailable);
+}
+
+TEST(ReplyErrors, NoPasswordSent)
+{
+  EXPECT_TRUE(asks_for_password("NOAUTH Authentication required."));
+  EXPECT_TRUE(asks_for_password("ERR Protocol error: unauthenticated multibulk length"));
+  EXPECT_TRUE(asks_for_password("ERR Protocol error: unauthenticated bulk length"));
+  EXPECT_FALSE(asks_for_password("WRONGPASS invalid username-password pair or user is disabled."));
+  EXPECT_FALSE(asks_for_password("NOPERM User u has no permissions to run the 'evalsha' command"));
+  EXPECT_EQ(classify_error("NOAUTH Authentication required."), ExitCode::auth);
+}
+
 TEST(ReplyErrors, OthersAreInternal)
 {
   EXPECT_EQ(classify_error("ERR unknown command 'EVALSHA'"), ExitCode::internal);
   EXPECT_EQ(classify_error("WRONGTYPE Operation against a key holding the wrong kind of value"), ExitCode::internal);
+  // A code must be a word of its own.
+  EXPECT_EQ(classify_error("BUSYKEY Target key name already exists."), ExitCode::internal);
+  EXPECT_EQ(classify_error("ERR unknown command 'OOMS', with args beginning with: "), ExitCode::internal);
+  EXPECT_EQ(classify_error("ERR DB index is out of range"), ExitCode::internal);
 }

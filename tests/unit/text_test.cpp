@@ -41,6 +41,7 @@ TEST(Text, PrintableKeepsOneLine)
 {
   EXPECT_EQ(printable("a\tb\nc\x01"), "a\\tb\\nc\\x01");
   EXPECT_EQ(printable("plain é"), "plain é");
+  EXPECT_EQ(printable("bad \xff\xc3("), "bad \\xff\\xc3(");
 }
 
 TEST(Json, EscapesAndKeepsUtf8Valid)
