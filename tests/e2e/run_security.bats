@@ -42,14 +42,7 @@ setup() {
   TCP_URL=redis://127.0.0.1:$REDIS_PORT
 }
 
-teardown() {
-  local pid
-  if [ -e "$T/bg.pid" ]; then
-    while read -r pid; do
-      kill -9 "$pid" 2>/dev/null || true
-    done <"$T/bg.pid"
-  fi
-}
+teardown() { kill_recorded; }
 
 # refute_secrets TEXT...: fails if any password of this file occurs in TEXT.
 refute_secrets() {
