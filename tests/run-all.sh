@@ -3,7 +3,8 @@
 # the unit tests and the bats end-to-end tests (which start their own redis-server), then
 # builds again with AddressSanitizer and UndefinedBehaviorSanitizer and runs everything again.
 # When valkey-server is installed, the end-to-end tests run against Valkey too; at the end
-# the .deb is built, installed, exercised and removed (packaging/test-deb.sh).
+# the .deb is built, installed, exercised and removed (packaging/test-deb.sh). tests/faults
+# (servers restarted under a running dlock) runs beside tests/e2e.
 # Usage: tests/run-all.sh [--no-sanitize]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +41,7 @@ run_suite() {
   grep -q '^\[  PASSED  \]' "$log" || grep -q '^\[  FAILED  \]' "$log" || failed=$((failed + 1))
 
   echo "=== $name: end-to-end tests (bats, $(redis-server --version | cut -d' ' -f1-3))"
-  run_bats "$dir" tests/e2e
+  run_bats "$dir" tests/e2e tests/faults
 }
 
 # run_bats BUILD_DIR FILES...: the bats files against that build's dlock, counted.
@@ -57,7 +58,7 @@ start=$SECONDS
 run_suite "release build" build
 if command -v valkey-server >/dev/null; then
   echo "=== end-to-end tests against $(valkey-server --version | cut -d' ' -f1-3)"
-  REDIS_SERVER=valkey-server run_bats build tests/e2e
+  REDIS_SERVER=valkey-server run_bats build tests/e2e tests/faults
 fi
 if [ "$sanitize" = 1 ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
