@@ -10,7 +10,7 @@ namespace dlock::lock {
 struct LockKeys {
   std::string name;   // the user's lock name
   std::string lock;   // prefix{name}: the holder's token, with the lease as its TTL
-  std::string fence;  // prefix{name}:fence: fencing counter, never expires
+  std::string fence;  // prefix{name}:fence: fencing counter, kept 7 days past the last use
   std::string holder; // prefix{name}:holder: metadata hash, expires with the lock
   std::string waiters; // prefix{name}:waiters: zset of waiting ids scored by expiry (ms)
   std::string queue;   // prefix{name}:queue: zset of --fair ids scored by arrival

@@ -41,9 +41,17 @@ if mode == 'fair' and not redis.call('ZSCORE', KEYS[5], id) then
 end
 local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
 if (head == nil or head == id) and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local fence = redis.call('INCR', KEYS[2])
+  -- The fencing counter counts on by one while it exists. A missing one (never used, expired,
+  -- or lost to a restart without persistence, an eviction or a failover) restarts at the
+  -- server's clock in microseconds: a counter started at the clock grows by one per
+  -- acquisition, far slower than the clock, so this is above every token it can have issued.
+  -- That lets it expire like every other key. Exact in Lua's doubles (below 2^53 until 2255).
+  local last = redis.call('GET', KEYS[2])
+  local fence = last and tonumber(last) + 1 or t[1] * 1000000 + t[2]
+  local fence_text = string.format('%d', fence)
+  redis.call('SET', KEYS[2], fence_text, 'PX', math.max(7 * 86400000, 2 * tonumber(ARGV[2])))
   redis.call('HSET', KEYS[3], 'host', ARGV[3], 'pid', ARGV[4], 'user', ARGV[5],
-             'command', ARGV[6], 'acquired_ms', string.format('%d', now), 'fence', fence,
+             'command', ARGV[6], 'acquired_ms', string.format('%d', now), 'fence', fence_text,
              'ttl_ms', ARGV[2])
   redis.call('PEXPIRE', KEYS[3], ARGV[2])
   if mode == 'fair' then

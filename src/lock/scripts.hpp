@@ -7,8 +7,9 @@ namespace dlock::lock::scripts {
 // KEYS: lock, fence, holder, waiters, queue, queue-expiry.
 // ARGV: token, ttl_ms, host, pid, user, command, waiter_id, mode, max_block_ms.
 // Takes the lock if free (and, for mode "fair", if this waiter heads the queue; unfair
-// acquirers let a non-empty fair queue go first) and, atomically with it, bumps the fencing
-// counter and stores the holder metadata: {1, fence}. Otherwise, in the same step, registers
+// acquirers let a non-empty fair queue go first) and, atomically with it, takes the next
+// fencing token (never below one issued before, even if the counter was lost) and stores the
+// holder metadata: {1, fence}. Otherwise, in the same step, registers
 // the waiter (mode "wait": in the waiters set; "fair": in the queue; "once": not at all), so a
 // release can never slip between the failed attempt and the wait, and returns
 // {0, pttl, holder-hash, block_ms}: how long to block on the wake list before trying again.

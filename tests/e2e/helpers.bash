@@ -75,6 +75,16 @@ wait_for() {
   done
 }
 
+# kill_recorded [FILE]: SIGKILLs every pid listed in FILE (default: this test's bg.pid, where
+# tests record their background processes), for teardown.
+kill_recorded() {
+  local file=${1:-$BATS_TEST_TMPDIR/bg.pid} pid
+  [ -e "$file" ] || return 0
+  while read -r pid; do
+    kill -9 "$pid" 2>/dev/null || true
+  done <"$file"
+}
+
 # Whether a process is alive (and not a zombie).
 alive() {
   local state

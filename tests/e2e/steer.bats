@@ -89,15 +89,16 @@ $code
 # status
 
 @test "status of a held lock: exit 0, human fields, JSON fields, pid, TTL and fencing token" {
-  # Two earlier holders, so the fencing token is 3 for the one we look at.
-  run -0 "$DLOCK" run -k st -- true
+  # Two earlier holders, so the fencing token is the first one's plus 2 for the one we look at.
+  run -0 "$DLOCK" run -k st -- sh -c 'echo "$DLOCK_FENCING_TOKEN"'
+  local first=$output
   run -0 "$DLOCK" run -k st -- true
   start_bg holder "$DLOCK" run -k st -t 20s -- sh -c 'echo "$DLOCK_FENCING_TOKEN" >"$1.tmp"; mv "$1.tmp" "$1"; exec sleep 30' sh "$T/fence"
   local pid=$BG_PID
   wait_for '[ -s "$T/fence" ]' 10
   local fence
   fence=$(cat "$T/fence")
-  [ "$fence" = 3 ]
+  [ "$fence" = $((first + 2)) ]
 
   run -0 --separate-stderr "$DLOCK" status st
   [ -z "$stderr" ]
@@ -144,12 +145,13 @@ assert d["last_fencing_token"] == 0 and d["waiters"] == 0, d
 '
   # A lock that was held and released: free, but the last fencing token is remembered.
   run -0 "$DLOCK" run -k used -- true
-  run -0 "$DLOCK" run -k used -- true
+  run -0 "$DLOCK" run -k used -- sh -c 'echo "$DLOCK_FENCING_TOKEN"'
+  local last=$output
   run -1 "$DLOCK" status used --json
   json_ok '
 assert d["held"] is False and d["holder"] is None and d["fencing_token"] is None, d
-assert d["last_fencing_token"] == 2, d
-'
+assert d["last_fencing_token"] == int(A[0]), d
+' "$last"
 }
 
 @test "status: 64 for a bad key, 69 when Redis is unreachable" {
@@ -244,8 +246,8 @@ assert d["last_fencing_token"] == 2, d
   [[ ${lines[0]} =~ ^KEY\ +HOLDER\ +PID\ +HELD\ +TTL\ +FENCE\ +WAITERS\ +COMMAND$ ]]
   [ "$(printf '%s\n' "$output" | awk 'NR > 1 { print $1 }' | tr '\n' ' ')" = "ci-alpha ci-build web " ]
   assert_line --regexp "^ci-alpha +$(id -un)@$(uname -n) +$alpha_pid +.*bash -c"
-  assert_line --regexp "^ci-build +$(id -un)@$(uname -n) +$build_pid +.* 1 +0 +sleep 31\$"
-  assert_line --regexp "^web +$(id -un)@$(uname -n) +$web_pid +.* 1 +0 +sleep 30\$"
+  assert_line --regexp "^ci-build +$(id -un)@$(uname -n) +$build_pid +.* [1-9][0-9]* +0 +sleep 31\$"
+  assert_line --regexp "^web +$(id -un)@$(uname -n) +$web_pid +.* [1-9][0-9]* +0 +sleep 30\$"
 
   run -0 "$DLOCK" list --json
   [ "${#lines[@]}" -eq 1 ]
@@ -257,7 +259,7 @@ for s in d["locks"]:
     assert set(s) == STATUS_FIELDS, sorted(s)
     held_status(s)
     assert 0 < s["ttl_ms"] <= 60000, s
-    assert s["fencing_token"] == 1, s
+    assert s["fencing_token"] == s["last_fencing_token"], s
 pids = {s["key"]: s["holder"]["pid"] for s in d["locks"]}
 assert pids == {"ci-alpha": int(A[0]), "ci-build": int(A[1]), "web": int(A[2])}, pids
 assert d["locks"][2]["holder"]["command"] == "sleep 30", d["locks"][2]
@@ -564,20 +566,21 @@ assert set(d) == {"version", "key", "token", "fencing_token", "ttl_ms"}, sorted(
 assert d["version"] == 1 and is_int(d["version"]), d
 assert d["key"] == "js", d
 assert type(d["token"]) is str and re.match(r"^[0-9a-f]{32}$", d["token"]), d
-assert is_int(d["fencing_token"]) and d["fencing_token"] == 1, d
+assert is_int(d["fencing_token"]) and d["fencing_token"] >= 1, d
 assert is_int(d["ttl_ms"]) and d["ttl_ms"] == 30000, d
 '
-  local tok
+  local tok first
   tok=$(json_ok 'print(d["token"])')
+  first=$(json_ok 'print(d["fencing_token"])')
   run -0 rcli get 'dlock:{js}'
   assert_output "$tok"
   run -0 "$DLOCK" status js --json
-  json_ok 'assert d["fencing_token"] == 1 and 0 < d["ttl_ms"] <= 30000, d'
+  json_ok 'assert d["fencing_token"] == int(A[0]) and 0 < d["ttl_ms"] <= 30000, d' "$first"
   run -0 "$DLOCK" release -k js --token "$tok"
 
   # Every acquisition of the key, whichever way, takes the next fencing token.
   local expected
-  for expected in 2 3 4; do
+  for expected in $((first + 1)) $((first + 2)) $((first + 3)); do
     run -0 "$DLOCK" acquire -k js -t 1m --json
     tok=$(json_ok '
 assert d["fencing_token"] == int(A[0]) and d["ttl_ms"] == 60000, d
@@ -587,16 +590,21 @@ print(d["token"])' "$expected")
     run -0 "$DLOCK" release -k js --token "$tok"
   done
   run -1 "$DLOCK" status js --json
-  json_ok 'assert d["fencing_token"] is None and d["last_fencing_token"] == 4, d'
+  json_ok 'assert d["fencing_token"] is None and d["last_fencing_token"] == int(A[0]) + 3, d' "$first"
   run -0 "$DLOCK" run -k js -- sh -c 'echo "$DLOCK_FENCING_TOKEN"'
-  assert_output 5
+  assert_output $((first + 4))
   "$DLOCK" acquire -k js -t 1m >/dev/null
   run -0 "$DLOCK" release -k js --force
   run -0 "$DLOCK" acquire -k js -t 1m --json
-  json_ok 'assert d["fencing_token"] == 7, d'
+  json_ok 'assert d["fencing_token"] == int(A[0]) + 6, d' "$first"
   # A different key has its own counter.
   run -0 "$DLOCK" acquire -k js2 -t 1m --json
-  json_ok 'assert d["fencing_token"] == 1, d'
+  local other
+  other=$(json_ok 'print(d["fencing_token"])')
+  run -0 rcli get 'dlock:{js2}:fence'
+  assert_output "$other"
+  run -0 rcli get 'dlock:{js}:fence'
+  assert_output $((first + 6))
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -6,22 +6,13 @@
 
 load helpers
 
-setup() {
-  export T=$BATS_TEST_TMPDIR
-  : >"$T/servers.pid"
-}
-
-teardown() {
-  local pid
-  while read -r pid; do
-    kill -9 "$pid" 2>/dev/null || true
-  done <"$T/servers.pid"
-}
+setup() { export T=$BATS_TEST_TMPDIR; }
+teardown() { kill_recorded; }
 
 # background COMMAND...: runs COMMAND in the background, outside this shell's job table (no
-# "Killed" notice when teardown kills it), without bats' fd 3; its pid goes to servers.pid.
+# "Killed" notice when teardown kills it), without bats' fd 3; its pid goes to bg.pid.
 background() {
-  ("$@" 3>&- & echo $! >>"$T/servers.pid")
+  ("$@" 3>&- & echo $! >>"$T/bg.pid")
 }
 
 # start_server NAME [redis-server args...]: starts a server in $T/NAME on a free loopback port
