@@ -85,6 +85,26 @@ kill_recorded() {
   done <"$file"
 }
 
+# start_bg NAME COMMAND...: runs COMMAND in the background with stdout and stderr in $T/NAME.out
+# and $T/NAME.err, without bats' fd 3 (so a leftover cannot hang bats), its pid recorded in
+# $T/bg.pid for kill_recorded; sets BG_PID.
+start_bg() {
+  local name=$1
+  shift
+  "$@" >"$T/$name.out" 2>"$T/$name.err" 3>&- &
+  BG_PID=$!
+  echo "$BG_PID" >>"$T/bg.pid"
+}
+
+# Milliseconds since the epoch, into the variable named $1 (no fork, for tight polling).
+ms_into() {
+  local us=${EPOCHREALTIME/[.,]/}
+  printf -v "$1" '%d' $((us / 1000))
+}
+
+# key_exists NAME: whether the lock NAME (default prefix) is held in Redis.
+key_exists() { [ "$(rcli exists "dlock:{$1}")" = 1 ]; }
+
 # Whether a process is alive (and not a zombie).
 alive() {
   local state

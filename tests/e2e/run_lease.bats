@@ -26,22 +26,6 @@ teardown() {
   done
 }
 
-# start_bg NAME COMMAND...: runs COMMAND in the background with stdout and stderr in $T/NAME.out
-# and $T/NAME.err, without bats' fd 3 (so a leftover cannot hang bats); sets BG_PID.
-start_bg() {
-  local name=$1
-  shift
-  "$@" >"$T/$name.out" 2>"$T/$name.err" 3>&- &
-  BG_PID=$!
-  echo "$BG_PID" >>"$T/bg.pid"
-}
-
-# Milliseconds since the epoch, into the variable named $1 (no fork, for tight polling).
-ms_into() {
-  local us=${EPOCHREALTIME/[.,]/}
-  printf -v "$1" '%d' $((us / 1000))
-}
-
 # wait_dead MAX_MS PID...: polls (one ps per round) until every PID is gone or a zombie;
 # sets DEAD_AT to the time that was first seen; fails after MAX_MS.
 wait_dead() {
@@ -83,7 +67,6 @@ watch_death() {
   echo $! >>"$T/watch.pid"
 }
 
-key_exists() { [ "$(rcli exists "dlock:{$1}")" = 1 ]; }
 
 # A command tree: the command ($T/cmd.pid), a child sleep ($T/child.pid), a child shell
 # ($T/mid.pid) and its own sleep, a grandchild of the command ($T/gc.pid). All of them hold

@@ -27,17 +27,6 @@ teardown() {
   [ -S "$T/tmux.sock" ] && tmux -S "$T/tmux.sock" kill-server 2>/dev/null || true
 }
 
-# start_bg NAME COMMAND...: COMMAND in the background, output in $T/NAME.out and .err, without
-# bats' fd 3; sets BG_PID.
-start_bg() {
-  local name=$1
-  shift
-  "$@" >"$T/$name.out" 2>"$T/$name.err" 3>&- &
-  BG_PID=$!
-  echo "$BG_PID" >>"$T/bg.pid"
-}
-
-key_exists() { [ "$(rcli exists "dlock:{$1}")" = 1 ]; }
 gone() { ! alive "$1"; }
 
 # ---------------------------------------------------------------------------------------------

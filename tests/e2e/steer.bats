@@ -38,16 +38,6 @@ teardown() {
   for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
 }
 
-# start_bg NAME COMMAND...: runs COMMAND in the background, stdout/stderr in $T/NAME.out and
-# $T/NAME.err, without bats' fd 3 (a leftover cannot hang bats); sets BG_PID.
-start_bg() {
-  local name=$1
-  shift
-  "$@" >"$T/$name.out" 2>"$T/$name.err" 3>&- &
-  BG_PID=$!
-  echo "$BG_PID" >>"$T/bg.pid"
-}
-
 # held KEY [PREFIX]: whether the lock key exists in Redis.
 held() { [ "$(rcli exists "${2:-dlock:}{$1}")" = 1 ]; }
 

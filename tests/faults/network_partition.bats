@@ -58,11 +58,6 @@ partition() {
 }
 heal() { in_ns iptables -F INPUT 2>/dev/null || true; }
 
-ms_into() {
-  local us=${EPOCHREALTIME/[.,]/}
-  printf -v "$1" '%d' $((us / 1000))
-}
-
 @test "partition while the command runs: it is dead before the lease can expire, dlock exits 76" {
   in_ns "$DLOCK" -u "$TCP_URL" run -k part -t 2s -- sh -c 'echo $$ >"$T/cmd.pid"
       while :; do date +%s%3N >"$T/beat.tmp"; mv "$T/beat.tmp" "$T/beat"; sleep 0.01; done' \
