@@ -17,12 +17,9 @@ setup() {
 # Thaws Redis and dlock, SIGKILLs every process the test recorded in $T/*.pid, stops tmux.
 teardown() {
   kill -CONT "$REDIS_PID" 2>/dev/null || true
-  local file pid
+  local file
   for file in "$T"/*.pid; do
-    [ -e "$file" ] || continue
-    while read -r pid; do
-      [ -n "$pid" ] && { kill -CONT "$pid"; kill -9 "$pid"; } 2>/dev/null || true
-    done <"$file"
+    kill_recorded "$file"
   done
   [ -S "$T/tmux.sock" ] && tmux -S "$T/tmux.sock" kill-server 2>/dev/null || true
 }

@@ -40,12 +40,9 @@ setup() {
 
 teardown() {
   heal
-  local file pid
+  local file
   for file in "$T"/*.pid; do
-    [ -e "$file" ] || continue
-    while read -r pid; do
-      [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
-    done <"$file"
+    kill_recorded "$file"
   done
 }
 
