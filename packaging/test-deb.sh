@@ -99,11 +99,13 @@ for _ in $(seq 100); do
   sleep 0.05
 done
 redis_pid=$(cat "$tmp/redis.pid") || fail "redis-server did not start: $(cat "$tmp/redis.log")"
-/usr/bin/dlock --url "unix://$tmp/redis.sock" run -k pkg-test -- true || fail "dlock run failed ($?)"
+first=$(/usr/bin/dlock --url "unix://$tmp/redis.sock" run -k pkg-test -- sh -c 'echo "$DLOCK_FENCING_TOKEN"') \
+  || fail "dlock run failed ($?)"
 out=$(/usr/bin/dlock --url "unix://$tmp/redis.sock" run -k pkg-test -- sh -c 'echo "$DLOCK_KEY"') \
   || fail "dlock run failed ($?)"
 [ "$out" = pkg-test ] || fail "the command saw DLOCK_KEY=$out"
-[ "$(redis-cli -s "$tmp/redis.sock" get 'dlock:{pkg-test}:fence')" = 2 ] || fail "fencing counter is not 2"
+[ "$(redis-cli -s "$tmp/redis.sock" get 'dlock:{pkg-test}:fence')" = $((first + 1)) ] \
+  || fail "the fencing counter did not count the second holder (first token $first)"
 rc=0
 /usr/bin/dlock --url "unix://$tmp/redis.sock" status pkg-test >/dev/null || rc=$?
 [ "$rc" = 1 ] || fail "dlock status of a free lock gave $rc, not 1"

@@ -285,8 +285,9 @@ EOF2
   kill -KILL "$(cat "$T/cmd.pid")"
   # the renewer stops renewing and wakes dlock, which releases the lock at once
   wait_for "! key_exists zk" 3
-  term_keys 'jobs' Enter
-  term_wait 'Exit 137'
+  # dlock runs again (the job shows as continued) and ends with the command's status
+  term_keys 'wait %1; echo "status $?"' Enter
+  term_wait 'status 137'
 }
 
 @test "Ctrl-Z while waiting for the lock: dlock stops, and after fg goes on waiting and runs" {
