@@ -102,6 +102,20 @@ ms_into() {
   printf -v "$1" '%d' $((us / 1000))
 }
 
+# just_renewed NAME MIN_PTTL_MS: waits (5 s at most) until the lock NAME's PTTL is at least
+# MIN_PTTL_MS, i.e. right after a renewal, so that no renewal is in flight; sets PTTL and
+# READ_AT (ms): the lease, as Redis keeps it, ends at READ_AT + PTTL at the latest.
+just_renewed() {
+  local deadline=$(($(now_ms) + 5000))
+  while :; do
+    PTTL=$(rcli pttl "dlock:{$1}")
+    ms_into READ_AT
+    [ "$PTTL" -lt "$2" ] || return 0
+    [ "$READ_AT" -lt "$deadline" ] || { echo "no renewal seen (pttl $PTTL)"; return 1; }
+    sleep 0.005
+  done
+}
+
 # key_exists NAME: whether the lock NAME (default prefix) is held in Redis.
 key_exists() { [ "$(rcli exists "dlock:{$1}")" = 1 ]; }
 

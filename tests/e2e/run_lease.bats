@@ -152,14 +152,8 @@ EOF
   wait_pidfiles cmd child mid gc
   # Freeze right after a renewal (PTTL close to the TTL): no renewal can then be in flight
   # between reading the PTTL and the freeze, and the lease ends at read time + PTTL at most.
-  local pttl=0 read_at=0 frozen_at=0 deadline=$(($(now_ms) + 5000))
-  while :; do
-    pttl=$(rcli pttl 'dlock:{frz}')
-    ms_into read_at
-    [ "$pttl" -lt 2850 ] || break
-    [ "$read_at" -lt "$deadline" ] || { echo "no renewal seen (pttl $pttl)"; false; }
-    sleep 0.005
-  done
+  just_renewed frz 2850
+  local read_at=$READ_AT pttl=$PTTL frozen_at=0
   kill -STOP "$REDIS_PID"
   ms_into frozen_at
   local expires_at=$((read_at + pttl))

@@ -67,14 +67,8 @@ heal() { in_ns iptables -F INPUT 2>/dev/null || true; }
   wait_for "[ -s '$T/cmd.pid' ] && [ -s '$T/beat' ]"
   # Cut right after a renewal, so that no renewal is in flight and the lease (as Redis keeps
   # it) ends at read time + PTTL at the latest.
-  local pttl=0 read_at=0 deadline=$(($(now_ms) + 5000))
-  while :; do
-    pttl=$(rcli pttl 'dlock:{part}')
-    ms_into read_at
-    [ "$pttl" -lt 1900 ] || break
-    [ "$read_at" -lt "$deadline" ] || { echo "no renewal seen (pttl $pttl)"; false; }
-    sleep 0.005
-  done
+  just_renewed part 1900
+  local read_at=$READ_AT pttl=$PTTL
   partition
   local expires_at=$((read_at + pttl))
   wait_for "! alive $(cat "$T/cmd.pid")" 5
