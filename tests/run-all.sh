@@ -4,10 +4,12 @@
 # tests (tests/faults: a network partition and a restart; the partition needs root and skips
 # itself otherwise). When valkey-server is installed, the end-to-end tests run against Valkey
 # too. Then an AddressSanitizer + UndefinedBehaviorSanitizer build runs the unit tests and the
-# core suites (the lease, the process tree, waiting). At the end the .deb is built, checked
-# with lintian, installed, exercised and removed (packaging/test-deb.sh).
-# Independent bats files run in parallel, one per core (GNU parallel), each with its own
-# servers on their own sockets and ports.
+# core suites (CTest label core: dlock run, its lease, its processes, the terminal, waiting).
+# At the end the .deb is built, checked with lintian, installed, exercised and removed
+# (packaging/test-deb.sh).
+# The bats files run through CTest, one entry per file (tests/CMakeLists.txt), in parallel, one
+# per core, each with its own servers on their own sockets and ports; a failing file's whole
+# TAP output is printed, and every bats test is counted in the closing line.
 # Usage: tests/run-all.sh [--no-sanitize]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,14 +21,9 @@ packaging/install-deps.sh test
 
 passed=0
 failed=0
+skipped=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-
-# The suites whose code the sanitizers watch: dlock run's lease, its process tree and waiting.
-core_suites=(tests/e2e/run_basics.bats tests/e2e/run_lease.bats tests/e2e/run_promises.bats
-  tests/e2e/waiting.bats)
-jobs=()
-command -v parallel >/dev/null && jobs=(--jobs "$(nproc)" --no-parallelize-within-files)
 
 # build NAME BUILD_DIR CMAKE_ARGS...: configures and builds; 1 if the build failed.
 build() {
@@ -53,30 +50,51 @@ unit_tests() {
   grep -q '^\[  PASSED  \]' "$log" || grep -q '^\[  FAILED  \]' "$log" || failed=$((failed + 1))
 }
 
-# run_bats NAME BUILD_DIR FILES...: the bats files against that build's dlock, counted.
+# run_bats NAME BUILD_DIR CTEST_ARGS...: the bats files of that build (CTest entries, chosen by
+# label), counted per bats test from the TAP output that CTest keeps in LastTest.log.
 run_bats() {
-  local name=$1 dir=$2
+  local name=$1 dir=$2 rc=0
   shift 2
-  echo "=== $name: end-to-end tests (bats, $("${REDIS_SERVER:-redis-server}" --version | cut -d' ' -f1-3))"
-  DLOCK_BIN=$PWD/$dir/src/dlock bats "${jobs[@]}" --formatter tap "$@" | tee "$log" || true
-  passed=$((passed + $(grep -c '^ok ' "$log" || true)))
-  failed=$((failed + $(grep -c '^not ok ' "$log" || true)))
-  grep -q '^1\.\.' "$log" || failed=$((failed + 1))
+  echo "=== $name: end-to-end tests (bats through ctest $*, $("${REDIS_SERVER:-redis-server}" --version | cut -d' ' -f1-3))"
+  local tap=$dir/Testing/Temporary/LastTest.log ok not_ok skips
+  rm -f "$tap"
+  ctest --test-dir "$dir" -j"$(nproc)" --output-on-failure --no-tests=error "$@" || rc=$?
+  touch "$tap"
+  ok=$(grep -c '^ok ' "$tap" || true)
+  skips=$(grep -c '^ok .* # skip' "$tap" || true)
+  not_ok=$(grep -c '^not ok ' "$tap" || true)
+  # each skipped and failed bats test, after the name of its CTest entry (its file)
+  awk '/^[0-9]+\/[0-9]+ Testing: / { file = $3 } /^ok .* # skip/ { print "skipped: " file ": " $0 }
+    /^not ok / { print "FAILED: " file ": " $0 }' "$tap"
+  passed=$((passed + ok - skips))
+  skipped=$((skipped + skips))
+  failed=$((failed + not_ok))
+  if [ "$rc" -ne 0 ] && [ "$not_ok" -eq 0 ]; then
+    echo "not ok: ctest failed (exit $rc) with no failing bats test: a file that crashed or timed out"
+    failed=$((failed + 1))
+  fi
 }
 
 start=$SECONDS
+echo "=== layers of src/ (tests/check-layers.sh)"
+if tests/check-layers.sh; then
+  passed=$((passed + 1))
+else
+  echo "not ok: tests/check-layers.sh"
+  failed=$((failed + 1))
+fi
 if build "release build" build; then
   unit_tests "release build" build
-  run_bats "release build" build tests/e2e tests/faults
+  run_bats "release build" build -L 'e2e|faults'
   if command -v valkey-server >/dev/null; then
-    REDIS_SERVER=valkey-server run_bats "Valkey" build tests/e2e
+    REDIS_SERVER=valkey-server run_bats "Valkey" build -L e2e
   fi
 fi
 if [ "$sanitize" = 1 ]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
   if build "ASan+UBSan build" build-sanitize -DDLOCK_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug; then
     unit_tests "ASan+UBSan build" build-sanitize
-    run_bats "ASan+UBSan build" build-sanitize "${core_suites[@]}"
+    run_bats "ASan+UBSan build" build-sanitize -L core
   fi
   unset ASAN_OPTIONS UBSAN_OPTIONS
 fi
@@ -88,5 +106,5 @@ else
   failed=$((failed + 1))
 fi
 echo "=== finished in $((SECONDS - start)) s"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

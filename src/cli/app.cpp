@@ -2,9 +2,7 @@
 
 #include "cli/arguments.hpp"
 #include "cli/version.hpp"
-#include "commands/lease_steps.hpp"
-#include "commands/run.hpp"
-#include "commands/status.hpp"
+#include "stores/open.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
@@ -19,24 +17,31 @@ namespace {
 // Runs the parsed subcommand; throws Error for every failure.
 int dispatch(const cli::Subcommands& sub, const cli::Arguments& args)
 {
-  cli::GlobalOptions global = cli::resolve_global(args);
-  if (sub.run->parsed()) {
-    return commands::run(global, cli::resolve_run(args));
-  }
-  if (sub.status->parsed()) {
-    return commands::status(global, cli::resolve_status(args));
-  }
-  if (sub.list->parsed()) {
-    return commands::list(global, cli::resolve_list(args));
-  }
-  if (sub.acquire->parsed()) {
-    return commands::acquire(global, cli::resolve_acquire(args));
-  }
-  if (sub.renew->parsed()) {
-    return commands::renew(global, cli::resolve_renew(args));
-  }
-  if (sub.release->parsed()) {
-    return commands::release(global, cli::resolve_release(args));
+  if (sub.run->parsed() || sub.status->parsed() || sub.list->parsed() || sub.acquire->parsed()
+      || sub.renew->parsed() || sub.release->parsed()) {
+    cli::GlobalOptions global = cli::resolve_global(args);
+    // Options are checked before the store is chosen, so that a usage error wins.
+    auto with_store = [&](auto command, const auto& options) {
+      std::unique_ptr<lock::Store> store = stores::open_store(global.store);
+      commands::Context context{*store, global.store.request_timeout};
+      return command(context, options);
+    };
+    if (sub.run->parsed()) {
+      return with_store(commands::run, cli::resolve_run(args, global));
+    }
+    if (sub.status->parsed()) {
+      return with_store(commands::status, cli::resolve_status(args));
+    }
+    if (sub.list->parsed()) {
+      return with_store(commands::list, cli::resolve_list(args));
+    }
+    if (sub.acquire->parsed()) {
+      return with_store(commands::acquire, cli::resolve_acquire(args));
+    }
+    if (sub.renew->parsed()) {
+      return with_store(commands::renew, cli::resolve_renew(args));
+    }
+    return with_store(commands::release, cli::resolve_release(args));
   }
   throw Error(ExitCode::usage, "no subcommand given");
 }

@@ -1,6 +1,6 @@
 #include "cli/arguments.hpp"
 
-#include "lock/keys.hpp"
+#include "util/url.hpp"
 #include "util/error.hpp"
 
 #include <cerrno>
@@ -45,11 +45,9 @@ const std::string& required(const std::optional<std::string>& value, std::string
 }
 
 // --key (KEY for status): given, and a valid lock name.
-std::string resolve_key(const Arguments& args, std::string_view name = "--key")
+lock::LockName resolve_key(const Arguments& args, std::string_view name = "--key")
 {
-  const std::string& key = required(args.key, name);
-  lock::validate_lock_name(key);
-  return key;
+  return lock::LockName::parse(required(args.key, name));
 }
 
 // Shows an option as REQUIRED in --help, as CLI11's required() would; see required().
@@ -234,10 +232,10 @@ EnvironmentChanges hide_password(const std::string& password_file)
   EnvironmentChanges changes;
   changes.unset.emplace_back("DLOCK_PASSWORD");
   std::vector<std::string> urls = environment_urls();
-  if (std::any_of(urls.begin(), urls.end(), [](const auto& url) { return redis::url_has_password(url); })) {
+  if (std::any_of(urls.begin(), urls.end(), [](const auto& url) { return util::url_has_password(url); })) {
     std::string without;
     for (const auto& url : urls) {
-      without += (without.empty() ? "" : " ") + redis::url_without_password(url);
+      without += (without.empty() ? "" : " ") + util::url_without_password(url);
     }
     changes.set.emplace_back("DLOCK_URL", without);
   }
@@ -254,17 +252,8 @@ EnvironmentChanges hide_password(const std::string& password_file)
 GlobalOptions resolve_global(const Arguments& args)
 {
   GlobalOptions global;
-  std::vector<std::string> urls = args.urls.empty() ? environment_urls() : args.urls;
-  if (urls.empty()) {
-    urls.emplace_back("redis://127.0.0.1:6379");
-  }
-  if (urls.size() > 1) {
-    throw Error(ExitCode::usage,
-                "{} URLs given, but Redlock across several masters is not supported yet; give one "
-                "--url",
-                urls.size());
-  }
-  global.connect.endpoint = redis::parse_url(urls.front());
+  stores::StoreConfig& store = global.store;
+  store.urls = args.urls.empty() ? environment_urls() : args.urls;
   const char* env_password = std::getenv("DLOCK_PASSWORD");
   const char* env_password_file = std::getenv("DLOCK_PASSWORD_FILE");
   std::string password_file = args.password_file;
@@ -273,24 +262,23 @@ GlobalOptions resolve_global(const Arguments& args)
     password_file = env_password_file;
   }
   if (!password_file.empty()) {
-    global.connect.password = read_password_file(password_file);
+    store.password = read_password_file(password_file);
   } else if (env_password != nullptr && *env_password != '\0') {
-    global.connect.password = env_password;
+    store.password = env_password;
   }
   global.hide_password = hide_password(password_file);
-  global.connect.connect_timeout = util::parse_duration(args.connect_timeout, "--connect-timeout");
-  if (global.connect.connect_timeout.count() <= 0) {
+  store.request_timeout = util::parse_duration(args.connect_timeout, "--connect-timeout");
+  if (store.request_timeout.count() <= 0) {
     throw Error(ExitCode::usage, "--connect-timeout must be greater than zero");
   }
-  global.connect.tls = redis::TlsOptions{args.tls_ca, args.tls_cert, args.tls_key, args.tls_server_name};
-  global.prefix = args.prefix;
+  store.tls = stores::TlsFiles{args.tls_ca, args.tls_cert, args.tls_key, args.tls_server_name};
+  store.prefix = args.prefix;
   return global;
 }
 
-RunOptions resolve_run(const Arguments& args)
+commands::RunOptions resolve_run(const Arguments& args, const GlobalOptions& global)
 {
-  RunOptions run;
-  run.key = resolve_key(args);
+  commands::RunOptions run{.key = resolve_key(args)};
   if (args.ttl) {
     run.ttl = parse_ttl(*args.ttl);
   }
@@ -315,7 +303,10 @@ RunOptions resolve_run(const Arguments& args)
   if (args.kill_after) {
     run.kill_after = util::parse_duration(*args.kill_after, "--kill-after");
   }
-  run.export_password = args.export_password;
+  if (!args.export_password) {
+    run.set_env = global.hide_password.set;
+    run.unset_env = global.hide_password.unset;
+  }
   if (args.max_hold) {
     run.max_hold = util::parse_duration(*args.max_hold, "--max-hold");
     if (run.max_hold->count() <= 0) {
@@ -325,17 +316,19 @@ RunOptions resolve_run(const Arguments& args)
   return run;
 }
 
-StatusOptions resolve_status(const Arguments& args)
+commands::StatusOptions resolve_status(const Arguments& args)
 {
-  return StatusOptions{resolve_key(args, "the lock KEY"), args.json};
+  return commands::StatusOptions{resolve_key(args, "the lock KEY"), args.json};
 }
 
-ListOptions resolve_list(const Arguments& args) { return ListOptions{args.pattern, args.json}; }
-
-AcquireOptions resolve_acquire(const Arguments& args)
+commands::ListOptions resolve_list(const Arguments& args)
 {
-  AcquireOptions acquire;
-  acquire.key = resolve_key(args);
+  return commands::ListOptions{args.pattern, args.json};
+}
+
+commands::AcquireOptions resolve_acquire(const Arguments& args)
+{
+  commands::AcquireOptions acquire{.key = resolve_key(args)};
   acquire.ttl = parse_ttl(required(args.ttl, "--ttl"));
   resolve_wait(args, acquire.wait, acquire.no_wait, acquire.fair);
   acquire.conflict_exit_code = args.conflict_exit_code;
@@ -343,10 +336,9 @@ AcquireOptions resolve_acquire(const Arguments& args)
   return acquire;
 }
 
-RenewOptions resolve_renew(const Arguments& args)
+commands::RenewOptions resolve_renew(const Arguments& args)
 {
-  RenewOptions renew;
-  renew.key = resolve_key(args);
+  commands::RenewOptions renew{.key = resolve_key(args)};
   renew.token = resolve_token(args, "renew");
   if (args.ttl) {
     renew.ttl = parse_ttl(*args.ttl);
@@ -354,10 +346,9 @@ RenewOptions resolve_renew(const Arguments& args)
   return renew;
 }
 
-ReleaseOptions resolve_release(const Arguments& args)
+commands::ReleaseOptions resolve_release(const Arguments& args)
 {
-  ReleaseOptions release;
-  release.key = resolve_key(args);
+  commands::ReleaseOptions release{.key = resolve_key(args)};
   release.force = args.force;
   if (args.force && args.token) {
     throw Error(ExitCode::usage, "--token and --force cannot be used together");
@@ -410,20 +401,19 @@ bool scrub_url_passwords(int argc, char** argv)
 {
   bool found = false;
   for (char* url : url_arguments(argc, argv)) {
-    if (!redis::url_has_password(url)) {
+    auto password = util::password_span(url);
+    if (!password) {
       continue;
     }
     found = true;
     // "scheme://user:PASSWORD@rest" becomes "scheme://user:***@rest", padded with NULs.
-    char* password = std::strchr(std::strstr(url, "://") + 3, ':') + 1;
-    char* at = std::strrchr(url, '@');
-    std::string scrubbed = std::string(url, password) + "***" + at;
+    std::string scrubbed = util::url_redacted(url);
     std::size_t length = std::strlen(url);
     if (scrubbed.size() <= length) {
       std::memcpy(url, scrubbed.c_str(), scrubbed.size());
       std::memset(url + scrubbed.size(), 0, length - scrubbed.size());
     } else {
-      std::memset(password, '*', static_cast<std::size_t>(at - password)); // too short to shrink
+      std::memset(url + password->offset, '*', password->length); // too short to shrink
     }
   }
   return found;

@@ -1,6 +1,9 @@
 #pragma once
 
-#include "cli/options.hpp"
+#include "commands/lease_steps.hpp"
+#include "commands/run.hpp"
+#include "commands/status.hpp"
+#include "stores/config.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -28,7 +31,7 @@ struct Arguments {
   std::optional<std::string> wait;
   bool no_wait = false;
   bool fair = false;
-  int conflict_exit_code = 75;
+  int conflict_exit_code = static_cast<int>(ExitCode::conflict);
   bool json = false;
   std::optional<std::string> token;
   bool force = false;
@@ -55,13 +58,28 @@ struct Subcommands {
 // Declares every option and subcommand of dlock on app, bound to args.
 Subcommands define_command_line(CLI::App& app, Arguments& args);
 
+// How the environment of a command dlock runs differs from dlock's own.
+struct EnvironmentChanges {
+  std::vector<std::pair<std::string, std::string>> set;
+  std::vector<std::string> unset;
+};
+
+// Options every subcommand shares, resolved (URLs taken from -u or DLOCK_URL, password read).
+struct GlobalOptions {
+  stores::StoreConfig store;
+  // Keeps the store's password out of a command's environment (DLOCK_PASSWORD, a password
+  // in DLOCK_URL); a password file is passed on by name, so nested dlock calls still work.
+  EnvironmentChanges hide_password;
+};
+
+// Each resolve_* checks what CLI11 cannot and throws Error(usage) naming the option.
 GlobalOptions resolve_global(const Arguments& args);
-RunOptions resolve_run(const Arguments& args);
-StatusOptions resolve_status(const Arguments& args);
-ListOptions resolve_list(const Arguments& args);
-AcquireOptions resolve_acquire(const Arguments& args);
-RenewOptions resolve_renew(const Arguments& args);
-ReleaseOptions resolve_release(const Arguments& args);
+commands::RunOptions resolve_run(const Arguments& args, const GlobalOptions& global);
+commands::StatusOptions resolve_status(const Arguments& args);
+commands::ListOptions resolve_list(const Arguments& args);
+commands::AcquireOptions resolve_acquire(const Arguments& args);
+commands::RenewOptions resolve_renew(const Arguments& args);
+commands::ReleaseOptions resolve_release(const Arguments& args);
 
 // The help to point a usage error to: "dlock SUBCOMMAND --help" once a subcommand was seen on
 // the command line, else "dlock --help".

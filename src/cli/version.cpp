@@ -1,9 +1,8 @@
 #include "cli/version.hpp"
 
-#include <fmt/format.h>
-#include <hiredis/hiredis.h>
+#include "stores/open.hpp"
 
-#include "redis/tls.hpp"
+#include <fmt/format.h>
 
 #ifndef DLOCK_VERSION
 #define DLOCK_VERSION "0.0.0"
@@ -16,9 +15,8 @@ namespace dlock::cli {
 
 std::string version_text()
 {
-  return fmt::format("dlock {} (git {}; hiredis {}.{}.{}; TLS: {})", DLOCK_VERSION,
-                     DLOCK_GIT_REVISION, HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH,
-                     redis::tls_description());
+  return fmt::format("dlock {} (git {}; {})", DLOCK_VERSION, DLOCK_GIT_REVISION,
+                     stores::library_versions());
 }
 
 } // namespace dlock::cli

@@ -1,10 +1,10 @@
 #include "commands/acquire_wait.hpp"
 
+#include "util/event_loop.hpp"
 #include "util/log.hpp"
 #include "util/random.hpp"
 #include "util/text.hpp"
 
-#include <poll.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -100,18 +100,23 @@ private:
   bool m_drawn = false;
 };
 
-enum class Woken { reply, deadline, signal };
+enum class Woken { outcome, deadline, signal };
 
-// Waits for the outstanding BLPOP's reply, a signal, or until; redraws progress each second.
-Woken wait_for_wake(lock::LockClient& client, process::SignalFd& signals, TimePoint until,
+// Waits for the outcome of the wait started on the store, a signal, or until; redraws the
+// progress line each second.
+Woken wait_for_wake(lock::Store& store, process::SignalFd& signals, TimePoint until,
                     Progress& progress, int& signal)
 {
-  redis::Connection& connection = client.connection();
   auto next_redraw = now() + 1s;
   while (true) {
-    if (auto reply = connection.next_reply()) {
-      redis::throw_if_error(**reply, "waiting for the lock");
-      return Woken::reply;
+    while (std::optional<lock::Outcome> outcome = store.next_outcome()) {
+      if (outcome->op != lock::Outcome::Op::wait_for_wake) {
+        continue;
+      }
+      if (outcome->error) {
+        throw *outcome->error;
+      }
+      return Woken::outcome;
     }
     TimePoint t = now();
     if (t >= until) {
@@ -121,12 +126,13 @@ Woken wait_for_wake(lock::LockClient& client, process::SignalFd& signals, TimePo
       progress.redraw();
       next_redraw = t + 1s;
     }
-    std::array<pollfd, 2> fds{pollfd{signals.fd(), POLLIN, 0},
-                              pollfd{connection.fd(), connection.poll_events(), 0}};
-    auto wait = std::chrono::duration_cast<Millis>(std::min(until, next_redraw) - t);
-    ::poll(fds.data(), 2, static_cast<int>(wait.count()) + 1);
-    if ((fds[0].revents & POLLIN) != 0) {
-      while (auto sig = signals.read()) {
+    util::EventLoop loop;
+    loop.watch(signals.fd(), POLLIN, [&](short) {
+      while (signal == 0) {
+        std::optional<int> sig = signals.read();
+        if (!sig) {
+          break;
+        }
         if (*sig == SIGTSTP) {
           // Ctrl-Z while waiting: stop as any command would, and go on waiting after fg/bg.
           progress.clear();
@@ -134,12 +140,14 @@ Woken wait_for_wake(lock::LockClient& client, process::SignalFd& signals, TimePo
           progress.redraw();
         } else if (*sig != SIGCHLD && *sig != SIGCONT) {
           signal = *sig;
-          return Woken::signal;
         }
       }
-    }
-    if (fds[1].revents != 0) {
-      connection.process_io(fds[1].revents);
+    });
+    store.watch(loop);
+    loop.wake_at(std::min(until, next_redraw));
+    loop.wait();
+    if (signal != 0) {
+      return Woken::signal;
     }
   }
 }
@@ -162,26 +170,29 @@ WaitPolicy make_wait_policy(bool no_wait, bool fair, std::optional<Millis> wait,
   return policy;
 }
 
-WaitOutcome acquire_with_wait(lock::LockClient& client, const std::string& token, Millis ttl,
-                              const lock::HolderInfo& me, const WaitPolicy& policy,
-                              process::SignalFd& signals)
+WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
+                              const std::string& token, Millis ttl, const lock::HolderInfo& me,
+                              const WaitPolicy& policy, process::SignalFd& signals)
 {
   // TimePoint::max() stands for "wait forever".
   const TimePoint deadline = policy.wait ? now() + *policy.wait : TimePoint::max();
-  lock::WaitTicket ticket;
+  lock::Store& store = context.store;
+  lock::AcquireRequest request{token, ttl, me, {}};
+  lock::WaitTicket& ticket = request.ticket;
   ticket.mode = policy.no_wait ? lock::WaitMode::once
                 : policy.fair  ? lock::WaitMode::fair
                                : lock::WaitMode::wait;
   ticket.waiter_id = util::random_token().substr(0, 16);
-  Progress progress(policy, client.keys().name);
+  Progress progress(policy, name.str());
   while (true) {
     TimePoint sent_at = now();
     ticket.max_block = deadline == TimePoint::max()
                          ? Millis(30'000)
                          : std::clamp(std::chrono::duration_cast<Millis>(deadline - sent_at),
                                       Millis(1), Millis(30'000));
+    store.start_acquire(name, request);
     lock::AcquireResult result =
-      client.try_acquire(token, ttl, me, ticket, sent_at + policy.request_timeout);
+      lock::await_outcome(store, lock::Outcome::Op::acquire, sent_at + policy.request_timeout).acquire;
     if (result.acquired) {
       progress.clear();
       return WaitOutcome{true, result.fence, sent_at, 0};
@@ -191,16 +202,17 @@ WaitOutcome acquire_with_wait(lock::LockClient& client, const std::string& token
       progress.clear();
       if (policy.report_holder) {
         if (policy.no_wait) {
-          util::log_warning("lock '{}' is held by {}", client.keys().name, holder_text(result));
+          util::log_warning("lock '{}' is held by {}", name.str(), holder_text(result));
         } else {
           util::log_warning("gave up waiting for lock '{}' after {}: held by {}",
-                            client.keys().name, util::format_duration(*policy.wait),
+                            name.str(), util::format_duration(*policy.wait),
                             holder_text(result));
         }
       }
       if (!policy.no_wait) {
         try {
-          client.withdraw(ticket, util::deadline_after(policy.request_timeout));
+          store.start_withdraw(name, ticket);
+          lock::await_outcome(store, lock::Outcome::Op::withdraw, util::deadline_after(policy.request_timeout));
         } catch (const Error&) {
           // the registration expires by itself within seconds
         }
@@ -208,17 +220,17 @@ WaitOutcome acquire_with_wait(lock::LockClient& client, const std::string& token
       return WaitOutcome{};
     }
     progress.held_by(result);
-    client.send_wait(ticket, result.block);
+    store.start_wait_for_wake(name, ticket, result.block);
     TimePoint until = std::min(deadline, t + result.block + policy.request_timeout);
     int signal = 0;
-    switch (wait_for_wake(client, signals, until, progress, signal)) {
-    case Woken::reply:
+    switch (wait_for_wake(store, signals, until, progress, signal)) {
+    case Woken::outcome:
       break; // woken by a release, or the block ended: try again
     case Woken::deadline:
-      client.connection().reset(); // abandon the BLPOP; the last attempt reconnects
+      store.abandon(); // give up the wait; the last attempt starts afresh
       break;
     case Woken::signal: {
-      client.connection().reset();
+      store.abandon();
       WaitOutcome outcome;
       outcome.signal = signal;
       return outcome;

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "lock/client.hpp"
+#include "commands/context.hpp"
 #include "process/signals.hpp"
 
 #include <optional>
@@ -32,11 +32,12 @@ struct WaitOutcome {
 
 // Takes the lock, waiting if needed without polling: each failed attempt registers this
 // process as a waiter in the same script, then it blocks on a wake list that a release
-// pushes to (BLPOP), for no longer than the holder's remaining lease, so a crashed holder is
+// pushes to, for no longer than the holder's remaining lease, so a crashed holder is
 // taken over as soon as its lease ends. --wait is enforced on the client's own clock, with a
-// last attempt at the deadline. Signals end the wait; Redis errors throw.
-WaitOutcome acquire_with_wait(lock::LockClient& client, const std::string& token,
-                              util::Millis ttl, const lock::HolderInfo& me,
-                              const WaitPolicy& policy, process::SignalFd& signals);
+// last attempt at the deadline. Signals end the wait; the store's errors throw.
+WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
+                              const std::string& token, util::Millis ttl,
+                              const lock::HolderInfo& me, const WaitPolicy& policy,
+                              process::SignalFd& signals);
 
 } // namespace dlock::commands

@@ -1,8 +1,6 @@
 #include "commands/lease_steps.hpp"
 
 #include "commands/acquire_wait.hpp"
-#include "lock/client.hpp"
-#include "lock/status.hpp"
 #include "util/json.hpp"
 #include "util/log.hpp"
 #include "util/random.hpp"
@@ -35,20 +33,18 @@ std::string parent_command_line()
 
 } // namespace
 
-int acquire(const cli::GlobalOptions& global, const cli::AcquireOptions& options)
+int acquire(Context& context, const AcquireOptions& options)
 {
-  lock::validate_lock_name(options.key);
+  const lock::LockName& name = options.key;
   process::SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2});
-  redis::Connection connection(global.connect);
-  lock::LockClient client(connection, lock::LockKeys::make(global.prefix, options.key));
   const std::string token = util::random_token();
   // The lock belongs to the calling script, which outlives this process.
   lock::HolderInfo me = lock::HolderInfo::current(parent_command_line());
   me.pid = ::getppid();
 
   WaitPolicy policy =
-    make_wait_policy(options.no_wait, options.fair, options.wait, global.connect.connect_timeout);
-  WaitOutcome outcome = acquire_with_wait(client, token, options.ttl, me, policy, signals);
+    make_wait_policy(options.no_wait, options.fair, options.wait, context.request_timeout);
+  WaitOutcome outcome = acquire_with_wait(context, name, token, options.ttl, me, policy, signals);
   if (process::stops_calling_script(outcome.signal)) {
     process::die_of_signal(outcome.signal, false); // nothing is held; the script stops too
   }
@@ -62,7 +58,7 @@ int acquire(const cli::GlobalOptions& global, const cli::AcquireOptions& options
   if (options.json) {
     out = util::JsonObject()
             .add("version", std::int64_t{1})
-            .add("key", options.key)
+            .add("key", name.str())
             .add("token", token)
             .add("fencing_token", outcome.fence)
             .add("ttl_ms", static_cast<std::int64_t>(options.ttl.count()))
@@ -73,43 +69,51 @@ int acquire(const cli::GlobalOptions& global, const cli::AcquireOptions& options
   out += "\n";
   if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
     // Nobody got the token, so nobody could ever release the lock: give it back.
-    client.release(token, util::deadline_after(global.connect.connect_timeout));
+    context.store.start_release(name, token);
+    lock::await_outcome(context.store, lock::Outcome::Op::release,
+                        util::deadline_after(context.request_timeout));
     throw Error(ExitCode::internal, "could not write the token to stdout; lock released");
   }
-  util::log_verbose("acquired lock '{}' (fencing token {})", options.key, outcome.fence);
+  util::log_verbose("acquired lock '{}' (fencing token {})", name.str(), outcome.fence);
   return 0;
 }
 
-int renew(const cli::GlobalOptions& global, const cli::RenewOptions& options)
+int renew(Context& context, const RenewOptions& options)
 {
-  lock::validate_lock_name(options.key);
-  redis::Connection connection(global.connect);
-  lock::LockClient client(connection, lock::LockKeys::make(global.prefix, options.key));
-  if (!client.renew(options.token, options.ttl, util::deadline_after(global.connect.connect_timeout))) {
-    util::log_error("lock '{}' is not held by this token (it expired or was taken over)", options.key);
+  context.store.start_renew(options.key, lock::RenewRequest{options.token, options.ttl, true});
+  if (!lock::await_outcome(context.store, lock::Outcome::Op::renew,
+                           util::deadline_after(context.request_timeout))
+         .held) {
+    util::log_error("lock '{}' is not held by this token (it expired or was taken over)",
+                    options.key.str());
     return static_cast<int>(ExitCode::lost);
   }
   return 0;
 }
 
-int release(const cli::GlobalOptions& global, const cli::ReleaseOptions& options)
+int release(Context& context, const ReleaseOptions& options)
 {
-  lock::validate_lock_name(options.key);
-  redis::Connection connection(global.connect);
-  lock::LockClient client(connection, lock::LockKeys::make(global.prefix, options.key));
-  auto deadline = util::deadline_after(global.connect.connect_timeout);
+  const lock::LockName& name = options.key;
   if (options.force) {
-    lock::LockStatus before = lock::read_status(connection, global.prefix, options.key, deadline);
-    if (client.force_release(deadline)) {
-      util::log_warning("released lock '{}' by force; evicted {} (fencing token {})", options.key,
+    lock::LockStatus before =
+      context.store.status(name, util::deadline_after(context.request_timeout));
+    context.store.start_release(name, "");
+    if (lock::await_outcome(context.store, lock::Outcome::Op::release,
+                            util::deadline_after(context.request_timeout))
+          .held) {
+      util::log_warning("released lock '{}' by force; evicted {} (fencing token {})", name.str(),
                         before.holder.describe(), before.holder.fence);
     } else {
-      util::log_warning("lock '{}' was not held", options.key);
+      util::log_warning("lock '{}' was not held", name.str());
     }
     return 0;
   }
-  if (!client.release(options.token, deadline)) {
-    util::log_error("lock '{}' is not held by this token (it expired or was taken over)", options.key);
+  context.store.start_release(name, options.token);
+  if (!lock::await_outcome(context.store, lock::Outcome::Op::release,
+                           util::deadline_after(context.request_timeout))
+         .held) {
+    util::log_error("lock '{}' is not held by this token (it expired or was taken over)",
+                    name.str());
     return static_cast<int>(ExitCode::lost);
   }
   return 0;

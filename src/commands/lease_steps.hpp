@@ -1,16 +1,46 @@
 #pragma once
 
-#include "cli/options.hpp"
+#include "commands/context.hpp"
+#include "lock/name.hpp"
+#include "util/error.hpp"
+
+#include <optional>
+#include <string>
 
 namespace dlock::commands {
 
+// `dlock acquire --key K --ttl D [--wait D | --no-wait] [--fair] [--json]`
+struct AcquireOptions {
+  lock::LockName key;
+  util::Millis ttl{30'000};
+  std::optional<util::Millis> wait{};
+  bool no_wait = false;
+  bool fair = false;
+  int conflict_exit_code = static_cast<int>(ExitCode::conflict);
+  bool json = false;
+};
+
+// `dlock renew --key K --token T [--ttl D]`
+struct RenewOptions {
+  lock::LockName key;
+  std::string token{};
+  std::optional<util::Millis> ttl{}; // nullopt: the holder's own lease length
+};
+
+// `dlock release --key K (--token T | --force)`
+struct ReleaseOptions {
+  lock::LockName key;
+  std::string token{}; // empty with force
+  bool force = false;
+};
+
 // `dlock acquire`: takes the lock for a job that spans several steps and prints the token.
-int acquire(const cli::GlobalOptions& global, const cli::AcquireOptions& options);
+int acquire(Context& context, const AcquireOptions& options);
 
 // `dlock renew`: extends the lease if the token still holds it; 0, or 76 if not.
-int renew(const cli::GlobalOptions& global, const cli::RenewOptions& options);
+int renew(Context& context, const RenewOptions& options);
 
 // `dlock release`: compare-and-delete by token (0, or 76 if not held), or --force.
-int release(const cli::GlobalOptions& global, const cli::ReleaseOptions& options);
+int release(Context& context, const ReleaseOptions& options);
 
 } // namespace dlock::commands

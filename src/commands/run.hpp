@@ -1,11 +1,36 @@
 #pragma once
 
-#include "cli/options.hpp"
+#include "commands/context.hpp"
+#include "lock/name.hpp"
+#include "util/error.hpp"
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace dlock::commands {
 
+// Options of `dlock run`, validated.
+struct RunOptions {
+  lock::LockName key;
+  util::Millis ttl{30'000};
+  std::optional<util::Millis> wait{};   // nullopt: wait forever
+  bool no_wait = false;
+  bool fair = false;                  // first come, first served among waiters
+  int conflict_exit_code = static_cast<int>(ExitCode::conflict);
+  std::vector<std::string> command{};   // argv, or {"/bin/sh", "-c", STRING} for -c
+  bool on_lost_ignore = false;
+  std::optional<util::Millis> kill_after{}; // nullopt: ttl/4
+  std::optional<util::Millis> max_hold{};
+  // Set in and taken out of the command's environment besides DLOCK_*: keeps the store's
+  // password from it (unless --export-password).
+  std::vector<std::pair<std::string, std::string>> set_env{};
+  std::vector<std::string> unset_env{};
+};
+
 // `dlock run`: takes the lock, runs the command under a renewed lease, stops it if the lease
 // is lost or cannot be confirmed, releases the lock on every path; returns the exit status.
-int run(const cli::GlobalOptions& global, const cli::RunOptions& options);
+int run(Context& context, const RunOptions& options);
 
 } // namespace dlock::commands

@@ -1,6 +1,5 @@
 #include "commands/status.hpp"
 
-#include "lock/status.hpp"
 #include "util/json.hpp"
 #include "util/text.hpp"
 
@@ -79,12 +78,10 @@ std::string human_table(const std::vector<lock::LockStatus>& statuses)
 
 } // namespace
 
-int status(const cli::GlobalOptions& global, const cli::StatusOptions& options)
+int status(Context& context, const StatusOptions& options)
 {
-  lock::validate_lock_name(options.key);
-  redis::Connection connection(global.connect);
-  lock::LockStatus status = lock::read_status(connection, global.prefix, options.key,
-                                              util::deadline_after(global.connect.connect_timeout));
+  lock::LockStatus status =
+    context.store.status(options.key, util::deadline_after(context.request_timeout));
   if (options.json) {
     std::string body = status.to_json();
     print("{\"version\":1," + body.substr(1) + "\n");
@@ -94,13 +91,9 @@ int status(const cli::GlobalOptions& global, const cli::StatusOptions& options)
   return status.held ? 0 : static_cast<int>(ExitCode::not_held);
 }
 
-int list(const cli::GlobalOptions& global, const cli::ListOptions& options)
+int list(Context& context, const ListOptions& options)
 {
-  redis::Connection connection(global.connect);
-  std::vector<std::string> names = lock::scan_lock_names(connection, global.prefix, options.pattern,
-                                                         global.connect.connect_timeout);
-  std::vector<lock::LockStatus> statuses =
-    lock::read_statuses(connection, global.prefix, names, global.connect.connect_timeout);
+  std::vector<lock::LockStatus> statuses = context.store.list(options.pattern, context.request_timeout);
   if (options.json) {
     std::string locks = "[";
     for (std::size_t i = 0; i < statuses.size(); ++i) {

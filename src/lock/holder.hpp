@@ -1,7 +1,5 @@
 #pragma once
 
-#include <hiredis/hiredis.h>
-
 #include <cstdint>
 #include <string>
 
@@ -13,14 +11,12 @@ struct HolderInfo {
   std::int64_t pid = 0;
   std::string user;
   std::string command;          // truncated command line
-  std::int64_t acquired_ms = 0; // Unix time in ms, from the Redis server's clock
+  std::int64_t acquired_ms = 0; // Unix time in ms, from the store's clock
   std::int64_t fence = 0;       // fencing token handed to this holder
   std::int64_t ttl_ms = 0;      // lease length the holder asked for
 
   // This process: host name, pid, user name and the given command line (truncated).
   static HolderInfo current(const std::string& command_line);
-  // Parses an HGETALL reply (flat field/value array); unknown fields are ignored.
-  static HolderInfo from_hash(const redisReply& reply);
   // "user@host pid 123 (cmd)" for one-line messages.
   std::string describe() const;
 };

@@ -73,4 +73,11 @@ void Lease::renewal_failed(TimePoint now)
   m_next_renewal = now + m_policy.retry_interval();
 }
 
+void Lease::renew_soon(TimePoint now)
+{
+  if (!m_in_flight_since) {
+    m_next_renewal = std::min(m_next_renewal, now + m_policy.retry_interval());
+  }
+}
+
 } // namespace dlock::lock

@@ -56,6 +56,9 @@ public:
   void renewal_confirmed();
   // The in-flight renewal failed or timed out at now: retry soon.
   void renewal_failed(util::TimePoint now);
+  // The store dropped its connection at now with no renewal in flight: renew soon, since the
+  // lock may have gone with the server (a restart), rather than at the next regular turn.
+  void renew_soon(util::TimePoint now);
 
   const LeasePolicy& policy() const { return m_policy; }
 

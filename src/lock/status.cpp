@@ -1,61 +1,10 @@
 #include "lock/status.hpp"
 
-#include "lock/scripts.hpp"
 #include "util/json.hpp"
 
 #include <algorithm>
 
 namespace dlock::lock {
-
-namespace {
-
-std::vector<std::string> inspect_keys(const LockKeys& keys)
-{
-  return {keys.lock, keys.holder, keys.fence, keys.waiters, keys.queue_expiry};
-}
-
-LockStatus parse_status(const std::string& name, const redisReply& reply)
-{
-  redis::throw_if_error(reply, "reading the lock status");
-  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 6) {
-    throw Error(ExitCode::internal, "reading the lock status: unexpected reply ({})",
-                redis::describe(reply));
-  }
-  auto integer = [&](std::size_t i) {
-    const redisReply* element = reply.element[i];
-    if (element->type == REDIS_REPLY_INTEGER) {
-      return static_cast<std::int64_t>(element->integer);
-    }
-    if (element->type == REDIS_REPLY_STRING) {
-      return static_cast<std::int64_t>(std::stoll(std::string(element->str, element->len)));
-    }
-    return std::int64_t{0};
-  };
-  LockStatus status;
-  status.name = name;
-  status.held = integer(0) > 0;
-  status.ttl_ms = status.held ? integer(1) : 0;
-  status.holder = HolderInfo::from_hash(*reply.element[2]);
-  status.last_fence = integer(3);
-  status.waiters = integer(4);
-  status.server_time_ms = integer(5);
-  return status;
-}
-
-// SCAN patterns treat these as wildcards; the prefix must match literally.
-std::string glob_escape(std::string_view text)
-{
-  std::string out;
-  for (char c : text) {
-    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') {
-      out.push_back('\\');
-    }
-    out.push_back(c);
-  }
-  return out;
-}
-
-} // namespace
 
 std::int64_t LockStatus::held_ms() const
 {
@@ -85,82 +34,6 @@ std::string LockStatus::to_json() const
   }
   object.add("last_fencing_token", last_fence).add("waiters", waiters);
   return object.str();
-}
-
-LockStatus read_status(redis::Connection& connection, std::string_view prefix,
-                       const std::string& name, util::TimePoint deadline)
-{
-  LockKeys keys = LockKeys::make(prefix, name);
-  redis::Reply reply = scripts::inspect().run(connection, inspect_keys(keys), {}, deadline);
-  return parse_status(name, *reply);
-}
-
-std::vector<std::string> scan_lock_names(redis::Connection& connection, std::string_view prefix,
-                                         std::string_view pattern, util::Millis request_timeout)
-{
-  // Lock keys are prefix{name}; siblings end in "}:suffix" and do not match "prefix{glob}".
-  std::string match = glob_escape(prefix) + "{" + std::string(pattern) + "}";
-  std::vector<std::string> names;
-  std::string cursor = "0";
-  do {
-    redis::Reply reply =
-      connection.call({"SCAN", cursor, "MATCH", match, "COUNT", "1000"},
-                      util::deadline_after(request_timeout));
-    redis::throw_if_error(*reply, "listing locks");
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2
-        || reply->element[0]->type != REDIS_REPLY_STRING
-        || reply->element[1]->type != REDIS_REPLY_ARRAY) {
-      throw Error(ExitCode::internal, "listing locks: unexpected reply ({})", redis::describe(*reply));
-    }
-    cursor.assign(reply->element[0]->str, reply->element[0]->len);
-    const redisReply* keys = reply->element[1];
-    for (std::size_t i = 0; i < keys->elements; ++i) {
-      std::string_view key(keys->element[i]->str, keys->element[i]->len);
-      if (key.size() >= prefix.size() + 2 && key.back() == '}') {
-        names.emplace_back(key.substr(prefix.size() + 1, key.size() - prefix.size() - 2));
-      }
-    }
-  } while (cursor != "0");
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-  return names;
-}
-
-std::vector<LockStatus> read_statuses(redis::Connection& connection, std::string_view prefix,
-                                      const std::vector<std::string>& names,
-                                      util::Millis request_timeout)
-{
-  std::vector<LockStatus> statuses;
-  if (names.empty()) {
-    return statuses;
-  }
-  // The first one loads the script if the cache is empty; the rest are pipelined EVALSHAs.
-  statuses.push_back(
-    read_status(connection, prefix, names.front(), util::deadline_after(request_timeout)));
-  constexpr std::size_t batch = 500;
-  for (std::size_t start = 1; start < names.size(); start += batch) {
-    std::size_t end = std::min(names.size(), start + batch);
-    for (std::size_t i = start; i < end; ++i) {
-      connection.send(scripts::inspect().evalsha(inspect_keys(LockKeys::make(prefix, names[i])), {}));
-    }
-    std::vector<std::size_t> flushed; // NOSCRIPT: the cache was flushed meanwhile; redo after
-    for (std::size_t i = start; i < end; ++i) {
-      redis::Reply reply = connection.receive(util::deadline_after(request_timeout));
-      if (redis::is_noscript(*reply)) {
-        flushed.push_back(i);
-      } else {
-        statuses.push_back(parse_status(names[i], *reply));
-      }
-    }
-    for (std::size_t i : flushed) {
-      statuses.push_back(
-        read_status(connection, prefix, names[i], util::deadline_after(request_timeout)));
-    }
-  }
-  std::sort(statuses.begin(), statuses.end(),
-            [](const LockStatus& a, const LockStatus& b) { return a.name < b.name; });
-  std::erase_if(statuses, [](const LockStatus& status) { return !status.held; });
-  return statuses;
 }
 
 } // namespace dlock::lock

@@ -44,14 +44,4 @@ std::string random_token()
   return token;
 }
 
-std::uint64_t random_below(std::uint64_t bound)
-{
-  if (bound == 0) {
-    return 0;
-  }
-  std::uint64_t value = 0;
-  fill_random(&value, sizeof value);
-  return value % bound;
-}
-
 } // namespace dlock::util

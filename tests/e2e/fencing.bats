@@ -6,15 +6,6 @@
 
 load helpers
 
-setup_file() { start_redis; }
-teardown_file() { stop_redis; }
-setup() {
-  reset_redis
-  export T=$BATS_TEST_TMPDIR
-}
-
-teardown() { kill_recorded; }
-
 # token KEY [RUN-ARGS...]: prints the fencing token a `dlock run` on KEY gets.
 token() {
   local key=$1

@@ -14,12 +14,10 @@ setup_file() {
   rcli acl setuser nosel on ">$NOSEL_PW" '~*' '+@all' -select >/dev/null
   rcli acl setuser full on ">$FULL_PW" '~*' '+@all' >/dev/null
 }
-teardown_file() { stop_redis; }
 
 setup() {
-  reset_redis
+  dlock_setup
   unset DLOCK_PASSWORD
-  export T=$BATS_TEST_TMPDIR
   run -0 "$DLOCK" run -k warm -- true # loads the acquire and release scripts
   rcli flushall >/dev/null
 }

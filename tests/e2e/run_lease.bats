@@ -5,27 +5,6 @@
 
 load helpers
 
-setup_file() { start_redis; }
-teardown_file() { stop_redis; }
-
-setup() {
-  reset_redis
-  export T=$BATS_TEST_TMPDIR
-}
-
-# Thaws Redis and SIGKILLs every process this test recorded in a $T/*.pid file (the
-# background dlock and the pids its commands wrote), in case a test failed half way.
-teardown() {
-  kill -CONT "$REDIS_PID" 2>/dev/null || true
-  local file pid
-  for file in "$T"/*.pid; do
-    [ -e "$file" ] || continue
-    while read -r pid; do
-      [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
-    done <"$file"
-  done
-}
-
 # wait_dead MAX_MS PID...: polls (one ps per round) until every PID is gone or a zombie;
 # sets DEAD_AT to the time that was first seen; fails after MAX_MS.
 wait_dead() {
@@ -388,8 +367,9 @@ EOF
   last_beat=$(tail -n 1 "$T/beat")
   echo "last heartbeat $((last_beat - term_at)) ms, dlock exit $((exited_at - term_at)) ms after SIGTERM"
   # alive well into the grace, killed at its end (SIGKILL is due 1500 ms after dlock's SIGTERM,
-  # which the trap can only see later), and dlock not long after
+  # which the trap can only see later; 400 ms for a late timer on a loaded machine), and dlock
+  # not long after
   [ $((last_beat - term_at)) -ge 700 ]
-  [ $((last_beat - term_at)) -le 1510 ]
+  [ $((last_beat - term_at)) -le 1900 ]
   [ $((exited_at - term_at)) -lt $((1500 + 1500)) ]
 }

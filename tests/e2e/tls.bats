@@ -26,16 +26,15 @@ setup_file() {
   CERTS=$BATS_FILE_TMPDIR/certs
   mkdir -p "$CERTS"
   make_certs "$CERTS"
-  TLS_PORT=$(free_port)
-  export CERTS TLS_PORT
-  start_redis --tls-port "$TLS_PORT" --tls-cert-file "$CERTS/server.crt" \
+  export CERTS
+  start_redis --tls-port FREE_PORT --tls-cert-file "$CERTS/server.crt" \
     --tls-key-file "$CERTS/server.key" --tls-ca-cert-file "$CERTS/ca.crt" \
     --tls-auth-clients optional
+  export TLS_PORT=$OTHER_PORT
 }
-teardown_file() { stop_redis; }
 
 setup() {
-  reset_redis
+  dlock_setup
   rcli config set tls-auth-clients optional >/dev/null
   if ! tls_built; then
     # CI builds with TLS; a local build without it must still refuse rediss:// clearly.
@@ -106,10 +105,8 @@ setup() {
   wait_for "[ -s '$BATS_TEST_TMPDIR/pid' ]"
   local child
   child=$(cat "$BATS_TEST_TMPDIR/pid")
-  sleep 0.8
-  local pttl frozen
-  pttl=$(rcli pttl 'dlock:{z}')
-  frozen=$(now_ms)
+  # Freeze right after a renewal, so that none is in flight: the lease ends at READ_AT + PTTL.
+  just_renewed z 1900
   kill -STOP "$REDIS_PID"
   wait_for "! alive $child" 10
   local died=$(now_ms)
@@ -117,6 +114,6 @@ setup() {
   wait "$pid" || rc=$?
   kill -CONT "$REDIS_PID"
   [ "$rc" -eq 76 ]
-  echo "command died $(( died - frozen )) ms after the freeze; lease had ${pttl} ms left"
-  [ $(( died - frozen )) -lt "$pttl" ]
+  echo "command found dead $(( died - READ_AT )) ms after the lease was read with ${PTTL} ms left"
+  [ "$died" -lt $(( READ_AT + PTTL )) ]
 }

@@ -1,44 +1,26 @@
 #!/usr/bin/env bats
 # A server that cannot serve now (OOM, MASTERDOWN, CLUSTERDOWN, LOADING) or a peer that is not
 # a Redis server at all: exit 69 with the server's own words (or what the peer sent), never 70,
-# and the command does not run.
-# Each test starts its own server on a free port, in its own directory, and stops it by pid.
+# and the command does not run. A peer that never answers: status and list give up after
+# --connect-timeout.
+# Each test starts its own server on a free port, in its own directory; the teardown stops it.
 
 load helpers
 
-setup() { export T=$BATS_TEST_TMPDIR; }
-teardown() { kill_recorded; }
-
-# background COMMAND...: runs COMMAND in the background, outside this shell's job table (no
-# "Killed" notice when teardown kills it), without bats' fd 3; its pid goes to bg.pid.
-background() {
-  ("$@" 3>&- & echo $! >>"$T/bg.pid")
-}
-
-# start_server NAME [redis-server args...]: starts a server in $T/NAME on a free loopback port
-# (SERVER_PORT), without persistence, and waits until it answers PING (PONG, LOADING or
-# MASTERDOWN: any Redis reply).
-start_server() {
-  local dir=$T/$1
-  shift
-  mkdir -p "$dir"
-  SERVER_PORT=$(free_port)
-  background "${REDIS_SERVER:-redis-server}" --port "$SERVER_PORT" --bind 127.0.0.1 --save '' \
-    --appendonly no --dir "$dir" --logfile "$dir/log" "$@"
-  wait_for "redis-cli -p $SERVER_PORT ping 2>/dev/null | grep -q ." 10
-}
+# No server for the whole file: each test starts the one it needs (start_server).
+setup_file() { :; }
 
 # fake_peer GREETING ANSWER: a TCP server on a free loopback port (PEER_PORT) that is not
 # Redis: to every connection it sends GREETING, reads a request, sends ANSWER, and closes a
 # moment later. Both may hold escapes such as \r\n and \xff.
 fake_peer() {
-  background python3 -c '
+  start_bg peer python3 -c '
 import codecs, socket, sys, time
 greeting, answer = (codecs.decode(a, "unicode_escape").encode("latin-1") for a in sys.argv[1:3])
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
 s.listen(16)
-open(sys.argv[3], "w").write(str(s.getsockname()[1]))
+print(s.getsockname()[1], flush=True)
 while True:
     c, _ = s.accept()
     c.settimeout(2)
@@ -50,10 +32,9 @@ while True:
     except OSError:
         pass
     c.close()
-' "$1" "$2" "$T/peer.port"
-  wait_for "[ -s '$T/peer.port' ]"
-  PEER_PORT=$(cat "$T/peer.port")
-  rm "$T/peer.port"
+' "$1" "$2"
+  wait_for "[ -s '$T/peer.out' ]"
+  PEER_PORT=$(cat "$T/peer.out")
 }
 
 # unavailable URL WORDS [GLOBAL-ARGS...]: dlock run against URL exits 69 with one diagnostic
@@ -77,7 +58,7 @@ unavailable() {
 }
 
 @test "a replica whose master is down, with replica-serve-stale-data no (MASTERDOWN): 69" {
-  start_server replica --replicaof 127.0.0.1 "$(free_port)" --replica-serve-stale-data no
+  start_server replica --replicaof 127.0.0.1 "$CLOSED_PORT" --replica-serve-stale-data no
   unavailable "redis://127.0.0.1:$SERVER_PORT" "MASTERDOWN Link with MASTER is down"
   run -69 --separate-stderr "$DLOCK" -u "redis://127.0.0.1:$SERVER_PORT" status k
   [[ $stderr == *MASTERDOWN* ]]
@@ -85,20 +66,20 @@ unavailable() {
 
 @test "a cluster node without slots (CLUSTERDOWN): 69" {
   start_server cluster --cluster-enabled yes --cluster-config-file "$T/cluster/nodes.conf" \
-    --cluster-port "$(free_port)"
+    --cluster-port FREE_PORT
   unavailable "redis://127.0.0.1:$SERVER_PORT" "CLUSTERDOWN Hash slot not served"
 }
 
 @test "a server loading its dataset (LOADING): 69" {
   start_server loading
-  redis-cli -p "$SERVER_PORT" eval 'for i = 1, 3000 do redis.call("SET", "k" .. i, i) end' 0 >/dev/null
+  redis-cli -p "$SERVER_PORT" eval 'for i = 1, 10000 do redis.call("SET", "k" .. i, i) end' 0 >/dev/null
   redis-cli -p "$SERVER_PORT" save >/dev/null
   redis-cli -p "$SERVER_PORT" shutdown nosave >/dev/null 2>&1 || true
-  wait_for "! redis-cli -p $SERVER_PORT ping >/dev/null 2>&1"
-  # 1 ms per key: about 3 s of loading, with events processed every KB so it answers LOADING
-  background "${REDIS_SERVER:-redis-server}" --port "$SERVER_PORT" --bind 127.0.0.1 --save '' \
-    --appendonly no --dir "$T/loading" --logfile "$T/loading/log" --key-load-delay 1000 \
-    --loading-process-events-interval-bytes 1024
+  wait_for "! alive $SERVER_PID"
+  # The same directory, so its dump: 1 ms per key, about 10 s of loading (the test needs less
+  # than a second of it, a loaded machine more), with events processed every KB so that it
+  # answers LOADING meanwhile.
+  start_server loading --key-load-delay 1000 --loading-process-events-interval-bytes 1024
   wait_for "redis-cli -p $SERVER_PORT ping 2>/dev/null | grep -q LOADING" 10
   unavailable "redis://127.0.0.1:$SERVER_PORT" "is loading the dataset in memory"
 }
@@ -124,4 +105,42 @@ unavailable() {
 @test "a peer that sends binary garbage: 69, shown printable" {
   fake_peer '' '\x00\x01\xff\xfe garbage\n'
   unavailable "redis://127.0.0.1:$PEER_PORT" 'does not speak the Redis protocol (it sent "\x00\x01\xff\xfe garbage")'
+}
+
+# ---------------------------------------------------------------------------------------------
+# a peer that never answers: --connect-timeout for status and list
+
+# silent_peer: a TCP server that accepts connections and never answers; sets SILENT_PORT.
+silent_peer() {
+  start_bg silent python3 -c '
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(64)
+print(s.getsockname()[1], flush=True)
+held = []
+while True:
+    held.append(s.accept()[0])
+'
+  wait_for '[ -s "$T/silent.out" ]'
+  SILENT_PORT=$(cat "$T/silent.out")
+}
+
+@test "status and list give up after --connect-timeout on a peer that never answers" {
+  silent_peer
+  local cmd start took
+  for cmd in list "list --json" "list 'a*'" "status k" "status k --json"; do
+    start=$(now_ms)
+    # shellcheck disable=SC2086
+    run -69 --separate-stderr "$DLOCK" -u "redis://127.0.0.1:$SILENT_PORT" --connect-timeout 500ms $cmd
+    took=$(( $(now_ms) - start ))
+    echo "$cmd: $took ms: $stderr"
+    [ "$took" -ge 450 ] && [ "$took" -lt 1500 ] || fail "$cmd took $took ms"
+    [ -z "$output" ]
+    [[ $stderr == *"timed out"* ]] || fail "$stderr"
+  done
+  start=$(now_ms)
+  DLOCK_CONNECT_TIMEOUT=500ms run -69 "$DLOCK" -u "redis://127.0.0.1:$SILENT_PORT" list
+  took=$(( $(now_ms) - start ))
+  [ "$took" -ge 450 ] && [ "$took" -lt 1500 ] || fail "DLOCK_CONNECT_TIMEOUT: list took $took ms"
 }

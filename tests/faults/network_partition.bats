@@ -19,10 +19,10 @@ setup_file() {
   ip netns exec "$NS" ip link set lo up
   local dir=$BATS_FILE_TMPDIR/redis
   mkdir -p "$dir"
+  # a fixed port: the namespace has ports of its own
   export REDIS_PORT=6390 REDIS_SOCK=$dir/redis.sock
-  ip netns exec "$NS" "${REDIS_SERVER:-redis-server}" --port "$REDIS_PORT" --bind 127.0.0.1 \
-    --unixsocket "$REDIS_SOCK" --unixsocketperm 700 --save '' --appendonly no --dir "$dir" \
-    --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
+  server_args "$dir" "$REDIS_PORT" --daemonize yes --pidfile "$dir/redis.pid"
+  ip netns exec "$NS" "${REDIS_SERVER:-redis-server}" "${SERVER_ARGS[@]}"
   wait_for "redis-cli -s '$REDIS_SOCK' ping 2>/dev/null | grep -q PONG" 5
   export REDIS_PID
   REDIS_PID=$(cat "$dir/redis.pid")
@@ -36,17 +36,13 @@ teardown_file() {
 }
 
 setup() {
-  export T=$BATS_TEST_TMPDIR
-  reset_redis
+  dlock_setup
   heal
 }
 
 teardown() {
   heal
-  local file
-  for file in "$T"/*.pid; do
-    kill_recorded "$file"
-  done
+  dlock_teardown
 }
 
 in_ns() { ip netns exec "$NS" "$@"; }

@@ -5,13 +5,14 @@
 
 load ../e2e/helpers
 
+# A server of each test's own, since tests restart it.
+setup_file() { :; }
 setup() {
   start_redis
-  export T=$BATS_TEST_TMPDIR
+  dlock_setup
 }
-
 teardown() {
-  kill_recorded
+  dlock_teardown
   stop_redis
 }
 

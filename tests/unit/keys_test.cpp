@@ -1,12 +1,13 @@
-#include "lock/keys.hpp"
+#include "lock/name.hpp"
+#include "stores/redis/keys.hpp"
 #include "util/error.hpp"
 
 #include <gtest/gtest.h>
 
 using dlock::Error;
 using dlock::ExitCode;
-using dlock::lock::LockKeys;
-using dlock::lock::validate_lock_name;
+using dlock::redis::LockKeys;
+using dlock::lock::LockName;
 
 TEST(Keys, SiblingsShareTheHashTag)
 {
@@ -17,20 +18,20 @@ TEST(Keys, SiblingsShareTheHashTag)
   EXPECT_EQ(LockKeys::make("app:", "x").lock, "app:{x}");
 }
 
-TEST(Keys, ValidNames)
+TEST(LockName, ValidNames)
 {
-  EXPECT_NO_THROW(validate_lock_name("a"));
-  EXPECT_NO_THROW(validate_lock_name(std::string(1024, 'k')));
-  EXPECT_NO_THROW(validate_lock_name("ci/deploy prod:eu-1 ünïcode"));
+  EXPECT_NO_THROW(LockName::parse("a"));
+  EXPECT_NO_THROW(LockName::parse(std::string(1024, 'k')));
+  EXPECT_NO_THROW(LockName::parse("ci/deploy prod:eu-1 ünïcode"));
 }
 
-TEST(Keys, InvalidNamesAreUsageErrors)
+TEST(LockName, InvalidNamesAreUsageErrors)
 {
   for (const std::string& bad : {std::string(), std::string(1025, 'k'), std::string("a\nb"),
                                  std::string("tab\there"), std::string("nul\0x", 5),
                                  std::string("del\x7f")}) {
     try {
-      validate_lock_name(bad);
+      LockName::parse(bad);
       ADD_FAILURE() << "accepted a bad name of size " << bad.size();
     } catch (const Error& error) {
       EXPECT_EQ(error.code(), ExitCode::usage);

@@ -1,3 +1,4 @@
+#include "fake_clock.hpp"
 #include "lock/lease.hpp"
 
 #include <gtest/gtest.h>
@@ -5,21 +6,10 @@
 using namespace std::chrono_literals;
 using dlock::lock::Lease;
 using dlock::lock::LeasePolicy;
-using dlock::util::Clock;
 using dlock::util::Millis;
 using dlock::util::TimePoint;
 
 namespace {
-
-// A clock that moves only when told to.
-class FakeClock final : public Clock {
-public:
-  TimePoint now() const override { return m_now; }
-  void advance(Millis step) { m_now += step; }
-
-private:
-  TimePoint m_now{std::chrono::hours(1000)};
-};
 
 LeasePolicy policy(Millis ttl, Millis kill_after)
 {

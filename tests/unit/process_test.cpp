@@ -15,6 +15,7 @@
 #include <iterator>
 #include <sys/stat.h>
 #include <string>
+#include <thread>
 
 using namespace std::chrono_literals;
 using dlock::process::CommandEvent;
@@ -132,8 +133,14 @@ TEST(ProcessGroup, SigkillsACommandThatIgnoresSigterm)
 {
   ProcessGroup group(current_mask());
   CommandSpec spec;
-  spec.argv = {"/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"};
+  std::string ready = temp_path("trapped");
+  std::remove(ready.c_str());
+  spec.argv = {"/bin/sh", "-c", "trap '' TERM; : >\"$0\"; while :; do sleep 0.05; done", ready};
   group.spawn(spec);
+  // The deadline must find the trap in place, not a shell still starting up.
+  for (int i = 0; i < 500 && ::access(ready.c_str(), F_OK) != 0; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
   auto now = dlock::util::monotonic_now();
   group.set_deadlines(now, now + 100ms);
   EXPECT_EQ(next_end_event(group).kind, CommandEvent::Kind::deadline_passed);

@@ -1,4 +1,4 @@
-#include "redis/reply.hpp"
+#include "stores/redis/reply.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,13 +1,19 @@
-#include "redis/url.hpp"
+#include "cli/arguments.hpp"
+#include "stores/redis/url.hpp"
+#include "util/url.hpp"
 #include "util/error.hpp"
 
 #include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
 
 using dlock::Error;
 using dlock::ExitCode;
 using dlock::redis::Endpoint;
 using dlock::redis::parse_url;
-using dlock::redis::url_has_password;
+using dlock::util::url_has_password;
 
 TEST(Url, HostPortDb)
 {
@@ -107,10 +113,58 @@ TEST(Url, DetectsPasswordInArgument)
 
 TEST(UrlWithoutPassword, TakesOutThePasswordOnly)
 {
-  using dlock::redis::url_without_password;
+  using dlock::util::url_without_password;
   EXPECT_EQ(url_without_password("redis://user:secret@host:6380/2"), "redis://user@host:6380/2");
   EXPECT_EQ(url_without_password("redis://:secret@host"), "redis://host");
   EXPECT_EQ(url_without_password("unix://:p%40ss@/run/redis.sock?db=1"), "unix:///run/redis.sock?db=1");
   EXPECT_EQ(url_without_password("redis://host:6379"), "redis://host:6379");
   EXPECT_EQ(url_without_password("redis://user@host"), "redis://user@host");
+}
+
+TEST(PasswordSpan, FindsThePasswordOnly)
+{
+  using dlock::util::password_span;
+  auto span = password_span("redis://user:secret@host:6380/2");
+  ASSERT_TRUE(span);
+  EXPECT_EQ(span->offset, 13U);
+  EXPECT_EQ(span->length, 6U);
+  // The last '@' ends the user information; the first ':' in it starts the password.
+  span = password_span("unix://:p%40ss:x@/run/redis.sock");
+  ASSERT_TRUE(span);
+  EXPECT_EQ(std::string_view("unix://:p%40ss:x@/run/redis.sock").substr(span->offset, span->length),
+            "p%40ss:x");
+  for (const char* none : {"redis://user@host", "redis://user:@host", "redis://host:6379",
+                           "redis://h/0@x", "user:pw@host", "--key", ""}) {
+    EXPECT_FALSE(password_span(none)) << none;
+  }
+}
+
+TEST(Url, RedactsAUrlString)
+{
+  using dlock::util::url_redacted;
+  EXPECT_EQ(url_redacted("redis://alice:hunter2@h:1"), "redis://alice:***@h:1");
+  EXPECT_EQ(url_redacted("rediss://:a@b@h"), "rediss://:***@h");
+  EXPECT_EQ(url_redacted("redis://alice@h"), "redis://alice@h");
+  EXPECT_EQ(url_redacted("not a url"), "not a url");
+}
+
+TEST(ScrubUrlPasswords, HidesPasswordsInTheUrlArgumentsOnly)
+{
+  std::string long_url = "redis://u:hunter2@h";
+  std::string short_url = "--url=redis://:pw@h";
+  std::string attached = "-uunix://u:s3cret@/r.sock";
+  std::string command_url = "redis://u:theirs@h";
+  std::vector<char*> argv{
+      const_cast<char*>("dlock"), const_cast<char*>("-u"), long_url.data(),
+      short_url.data(),           attached.data(),         const_cast<char*>("--"),
+      command_url.data()};
+  EXPECT_TRUE(dlock::cli::scrub_url_passwords(static_cast<int>(argv.size()), argv.data()));
+  EXPECT_STREQ(long_url.c_str(), "redis://u:***@h");      // padded with NULs
+  EXPECT_STREQ(short_url.c_str(), "--url=redis://:**@h"); // too short for "***"
+  EXPECT_STREQ(attached.c_str(), "-uunix://u:***@/r.sock");
+  EXPECT_STREQ(command_url.c_str(), "redis://u:theirs@h");
+  std::string plain = "redis://h";
+  std::vector<char*> no_password{const_cast<char*>("dlock"), const_cast<char*>("-u"), plain.data()};
+  EXPECT_FALSE(
+      dlock::cli::scrub_url_passwords(static_cast<int>(no_password.size()), no_password.data()));
 }

@@ -1,0 +1,23 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace dlock::lock {
+
+// A lock's name as the user gave it: 1 to 1024 bytes without control characters. Checked once,
+// where it is made, so that holding a LockName means holding a valid one.
+class LockName {
+public:
+  // Throws Error(usage) naming what is wrong with text.
+  static LockName parse(std::string_view text);
+
+  const std::string& str() const noexcept { return m_text; }
+  friend bool operator==(const LockName&, const LockName&) = default;
+
+private:
+  explicit LockName(std::string text) : m_text(std::move(text)) {}
+  std::string m_text;
+};
+
+} // namespace dlock::lock

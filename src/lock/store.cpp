@@ -1,0 +1,27 @@
+#include "lock/store.hpp"
+
+namespace dlock::lock {
+
+Outcome await_outcome(Store& store, Outcome::Op op, util::TimePoint deadline)
+{
+  while (true) {
+    if (std::optional<Outcome> outcome = store.next_outcome()) {
+      if (outcome->op != op) {
+        continue;
+      }
+      if (outcome->error) {
+        throw *outcome->error;
+      }
+      return std::move(*outcome);
+    }
+    if (util::monotonic_now() >= deadline) {
+      throw store.timed_out();
+    }
+    util::EventLoop loop;
+    store.watch(loop);
+    loop.wake_at(deadline);
+    loop.wait();
+  }
+}
+
+} // namespace dlock::lock

@@ -1,0 +1,117 @@
+#pragma once
+
+#include "lock/holder.hpp"
+#include "lock/name.hpp"
+#include "lock/status.hpp"
+#include "util/clock.hpp"
+#include "util/duration.hpp"
+#include "util/error.hpp"
+#include "util/event_loop.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dlock::lock {
+
+// How an acquisition attempt waits if the lock is held.
+enum class WaitMode {
+  once, // --no-wait: a single attempt, not registered as a waiter
+  wait, // woken by any release, no order among waiters
+  fair, // first come, first served queue
+};
+
+// A waiter's identity and patience, sent with each attempt.
+struct WaitTicket {
+  WaitMode mode = WaitMode::once;
+  std::string waiter_id;      // random, per dlock process
+  util::Millis max_block{0};  // never block past the caller's --wait deadline
+};
+
+// One attempt to take a lock.
+struct AcquireRequest {
+  std::string token;  // secret of this holder; renew and release must present it
+  util::Millis ttl{30'000};
+  HolderInfo holder;  // who asks, shown to others by status and in conflict messages
+  WaitTicket ticket;  // registers the caller as a waiter in the same step when it is held
+};
+
+// The outcome of one acquisition attempt.
+struct AcquireResult {
+  bool acquired = false;
+  std::int64_t fence = 0;         // when acquired: this holder's fencing token
+  std::int64_t holder_ttl_ms = 0; // when not: the holder's remaining lease (-1: none; -2: free
+                                  // but earlier --fair waiters go first)
+  HolderInfo holder;              // when not: who holds it (may be empty)
+  util::Millis block{0};          // when not: how long to wait for a wake-up before retrying
+};
+
+// One renewal: extend the lease if token still holds it.
+struct RenewRequest {
+  std::string token;
+  std::optional<util::Millis> ttl; // nullopt: the holder's own lease length
+  bool remember_ttl = false;       // ttl becomes the holder's lease length (`renew --ttl`)
+};
+
+// What a started operation came to, in the order operations were started.
+struct Outcome {
+  // disconnected: the store dropped a connection while nothing was in flight (a restart, a
+  // failover, an idle timeout); a holder should confirm its lease soon instead of at its next
+  // turn. It carries the error that was seen.
+  enum class Op { acquire, wait_for_wake, renew, release, withdraw, disconnected };
+
+  Op op = Op::acquire;
+  std::optional<Error> error; // the store did not answer, or refused (its exit code inside)
+  bool held = false;          // renew, release: the token held the lock
+  AcquireResult acquire;      // acquire
+};
+
+// The lock protocol of one store, non-blocking: start operations, let an EventLoop watch the
+// store's descriptors, and take outcomes as they arrive. Commands drive locks only through
+// this interface, so that a new store or topology is one more implementation of it.
+class Store {
+public:
+  virtual ~Store() = default;
+
+  // Starting an operation never blocks (a store may connect lazily here); its Outcome comes
+  // from next_outcome(). A store that cannot even be reached answers with an error Outcome.
+
+  // One attempt to take the lock; if held, registers the waiter per request.ticket.
+  virtual void start_acquire(const LockName& name, const AcquireRequest& request) = 0;
+  // Waits up to block for a release to wake this waiter; the outcome comes either way.
+  virtual void start_wait_for_wake(const LockName& name, const WaitTicket& ticket,
+                                   util::Millis block) = 0;
+  // Extends the lease if the token still holds it (Outcome::held).
+  virtual void start_renew(const LockName& name, const RenewRequest& request) = 0;
+  // Deletes the lock if token holds it (any holder if token is empty: --force) and wakes one
+  // waiter (Outcome::held: whether it was held).
+  virtual void start_release(const LockName& name, const std::string& token) = 0;
+  // Forgets a waiter that gives up (registrations also expire on their own).
+  virtual void start_withdraw(const LockName& name, const WaitTicket& ticket) = 0;
+
+  // Has loop watch whatever the store waits on, for one round.
+  virtual void watch(util::EventLoop& loop) = 0;
+  // The next outcome that has arrived, if any.
+  virtual std::optional<Outcome> next_outcome() = 0;
+  // Drops everything in flight (after a timeout, or when another process used the store's
+  // connections); no outcome comes for it, and the next operation starts afresh.
+  virtual void abandon() noexcept = 0;
+  // Abandons everything in flight and says what timed out, for a caller whose deadline passed.
+  virtual Error timed_out() noexcept = 0;
+  // Caps the time a connection attempt may block (a TLS handshake is not driven by poll).
+  virtual void limit_blocking(util::Millis limit) noexcept = 0;
+
+  // One lock's state (blocking until deadline).
+  virtual LockStatus status(const LockName& name, util::TimePoint deadline) = 0;
+  // Every held lock whose name matches the glob, sorted by name; each request gets timeout.
+  virtual std::vector<LockStatus> list(std::string_view pattern, util::Millis timeout) = 0;
+};
+
+// Blocking use of a Store: waits in an EventLoop until deadline for the outcome of the last
+// operation started, an op one (outcomes of earlier operations, such as a renewal still in
+// flight, are passed over); throws its error, or the store's timed_out() at the deadline.
+Outcome await_outcome(Store& store, Outcome::Op op, util::TimePoint deadline);
+
+} // namespace dlock::lock

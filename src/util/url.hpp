@@ -1,0 +1,38 @@
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+// The user information of URLs ("scheme://user:password@rest"), whatever the store: where the
+// password is, so that it is kept out of messages, argv and a command's environment.
+namespace dlock::util {
+
+// "scheme://userinfo@rest": the position just after the scheme's "://", or npos.
+std::size_t after_scheme(std::string_view url);
+
+// "scheme://USERINFO@rest": USERINFO (the last '@' ends it, as passwords may contain escaped
+// '@' only), or nullopt when there is no '@' after the scheme.
+std::optional<std::string_view> userinfo_of(std::string_view url);
+
+// Where a URL string's password is: in "scheme://[user]:PASSWORD@rest" (the last '@' ends
+// the user information, the first ':' in it starts the password), the still %-escaped
+// PASSWORD. An empty one is no password, as for parse_url. The one place that finds it.
+struct PasswordSpan {
+  std::size_t offset = 0;
+  std::size_t length = 0;
+};
+std::optional<PasswordSpan> password_span(std::string_view url);
+
+// Whether a URL string carries a password, so the CLI can warn that argv shows it.
+bool url_has_password(std::string_view url);
+
+// The URL with its password replaced by "***", safe for messages.
+std::string url_redacted(std::string_view url);
+
+// The URL with its password (and the ':' before it) taken out, user and all else kept: what
+// a command may see of dlock's URL.
+std::string url_without_password(std::string_view url);
+
+} // namespace dlock::util
