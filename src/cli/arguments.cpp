@@ -172,54 +172,92 @@ void add_global_options(CLI::App& app, Arguments& args)
 
 } // namespace
 
+namespace {
+
+void add_run_options(CLI::App& run, Arguments& args)
+{
+  shown_required(run.add_option("-k,--key", args.key, "lock name (1 to 1024 bytes)"), "TEXT");
+  run.add_option("-t,--ttl", args.ttl, "lease length, renewed while the command runs (default 30s, min 1s)")
+    ->type_name("D");
+  add_acquire_options(run, args);
+  run.add_option("-c,--command", args.shell_command, "run STRING with /bin/sh -c")
+    ->type_name("STRING");
+  run.add_option("--on-lost", args.on_lost, "when the lease is lost: stop the command, or ignore")
+    ->check(CLI::IsMember({"stop", "ignore"}))
+    ->capture_default_str();
+  run.add_option("--kill-after", args.kill_after, "grace between SIGTERM and SIGKILL (default ttl/4)")
+    ->type_name("D");
+  run.add_option("--max-hold", args.max_hold, "stop the command after D (exit 124)")
+    ->type_name("D");
+  run.add_flag("--export-password", args.export_password,
+               "let the command see DLOCK_PASSWORD and a password in DLOCK_URL");
+  run.add_option("command", args.command, "the command and its arguments, after --");
+  run.positionals_at_end();
+}
+
+void add_status_options(CLI::App& status, Arguments& args)
+{
+  shown_required(status.add_option("key", args.key, "lock name"), "TEXT");
+  status.add_flag("--json", args.json, "one JSON document");
+}
+
+void add_list_options(CLI::App& list, Arguments& args)
+{
+  list.add_option("pattern", args.pattern, "glob on lock names")->capture_default_str();
+  list.add_flag("--json", args.json, "one JSON document");
+}
+
+void add_acquire_command_options(CLI::App& acquire, Arguments& args)
+{
+  shown_required(acquire.add_option("-k,--key", args.key, "lock name"), "TEXT");
+  shown_required(acquire.add_option("-t,--ttl", args.ttl, "lease length (min 1s)"), "D");
+  add_acquire_options(acquire, args);
+  acquire.add_flag("--json", args.json, "print token and fencing token as JSON");
+}
+
+void add_renew_options(CLI::App& renew, Arguments& args)
+{
+  shown_required(renew.add_option("-k,--key", args.key, "lock name"), "TEXT");
+  renew.add_option("--token", args.token, "the token acquire printed (required, or set DLOCK_TOKEN)");
+  renew.add_option("-t,--ttl", args.ttl, "new lease length (default: the last one set by acquire or renew --ttl)")
+    ->type_name("D");
+}
+
+void add_release_options(CLI::App& release, Arguments& args)
+{
+  shown_required(release.add_option("-k,--key", args.key, "lock name"), "TEXT");
+  release.add_option("--token", args.token, "the token acquire printed (or set DLOCK_TOKEN)");
+  release.add_flag("--force", args.force, "release whoever holds it");
+}
+
+// A subcommand whose options are declared only once CLI11 meets it on the command line:
+// declaring every subcommand's options was most of dlock's start-up work, and a command line
+// names one subcommand. Its --help still lists them all, since they exist before it is parsed.
+CLI::App* add_subcommand(CLI::App& app, Arguments& args, const std::string& name,
+                         const std::string& description,
+                         void (*add_options)(CLI::App&, Arguments&))
+{
+  CLI::App* sub = app.add_subcommand(name, description);
+  sub->preparse_callback([sub, &args, add_options](std::size_t) { add_options(*sub, args); });
+  return sub;
+}
+
+} // namespace
+
 Subcommands define_command_line(CLI::App& app, Arguments& args)
 {
   add_global_options(app, args);
   Subcommands sub;
-
-  sub.run = app.add_subcommand("run", "run a command while holding the lock");
-  shown_required(sub.run->add_option("-k,--key", args.key, "lock name (1 to 1024 bytes)"), "TEXT");
-  sub.run->add_option("-t,--ttl", args.ttl, "lease length, renewed while the command runs (default 30s, min 1s)")
-    ->type_name("D");
-  add_acquire_options(*sub.run, args);
-  sub.run->add_option("-c,--command", args.shell_command, "run STRING with /bin/sh -c")
-    ->type_name("STRING");
-  sub.run->add_option("--on-lost", args.on_lost, "when the lease is lost: stop the command, or ignore")
-    ->check(CLI::IsMember({"stop", "ignore"}))
-    ->capture_default_str();
-  sub.run->add_option("--kill-after", args.kill_after, "grace between SIGTERM and SIGKILL (default ttl/4)")
-    ->type_name("D");
-  sub.run->add_option("--max-hold", args.max_hold, "stop the command after D (exit 124)")
-    ->type_name("D");
-  sub.run->add_flag("--export-password", args.export_password,
-                    "let the command see DLOCK_PASSWORD and a password in DLOCK_URL");
-  sub.run->add_option("command", args.command, "the command and its arguments, after --");
-  sub.run->positionals_at_end();
-
-  sub.status = app.add_subcommand("status", "show who holds a lock (exit 0 held, 1 free)");
-  shown_required(sub.status->add_option("key", args.key, "lock name"), "TEXT");
-  sub.status->add_flag("--json", args.json, "one JSON document");
-
-  sub.list = app.add_subcommand("list", "list held locks under the prefix");
-  sub.list->add_option("pattern", args.pattern, "glob on lock names")->capture_default_str();
-  sub.list->add_flag("--json", args.json, "one JSON document");
-
-  sub.acquire = app.add_subcommand("acquire", "take a lock for several steps; print its token");
-  shown_required(sub.acquire->add_option("-k,--key", args.key, "lock name"), "TEXT");
-  shown_required(sub.acquire->add_option("-t,--ttl", args.ttl, "lease length (min 1s)"), "D");
-  add_acquire_options(*sub.acquire, args);
-  sub.acquire->add_flag("--json", args.json, "print token and fencing token as JSON");
-
-  sub.renew = app.add_subcommand("renew", "extend a lease held by a token (76 if not held)");
-  shown_required(sub.renew->add_option("-k,--key", args.key, "lock name"), "TEXT");
-  sub.renew->add_option("--token", args.token, "the token acquire printed (required, or set DLOCK_TOKEN)");
-  sub.renew->add_option("-t,--ttl", args.ttl, "new lease length (default: the last one set by acquire or renew --ttl)")
-    ->type_name("D");
-
-  sub.release = app.add_subcommand("release", "release a lock by token, or --force");
-  shown_required(sub.release->add_option("-k,--key", args.key, "lock name"), "TEXT");
-  sub.release->add_option("--token", args.token, "the token acquire printed (or set DLOCK_TOKEN)");
-  sub.release->add_flag("--force", args.force, "release whoever holds it");
+  sub.run = add_subcommand(app, args, "run", "run a command while holding the lock", add_run_options);
+  sub.status = add_subcommand(app, args, "status", "show who holds a lock (exit 0 held, 1 free)",
+                              add_status_options);
+  sub.list = add_subcommand(app, args, "list", "list held locks under the prefix", add_list_options);
+  sub.acquire = add_subcommand(app, args, "acquire", "take a lock for several steps; print its token",
+                               add_acquire_command_options);
+  sub.renew = add_subcommand(app, args, "renew", "extend a lease held by a token (76 if not held)",
+                             add_renew_options);
+  sub.release = add_subcommand(app, args, "release", "release a lock by token, or --force",
+                               add_release_options);
   return sub;
 }
 

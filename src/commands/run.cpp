@@ -119,7 +119,7 @@ RunEnd run_locked(Context& context, const RunOptions& options)
                         lock::Watchdog(policy, outcome.sent_at, util::monotonic_now()), group,
                         signals);
   try {
-    group.spawn(spec);
+    supervisor.start(spec);
     end = supervisor.wait_for_exit();
   } catch (...) {
     group.kill_all(); // never release while any of the command may still run

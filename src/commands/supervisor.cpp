@@ -53,9 +53,14 @@ Supervisor::Supervisor(lock::Store& store, lock::LockName name, std::string toke
 {
 }
 
-CommandEnd Supervisor::wait_for_exit()
+void Supervisor::start(const process::CommandSpec& spec)
 {
   act(m_watchdog.start());
+  m_child.spawn(spec);
+}
+
+CommandEnd Supervisor::wait_for_exit()
+{
   while (true) {
     act(m_watchdog.on_time(now()));
     take_outcomes();

@@ -25,6 +25,9 @@ public:
   Supervisor(lock::Store& store, lock::LockName name, std::string token, lock::Watchdog watchdog,
              process::ProcessGroup& child, process::SignalFd& signals);
 
+  // Gives the guard the lease's deadlines, then has it start the command: the guard enforces
+  // them from the command's first instant, and reads both requests in one wake-up.
+  void start(const process::CommandSpec& spec);
   // Runs until the command exits; throws Error if the guard is lost.
   CommandEnd wait_for_exit();
 

@@ -139,6 +139,11 @@ public:
       if (fds[0].revents != 0) {
         on_request();
       }
+      if (m_command_done) {
+        // The command and everything it started are dead and reaped, and dlock was told:
+        // nothing is left to guard. Exiting now overlaps dlock's release.
+        ::_exit(0);
+      }
     }
   }
 

@@ -37,7 +37,8 @@ enum Report : std::int32_t {
 // the command's parent and a child subreaper (so every descendant, even one that called
 // setsid, stays below it), enforces the lease deadlines dlock sends even when dlock is
 // frozen, kills the whole tree when the command exits or dlock goes away, and reports what
-// happens to the command. Never returns.
+// happens to the command. Exits once it has reported the command's end (everything is
+// dead by then). Never returns.
 [[noreturn]] void guard_main(int requests_fd, int reports_fd, const sigset_t& command_mask);
 
 } // namespace dlock::process::guard

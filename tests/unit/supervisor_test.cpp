@@ -49,7 +49,7 @@ Ran supervise(FakeStore& store, const std::string& command, WatchdogPolicy polic
                         group, signals);
   CommandSpec spec;
   spec.argv = {"/bin/sh", "-c", command};
-  group.spawn(spec);
+  supervisor.start(spec);
   CommandEnd end = supervisor.wait_for_exit();
   auto took = std::chrono::duration_cast<Millis>(dlock::util::monotonic_now() - start);
   return Ran{end, supervisor.watchdog().stop_reason(), supervisor.watchdog().verdict(true).exit_code,
