@@ -53,8 +53,19 @@ echo "$deb" >&2
 dpkg-deb --info "$deb" >&2
 dpkg-deb --contents "$deb" >&2
 depends=$(dpkg-deb --field "$deb" Depends)
-[[ $depends == *libhiredi* ]] || fail "Depends lacks libhiredis (or libhiredict): $depends"
-[[ $depends == *libfmt* ]] || fail "Depends lacks libfmt: $depends"
+[[ $depends == *libc6* ]] || fail "Depends lacks libc6: $depends"
+# dlock links fmt and libstdc++ in (DLOCK_LINK_STATIC, for a cheap start), and hiredis where its
+# -dev package ships a static archive (Debian's do): the binary loads no C++ library.
+dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/bin/dlock >"$tmp/dlock"
+needed=$(readelf -d "$tmp/dlock" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+for lib in $needed; do
+  case $lib in libc.so.* | libm.so.* | ld-linux* | libhiredi*) ;;
+    *) fail "/usr/bin/dlock loads $lib, which should be linked in (NEEDED: $needed)" ;;
+  esac
+done
+if dpkg-deb --contents "$deb" | grep -q 'dlock-tls.so'; then
+  [[ $depends == *libhiredi* ]] || fail "Depends lacks libhiredis (or libhiredict) for the TLS module: $depends"
+fi
 [ "$(dpkg-deb --field "$deb" Recommends)" = redis-tools ] || fail "Recommends is not redis-tools"
 
 step "lintian"
