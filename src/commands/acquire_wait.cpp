@@ -100,6 +100,17 @@ private:
   bool m_drawn = false;
 };
 
+// Gives back a lock just taken that cannot be used; if the store does not answer, it expires.
+void release_quietly(lock::Store& store, const lock::LockName& name, const std::string& token,
+                     Millis request_timeout)
+{
+  try {
+    store.start_release(name, token);
+    lock::await_outcome(store, lock::Outcome::Op::release, util::deadline_after(request_timeout));
+  } catch (const Error&) {
+  }
+}
+
 enum class Woken { outcome, deadline, signal };
 
 // Waits for the outcome of the wait started on the store, a signal, or until; redraws the
@@ -172,7 +183,8 @@ WaitPolicy make_wait_policy(bool no_wait, bool fair, std::optional<Millis> wait,
 
 WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
                               const std::string& token, Millis ttl, const lock::HolderInfo& me,
-                              const WaitPolicy& policy, process::SignalFd& signals)
+                              const WaitPolicy& policy, process::SignalFd& signals,
+                              const std::function<void()>& overlap)
 {
   // TimePoint::max() stands for "wait forever".
   const TimePoint deadline = policy.wait ? now() + *policy.wait : TimePoint::max();
@@ -184,6 +196,7 @@ WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
                                : lock::WaitMode::wait;
   ticket.waiter_id = util::random_token().substr(0, 16);
   Progress progress(policy, name.str());
+  bool overlap_pending = static_cast<bool>(overlap);
   while (true) {
     TimePoint sent_at = now();
     ticket.max_block = deadline == TimePoint::max()
@@ -191,8 +204,23 @@ WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
                          : std::clamp(std::chrono::duration_cast<Millis>(deadline - sent_at),
                                       Millis(1), Millis(30'000));
     store.start_acquire(name, request);
+    std::optional<Error> overlap_failed;
+    if (overlap_pending) {
+      overlap_pending = false;
+      try {
+        overlap();
+      } catch (const Error& error) {
+        overlap_failed = error;
+      }
+    }
     lock::AcquireResult result =
       lock::await_outcome(store, lock::Outcome::Op::acquire, sent_at + policy.request_timeout).acquire;
+    if (overlap_failed) {
+      if (result.acquired) {
+        release_quietly(store, name, token, policy.request_timeout);
+      }
+      throw *overlap_failed;
+    }
     if (result.acquired) {
       progress.clear();
       return WaitOutcome{true, result.fence, sent_at, 0};

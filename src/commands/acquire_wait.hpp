@@ -3,6 +3,7 @@
 #include "commands/context.hpp"
 #include "process/signals.hpp"
 
+#include <functional>
 #include <optional>
 
 namespace dlock::commands {
@@ -35,9 +36,13 @@ struct WaitOutcome {
 // pushes to, for no longer than the holder's remaining lease, so a crashed holder is
 // taken over as soon as its lease ends. --wait is enforced on the client's own clock, with a
 // last attempt at the deadline. Signals end the wait; the store's errors throw.
+// overlap, if given, runs once while the first attempt is in flight, so that its work hides
+// behind the round trip; if it throws, a lock that attempt took is released before the error
+// goes on.
 WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
                               const std::string& token, util::Millis ttl,
                               const lock::HolderInfo& me, const WaitPolicy& policy,
-                              process::SignalFd& signals);
+                              process::SignalFd& signals,
+                              const std::function<void()>& overlap = {});
 
 } // namespace dlock::commands

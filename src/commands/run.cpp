@@ -75,16 +75,17 @@ RunEnd run_locked(Context& context, const RunOptions& options)
 {
   const lock::LockName& name = options.key;
   process::SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGCONT});
-  // The guard is forked now, while nothing is at stake, so that once the lock is ours only a
-  // message to it stands between the acquisition and the command.
-  process::ProcessGroup group(signals.original_mask());
+  // The guard is forked while the first attempt is in flight (the fork hides behind the
+  // round trip), so that once the lock is ours only a message to it stands between the
+  // acquisition and the command.
+  std::optional<process::ProcessGroup> group;
   const std::string token = util::random_token();
   const lock::HolderInfo me = lock::HolderInfo::current(join(options.command));
 
   WaitPolicy wait_policy =
     make_wait_policy(options.no_wait, options.fair, options.wait, context.request_timeout);
-  WaitOutcome outcome =
-    acquire_with_wait(context, name, token, options.ttl, me, wait_policy, signals);
+  WaitOutcome outcome = acquire_with_wait(context, name, token, options.ttl, me, wait_policy,
+                                          signals, [&] { group.emplace(signals.original_mask()); });
   if (outcome.signal != 0) {
     util::log_verbose("interrupted by signal {} while waiting for lock '{}'", outcome.signal,
                       name.str());
@@ -94,6 +95,9 @@ RunEnd run_locked(Context& context, const RunOptions& options)
   }
   if (!outcome.acquired) {
     return RunEnd{options.conflict_exit_code};
+  }
+  if (!group) {
+    group.emplace(signals.original_mask()); // not forked yet (never: the first attempt forks it)
   }
   util::log_verbose("acquired lock '{}' (fencing token {})", name.str(), outcome.fence);
   HeldLock held(context, name, token, options.ttl);
@@ -116,13 +120,13 @@ RunEnd run_locked(Context& context, const RunOptions& options)
   CommandEnd end;
   context.store.limit_blocking(policy.lease.request_timeout());
   Supervisor supervisor(context.store, name, token,
-                        lock::Watchdog(policy, outcome.sent_at, util::monotonic_now()), group,
+                        lock::Watchdog(policy, outcome.sent_at, util::monotonic_now()), *group,
                         signals);
   try {
     supervisor.start(spec);
     end = supervisor.wait_for_exit();
   } catch (...) {
-    group.kill_all(); // never release while any of the command may still run
+    group->kill_all(); // never release while any of the command may still run
     throw;
   }
 

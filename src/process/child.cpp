@@ -3,6 +3,7 @@
 #include "process/process_table.hpp"
 #include "process/guard.hpp"
 #include "util/error.hpp"
+#include "util/event_loop.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -158,10 +159,9 @@ void ProcessGroup::spawn(const CommandSpec& spec)
   send(&request, sizeof request);
   send(payload.data(), payload.size());
   while (true) {
-    pollfd pfd{m_reports.get(), POLLIN, 0};
-    if (::poll(&pfd, 1, -1) < 0 && errno != EINTR) {
-      throw Error(ExitCode::internal, "poll failed: {}", std::strerror(errno));
-    }
+    util::EventLoop loop; // the guard answers at once: started, or why not
+    loop.watch(m_reports.get(), POLLIN, [](short) {});
+    loop.wait();
     guard::Message reply;
     ssize_t n = ::read(m_reports.get(), &reply, sizeof reply);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
