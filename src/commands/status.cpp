@@ -83,8 +83,10 @@ int status(Context& context, const StatusOptions& options)
   lock::LockStatus status =
     context.store.status(options.key, util::deadline_after(context.request_timeout));
   if (options.json) {
-    std::string body = status.to_json();
-    print("{\"version\":1," + body.substr(1) + "\n");
+    util::JsonObject document;
+    document.add("version", std::int64_t{1});
+    status.add_json_fields(document);
+    print(document.str() + "\n");
   } else {
     print(human_status(status));
   }
@@ -95,13 +97,11 @@ int list(Context& context, const ListOptions& options)
 {
   std::vector<lock::LockStatus> statuses = context.store.list(options.pattern, context.request_timeout);
   if (options.json) {
-    std::string locks = "[";
+    std::vector<util::JsonObject> locks(statuses.size());
     for (std::size_t i = 0; i < statuses.size(); ++i) {
-      locks += i > 0 ? "," : "";
-      locks += statuses[i].to_json();
+      statuses[i].add_json_fields(locks[i]);
     }
-    locks += "]";
-    print(util::JsonObject().add("version", std::int64_t{1}).add_raw("locks", locks).str() + "\n");
+    print(util::JsonObject().add("version", std::int64_t{1}).add("locks", locks).str() + "\n");
   } else if (!statuses.empty()) {
     print(human_table(statuses));
   }

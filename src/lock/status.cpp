@@ -11,9 +11,8 @@ std::int64_t LockStatus::held_ms() const
   return held && holder.acquired_ms > 0 ? std::max<std::int64_t>(0, server_time_ms - holder.acquired_ms) : 0;
 }
 
-std::string LockStatus::to_json() const
+void LockStatus::add_json_fields(util::JsonObject& object) const
 {
-  util::JsonObject object;
   object.add("key", name).add("held", held);
   if (held) {
     util::JsonObject holder_json;
@@ -21,7 +20,7 @@ std::string LockStatus::to_json() const
       .add("pid", holder.pid)
       .add("user", holder.user)
       .add("command", holder.command);
-    object.add_raw("holder", holder_json.str());
+    object.add("holder", holder_json);
     if (holder.acquired_ms > 0) {
       object.add("acquired_at", util::format_rfc3339(holder.acquired_ms));
     } else {
@@ -33,7 +32,6 @@ std::string LockStatus::to_json() const
     object.add_null("fencing_token");
   }
   object.add("last_fencing_token", last_fence).add("waiters", waiters);
-  return object.str();
 }
 
 } // namespace dlock::lock

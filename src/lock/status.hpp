@@ -1,6 +1,7 @@
 #pragma once
 
 #include "lock/holder.hpp"
+#include "util/json.hpp"
 
 #include <string>
 #include <vector>
@@ -19,8 +20,8 @@ struct LockStatus {
 
   // How long the current holder has held it, by the server's clock.
   std::int64_t held_ms() const;
-  // One JSON object with the documented field names.
-  std::string to_json() const;
+  // Adds the documented fields to a JSON object (status prints one, list an array of them).
+  void add_json_fields(util::JsonObject& object) const;
 };
 
 } // namespace dlock::lock

@@ -87,10 +87,24 @@ JsonObject& JsonObject::add_null(std::string_view name)
   return *this;
 }
 
-JsonObject& JsonObject::add_raw(std::string_view name, std::string_view json)
+JsonObject& JsonObject::add(std::string_view name, const JsonObject& value)
 {
   key(name);
-  m_body += json;
+  m_body += value.str();
+  return *this;
+}
+
+JsonObject& JsonObject::add(std::string_view name, const std::vector<JsonObject>& values)
+{
+  key(name);
+  m_body.push_back('[');
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) {
+      m_body.push_back(',');
+    }
+    m_body += values[i].str();
+  }
+  m_body.push_back(']');
   return *this;
 }
 

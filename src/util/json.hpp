@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dlock::util {
 
@@ -17,8 +18,9 @@ public:
   JsonObject& add(std::string_view name, std::int64_t value);
   JsonObject& add(std::string_view name, bool value);
   JsonObject& add_null(std::string_view name);
-  // Adds an already-serialized JSON value (an object or array).
-  JsonObject& add_raw(std::string_view name, std::string_view json);
+  // Nests an object, or an array of objects.
+  JsonObject& add(std::string_view name, const JsonObject& value);
+  JsonObject& add(std::string_view name, const std::vector<JsonObject>& values);
   std::string str() const { return "{" + m_body + "}"; }
 
 private:
