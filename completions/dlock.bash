@@ -10,7 +10,7 @@ _dlock_takes_value()
         -u | --url | --password-file | --tls-ca | --tls-cert | --tls-key | --tls-server-name | \
             --prefix | --connect-timeout | -k | --key | -t | --ttl | -w | --wait | --timeout | \
             -E | --conflict-exit-code | -c | --command | --on-lost | --kill-after | --max-hold | \
-            --token)
+            --wait-replicas | --wait-replicas-timeout | --token)
             return 0
             ;;
     esac
@@ -117,7 +117,8 @@ _dlock()
             return 0
             ;;
         --prefix | --connect-timeout | -k | --key | -t | --ttl | -w | --wait | --timeout | \
-            -E | --conflict-exit-code | --kill-after | --max-hold | --token)
+            -E | --conflict-exit-code | --kill-after | --max-hold | --wait-replicas | \
+            --wait-replicas-timeout | --token)
             return 0 # free text: nothing to offer
             ;;
     esac
@@ -135,15 +136,15 @@ _dlock()
             ;;
         run)
             opts='-h --help -k --key -t --ttl -w --wait --timeout -n --no-wait -x --exclusive
-                --fair -E --conflict-exit-code -c --command --on-lost --kill-after --max-hold
-                --export-password'
+                --fair -E --conflict-exit-code --wait-replicas --wait-replicas-timeout -c --command
+                --on-lost --kill-after --max-hold --export-password'
             ;;
         status | list)
             opts='-h --help --json'
             ;;
         acquire)
             opts='-h --help -k --key -t --ttl -w --wait --timeout -n --no-wait -x --exclusive
-                --fair -E --conflict-exit-code --json'
+                --fair -E --conflict-exit-code --wait-replicas --wait-replicas-timeout --json'
             ;;
         renew)
             opts='-h --help -k --key --token -t --ttl'

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds with warnings as errors, runs
 # the unit tests, the bats end-to-end tests (which start their own redis-server) and the fault
-# tests (tests/faults: a network partition and a restart; the partition needs root and skips
-# itself otherwise). When valkey-server is installed, the end-to-end tests run against Valkey
+# tests (tests/faults: a network partition, a restart and a failover; the partition needs root
+# and skips itself otherwise). When valkey-server is installed, the end-to-end tests run against Valkey
 # too. Then an AddressSanitizer + UndefinedBehaviorSanitizer build runs the unit tests and the
 # core suites (CTest label core: dlock run, its lease, its processes, the terminal, waiting).
 # At the end the .deb is built, checked with lintian, installed, exercised and removed

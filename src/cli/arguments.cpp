@@ -112,6 +112,35 @@ void add_acquire_options(CLI::App& command, Arguments& args)
                 "exit status when the lock is not obtained")
     ->check(CLI::Range(0, 255))
     ->capture_default_str();
+  command
+    .add_option("--wait-replicas", args.wait_replicas,
+                "count the lock (and each renewal) only once N replicas have it (Redis WAIT)")
+    ->type_name("N")
+    ->check(CLI::Range(0, 1000))
+    ->capture_default_str();
+  command
+    .add_option("--wait-replicas-timeout", args.wait_replicas_timeout,
+                "how long to wait for them (default ttl/10)")
+    ->type_name("D");
+}
+
+// --wait-replicas N and --wait-replicas-timeout D (default ttl/10), shared by run and acquire.
+lock::ReplicaAck resolve_replicas(const Arguments& args, util::Millis ttl)
+{
+  lock::ReplicaAck ack;
+  ack.replicas = args.wait_replicas;
+  if (args.wait_replicas_timeout) {
+    if (ack.replicas == 0) {
+      throw Error(ExitCode::usage, "--wait-replicas-timeout needs --wait-replicas N");
+    }
+    ack.timeout = util::parse_duration(*args.wait_replicas_timeout, "--wait-replicas-timeout");
+    if (ack.timeout.count() <= 0) {
+      throw Error(ExitCode::usage, "--wait-replicas-timeout must be greater than zero");
+    }
+  } else if (ack.replicas > 0) {
+    ack.timeout = ttl / 10;
+  }
+  return ack;
 }
 
 // DLOCK_URL: several URLs separated by blanks (a comma belongs to a Sentinel URL's host list).
@@ -351,6 +380,7 @@ commands::RunOptions resolve_run(const Arguments& args, const GlobalOptions& glo
       throw Error(ExitCode::usage, "--max-hold must be greater than zero");
     }
   }
+  run.replicas = resolve_replicas(args, run.ttl);
   return run;
 }
 
@@ -370,6 +400,7 @@ commands::AcquireOptions resolve_acquire(const Arguments& args)
   acquire.ttl = parse_ttl(required(args.ttl, "--ttl"));
   resolve_wait(args, acquire.wait, acquire.no_wait, acquire.fair);
   acquire.conflict_exit_code = args.conflict_exit_code;
+  acquire.replicas = resolve_replicas(args, acquire.ttl);
   acquire.json = args.json;
   return acquire;
 }

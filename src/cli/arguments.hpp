@@ -32,6 +32,8 @@ struct Arguments {
   bool no_wait = false;
   bool fair = false;
   int conflict_exit_code = static_cast<int>(ExitCode::conflict);
+  int wait_replicas = 0;
+  std::optional<std::string> wait_replicas_timeout;
   bool json = false;
   std::optional<std::string> token;
   bool force = false;

@@ -189,7 +189,7 @@ WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
   // TimePoint::max() stands for "wait forever".
   const TimePoint deadline = policy.wait ? now() + *policy.wait : TimePoint::max();
   lock::Store& store = context.store;
-  lock::AcquireRequest request{token, ttl, me, {}};
+  lock::AcquireRequest request{token, ttl, me, {}, policy.replicas};
   lock::WaitTicket& ticket = request.ticket;
   ticket.mode = policy.no_wait ? lock::WaitMode::once
                 : policy.fair  ? lock::WaitMode::fair
@@ -213,13 +213,23 @@ WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
         overlap_failed = error;
       }
     }
-    lock::AcquireResult result =
-      lock::await_outcome(store, lock::Outcome::Op::acquire, sent_at + policy.request_timeout).acquire;
+    lock::Outcome answer = lock::await_outcome(store, lock::Outcome::Op::acquire,
+                                               sent_at + policy.request_timeout + policy.replicas.timeout);
+    const lock::AcquireResult& result = answer.acquire;
     if (overlap_failed) {
       if (result.acquired) {
         release_quietly(store, name, token, policy.request_timeout);
       }
       throw *overlap_failed;
+    }
+    if (result.acquired && answer.replicas_acknowledged.value_or(0) < policy.replicas.replicas) {
+      // A failover now could hand the lock to someone else: do not use it.
+      progress.clear();
+      release_quietly(store, name, token, policy.request_timeout);
+      throw Error(ExitCode::unavailable,
+                  "lock '{}' reached {} of {} replicas within {} (--wait-replicas); released it",
+                  name.str(), answer.replicas_acknowledged.value_or(0), policy.replicas.replicas,
+                  util::format_duration(policy.replicas.timeout));
     }
     if (result.acquired) {
       progress.clear();

@@ -8,7 +8,7 @@
 
 namespace dlock::commands {
 
-// How long and how to wait for a held lock.
+// How to take a lock: how long and how to wait while it is held, and when a lock taken counts.
 struct WaitPolicy {
   bool no_wait = false;
   bool fair = false;                 // --fair: first come, first served
@@ -16,6 +16,7 @@ struct WaitPolicy {
   util::Millis request_timeout{2000};
   bool report_holder = false;        // say who holds it (terminal or -v)
   bool live_progress = false;        // redraw a "waiting for ..." line (stderr is a terminal)
+  lock::ReplicaAck replicas{};       // --wait-replicas: a lock taken counts once they have it
 };
 
 // A policy for the given options; what is reported follows -q/-v and whether stderr is a

@@ -44,6 +44,7 @@ int acquire(Context& context, const AcquireOptions& options)
 
   WaitPolicy policy =
     make_wait_policy(options.no_wait, options.fair, options.wait, context.request_timeout);
+  policy.replicas = options.replicas;
   WaitOutcome outcome = acquire_with_wait(context, name, token, options.ttl, me, policy, signals);
   if (process::stops_calling_script(outcome.signal)) {
     process::die_of_signal(outcome.signal, false); // nothing is held; the script stops too
@@ -80,7 +81,7 @@ int acquire(Context& context, const AcquireOptions& options)
 
 int renew(Context& context, const RenewOptions& options)
 {
-  context.store.start_renew(options.key, lock::RenewRequest{options.token, options.ttl, true});
+  context.store.start_renew(options.key, lock::RenewRequest{options.token, options.ttl, true, {}});
   if (!lock::await_outcome(context.store, lock::Outcome::Op::renew,
                            util::deadline_after(context.request_timeout))
          .held) {

@@ -17,6 +17,7 @@ struct AcquireOptions {
   bool no_wait = false;
   bool fair = false;
   int conflict_exit_code = static_cast<int>(ExitCode::conflict);
+  lock::ReplicaAck replicas{}; // --wait-replicas: the lock counts once they have it
   bool json = false;
 };
 

@@ -84,6 +84,7 @@ RunEnd run_locked(Context& context, const RunOptions& options)
 
   WaitPolicy wait_policy =
     make_wait_policy(options.no_wait, options.fair, options.wait, context.request_timeout);
+  wait_policy.replicas = options.replicas;
   WaitOutcome outcome = acquire_with_wait(context, name, token, options.ttl, me, wait_policy,
                                           signals, [&] { group.emplace(signals.original_mask()); });
   if (outcome.signal != 0) {
@@ -105,7 +106,8 @@ RunEnd run_locked(Context& context, const RunOptions& options)
   lock::WatchdogPolicy policy;
   policy.lease.ttl = options.ttl;
   policy.lease.kill_after = options.kill_after.value_or(options.ttl / 4);
-  policy.lease.request_limit = context.request_timeout;
+  policy.lease.request_limit = context.request_timeout + options.replicas.timeout; // WAIT's too
+  policy.replicas = options.replicas;
   policy.on_lost_ignore = options.on_lost_ignore;
   policy.max_hold = options.max_hold;
 

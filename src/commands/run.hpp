@@ -23,6 +23,7 @@ struct RunOptions {
   bool on_lost_ignore = false;
   std::optional<util::Millis> kill_after{}; // nullopt: ttl/4
   std::optional<util::Millis> max_hold{};
+  lock::ReplicaAck replicas{}; // --wait-replicas: the lock and each renewal count once they have it
   // Set in and taken out of the command's environment besides DLOCK_*: keeps the store's
   // password from it (unless --export-password).
   std::vector<std::pair<std::string, std::string>> set_env{};

@@ -108,7 +108,7 @@ void Supervisor::take_outcomes()
       util::log_verbose("renewal of lock '{}' failed: {}", m_name.str(), outcome->error->what());
       act(m_watchdog.renewal_failed(t));
     } else if (outcome->held) {
-      act(m_watchdog.renewal_confirmed(t));
+      act(m_watchdog.renewal_confirmed(t, outcome->replicas_acknowledged));
     } else {
       act(m_watchdog.renewal_refused(t));
     }
@@ -138,7 +138,8 @@ void Supervisor::act(const lock::Actions& actions)
     m_store.abandon();
   }
   if (actions.send_renewal) {
-    lock::RenewRequest request{m_token, m_watchdog.policy().lease.ttl, false};
+    lock::RenewRequest request{m_token, m_watchdog.policy().lease.ttl, false,
+                               m_watchdog.policy().replicas};
     m_store.start_renew(m_name, request);
   }
   const lock::Lease& lease = m_watchdog.lease();

@@ -7,6 +7,13 @@
 
 namespace dlock::lock {
 
+// How many replicas must have a write before it counts (--wait-replicas): with asynchronous
+// replication a failover can lose a lock that only the old master had.
+struct ReplicaAck {
+  int replicas = 0;        // 0: the store's own answer is enough
+  util::Millis timeout{0}; // how long the store waits for them
+};
+
 // The timing rules of a lease, derived from the TTL and --kill-after.
 struct LeasePolicy {
   util::Millis ttl{30'000};

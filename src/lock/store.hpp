@@ -1,6 +1,7 @@
 #pragma once
 
 #include "lock/holder.hpp"
+#include "lock/lease.hpp"
 #include "lock/name.hpp"
 #include "lock/status.hpp"
 #include "util/clock.hpp"
@@ -36,6 +37,7 @@ struct AcquireRequest {
   util::Millis ttl{30'000};
   HolderInfo holder;  // who asks, shown to others by status and in conflict messages
   WaitTicket ticket;  // registers the caller as a waiter in the same step when it is held
+  ReplicaAck ack;     // when taken: replicas that must have it
 };
 
 // The outcome of one acquisition attempt.
@@ -53,6 +55,7 @@ struct RenewRequest {
   std::string token;
   std::optional<util::Millis> ttl; // nullopt: the holder's own lease length
   bool remember_ttl = false;       // ttl becomes the holder's lease length (`renew --ttl`)
+  ReplicaAck ack;                  // when extended: replicas that must have it
 };
 
 // What a started operation came to, in the order operations were started.
@@ -66,6 +69,8 @@ struct Outcome {
   std::optional<Error> error; // the store did not answer, or refused (its exit code inside)
   bool held = false;          // renew, release: the token held the lock
   AcquireResult acquire;      // acquire
+  // With a ReplicaAck, once the write was made: how many replicas acknowledged it in time.
+  std::optional<int> replicas_acknowledged;
 };
 
 // The lock protocol of one store, non-blocking: start operations, let an EventLoop watch the

@@ -12,11 +12,11 @@ using namespace std::chrono_literals;
 using util::Millis;
 using util::TimePoint;
 
-void Actions::tell(Notice::Kind kind, Millis duration)
+void Actions::tell(Notice::Kind kind, Millis duration, std::int64_t count)
 {
   for (auto& slot : notices) {
     if (!slot) {
-      slot = Notice{kind, duration};
+      slot = Notice{kind, duration, count};
       return;
     }
   }
@@ -31,7 +31,7 @@ Actions& Actions::operator+=(const Actions& other)
   kill = kill || other.kill;
   for (const auto& notice : other.notices) {
     if (notice) {
-      tell(notice->kind, notice->duration);
+      tell(notice->kind, notice->duration, notice->count);
     }
   }
   return *this;
@@ -93,9 +93,19 @@ Actions Watchdog::on_time(TimePoint t)
   return actions;
 }
 
-Actions Watchdog::renewal_confirmed(TimePoint)
+Actions Watchdog::renewal_confirmed(TimePoint t, std::optional<int> replicas_acknowledged)
 {
   Actions actions;
+  const ReplicaAck& wanted = m_policy.replicas;
+  if (wanted.replicas > 0 && replicas_acknowledged.value_or(0) < wanted.replicas) {
+    m_lease.renewal_failed(t);
+    if (!m_replicas_short) {
+      m_replicas_short = true;
+      actions.tell(Notice::Kind::replicas_short, wanted.timeout, wanted.replicas);
+    }
+    return actions;
+  }
+  m_replicas_short = false;
   m_lease.renewal_confirmed();
   m_unconfirmed_past_expiry = false;
   actions.arm_guard = !m_stopping && !m_policy.on_lost_ignore;
@@ -248,6 +258,10 @@ std::string describe(const Notice& notice, std::string_view name)
     return fmt::format("the command reached --max-hold {}; stopping it", duration);
   case Notice::Kind::killing:
     return "sending SIGKILL to the command and everything it started";
+  case Notice::Kind::replicas_short:
+    return fmt::format("a renewal of lock '{}' did not reach {} replica(s) within {} "
+                       "(--wait-replicas): it does not extend the lease; retrying",
+                       name, notice.count, duration);
   case Notice::Kind::lost_before_release:
     return fmt::format("lock '{}' had already been lost when the command ended (it expired or "
                        "was released by someone else)",
@@ -264,6 +278,7 @@ NoticeLevel level(Notice::Kind kind)
   case Notice::Kind::killing:
     return NoticeLevel::verbose;
   case Notice::Kind::maybe_expired:
+  case Notice::Kind::replicas_short:
     return NoticeLevel::warning;
   default:
     return NoticeLevel::error;

@@ -17,6 +17,7 @@ struct WatchdogPolicy {
   LeasePolicy lease;
   bool on_lost_ignore = false;           // --on-lost ignore: never stop for the lease
   std::optional<util::Millis> max_hold;  // --max-hold
+  ReplicaAck replicas;                   // --wait-replicas: a renewal counts once they have it
 };
 
 // Something the user is told, with the one duration its message needs.
@@ -32,9 +33,11 @@ struct Notice {
     max_hold,            // error: --max-hold reached; stopping
     killing,             // verbose: SIGKILL for the whole tree
     lost_before_release, // error: the release found the lock gone though nothing noticed
+    replicas_short,      // warning: a renewal reached `count` replicas too few; it does not count
   };
   Kind kind;
   util::Millis duration{0};
+  std::int64_t count = 0;
 };
 
 // What the supervisor must do now, decided by the Watchdog.
@@ -48,7 +51,7 @@ struct Actions {
   std::array<std::optional<Notice>, 3> notices{};
 
   // Adds a notice (at most three come from one decision).
-  void tell(Notice::Kind kind, util::Millis duration = util::Millis(0));
+  void tell(Notice::Kind kind, util::Millis duration = util::Millis(0), std::int64_t count = 0);
   // Merges what other asks for.
   Actions& operator+=(const Actions& other);
 };
@@ -71,8 +74,10 @@ public:
   Actions start() const;
   // Timers due at t: renewals, the stop and kill deadlines, --max-hold.
   Actions on_time(util::TimePoint t);
-  // The renewal in flight was confirmed (t: when the answer came).
-  Actions renewal_confirmed(util::TimePoint t);
+  // The renewal in flight was confirmed (t: when the answer came), and reached
+  // replicas_acknowledged replicas when the policy asks for some; too few, and it counts as
+  // failed: a failover could lose it.
+  Actions renewal_confirmed(util::TimePoint t, std::optional<int> replicas_acknowledged = std::nullopt);
   // The renewal in flight found the lock gone or held by someone else.
   Actions renewal_refused(util::TimePoint t);
   // The renewal in flight failed (no connection, an error reply): retry soon.
@@ -114,6 +119,7 @@ private:
   bool m_unconfirmed_past_expiry = false; // --on-lost ignore: the lease may have lapsed
   bool m_stopping = false;               // SIGTERM was sent
   bool m_killed = false;                 // SIGKILL was sent
+  bool m_replicas_short = false;         // the last renewal reached too few replicas (told once)
   StopReason m_reason = StopReason::none;
   std::optional<util::TimePoint> m_kill_at; // SIGKILL after SIGTERM, per --kill-after
 };

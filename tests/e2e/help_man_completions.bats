@@ -281,6 +281,8 @@ bash_complete() {
 
   rcli script flush >/dev/null # the first call of each script goes through EVAL
   run -0 "$DLOCK" run -k k -- true
+  # no replica here: 69 after WAIT's timeout, not 77 (WAIT is allowed)
+  run -69 "$DLOCK" run -k k --wait-replicas 1 --wait-replicas-timeout 100ms -- true
   run -1 "$DLOCK" status k
   run -0 "$DLOCK" run -k k -t 1s -- sleep 1.2 # renewals
   run -0 --separate-stderr "$DLOCK" acquire -k k -t 10s

@@ -142,6 +142,18 @@ start_server() {
   return 1
 }
 
+# start_replica: a replica of this file's server, for this test only (start_server: SERVER_PID,
+# SERVER_SOCK, SERVER_PORT), once it is the server's only replica and acknowledges writes: a
+# write and a WAIT for one replica on one connection answer 1. (The server lists a replica
+# online before it has loaded the first copy, and may list the previous test's for a while.)
+start_replica() {
+  start_server replica --replicaof 127.0.0.1 "$REDIS_PORT"
+  wait_for "rcli info replication | tr -d '\\r' | grep -qx 'connected_slaves:1' &&
+    rcli info replication | grep -q 'port=$SERVER_PORT,state=online'" 10
+  wait_for "[ \"\$(printf 'SET test:replica-ready 1\nWAIT 1 200\n' | rcli | tail -n 1)\" = 1 ]" 10
+  rcli del test:replica-ready >/dev/null
+}
+
 # redis-cli against this file's server.
 rcli() {
   redis-cli -s "$REDIS_SOCK" ${REDIS_AUTH:+--no-auth-warning -a "$REDIS_AUTH"} "$@"

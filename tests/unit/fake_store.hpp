@@ -13,16 +13,16 @@ public:
   using Outcome = dlock::lock::Outcome;
   // Decides the answer to the nth renewal (from 1).
   std::function<std::optional<Outcome>(int n)> answer = [](int) {
-    return Outcome{Outcome::Op::renew, std::nullopt, true, {}};
+    return Outcome{Outcome::Op::renew, std::nullopt, true, {}, {}};
   };
   std::vector<dlock::util::TimePoint> renewals;
   int abandoned = 0;
 
-  static Outcome held(bool yes) { return Outcome{Outcome::Op::renew, std::nullopt, yes, {}}; }
+  static Outcome held(bool yes) { return Outcome{Outcome::Op::renew, std::nullopt, yes, {}, {}}; }
   static Outcome failed()
   {
     return Outcome{Outcome::Op::renew, dlock::Error(dlock::ExitCode::unavailable, "fake: down"),
-                   false, {}};
+                   false, {}, {}};
   }
 
   void start_acquire(const dlock::lock::LockName&, const dlock::lock::AcquireRequest&) override
@@ -30,12 +30,12 @@ public:
     dlock::lock::AcquireResult result;
     result.acquired = true;
     result.fence = 1;
-    m_ready.push_back(Outcome{Outcome::Op::acquire, std::nullopt, false, result});
+    m_ready.push_back(Outcome{Outcome::Op::acquire, std::nullopt, false, result, {}});
   }
   void start_wait_for_wake(const dlock::lock::LockName&, const dlock::lock::WaitTicket&,
                            dlock::util::Millis) override
   {
-    m_ready.push_back(Outcome{Outcome::Op::wait_for_wake, std::nullopt, false, {}});
+    m_ready.push_back(Outcome{Outcome::Op::wait_for_wake, std::nullopt, false, {}, {}});
   }
   void start_renew(const dlock::lock::LockName&, const dlock::lock::RenewRequest&) override
   {
@@ -46,11 +46,11 @@ public:
   }
   void start_release(const dlock::lock::LockName&, const std::string&) override
   {
-    m_ready.push_back(Outcome{Outcome::Op::release, std::nullopt, true, {}});
+    m_ready.push_back(Outcome{Outcome::Op::release, std::nullopt, true, {}, {}});
   }
   void start_withdraw(const dlock::lock::LockName&, const dlock::lock::WaitTicket&) override
   {
-    m_ready.push_back(Outcome{Outcome::Op::withdraw, std::nullopt, false, {}});
+    m_ready.push_back(Outcome{Outcome::Op::withdraw, std::nullopt, false, {}, {}});
   }
   void watch(dlock::util::EventLoop&) override {}
   std::optional<Outcome> next_outcome() override

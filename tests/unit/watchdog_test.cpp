@@ -178,6 +178,36 @@ TEST(Watchdog, ADroppedConnectionBringsTheNextRenewalForward)
   EXPECT_EQ(dog.lease().next_renewal_at(), regular);
 }
 
+TEST(Watchdog, ARenewalTooFewReplicasHaveDoesNotExtendTheLease)
+{
+  FakeClock clock;
+  TimePoint start = clock.now();
+  WatchdogPolicy p = policy();
+  p.replicas = dlock::lock::ReplicaAck{2, 900ms};
+  Watchdog dog(p, start, start);
+  clock.advance(3s);
+  ASSERT_TRUE(dog.on_time(clock.now()).send_renewal);
+  Actions short_of_one = dog.renewal_confirmed(clock.now(), 1);
+  EXPECT_FALSE(short_of_one.arm_guard) << "the guard keeps the old deadlines";
+  EXPECT_TRUE(told(short_of_one, Notice::Kind::replicas_short));
+  EXPECT_EQ(dog.lease().expires_at(), start + 9s) << "the lease still runs from the acquisition";
+  EXPECT_EQ(dog.next_wakeup(clock.now()), clock.now() + 900ms) << "retried soon";
+  clock.advance(900ms);
+  ASSERT_TRUE(dog.on_time(clock.now()).send_renewal);
+  EXPECT_FALSE(told(dog.renewal_confirmed(clock.now(), 0), Notice::Kind::replicas_short))
+    << "told once while it lasts";
+  clock.advance(900ms);
+  ASSERT_TRUE(dog.on_time(clock.now()).send_renewal);
+  TimePoint sent = clock.now();
+  EXPECT_TRUE(dog.renewal_confirmed(clock.now(), 2).arm_guard);
+  EXPECT_EQ(dog.lease().expires_at(), sent + 9s);
+  // Without the option the count is not asked for and does not matter.
+  Watchdog plain(policy(), start, start);
+  clock.set(start + 3s);
+  ASSERT_TRUE(plain.on_time(clock.now()).send_renewal);
+  EXPECT_TRUE(plain.renewal_confirmed(clock.now()).arm_guard);
+}
+
 TEST(Watchdog, MaxHoldStopsWith124AndALossStillWins)
 {
   FakeClock clock;

@@ -70,12 +70,17 @@ RedisStore::RedisStore(ConnectOptions options, std::string prefix)
 void RedisStore::send(Outcome::Op op, std::vector<std::string> argv, std::vector<std::string> eval,
                       bool last)
 {
+  send(Pending{op, std::move(eval), last}, argv);
+}
+
+void RedisStore::send(Pending pending, const std::vector<std::string>& argv)
+{
   try {
     m_connection.send(argv);
-    m_pending.push_back(Pending{op, std::move(eval), last});
+    m_pending.push_back(std::move(pending));
   } catch (const Error& error) {
-    if (last) {
-      m_ready.push_back(Outcome{op, error, false, {}});
+    if (pending.last) {
+      m_ready.push_back(Outcome{pending.op, error, false, {}, {}});
     }
   }
 }
@@ -90,7 +95,8 @@ void RedisStore::start_acquire(const lock::LockName& name, const lock::AcquireRe
                                 std::to_string(me.pid), me.user, me.command, ticket.waiter_id,
                                 mode_name(ticket.mode), ms_string(ticket.max_block)};
   const Script& script = scripts::acquire();
-  send(Outcome::Op::acquire, script.evalsha(script_keys, args), script.eval(script_keys, args));
+  send(Pending{Outcome::Op::acquire, script.eval(script_keys, args), true, request.ack},
+       script.evalsha(script_keys, args));
 }
 
 void RedisStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
@@ -109,7 +115,8 @@ void RedisStore::start_renew(const lock::LockName& name, const lock::RenewReques
   std::vector<std::string> args{request.token, request.ttl ? ms_string(*request.ttl) : std::string(),
                                 request.ttl && request.remember_ttl ? "1" : "0"};
   const Script& script = scripts::renew();
-  send(Outcome::Op::renew, script.evalsha(script_keys, args), script.eval(script_keys, args));
+  send(Pending{Outcome::Op::renew, script.eval(script_keys, args), true, request.ack},
+       script.evalsha(script_keys, args));
 }
 
 void RedisStore::start_release(const lock::LockName& name, const std::string& token)
@@ -130,7 +137,7 @@ void RedisStore::start_withdraw(const lock::LockName& name, const lock::WaitTick
   } else if (ticket.mode == lock::WaitMode::wait) {
     send(Outcome::Op::withdraw, {"ZREM", k.waiters, ticket.waiter_id});
   } else {
-    m_ready.push_back(Outcome{Outcome::Op::withdraw, std::nullopt, false, {}});
+    m_ready.push_back(Outcome{Outcome::Op::withdraw, std::nullopt, false, {}, {}});
   }
 }
 
@@ -163,13 +170,24 @@ void RedisStore::on_reply(const redisReply& reply)
   m_pending.pop_front();
   if (!pending.eval.empty() && is_noscript(reply)) {
     // The script cache was flushed (restart, failover, SCRIPT FLUSH): send the body.
-    send(pending.op, pending.eval, {}, pending.last);
+    std::vector<std::string> eval = std::move(pending.eval);
+    send(std::move(pending), eval);
+    return;
+  }
+  if (pending.awaiting_replicas) {
+    Outcome outcome = std::move(*pending.awaiting_replicas);
+    try {
+      outcome.replicas_acknowledged = static_cast<int>(expect_integer(reply, "waiting for replicas"));
+    } catch (const Error& error) {
+      outcome.error = error;
+    }
+    m_ready.push_back(std::move(outcome));
     return;
   }
   if (!pending.last) {
     return;
   }
-  Outcome outcome{pending.op, std::nullopt, false, {}};
+  Outcome outcome{pending.op, std::nullopt, false, {}, {}};
   try {
     switch (pending.op) {
     case Outcome::Op::acquire:
@@ -193,6 +211,13 @@ void RedisStore::on_reply(const redisReply& reply)
   } catch (const Error& error) {
     outcome.error = error;
   }
+  bool written = !outcome.error && (outcome.acquire.acquired || outcome.held);
+  if (pending.ack.replicas > 0 && written) {
+    // WAIT counts the replicas that have every write of this connection so far.
+    send(Pending{pending.op, {}, true, {}, std::move(outcome)},
+         {"WAIT", std::to_string(pending.ack.replicas), ms_string(pending.ack.timeout)});
+    return;
+  }
   m_ready.push_back(std::move(outcome));
 }
 
@@ -201,13 +226,13 @@ void RedisStore::fail_all(const Error& error)
   bool owed = false;
   for (const Pending& pending : m_pending) {
     if (pending.last) {
-      m_ready.push_back(Outcome{pending.op, error, false, {}});
+      m_ready.push_back(Outcome{pending.op, error, false, {}, {}});
       owed = true;
     }
   }
   m_pending.clear();
   if (!owed) {
-    m_ready.push_back(Outcome{Outcome::Op::disconnected, error, false, {}});
+    m_ready.push_back(Outcome{Outcome::Op::disconnected, error, false, {}, {}});
   }
 }
 

@@ -5,6 +5,7 @@
 #include "stores/redis/keys.hpp"
 
 #include <deque>
+#include <optional>
 
 namespace dlock::redis {
 
@@ -36,11 +37,15 @@ private:
     lock::Outcome::Op op;
     std::vector<std::string> eval; // a script's EVAL form, sent again after NOSCRIPT
     bool last = true;              // false: a step of the op whose outcome comes later
+    lock::ReplicaAck ack{};        // replicas the write must reach before its outcome counts
+    // The script's outcome, held back while the WAIT for its replicas is answered.
+    std::optional<lock::Outcome> awaiting_replicas{};
   };
 
   LockKeys keys(const lock::LockName& name) const { return LockKeys::make(m_prefix, name.str()); }
   void send(lock::Outcome::Op op, std::vector<std::string> argv, std::vector<std::string> eval = {},
             bool last = true);
+  void send(Pending pending, const std::vector<std::string>& argv);
   void on_io(short revents);
   void on_reply(const redisReply& reply);
   void fail_all(const Error& error);
