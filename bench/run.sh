@@ -232,7 +232,8 @@ timeout -k 5 "$STEP_LIMIT" hyperfine -N --warmup 5 --runs "$HF_RUNS" --style bas
   -n "dlock (tcp 127.0.0.1) run -- true" "$(q "$DLOCK_BIN") -u redis://127.0.0.1:$REDIS_PORT run -k bench-uncontended -- true" \
   -n "flock FILE true" "flock $(q "$TMP/uncontended.lock") true" \
   -n "etcdctl lock K true" "etcdctl --endpoints=$ETCD_URL lock bench-uncontended true" \
-  -n "dlock --version (start-up only)" "$(q "$DLOCK_BIN") --version" \
+  -n "dlock run --help (start-up and options, no store)" "$(q "$DLOCK_BIN") run --help" \
+  -n "flock --version (start-up only)" "flock --version" \
   -n "true (no lock: process start)" "true" \
   >"$TMP/uncontended.log" 2>&1 || { cat "$TMP/uncontended.log"; die "hyperfine failed"; }
 analyze uncontended "$TMP/uncontended.json"
