@@ -7,7 +7,7 @@
 _dlock_takes_value()
 {
     case $1 in
-        -u | --url | --password-file | --tls-ca | --tls-cert | --tls-key | --tls-server-name | \
+        -u | --url | --password-file | --sentinel-password-file | --tls-ca | --tls-cert | --tls-key | --tls-server-name | \
             --prefix | --connect-timeout | -k | --key | -t | --ttl | -w | --wait | --timeout | \
             -E | --conflict-exit-code | -c | --command | --on-lost | --kill-after | --max-hold | \
             --wait-replicas | --wait-replicas-timeout | --token)
@@ -55,7 +55,7 @@ _dlock()
         cur=${cur#*=}
     fi
 
-    local global_opts='-u --url --password-file --tls-ca --tls-cert --tls-key --tls-server-name
+    local global_opts='-u --url --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-server-name
         --prefix --connect-timeout -v --verbose -q --quiet'
 
     # Find the subcommand, and for run the "--" before the command.
@@ -92,7 +92,7 @@ _dlock()
 
     # The value of an option.
     case $prev in
-        --password-file | --tls-ca | --tls-cert | --tls-key)
+        --password-file | --sentinel-password-file | --tls-ca | --tls-cert | --tls-key)
             compopt -o filenames 2>/dev/null
             mapfile -t COMPREPLY < <(compgen -f -- "$cur")
             return 0
@@ -104,7 +104,7 @@ _dlock()
         -u | --url)
             if [[ $cur != *:* ]]; then
                 compopt -o nospace 2>/dev/null
-                mapfile -t COMPREPLY < <(compgen -W 'redis:// rediss:// unix://' -- "$cur")
+                mapfile -t COMPREPLY < <(compgen -W 'redis:// rediss:// unix:// redis-sentinel:// rediss-sentinel://' -- "$cur")
             fi
             return 0
             ;;

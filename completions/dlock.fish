@@ -12,7 +12,7 @@ function __fish_dlock_subcommand
             continue
         end
         switch $t
-            case -u --url --password-file --tls-ca --tls-cert --tls-key --tls-server-name --prefix --connect-timeout
+            case -u --url --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-server-name --prefix --connect-timeout
                 set skip 1
             case '-*'
             case '*'
@@ -39,8 +39,9 @@ complete -c dlock -f
 complete -c dlock -n 'not __fish_dlock_subcommand' -s h -l help -d 'Print help and exit'
 complete -c dlock -n 'not __fish_dlock_subcommand' -l version -d 'Print version and exit'
 set -l __dlock_global 'not contains -- -- (commandline -opc)'
-complete -c dlock -n $__dlock_global -s u -l url -x -a 'redis:// rediss:// unix://' -d 'Redis URL'
+complete -c dlock -n $__dlock_global -s u -l url -x -a 'redis:// rediss:// unix:// redis-sentinel:// rediss-sentinel://' -d 'Redis URL'
 complete -c dlock -n $__dlock_global -l password-file -r -F -d 'Read the Redis password from FILE'
+complete -c dlock -n $__dlock_global -l sentinel-password-file -r -F -d "Read the Sentinels' password from FILE"
 complete -c dlock -n $__dlock_global -l tls-ca -r -F -d 'CA bundle for rediss://'
 complete -c dlock -n $__dlock_global -l tls-cert -r -F -d 'Client certificate for rediss://'
 complete -c dlock -n $__dlock_global -l tls-key -r -F -d 'Client key for rediss://'

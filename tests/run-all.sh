@@ -85,7 +85,7 @@ else
 fi
 if build "release build" build; then
   unit_tests "release build" build
-  run_bats "release build" build -L 'e2e|faults'
+  run_bats "release build" build -L 'e2e|faults|ha'
   if command -v valkey-server >/dev/null; then
     REDIS_SERVER=valkey-server run_bats "Valkey" build -L e2e
   fi

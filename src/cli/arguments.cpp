@@ -166,7 +166,8 @@ void add_global_options(CLI::App& app, Arguments& args)
 {
   app.add_option("-u,--url", args.urls,
                  "Redis URL: redis://[[user][:pass]@]host[:port][/db], rediss://..., "
-                 "unix:///path.sock[?db=N]; one per -u; env DLOCK_URL (separated by blanks)")
+                 "unix:///path.sock[?db=N], redis-sentinel://host[:port][,host[:port]...][/db]#MASTER; "
+                 "one per -u; env DLOCK_URL (separated by blanks)")
     // One value per occurrence (the words after it are the command's), any number of them;
     // without expected(1) --help would also show "URL ...".
     ->allow_extra_args(false)
@@ -175,6 +176,9 @@ void add_global_options(CLI::App& app, Arguments& args)
     ->type_name("URL");
   app.add_option("--password-file", args.password_file,
                  "read the Redis password from FILE (or set DLOCK_PASSWORD)")
+    ->type_name("FILE");
+  app.add_option("--sentinel-password-file", args.sentinel_password_file,
+                 "read the Sentinels' own password from FILE (or set DLOCK_SENTINEL_PASSWORD)")
     ->type_name("FILE");
   app.add_option("--tls-ca", args.tls_ca, "CA bundle for rediss://")
     ->envname("DLOCK_TLS_CA")
@@ -292,12 +296,47 @@ Subcommands define_command_line(CLI::App& app, Arguments& args)
 
 namespace {
 
-// What keeps the password out of a command's environment; password_file: where dlock read
-// it from, if from a file, which nested calls are told instead (a name is no secret).
-EnvironmentChanges hide_password(const std::string& password_file)
+// A password given by a file option, or else by the environment: NAME (the secret itself) or
+// NAME_FILE (where to read it; the form nested dlock calls are given). The file read, if any,
+// goes to file_read.
+std::optional<std::string> resolve_password(const std::string& option_file, const std::string& name,
+                                            std::string& file_read)
+{
+  const char* env_password = std::getenv(name.c_str());
+  const char* env_password_file = std::getenv((name + "_FILE").c_str());
+  file_read = option_file;
+  if (file_read.empty() && (env_password == nullptr || *env_password == '\0')
+      && env_password_file != nullptr) {
+    file_read = env_password_file;
+  }
+  if (!file_read.empty()) {
+    return read_password_file(file_read);
+  }
+  if (env_password != nullptr && *env_password != '\0') {
+    return env_password;
+  }
+  return std::nullopt;
+}
+
+// Tells nested calls where a password was read from instead of the password (a file name is
+// no secret).
+void pass_password_file(EnvironmentChanges& changes, const std::string& name, const std::string& file)
+{
+  if (!file.empty()) {
+    std::error_code error;
+    std::filesystem::path absolute = std::filesystem::absolute(file, error);
+    changes.set.emplace_back(name, error ? file : absolute.string());
+  }
+}
+
+// What keeps the passwords out of a command's environment; *_file: where dlock read them
+// from, if from files, which nested calls are told instead.
+EnvironmentChanges hide_password(const std::string& password_file,
+                                 const std::string& sentinel_password_file)
 {
   EnvironmentChanges changes;
   changes.unset.emplace_back("DLOCK_PASSWORD");
+  changes.unset.emplace_back("DLOCK_SENTINEL_PASSWORD");
   std::vector<std::string> urls = environment_urls();
   if (std::any_of(urls.begin(), urls.end(), [](const auto& url) { return util::url_has_password(url); })) {
     std::string without;
@@ -306,11 +345,8 @@ EnvironmentChanges hide_password(const std::string& password_file)
     }
     changes.set.emplace_back("DLOCK_URL", without);
   }
-  if (!password_file.empty()) {
-    std::error_code error;
-    std::filesystem::path absolute = std::filesystem::absolute(password_file, error);
-    changes.set.emplace_back("DLOCK_PASSWORD_FILE", error ? password_file : absolute.string());
-  }
+  pass_password_file(changes, "DLOCK_PASSWORD_FILE", password_file);
+  pass_password_file(changes, "DLOCK_SENTINEL_PASSWORD_FILE", sentinel_password_file);
   return changes;
 }
 
@@ -321,19 +357,12 @@ GlobalOptions resolve_global(const Arguments& args)
   GlobalOptions global;
   stores::StoreConfig& store = global.store;
   store.urls = args.urls.empty() ? environment_urls() : args.urls;
-  const char* env_password = std::getenv("DLOCK_PASSWORD");
-  const char* env_password_file = std::getenv("DLOCK_PASSWORD_FILE");
-  std::string password_file = args.password_file;
-  if (password_file.empty() && (env_password == nullptr || *env_password == '\0')
-      && env_password_file != nullptr) {
-    password_file = env_password_file;
-  }
-  if (!password_file.empty()) {
-    store.password = read_password_file(password_file);
-  } else if (env_password != nullptr && *env_password != '\0') {
-    store.password = env_password;
-  }
-  global.hide_password = hide_password(password_file);
+  std::string password_file;
+  std::string sentinel_password_file;
+  store.password = resolve_password(args.password_file, "DLOCK_PASSWORD", password_file);
+  store.sentinel_password =
+    resolve_password(args.sentinel_password_file, "DLOCK_SENTINEL_PASSWORD", sentinel_password_file);
+  global.hide_password = hide_password(password_file, sentinel_password_file);
   store.request_timeout = util::parse_duration(args.connect_timeout, "--connect-timeout");
   if (store.request_timeout.count() <= 0) {
     throw Error(ExitCode::usage, "--connect-timeout must be greater than zero");

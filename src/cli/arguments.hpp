@@ -20,6 +20,7 @@ struct Arguments {
   // global
   std::vector<std::string> urls; // -u, one per occurrence; DLOCK_URL is read by resolve_global
   std::string password_file;
+  std::string sentinel_password_file;
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
   std::string prefix = "dlock:";
   std::string connect_timeout = "2s";

@@ -20,6 +20,7 @@ struct TlsFiles {
 struct StoreConfig {
   std::vector<std::string> urls;       // one store per URL; at least one
   std::optional<std::string> password; // wins over a password in a URL
+  std::optional<std::string> sentinel_password; // the Sentinels' own, if they require one
   util::Millis request_timeout{2000};  // each connection attempt and each request
   TlsFiles tls;
   std::string prefix = "dlock:";       // namespace of every key dlock writes

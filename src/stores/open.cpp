@@ -1,6 +1,7 @@
 #include "stores/open.hpp"
 
 #include "stores/redis/redis_store.hpp"
+#include "stores/redis/sentinel.hpp"
 #include "stores/redis/tls.hpp"
 #include "stores/redis/url.hpp"
 
@@ -16,12 +17,22 @@ std::unique_ptr<lock::Store> open_store(const StoreConfig& config)
                 "--url",
                 config.urls.size());
   }
+  std::string url = config.urls.empty() ? "redis://127.0.0.1:6379" : config.urls.front();
   redis::ConnectOptions options;
-  options.endpoint = redis::parse_url(config.urls.empty() ? "redis://127.0.0.1:6379" : config.urls.front());
-  options.password = config.password;
-  options.connect_timeout = config.request_timeout;
-  options.tls = config.tls;
-  return std::make_unique<redis::RedisStore>(std::move(options), config.prefix);
+  std::unique_ptr<redis::SwitchListener> switches;
+  if (redis::is_sentinel_url(url)) {
+    auto locator = std::make_shared<redis::SentinelLocator>(
+      redis::parse_sentinel_url(url), config.sentinel_password, config.request_timeout, config.tls);
+    switches = std::make_unique<redis::SwitchListener>(locator);
+    options = redis::sentinel_data_options(std::move(locator), config.password,
+                                           config.request_timeout, config.tls);
+  } else {
+    options.endpoint = redis::parse_url(url);
+    options.password = config.password;
+    options.connect_timeout = config.request_timeout;
+    options.tls = config.tls;
+  }
+  return std::make_unique<redis::RedisStore>(std::move(options), config.prefix, std::move(switches));
 }
 
 std::string library_versions()

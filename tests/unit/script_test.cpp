@@ -86,7 +86,8 @@ TEST(Scripts, EmbeddedShaIsTheSourcesSha1)
 {
   using namespace dlock::redis;
   for (const Script* script :
-       {&scripts::acquire(), &scripts::renew(), &scripts::release(), &scripts::inspect()}) {
+       {&scripts::acquire(), &scripts::renew(), &scripts::release(), &scripts::inspect(),
+        &scripts::wake()}) {
     std::vector<std::string> eval = script->eval({"k"}, {"a"});
     std::vector<std::string> evalsha = script->evalsha({"k"}, {"a"});
     ASSERT_EQ(eval.size(), 5U);
@@ -108,4 +109,5 @@ TEST(Scripts, PreludeWhereUsed)
   EXPECT_TRUE(source(scripts::release()).starts_with("-- Put before"));
   EXPECT_TRUE(source(scripts::inspect()).starts_with("-- Put before"));
   EXPECT_EQ(source(scripts::renew()).find("server_now"), std::string::npos);
+  EXPECT_EQ(source(scripts::wake()).find("server_now"), std::string::npos);
 }

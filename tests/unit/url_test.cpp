@@ -168,3 +168,46 @@ TEST(ScrubUrlPasswords, HidesPasswordsInTheUrlArgumentsOnly)
   EXPECT_FALSE(
       dlock::cli::scrub_url_passwords(static_cast<int>(no_password.size()), no_password.data()));
 }
+
+TEST(SentinelUrl, HostsMasterAndDataSettings)
+{
+  using dlock::redis::parse_sentinel_url;
+  auto url = parse_sentinel_url("redis-sentinel://app:s%40cret@s1:26380,s2,[::1]:5000/2#orders");
+  ASSERT_EQ(url.sentinels.size(), 3u);
+  EXPECT_EQ(url.sentinels[0].host, "s1");
+  EXPECT_EQ(url.sentinels[0].port, 26380);
+  EXPECT_EQ(url.sentinels[1].port, 26379); // Sentinel's default, not Redis's
+  EXPECT_EQ(url.sentinels[2].host, "::1");
+  EXPECT_EQ(url.sentinels[2].port, 5000);
+  EXPECT_FALSE(url.sentinels[0].password); // the URL's credentials are the data nodes'
+  EXPECT_EQ(url.master, "orders");
+  EXPECT_EQ(url.data.user, "app");
+  EXPECT_EQ(url.data.password, "s@cret");
+  EXPECT_EQ(url.data.db, 2);
+  EXPECT_FALSE(url.data.tls);
+  EXPECT_EQ(url.redacted(), "redis-sentinel://app:***@s1:26380,s2:26379,[::1]:5000/2#orders");
+}
+
+TEST(SentinelUrl, TlsSchemeAppliesToSentinelsAndDataNodes)
+{
+  auto url = dlock::redis::parse_sentinel_url("rediss-sentinel://h#m");
+  EXPECT_TRUE(url.sentinels[0].tls);
+  EXPECT_TRUE(url.data.tls);
+  EXPECT_TRUE(dlock::redis::is_sentinel_url("rediss-sentinel://h#m"));
+  EXPECT_FALSE(dlock::redis::is_sentinel_url("redis://h"));
+}
+
+TEST(SentinelUrl, RefusesMalformedOnesWithUsage)
+{
+  for (const char* bad : {"redis-sentinel://h", "redis-sentinel://h#", "redis-sentinel://#m",
+                          "redis-sentinel://h,,h2#m", "redis-sentinel://h:0#m",
+                          "redis-sentinel://h/x#m", "redis-sentinel://:pw@h:99999#m"}) {
+    try {
+      dlock::redis::parse_sentinel_url(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ExitCode::usage) << bad;
+      EXPECT_EQ(std::string(error.what()).find(":pw@"), std::string::npos) << error.what();
+    }
+  }
+}

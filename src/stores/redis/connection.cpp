@@ -19,13 +19,21 @@ Connection::Connection(ConnectOptions options) : m_options(std::move(options)) {
 
 Connection::~Connection() { reset(); }
 
-std::string Connection::describe_endpoint() const { return m_options.endpoint.redacted(); }
+std::string Connection::describe_endpoint() const
+{
+  if (m_options.role_label.empty()) {
+    return m_options.endpoint.redacted();
+  }
+  return m_located ? fmt::format("{} at {}", m_options.role_label, m_options.endpoint.redacted())
+                   : m_options.role_label;
+}
 
 void Connection::reset() noexcept
 {
   m_context.reset();
   m_connecting = false;
   m_write_pending = false;
+  m_subscribed = false;
   m_expected.clear();
   m_held.clear();
 }
@@ -97,6 +105,10 @@ bool Connection::handshaking() const noexcept
 
 void Connection::connect()
 {
+  if (m_options.locate) {
+    m_options.endpoint = m_options.locate(std::min(m_options.connect_timeout, m_blocking_limit));
+    m_located = true;
+  }
   const Endpoint& endpoint = m_options.endpoint;
   const auto& password = this->password();
   if (!password && !endpoint.user.empty()) {
@@ -125,6 +137,9 @@ void Connection::connect()
   }
   if (endpoint.db != 0) {
     append({"SELECT", std::to_string(endpoint.db)}, Expect::select);
+  }
+  if (m_options.require_master) {
+    append({"ROLE"}, Expect::role);
   }
 }
 
@@ -171,6 +186,12 @@ void Connection::send(const std::vector<std::string>& argv)
   if (!m_connecting) {
     process_io(POLLOUT); // write at once; the socket buffer takes small commands
   }
+}
+
+void Connection::subscribe(const std::string& channel)
+{
+  send({"SUBSCRIBE", channel});
+  m_subscribed = true;
 }
 
 int Connection::fd() const noexcept { return m_context != nullptr ? m_context->fd : -1; }
@@ -258,7 +279,7 @@ std::string first_line(std::string_view text)
 
 std::optional<Reply> Connection::next_reply()
 {
-  while (m_context != nullptr && !m_expected.empty()) {
+  while (m_context != nullptr && (!m_expected.empty() || m_subscribed)) {
     std::string head = unparsed_head(*m_context->reader);
     void* raw = nullptr;
     if (redisGetReplyFromReader(m_context.get(), &raw) != REDIS_OK) {
@@ -271,6 +292,9 @@ std::optional<Reply> Connection::next_reply()
       return std::nullopt;
     }
     Reply reply(static_cast<redisReply*>(raw));
+    if (m_expected.empty()) {
+      return reply; // a message on a subscribed channel
+    }
     Expect expect = m_expected.front();
     m_expected.pop_front();
     check_password_needed(*reply);
@@ -293,6 +317,9 @@ void Connection::on_handshake_reply(Expect step, const redisReply& reply)
     }
     fail(code, message);
   }
+  if (step == Expect::role) {
+    check_master(reply);
+  }
   if (!handshaking() && !m_held.empty()) {
     if (redisAppendFormattedCommand(m_context.get(), m_held.data(), m_held.size()) != REDIS_OK) {
       fail(ExitCode::internal, "cannot queue a command");
@@ -308,8 +335,22 @@ void Connection::check_password_needed(const redisReply& reply)
   if (!password() && reply.type == REDIS_REPLY_ERROR
       && asks_for_password(std::string_view(reply.str, reply.len))) {
     fail(ExitCode::auth,
-         "the server requires a password: give it with --password-file FILE or DLOCK_PASSWORD");
+         fmt::format("the server requires a password: give it with {}", m_options.password_hint));
   }
+}
+
+void Connection::check_master(const redisReply& reply)
+{
+  if (reply.type == REDIS_REPLY_ARRAY && reply.elements > 0
+      && reply.element[0]->type == REDIS_REPLY_STRING) {
+    std::string_view role(reply.element[0]->str, reply.element[0]->len);
+    if (role == "master") {
+      return;
+    }
+    fail(ExitCode::unavailable,
+         fmt::format("the node is a {}, not the master (a failover may be under way)", role));
+  }
+  fail(ExitCode::unavailable, fmt::format("unexpected reply to ROLE ({})", describe(reply)));
 }
 
 Reply Connection::call(const std::vector<std::string>& argv, util::TimePoint deadline)

@@ -14,7 +14,12 @@ LockKeys LockKeys::make(std::string_view prefix, std::string_view name)
 
 std::string LockKeys::wake_for(std::string_view waiter_id) const
 {
-  return fair_wake_prefix + std::string(waiter_id);
+  return fair_wake_list(fair_wake_prefix, waiter_id);
+}
+
+std::string fair_wake_list(std::string_view fair_wake_prefix, std::string_view waiter_id)
+{
+  return std::string(fair_wake_prefix).append(waiter_id);
 }
 
 } // namespace dlock::redis

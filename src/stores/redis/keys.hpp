@@ -19,12 +19,15 @@ struct LockKeys {
 
   std::string fair_wake_prefix; // prefix{name}:wake: + a --fair waiter's id: its own wake list
 
-  // The list a release pushes to for one --fair waiter (the release script appends the id
-  // to fair_wake_prefix itself, the only other place this name is made).
+  // The list a release pushes to for one --fair waiter (declared to the wake script, as
+  // Redis Cluster wants every key a script touches to be).
   std::string wake_for(std::string_view waiter_id) const;
 
   // Keys for a name under a prefix (default "dlock:").
   static LockKeys make(std::string_view prefix, std::string_view name);
 };
+
+// The wake list of the --fair waiter waiter_id of the lock whose fair_wake_prefix is given.
+std::string fair_wake_list(std::string_view fair_wake_prefix, std::string_view waiter_id);
 
 } // namespace dlock::redis

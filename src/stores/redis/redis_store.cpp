@@ -62,26 +62,65 @@ lock::AcquireResult parse_acquire(const redisReply& reply)
 
 } // namespace
 
-RedisStore::RedisStore(ConnectOptions options, std::string prefix)
-  : m_connection(std::move(options)), m_prefix(std::move(prefix))
+RedisStore::RedisStore(ConnectOptions options, std::string prefix,
+                       std::unique_ptr<SwitchListener> switches)
+  : m_switches(std::move(switches)), m_prefix(std::move(prefix))
 {
+  m_nodes.push_back(std::make_unique<Node>(std::move(options)));
 }
 
-void RedisStore::send(Outcome::Op op, std::vector<std::string> argv, std::vector<std::string> eval,
-                      bool last)
-{
-  send(Pending{op, std::move(eval), last}, argv);
-}
+namespace {
 
-void RedisStore::send(Pending pending, const std::vector<std::string>& argv)
+// How many times one request may be sent elsewhere (MOVED, ASK, TRYAGAIN) before dlock gives
+// up: a slot in migration needs two or three; more means the cluster is reconfiguring.
+constexpr int max_redirects = 8;
+// The pause before a request that met TRYAGAIN is sent again.
+constexpr util::Millis try_again_pause{50};
+
+} // namespace
+
+RedisStore::Node& RedisStore::node_at(const std::string& host, int port)
 {
-  try {
-    m_connection.send(argv);
-    m_pending.push_back(std::move(pending));
-  } catch (const Error& error) {
-    if (pending.last) {
-      m_ready.push_back(Outcome{pending.op, error, false, {}, {}});
+  for (auto& node : m_nodes) {
+    const Endpoint& endpoint = node->connection.endpoint();
+    if (endpoint.transport == Endpoint::Transport::tcp && endpoint.host == host && endpoint.port == port) {
+      return *node;
     }
+  }
+  // Another node of the same cluster: the same credentials, TLS settings and timeouts.
+  ConnectOptions options = m_nodes.front()->connection.options();
+  options.locate = nullptr;
+  options.require_master = false;
+  options.role_label.clear();
+  options.endpoint.transport = Endpoint::Transport::tcp;
+  options.endpoint.host = host;
+  options.endpoint.port = port;
+  m_nodes.push_back(std::make_unique<Node>(std::move(options)));
+  m_nodes.back()->connection.limit_blocking(m_blocking_limit);
+  return *m_nodes.back();
+}
+
+RedisStore::Node& RedisStore::node_for_slot(int slot)
+{
+  auto found = m_slot_nodes.find(slot);
+  return found != m_slot_nodes.end() ? *found->second : *m_nodes.front();
+}
+
+void RedisStore::send(Pending pending, Node* node)
+{
+  Node& target = node != nullptr ? *node : node_for_slot(pending.slot);
+  try {
+    target.connection.send(pending.argv);
+    target.pending.push_back(std::move(pending));
+  } catch (const Error& error) {
+    fail(pending, error);
+  }
+}
+
+void RedisStore::fail(const Pending& pending, const Error& error)
+{
+  if (pending.last) {
+    m_ready.push_back(Outcome{pending.op, error, false, {}, {}});
   }
 }
 
@@ -95,8 +134,11 @@ void RedisStore::start_acquire(const lock::LockName& name, const lock::AcquireRe
                                 std::to_string(me.pid), me.user, me.command, ticket.waiter_id,
                                 mode_name(ticket.mode), ms_string(ticket.max_block)};
   const Script& script = scripts::acquire();
-  send(Pending{Outcome::Op::acquire, script.eval(script_keys, args), true, request.ack},
-       script.evalsha(script_keys, args));
+  send(Pending{.op = Outcome::Op::acquire,
+               .argv = script.evalsha(script_keys, args),
+               .eval = script.eval(script_keys, args),
+               .slot = key_slot(k.lock),
+               .ack = request.ack});
 }
 
 void RedisStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
@@ -104,8 +146,9 @@ void RedisStore::start_wait_for_wake(const lock::LockName& name, const lock::Wai
 {
   LockKeys k = keys(name);
   const std::string& list = ticket.mode == lock::WaitMode::fair ? k.wake_for(ticket.waiter_id) : k.wake;
-  send(Outcome::Op::wait_for_wake,
-       {"BLPOP", list, fmt::format("{:.3f}", static_cast<double>(block.count()) / 1000)});
+  send(Pending{.op = Outcome::Op::wait_for_wake,
+               .argv = {"BLPOP", list, fmt::format("{:.3f}", static_cast<double>(block.count()) / 1000)},
+               .slot = key_slot(k.lock)});
 }
 
 void RedisStore::start_renew(const lock::LockName& name, const lock::RenewRequest& request)
@@ -115,8 +158,11 @@ void RedisStore::start_renew(const lock::LockName& name, const lock::RenewReques
   std::vector<std::string> args{request.token, request.ttl ? ms_string(*request.ttl) : std::string(),
                                 request.ttl && request.remember_ttl ? "1" : "0"};
   const Script& script = scripts::renew();
-  send(Pending{Outcome::Op::renew, script.eval(script_keys, args), true, request.ack},
-       script.evalsha(script_keys, args));
+  send(Pending{.op = Outcome::Op::renew,
+               .argv = script.evalsha(script_keys, args),
+               .eval = script.eval(script_keys, args),
+               .slot = key_slot(k.lock),
+               .ack = request.ack});
 }
 
 void RedisStore::start_release(const lock::LockName& name, const std::string& token)
@@ -124,18 +170,25 @@ void RedisStore::start_release(const lock::LockName& name, const std::string& to
   LockKeys k = keys(name);
   std::vector<std::string> script_keys{k.lock, k.holder, k.waiters, k.queue, k.queue_expiry, k.wake};
   const Script& script = scripts::release();
-  std::vector<std::string> args{token, k.fair_wake_prefix};
-  send(Outcome::Op::release, script.evalsha(script_keys, args), script.eval(script_keys, args));
+  std::vector<std::string> args{token};
+  send(Pending{.op = Outcome::Op::release,
+               .argv = script.evalsha(script_keys, args),
+               .eval = script.eval(script_keys, args),
+               .slot = key_slot(k.lock),
+               .fair_wake_prefix = k.fair_wake_prefix});
 }
 
 void RedisStore::start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket)
 {
   LockKeys k = keys(name);
+  int slot = key_slot(k.lock);
   if (ticket.mode == lock::WaitMode::fair) {
-    send(Outcome::Op::withdraw, {"ZREM", k.queue, ticket.waiter_id}, {}, false);
-    send(Outcome::Op::withdraw, {"ZREM", k.queue_expiry, ticket.waiter_id});
+    send(Pending{.op = Outcome::Op::withdraw, .argv = {"ZREM", k.queue, ticket.waiter_id}, .slot = slot,
+                 .last = false});
+    send(Pending{.op = Outcome::Op::withdraw, .argv = {"ZREM", k.queue_expiry, ticket.waiter_id},
+                 .slot = slot});
   } else if (ticket.mode == lock::WaitMode::wait) {
-    send(Outcome::Op::withdraw, {"ZREM", k.waiters, ticket.waiter_id});
+    send(Pending{.op = Outcome::Op::withdraw, .argv = {"ZREM", k.waiters, ticket.waiter_id}, .slot = slot});
   } else {
     m_ready.push_back(Outcome{Outcome::Op::withdraw, std::nullopt, false, {}, {}});
   }
@@ -143,50 +196,123 @@ void RedisStore::start_withdraw(const lock::LockName& name, const lock::WaitTick
 
 void RedisStore::watch(util::EventLoop& loop)
 {
-  int fd = m_connection.fd();
-  loop.watch(fd, m_connection.poll_events(), [this, fd](short revents) {
-    if (m_connection.fd() == fd) { // not dropped by an earlier handler of the same round
-      on_io(revents);
+  if (m_switches) {
+    m_switches->watch(loop, [this](const std::string& address) {
+      Node& master = *m_nodes.front();
+      if (master.connection.fd() >= 0) {
+        leave_node(master, Error(ExitCode::unavailable, "{}: the Sentinels switched to a new master at {}",
+                                 master.connection.describe_endpoint(), address));
+      }
+    });
+  }
+  // Requests whose TRYAGAIN pause is over go out again.
+  util::TimePoint now = util::monotonic_now();
+  std::vector<Retry> due;
+  std::erase_if(m_retries, [&](Retry& retry) {
+    if (retry.at > now) {
+      loop.wake_at(retry.at);
+      return false;
     }
+    due.push_back(std::move(retry));
+    return true;
   });
+  for (Retry& retry : due) {
+    send(std::move(retry.pending));
+  }
+  for (auto& node : m_nodes) {
+    Node* watched = node.get();
+    int fd = watched->connection.fd();
+    loop.watch(fd, watched->connection.poll_events(), [this, watched, fd](short revents) {
+      if (watched->connection.fd() == fd) { // not dropped by an earlier handler of the same round
+        on_io(*watched, revents);
+      }
+    });
+  }
 }
 
-void RedisStore::on_io(short revents)
+void RedisStore::on_io(Node& node, short revents)
 {
   try {
-    m_connection.process_io(revents);
-    while (std::optional<Reply> reply = m_connection.next_reply()) {
-      on_reply(**reply);
+    node.connection.process_io(revents);
+    while (std::optional<Reply> reply = node.connection.next_reply()) {
+      on_reply(node, **reply);
     }
   } catch (const Error& error) {
-    m_connection.reset();
-    fail_all(error);
+    node.connection.reset();
+    fail_all(node, error);
   }
 }
 
-void RedisStore::on_reply(const redisReply& reply)
+bool RedisStore::follow(Pending& pending, const Redirect& redirect)
 {
-  Pending pending = std::move(m_pending.front());
-  m_pending.pop_front();
+  if (++pending.redirects > max_redirects) {
+    return false;
+  }
+  Node& target = node_at(redirect.host, redirect.port);
+  if (!redirect.ask) {
+    m_slot_nodes[redirect.slot] = &target; // the slot has moved for good
+    send(std::move(pending), &target);
+    return true;
+  }
+  // The slot is being migrated, and the keys are there already: this command only.
+  send(Pending{.op = pending.op, .argv = {"ASKING"}, .last = false}, &target);
+  send(std::move(pending), &target);
+  return true;
+}
+
+void RedisStore::on_reply(Node& node, const redisReply& reply)
+{
+  Pending pending = std::move(node.pending.front());
+  node.pending.pop_front();
   if (!pending.eval.empty() && is_noscript(reply)) {
     // The script cache was flushed (restart, failover, SCRIPT FLUSH): send the body.
-    std::vector<std::string> eval = std::move(pending.eval);
-    send(std::move(pending), eval);
+    pending.argv = std::move(pending.eval);
+    pending.eval.clear();
+    send(std::move(pending), &node);
     return;
   }
-  if (pending.awaiting_replicas) {
-    Outcome outcome = std::move(*pending.awaiting_replicas);
-    try {
-      outcome.replicas_acknowledged = static_cast<int>(expect_integer(reply, "waiting for replicas"));
-    } catch (const Error& error) {
-      outcome.error = error;
+  if (auto redirect = parse_redirect(reply)) {
+    if (!follow(pending, *redirect)) {
+      fail(pending, Error(ExitCode::unavailable, "the cluster redirected a request {} times (last to {})",
+                          max_redirects, redirect->address()));
     }
-    m_ready.push_back(std::move(outcome));
+    return;
+  }
+  if (is_try_again(reply) && pending.redirects < max_redirects) {
+    ++pending.redirects;
+    m_retries.push_back(Retry{util::monotonic_now() + try_again_pause, std::move(pending)});
+    return;
+  }
+  if (pending.held_back) {
+    // The follow-up step of an operation: its outcome was made already.
+    Outcome outcome = std::move(*pending.held_back);
+    if (pending.counts_replicas) {
+      try {
+        outcome.replicas_acknowledged = static_cast<int>(expect_integer(reply, "waiting for replicas"));
+      } catch (const Error& error) {
+        outcome.error = error;
+      }
+    } // a failed --fair wake-up leaves the release done: the waiter wakes at its next retry
+    finish(node, pending, std::move(outcome), {});
     return;
   }
   if (!pending.last) {
     return;
   }
+  std::string woken;
+  Outcome outcome = make_outcome(pending, reply, woken);
+  if (outcome.error && is_not_master(reply)) {
+    m_ready.push_back(std::move(outcome));
+    leave_node(node, Error(ExitCode::unavailable, "{}: the node is no longer the master",
+                           node.connection.describe_endpoint()));
+    return;
+  }
+  finish(node, pending, std::move(outcome), woken);
+}
+
+lock::Outcome RedisStore::make_outcome(const Pending& pending, const redisReply& reply,
+                                       std::string& woken) const
+{
   Outcome outcome{pending.op, std::nullopt, false, {}, {}};
   try {
     switch (pending.op) {
@@ -200,7 +326,12 @@ void RedisStore::on_reply(const redisReply& reply)
       outcome.held = expect_flag(reply, "renewing the lease");
       break;
     case Outcome::Op::release:
-      outcome.held = expect_flag(reply, "releasing the lock");
+      if (reply.type == REDIS_REPLY_STRING) { // released; this --fair waiter goes next
+        woken.assign(reply.str, reply.len);
+        outcome.held = true;
+      } else {
+        outcome.held = expect_flag(reply, "releasing the lock");
+      }
       break;
     case Outcome::Op::withdraw:
       throw_if_error(reply, "withdrawing from the wait");
@@ -211,29 +342,54 @@ void RedisStore::on_reply(const redisReply& reply)
   } catch (const Error& error) {
     outcome.error = error;
   }
+  return outcome;
+}
+
+void RedisStore::finish(Node& node, Pending& pending, Outcome outcome, const std::string& woken)
+{
+  if (!woken.empty()) {
+    // The release let a --fair waiter in: wake it on its own list, then report the release.
+    std::vector<std::string> wake_keys{fair_wake_list(pending.fair_wake_prefix, woken)};
+    send(Pending{.op = pending.op,
+                 .argv = scripts::wake().evalsha(wake_keys, {}),
+                 .eval = scripts::wake().eval(wake_keys, {}),
+                 .slot = pending.slot,
+                 .held_back = std::move(outcome)},
+         &node);
+    return;
+  }
   bool written = !outcome.error && (outcome.acquire.acquired || outcome.held);
-  if (pending.ack.replicas > 0 && written) {
+  if (pending.ack.replicas > 0 && written && !pending.counts_replicas) {
     // WAIT counts the replicas that have every write of this connection so far.
-    send(Pending{pending.op, {}, true, {}, std::move(outcome)},
-         {"WAIT", std::to_string(pending.ack.replicas), ms_string(pending.ack.timeout)});
+    send(Pending{.op = pending.op,
+                 .argv = {"WAIT", std::to_string(pending.ack.replicas), ms_string(pending.ack.timeout)},
+                 .held_back = std::move(outcome),
+                 .counts_replicas = true},
+         &node);
     return;
   }
   m_ready.push_back(std::move(outcome));
 }
 
-void RedisStore::fail_all(const Error& error)
+void RedisStore::fail_all(Node& node, const Error& error)
 {
   bool owed = false;
-  for (const Pending& pending : m_pending) {
+  for (const Pending& pending : node.pending) {
     if (pending.last) {
       m_ready.push_back(Outcome{pending.op, error, false, {}, {}});
       owed = true;
     }
   }
-  m_pending.clear();
+  node.pending.clear();
   if (!owed) {
     m_ready.push_back(Outcome{Outcome::Op::disconnected, error, false, {}, {}});
   }
+}
+
+void RedisStore::leave_node(Node& node, const Error& error)
+{
+  node.connection.reset();
+  fail_all(node, error);
 }
 
 std::optional<Outcome> RedisStore::next_outcome()
@@ -248,29 +404,106 @@ std::optional<Outcome> RedisStore::next_outcome()
 
 void RedisStore::abandon() noexcept
 {
-  m_connection.reset();
-  m_pending.clear();
+  for (auto& node : m_nodes) {
+    node->connection.reset();
+    node->pending.clear();
+  }
+  if (m_switches) {
+    m_switches->reset();
+  }
   m_ready.clear();
+  m_retries.clear();
 }
 
 Error RedisStore::timed_out() noexcept
 {
-  bool connecting = m_connection.connecting();
-  std::string endpoint = m_connection.describe_endpoint();
+  // The node that owes a reply, else the first.
+  Node* late = m_nodes.front().get();
+  for (auto& node : m_nodes) {
+    if (!node->pending.empty()) {
+      late = node.get();
+      break;
+    }
+  }
+  bool connecting = late->connection.connecting();
+  std::string endpoint = late->connection.describe_endpoint();
   abandon();
   return Error(ExitCode::unavailable, "{}: {}", endpoint,
                connecting ? "timed out connecting" : "timed out waiting for a reply");
 }
 
+void RedisStore::limit_blocking(util::Millis limit) noexcept
+{
+  m_blocking_limit = limit;
+  for (auto& node : m_nodes) {
+    node->connection.limit_blocking(limit);
+  }
+}
+
 lock::LockStatus RedisStore::status(const lock::LockName& name, util::TimePoint deadline)
 {
-  return read_status(m_connection, m_prefix, name.str(), deadline);
+  LockKeys k = keys(name);
+  int slot = key_slot(k.lock);
+  Node* node = &node_for_slot(slot);
+  bool asking = false;
+  for (int hop = 0;; ++hop) {
+    try {
+      if (asking) {
+        throw_if_error(*node->connection.call({"ASKING"}, deadline), "following a cluster redirect");
+      }
+      return read_status(node->connection, m_prefix, name.str(), deadline);
+    } catch (const Redirected& redirected) {
+      const Redirect& redirect = redirected.redirect();
+      if (hop == max_redirects) {
+        throw;
+      }
+      node = &node_at(redirect.host, redirect.port);
+      asking = redirect.ask;
+      if (!asking) {
+        m_slot_nodes[slot] = node;
+      }
+    }
+  }
+}
+
+std::vector<RedisStore::Node*> RedisStore::cluster_masters(util::Millis timeout)
+{
+  Node& seed = *m_nodes.front();
+  Reply reply = seed.connection.call({"CLUSTER", "SLOTS"}, util::deadline_after(timeout));
+  auto ranges = parse_cluster_slots(*reply);
+  std::vector<Node*> masters;
+  if (!ranges) {
+    return masters;
+  }
+  for (const SlotRange& range : *ranges) {
+    // A node that does not know its own address reports it empty: it is the seed.
+    Node& node = range.host.empty() ? seed : node_at(range.host, range.port);
+    for (int slot = range.first; slot <= range.last; ++slot) {
+      m_slot_nodes[slot] = &node;
+    }
+    if (std::find(masters.begin(), masters.end(), &node) == masters.end()) {
+      masters.push_back(&node);
+    }
+  }
+  return masters;
 }
 
 std::vector<lock::LockStatus> RedisStore::list(std::string_view pattern, util::Millis timeout)
 {
-  return read_statuses(m_connection, m_prefix, scan_lock_names(m_connection, m_prefix, pattern, timeout),
-                       timeout);
+  std::vector<Node*> masters = cluster_masters(timeout);
+  if (masters.empty()) {
+    masters.push_back(m_nodes.front().get()); // a single server
+  }
+  std::vector<lock::LockStatus> statuses;
+  for (Node* node : masters) {
+    std::vector<std::string> names = scan_lock_names(node->connection, m_prefix, pattern, timeout);
+    for (lock::LockStatus& status : read_statuses(node->connection, m_prefix, names, timeout)) {
+      statuses.push_back(std::move(status));
+    }
+  }
+  std::sort(statuses.begin(), statuses.end(),
+            [](const lock::LockStatus& a, const lock::LockStatus& b) { return a.name < b.name; });
+  return statuses;
 }
 
 } // namespace dlock::redis

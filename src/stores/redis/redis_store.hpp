@@ -1,19 +1,28 @@
 #pragma once
 
 #include "lock/store.hpp"
+#include "stores/redis/cluster.hpp"
 #include "stores/redis/connection.hpp"
 #include "stores/redis/keys.hpp"
+#include "stores/redis/sentinel.hpp"
 
 #include <deque>
+#include <map>
+#include <memory>
 #include <optional>
 
 namespace dlock::redis {
 
-// The lock protocol on one Redis server (a lock is a key holding the holder's token, with the
-// lease as its TTL; Lua scripts make every step atomic), over one pipelined connection.
+// The lock protocol on Redis (a lock is a key holding the holder's token, with the lease as
+// its TTL; Lua scripts make every step atomic), over one pipelined connection per node. The
+// URL's server (or the master Sentinel names) is the first node; if it turns out to be a
+// Cluster node, requests follow MOVED and ASK to the node serving the lock's slot, and all
+// of one lock's keys share that slot.
 class RedisStore final : public lock::Store {
 public:
-  RedisStore(ConnectOptions options, std::string prefix);
+  // switches: for a master found through Sentinel, the announcements of its failovers.
+  RedisStore(ConnectOptions options, std::string prefix,
+             std::unique_ptr<SwitchListener> switches = nullptr);
 
   void start_acquire(const lock::LockName& name, const lock::AcquireRequest& request) override;
   void start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
@@ -26,7 +35,7 @@ public:
   std::optional<lock::Outcome> next_outcome() override;
   void abandon() noexcept override;
   Error timed_out() noexcept override;
-  void limit_blocking(util::Millis limit) noexcept override { m_connection.limit_blocking(limit); }
+  void limit_blocking(util::Millis limit) noexcept override;
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
@@ -34,26 +43,61 @@ public:
 private:
   // A command sent whose reply is still owed, and what to make of it.
   struct Pending {
-    lock::Outcome::Op op;
-    std::vector<std::string> eval; // a script's EVAL form, sent again after NOSCRIPT
+    lock::Outcome::Op op = lock::Outcome::Op::acquire;
+    std::vector<std::string> argv{}; // as sent, to send again after a redirect or TRYAGAIN
+    std::vector<std::string> eval{}; // a script's EVAL form, sent again after NOSCRIPT
+    int slot = -1;                 // the slot of its keys; -1: the first node's business
     bool last = true;              // false: a step of the op whose outcome comes later
     lock::ReplicaAck ack{};        // replicas the write must reach before its outcome counts
-    // The script's outcome, held back while the WAIT for its replicas is answered.
-    std::optional<lock::Outcome> awaiting_replicas{};
+    // The outcome, held back while a follow-up step is answered: the WAIT for the write's
+    // replicas (its count goes into the outcome), or the wake-up of the --fair waiter a
+    // release let in.
+    std::optional<lock::Outcome> held_back{};
+    bool counts_replicas = false; // held_back waits for a WAIT's count
+    int redirects = 0; // MOVED, ASK and TRYAGAIN met so far
+    std::string fair_wake_prefix{}; // a release: the lock's LockKeys::fair_wake_prefix
+  };
+  // One server and the replies it owes.
+  struct Node {
+    explicit Node(ConnectOptions options) : connection(std::move(options)) {}
+    Connection connection;
+    std::deque<Pending> pending;
+  };
+  // A request waiting out a TRYAGAIN.
+  struct Retry {
+    util::TimePoint at;
+    Pending pending;
   };
 
   LockKeys keys(const lock::LockName& name) const { return LockKeys::make(m_prefix, name.str()); }
-  void send(lock::Outcome::Op op, std::vector<std::string> argv, std::vector<std::string> eval = {},
-            bool last = true);
-  void send(Pending pending, const std::vector<std::string>& argv);
-  void on_io(short revents);
-  void on_reply(const redisReply& reply);
-  void fail_all(const Error& error);
+  // Turns a reply into its operation's outcome; a release that let in a --fair waiter names
+  // it in woken.
+  lock::Outcome make_outcome(const Pending& pending, const redisReply& reply, std::string& woken) const;
+  // Sends to the node serving pending.slot, or to node if given (an ASK, a WAIT).
+  void send(Pending pending, Node* node = nullptr);
+  Node& node_for_slot(int slot);
+  Node& node_at(const std::string& host, int port);
+  void on_io(Node& node, short revents);
+  void on_reply(Node& node, const redisReply& reply);
+  // The outcome of a request, or its next step (WAIT, a --fair wake-up) first.
+  void finish(Node& node, Pending& pending, lock::Outcome outcome, const std::string& woken);
+  // Sends pending where a MOVED or ASK says; false after too many redirects.
+  bool follow(Pending& pending, const Redirect& redirect);
+  void fail(const Pending& pending, const Error& error);
+  void fail_all(Node& node, const Error& error);
+  // The node stopped being the master (READONLY, a Sentinel's announcement): drops the
+  // connection, failing what is in flight, so that the next operation finds the master anew.
+  void leave_node(Node& node, const Error& error);
+  // The masters of a cluster (and the slot map learned on the way); empty if not a cluster.
+  std::vector<Node*> cluster_masters(util::Millis timeout);
 
-  Connection m_connection;
+  std::vector<std::unique_ptr<Node>> m_nodes; // [0]: the URL's server or Sentinel's master
+  std::map<int, Node*> m_slot_nodes;          // slots learned from MOVED and CLUSTER SLOTS
+  std::unique_ptr<SwitchListener> m_switches; // null unless through Sentinel
   std::string m_prefix;
-  std::deque<Pending> m_pending;
   std::deque<lock::Outcome> m_ready;
+  std::vector<Retry> m_retries;
+  util::Millis m_blocking_limit = util::Millis::max();
 };
 
 } // namespace dlock::redis

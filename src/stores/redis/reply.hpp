@@ -28,6 +28,10 @@ ExitCode classify_error(std::string_view message);
 // say how to give one instead of showing Redis's words (NOAUTH, "unauthenticated multibulk").
 bool asks_for_password(std::string_view message);
 
+// Whether an error reply says the node cannot take writes because it is not (or no longer)
+// a master: READONLY, or MASTERDOWN (a replica that lost its master).
+bool is_not_master(const redisReply& reply);
+
 // Throws the classified Error if reply is an error reply; `what` names the request.
 void throw_if_error(const redisReply& reply, std::string_view what);
 

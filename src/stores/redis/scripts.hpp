@@ -23,11 +23,15 @@ const Script& acquire();
 // Extends the lease only while token holds it: 1 or 0.
 const Script& renew();
 
-// KEYS: lock, holder, waiters, queue, queue-expiry, wake. ARGV: token ("" = force), the
-// --fair wake-list prefix (LockKeys::fair_wake_prefix).
-// Deletes the lock only while token holds it (any holder when forced) and wakes exactly one
-// waiter: the head of the --fair queue if there is one, else one unfair waiter. 1 or 0.
+// KEYS: lock, holder, waiters, queue, queue-expiry, wake. ARGV: token ("" = force).
+// Deletes the lock only while token holds it (any holder when forced): 0 if not. Then wakes
+// one unfair waiter (1), unless a --fair waiter heads the queue: its id is returned, and the
+// client wakes it with wake(), since Redis Cluster wants every key a script touches declared
+// and the script only learns this waiter's list inside.
 const Script& release();
+
+// KEYS: a --fair waiter's wake list (LockKeys::wake_for). Wakes that waiter: 1.
+const Script& wake();
 
 // KEYS: lock, holder, fence, waiters, queue-expiry. Read-only snapshot for status and list:
 // {exists, pttl, holder-hash, last fence, live waiters, server time ms}.

@@ -1,5 +1,6 @@
 #include "stores/redis/status.hpp"
 
+#include "stores/redis/cluster.hpp"
 #include "stores/redis/scripts.hpp"
 
 #include <algorithm>
@@ -18,6 +19,9 @@ std::vector<std::string> inspect_keys(const LockKeys& keys)
 
 LockStatus parse_status(const std::string& name, const redisReply& reply)
 {
+  if (auto redirect = parse_redirect(reply)) {
+    throw Redirected(std::move(*redirect));
+  }
   throw_if_error(reply, "reading the lock status");
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 6) {
     throw Error(ExitCode::internal, "reading the lock status: unexpected reply ({})",

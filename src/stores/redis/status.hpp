@@ -11,7 +11,7 @@ namespace dlock::redis {
 
 using lock::LockStatus;
 
-// Reads one lock's status.
+// Reads one lock's status; throws Redirected if a cluster node sends it elsewhere.
 LockStatus read_status(Connection& connection, std::string_view prefix,
                        const std::string& name, util::TimePoint deadline);
 

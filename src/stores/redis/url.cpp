@@ -188,4 +188,88 @@ Endpoint parse_url(std::string_view url)
   return endpoint;
 }
 
+bool is_sentinel_url(std::string_view url)
+{
+  return url.rfind("redis-sentinel://", 0) == 0 || url.rfind("rediss-sentinel://", 0) == 0;
+}
+
+std::string SentinelUrl::redacted() const
+{
+  std::string auth;
+  if (!data.user.empty() || data.password) {
+    auth = data.user + (data.password ? ":***" : "") + "@";
+  }
+  std::string hosts;
+  for (const Endpoint& sentinel : sentinels) {
+    std::string host = sentinel.host.find(':') != std::string::npos ? fmt::format("[{}]", sentinel.host)
+                                                                    : sentinel.host;
+    hosts += fmt::format("{}{}:{}", hosts.empty() ? "" : ",", host, sentinel.port);
+  }
+  std::string db = data.db != 0 ? fmt::format("/{}", data.db) : std::string();
+  return fmt::format("{}://{}{}{}#{}", data.tls ? "rediss-sentinel" : "redis-sentinel", auth, hosts,
+                     db, master);
+}
+
+SentinelUrl parse_sentinel_url(std::string_view url)
+{
+  auto bad = [&](std::string_view why) {
+    return Error(ExitCode::usage, "invalid Sentinel URL '{}': {}", util::url_redacted(url), why);
+  };
+  if (!is_sentinel_url(url)) {
+    throw bad("expected redis-sentinel:// or rediss-sentinel://");
+  }
+  SentinelUrl parsed;
+  bool tls = url.rfind("rediss-", 0) == 0;
+  std::size_t hash = url.find('#');
+  if (hash == std::string_view::npos || hash + 1 == url.size()) {
+    throw bad("the master's name is missing: end the URL with #NAME, the name the Sentinels "
+              "monitor it under");
+  }
+  parsed.master = std::string(url.substr(hash + 1));
+  std::string_view body = url.substr(0, hash);
+  std::size_t start = util::after_scheme(body);
+  std::string_view userinfo;
+  if (auto info = util::userinfo_of(body)) {
+    userinfo = *info;
+    start += info->size() + 1;
+  }
+  std::string_view hosts = body.substr(start);
+  std::string_view path;
+  if (std::size_t slash = hosts.find('/'); slash != std::string_view::npos) {
+    path = hosts.substr(slash);
+    hosts = hosts.substr(0, slash);
+  }
+  // The data nodes' settings, parsed as the single-node URL they would be.
+  std::string scheme = tls ? "rediss://" : "redis://";
+  std::string auth = userinfo.empty() ? std::string() : std::string(userinfo) + "@";
+  try {
+    parsed.data = parse_url(scheme + auth + "127.0.0.1" + std::string(path));
+  } catch (const Error&) {
+    throw bad("the path must be a database number, as in redis-sentinel://host:26379/2#NAME; "
+              "a password's '@', ':' or '/' must be %-escaped");
+  }
+  if (hosts.empty()) {
+    throw bad("no Sentinel address");
+  }
+  std::size_t from = 0;
+  while (from <= hosts.size()) {
+    std::size_t comma = hosts.find(',', from);
+    std::string_view host = hosts.substr(from, comma == std::string_view::npos ? comma : comma - from);
+    from = comma == std::string_view::npos ? hosts.size() + 1 : comma + 1;
+    if (host.empty()) {
+      throw bad("empty Sentinel address in the list");
+    }
+    bool has_port = host.front() == '[' ? host.find("]:") != std::string_view::npos
+                                        : host.find(':') != std::string_view::npos;
+    Endpoint sentinel;
+    try {
+      sentinel = parse_url(scheme + std::string(host) + (has_port ? "" : ":26379"));
+    } catch (const Error&) {
+      throw bad(fmt::format("bad Sentinel address '{}'", host));
+    }
+    parsed.sentinels.push_back(std::move(sentinel));
+  }
+  return parsed;
+}
+
 } // namespace dlock::redis

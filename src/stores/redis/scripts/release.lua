@@ -1,5 +1,7 @@
--- Deletes the lock while the token holds it (any holder when forced) and wakes one waiter:
--- 1, else 0.
+-- Deletes the lock while the token holds it (any holder when forced) and wakes one waiter.
+-- Returns 0 if the token did not hold it; 1 once it is deleted and an unfair waiter (if any)
+-- woken; or, when a --fair waiter heads the queue, that waiter's id: its own wake list is a key
+-- this script cannot declare, so the client wakes it with wake.lua.
 local lock_key = KEYS[1]
 local holder_key = KEYS[2]
 local waiters_key = KEYS[3]
@@ -7,7 +9,6 @@ local queue_key = KEYS[4]
 local queue_expiry_key = KEYS[5]
 local wake_key = KEYS[6]
 local token = ARGV[1] -- '': force
-local fair_wake_prefix = ARGV[2] -- + a --fair waiter's id: that waiter's own wake list
 
 -- Only the holder releases, unless forced.
 local current = redis.call('GET', lock_key)
@@ -19,17 +20,14 @@ redis.call('DEL', lock_key, holder_key)
 local now = server_now()
 redis.call('ZREMRANGEBYSCORE', waiters_key, '-inf', '(' .. now)
 forget_lapsed_fair_waiters(queue_key, queue_expiry_key, now)
--- Wake the head of the fair queue on its own list, else one unfair waiter on the shared one.
+-- The head of the fair queue goes first; the client wakes it on its own list.
 local head = redis.call('ZRANGE', queue_key, 0, 0)[1]
-local wake = nil
 if head then
-  wake = fair_wake_prefix .. head
-elseif redis.call('ZCARD', waiters_key) > 0 then
-  wake = wake_key
+  return head
 end
--- One wake-up at a time, and it expires if nobody takes it.
-if wake and redis.call('LLEN', wake) == 0 then
-  redis.call('RPUSH', wake, '1')
-  redis.call('PEXPIRE', wake, 60000)
+-- Else one unfair waiter on the shared list: one wake-up at a time, expiring if nobody takes it.
+if redis.call('ZCARD', waiters_key) > 0 and redis.call('LLEN', wake_key) == 0 then
+  redis.call('RPUSH', wake_key, '1')
+  redis.call('PEXPIRE', wake_key, 60000)
 end
 return 1
