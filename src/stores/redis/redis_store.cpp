@@ -71,11 +71,15 @@ RedisStore::RedisStore(ConnectOptions options, std::string prefix,
 
 namespace {
 
-// How many times one request may be sent elsewhere (MOVED, ASK, TRYAGAIN) before dlock gives
-// up: a slot in migration needs two or three; more means the cluster is reconfiguring.
+// How many times one request may be sent elsewhere (MOVED, ASK) before dlock gives up: a slot
+// in migration needs two or three; more means the cluster is reconfiguring.
 constexpr int max_redirects = 8;
-// The pause before a request that met TRYAGAIN is sent again.
-constexpr util::Millis try_again_pause{50};
+
+// The pause before a request that met TRYAGAIN for the n-th time is sent again: 50 ms,
+// doubling up to 400 ms. A multi-key script meets TRYAGAIN for as long as its slot is being
+// migrated (some of its keys are on neither side yet), so it is retried until the caller's
+// deadline rather than a number of times.
+util::Millis try_again_pause(int n) { return util::Millis(50) * (1 << std::min(n, 3)); }
 
 } // namespace
 
@@ -278,9 +282,9 @@ void RedisStore::on_reply(Node& node, const redisReply& reply)
     }
     return;
   }
-  if (is_try_again(reply) && pending.redirects < max_redirects) {
-    ++pending.redirects;
-    m_retries.push_back(Retry{util::monotonic_now() + try_again_pause, std::move(pending)});
+  if (is_try_again(reply)) {
+    util::TimePoint at = util::monotonic_now() + try_again_pause(pending.try_agains++);
+    m_retries.push_back(Retry{at, std::move(pending)});
     return;
   }
   if (pending.held_back) {

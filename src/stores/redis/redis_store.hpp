@@ -54,7 +54,8 @@ private:
     // release let in.
     std::optional<lock::Outcome> held_back{};
     bool counts_replicas = false; // held_back waits for a WAIT's count
-    int redirects = 0; // MOVED, ASK and TRYAGAIN met so far
+    int redirects = 0;  // MOVED and ASK met so far
+    int try_agains = 0; // TRYAGAIN met so far
     std::string fair_wake_prefix{}; // a release: the lock's LockKeys::fair_wake_prefix
   };
   // One server and the replies it owes.

@@ -1,0 +1,239 @@
+#!/usr/bin/env bats
+# Redis Cluster: dlock given any one node of a cluster of 3 masters with a replica each
+# (cluster_helpers.bash starts it once for the file) follows MOVED to the master serving the
+# lock's slot, for run, acquire, renew, release and status; waiters are woken through the
+# cluster; list gathers the locks of every master. Each test picks lock names whose slot lives
+# where it wants it (name_on, name_not_on) and checks the keys on the masters directly (ncli,
+# which follows no redirect). Migration and failover: cluster_migration.bats; a cluster that
+# is down: cluster_down.bats.
+
+load cluster_helpers
+
+# url PORT: the URL of one node.
+url() { echo "redis://127.0.0.1:$1"; }
+
+@test "run through a master that does not serve the lock's slot: the lock is on the right master, renewed, released" {
+  local via=${MASTER_PORTS%% *} name owner m
+  name=$(name_not_on "$via" run-)
+  owner=$(lock_node "$name")
+  [ "$owner" != "$via" ]
+  start_bg runner "$DLOCK" -u "$(url "$via")" run -k "$name" -t 1s -- sh -c '
+    echo "$DLOCK_TOKEN" >"$1.tmp"; mv "$1.tmp" "$1"
+    until [ -e "$2" ]; do sleep 0.02; done
+    exit 7' sh "$T/token" "$T/go"
+  local runner=$BG_PID
+  started runner '[ -s "$T/token" ]'
+
+  # The lock and its siblings are on the master serving the slot, with the command's token,
+  # and on no other master.
+  run -0 ncli "$owner" get "dlock:{$name}"
+  assert_output "$(cat "$T/token")"
+  run -0 ncli "$owner" exists "dlock:{$name}:holder" "dlock:{$name}:fence"
+  assert_output 2
+  for m in $MASTER_PORTS; do
+    [ "$m" = "$owner" ] || [ -z "$(keys_on "$m")" ] || fail "keys on master $m: $(keys_on "$m")"
+  done
+
+  # A 1 s lease, renewed through the cluster every third of it: three renewals reach the
+  # master, and the command outlives its first lease several times over.
+  wait_renewal "$owner" "$name"
+  wait_renewal "$owner" "$name"
+  wait_renewal "$owner" "$name"
+  alive "$runner" || { cat "$T/runner.err" >&2; fail "dlock stopped"; }
+  run -0 ncli "$owner" get "dlock:{$name}"
+  assert_output "$(cat "$T/token")"
+
+  # The command's exit status passes through; the lock is gone, the fencing counter stays.
+  touch "$T/go"
+  wait_for "! alive $runner" 10
+  local rc=0
+  wait "$runner" || rc=$?
+  [ "$rc" -eq 7 ] || { cat "$T/runner.err" >&2; fail "exit $rc"; }
+  [ ! -s "$T/runner.err" ] || { cat "$T/runner.err" >&2; fail "diagnostics on a clean run"; }
+  run -0 ncli "$owner" exists "dlock:{$name}" "dlock:{$name}:holder"
+  assert_output 0
+  run -0 ncli "$owner" exists "dlock:{$name}:fence"
+  assert_output 1
+}
+
+@test "run through a replica: its master's slot and another master's slot" {
+  local replica=${REPLICA_PORTS%% *} master mine other
+  # The replica's own master serves this one; another master the other.
+  master=$(ncli "$replica" info replication | tr -d '\r' | sed -n 's/^master_port://p')
+  mine=$(name_on "$master" rep-)
+  other=$(name_not_on "$master" rep-)
+  run -3 --separate-stderr "$DLOCK" -u "$(url "$replica")" run -k "$mine" -- sh -c 'echo "$DLOCK_KEY"; exit 3'
+  assert_output "$mine"
+  [ -z "$stderr" ]
+  run -0 --separate-stderr "$DLOCK" -u "$(url "$replica")" run -k "$other" -- sh -c 'echo "$DLOCK_FENCING_TOKEN"'
+  [[ $output =~ ^[1-9][0-9]*$ ]]
+  [ -z "$stderr" ]
+  local fence=$output
+  # Each lock was taken on its own master: its fencing counter is there.
+  run -0 ncli "$master" exists "dlock:{$mine}:fence"
+  assert_output 1
+  run -0 ncli "$(lock_node "$other")" get "dlock:{$other}:fence"
+  assert_output "$fence"
+  run -0 ccli exists "dlock:{$mine}"
+  assert_output 0
+  run -0 ccli exists "dlock:{$other}"
+  assert_output 0
+}
+
+@test "acquire, renew, status and release through a node that does not serve the lock's slot" {
+  local via=${MASTER_PORTS%% *} name owner tok wrong=0123456789abcdef0123456789abcdef
+  name=$(name_not_on "$via" ar-)
+  owner=$(lock_node "$name")
+  local u
+  u=$(url "$via")
+
+  run -0 --separate-stderr "$DLOCK" -u "$u" acquire -k "$name" -t 4s
+  [ -z "$stderr" ]
+  [[ $output =~ ^[0-9a-f]{32}$ ]]
+  tok=$output
+  run -0 ncli "$owner" get "dlock:{$name}"
+  assert_output "$tok"
+  run -0 ncli "$owner" exists "dlock:{$name}:holder" "dlock:{$name}:fence"
+  assert_output 2
+
+  # renew --ttl, on the master serving the slot.
+  run -0 --separate-stderr "$DLOCK" -u "$u" renew -k "$name" --token "$tok" --ttl 20s
+  [ -z "$output" ] && [ -z "$stderr" ]
+  run -0 ncli "$owner" pttl "dlock:{$name}"
+  [ "$output" -gt 19000 ] && [ "$output" -le 20000 ]
+  run -76 "$DLOCK" -u "$u" renew -k "$name" --token "$wrong"
+
+  # status, human and JSON, through the same node and through a replica.
+  run -0 --separate-stderr "$DLOCK" -u "$u" status "$name"
+  assert_line --regexp "^lock: +$name\$"
+  assert_line --regexp '^state: +held$'
+  run -0 --separate-stderr "$DLOCK" -u "$(url "${REPLICA_PORTS%% *}")" status "$name" --json
+  json_ok '
+assert d["key"] == A[0], d
+held_status(d)
+assert 19000 < d["ttl_ms"] <= 20000, d
+assert d["fencing_token"] == d["last_fencing_token"], d
+' "$name"
+
+  # Held: another acquire through another node is refused.
+  run -75 "$DLOCK" -u "$(url "$owner")" acquire -k "$name" -t 5s -n
+  run -0 ncli "$owner" get "dlock:{$name}"
+  assert_output "$tok"
+
+  # release: a wrong token changes nothing; the right one releases, once.
+  run -76 "$DLOCK" -u "$u" release -k "$name" --token "$wrong"
+  run -0 --separate-stderr "$DLOCK" -u "$u" release -k "$name" --token "$tok"
+  [ -z "$output" ] && [ -z "$stderr" ]
+  run -0 ncli "$owner" exists "dlock:{$name}" "dlock:{$name}:holder"
+  assert_output 0
+  run -1 "$DLOCK" -u "$u" status "$name"
+  run -76 "$DLOCK" -u "$u" release -k "$name" --token "$tok"
+
+  # release --force through a replica names the evicted holder.
+  bash -c 'echo $$ >"$1"; "$DLOCK" -u "$2" acquire -k "$3" -t 60s >/dev/null' sh "$T/script.pid" "$u" "$name"
+  run -0 ncli "$owner" exists "dlock:{$name}"
+  assert_output 1
+  run -0 --separate-stderr "$DLOCK" -u "$(url "${REPLICA_PORTS##* }")" release -k "$name" --force
+  [[ $stderr == *evicted*"pid $(cat "$T/script.pid")"* ]] || fail "stderr: $stderr"
+  run -0 ncli "$owner" exists "dlock:{$name}"
+  assert_output 0
+}
+
+@test "held: run -n through another node gets 75; a waiting run through a third is woken by the release" {
+  local m1 m2 m3 name owner other
+  read -r m1 m2 m3 <<<"$MASTER_PORTS"
+  name=$(name_on "$m2" wake-)
+  owner=$m2
+
+  start_bg holder "$DLOCK" -u "$(url "$m1")" run -k "$name" -t 20s -- sh -c '
+    touch "$1"; until [ -e "$2" ]; do sleep 0.02; done' sh "$T/started" "$T/go"
+  local holder=$BG_PID
+  started holder '[ -e "$T/started" ]'
+
+  run -75 "$DLOCK" -u "$(url "$m3")" run -k "$name" -n -- touch "$T/second-ran"
+  [ ! -e "$T/second-ran" ]
+  run -75 "$DLOCK" -u "$(url "$owner")" run -k "$name" -n -- touch "$T/second-ran"
+  [ ! -e "$T/second-ran" ]
+
+  # A waiter through a replica: registered, then woken by the release, long before the 20 s
+  # lease or its own 10 s would end.
+  start_bg waiter "$DLOCK" -u "$(url "${REPLICA_PORTS%% *}")" run -k "$name" -w 10s -- sh -c 'echo "$DLOCK_FENCING_TOKEN"'
+  local waiter=$BG_PID
+  started waiter "[ \"\$(waiters '$name')\" = 1 ]"
+  alive "$waiter"
+  [ ! -s "$T/waiter.out" ]
+  local released
+  touch "$T/go"
+  wait_for "! alive $holder" 10
+  released=$(now_ms)
+  local rc=0
+  wait "$holder" || rc=$?
+  [ "$rc" -eq 0 ] || { cat "$T/holder.err" >&2; fail "holder exit $rc"; }
+  wait_for "! alive $waiter" 10
+  local took=$(($(now_ms) - released))
+  rc=0
+  wait "$waiter" || rc=$?
+  [ "$rc" -eq 0 ] || { cat "$T/waiter.err" >&2; fail "waiter exit $rc"; }
+  [ "$took" -lt 2000 ] || fail "the waiter ran ${took} ms after the release"
+  # It took the next fencing token on the same master.
+  run -0 ncli "$owner" get "dlock:{$name}:fence"
+  assert_output "$(cat "$T/waiter.out")"
+  run -0 ccli exists "dlock:{$name}"
+  assert_output 0
+}
+
+@test "list gathers the locks of every master, sorted by name, human and JSON, through any node" {
+  local m1 m2 m3 a b c d e
+  read -r m1 m2 m3 <<<"$MASTER_PORTS"
+  # Sorted names whose slots are spread over the masters, not in master order.
+  a=$(name_on "$m2" alpha-)
+  b=$(name_on "$m3" bravo-)
+  c=$(name_on "$m1" charlie-)
+  d=$(name_on "$m2" delta-)
+  e=$(name_on "$m3" echo-)
+
+  start_bg holder "$DLOCK" run -k "$c" -t 20s -- sleep 30
+  local holder=$BG_PID
+  started holder "key_exists '$c'"
+  "$DLOCK" acquire -k "$a" -t 60s >/dev/null
+  "$DLOCK" acquire -k "$b" -t 60s >/dev/null
+  "$DLOCK" acquire -k "$d" -t 60s >/dev/null
+  # Released (only its fencing counter is left), and a key that is not dlock's.
+  "$DLOCK" run -k "$e" -- true
+  ccli set unrelated x >/dev/null
+  for n in "$a:$m2" "$b:$m3" "$c:$m1" "$d:$m2"; do
+    run -0 ncli "${n#*:}" exists "dlock:{${n%%:*}}"
+    assert_output 1
+  done
+
+  local via
+  for via in "$m1" "$m3" ${REPLICA_PORTS%% *}; do
+    run -0 --separate-stderr "$DLOCK" -u "$(url "$via")" list
+    [ -z "$stderr" ] || fail "through $via: $stderr"
+    [ "${#lines[@]}" -eq 5 ] || fail "through $via: $output"
+    [[ ${lines[0]} =~ ^KEY\ +HOLDER\ +PID ]]
+    [ "$(printf '%s\n' "$output" | awk 'NR > 1 { print $1 }' | tr '\n' ' ')" = "$a $b $c $d " ] ||
+      fail "through $via: $output"
+    assert_line --regexp "^$c +$(id -un)@$(uname -n) +$holder +.* sleep 30\$"
+
+    run -0 --separate-stderr "$DLOCK" -u "$(url "$via")" list --json
+    [ "${#lines[@]}" -eq 1 ]
+    json_ok '
+assert set(d) == {"version", "locks"} and d["version"] == 1, d
+keys = [s["key"] for s in d["locks"]]
+assert keys == A[0:4], (keys, A)
+for s in d["locks"]:
+    assert set(s) == STATUS_FIELDS, sorted(s)
+    held_status(s)
+assert d["locks"][2]["holder"]["pid"] == int(A[4]), d["locks"][2]
+' "$a" "$b" "$c" "$d" "$holder"
+  done
+
+  # PATTERN still filters by name, across masters.
+  run -0 "$DLOCK" -u "$(url "$m1")" list 'bravo-*' --json
+  json_ok 'assert [s["key"] for s in d["locks"]] == [A[0]], d' "$b"
+  run -0 "$DLOCK" -u "$(url "$m1")" list '*a-*' --json
+  json_ok 'assert [s["key"] for s in d["locks"]] == A, d' "$a" "$d"
+  run -0 --separate-stderr "$DLOCK" -u "$(url "$m2")" list 'nothing-*'
+  [ -z "$output" ]
+}
