@@ -147,7 +147,7 @@ _dlock()
                 --fair -E --conflict-exit-code --wait-replicas --wait-replicas-timeout --json'
             ;;
         renew)
-            opts='-h --help -k --key --token -t --ttl'
+            opts='-h --help -k --key --token -t --ttl --wait-replicas --wait-replicas-timeout'
             ;;
         release)
             opts='-h --help -k --key --token --force'

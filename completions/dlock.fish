@@ -69,8 +69,8 @@ complete -c dlock -n '__fish_dlock_using run acquire' -s n -l no-wait -d 'Give u
 complete -c dlock -n '__fish_dlock_using run acquire' -s x -l exclusive -d 'Exclusive lock (the default; for flock compatibility)'
 complete -c dlock -n '__fish_dlock_using run acquire' -l fair -d 'First come, first served among waiters'
 complete -c dlock -n '__fish_dlock_using run acquire' -s E -l conflict-exit-code -x -d 'Exit status when the lock is not obtained'
-complete -c dlock -n '__fish_dlock_using run acquire' -l wait-replicas -x -d 'Count the lock only once N replicas have it (Redis WAIT)'
-complete -c dlock -n '__fish_dlock_using run acquire' -l wait-replicas-timeout -x -d 'How long to wait for the replicas (default ttl/10)'
+complete -c dlock -n '__fish_dlock_using run acquire renew' -l wait-replicas -x -d 'Count the lock only once N replicas have it (Redis WAIT)'
+complete -c dlock -n '__fish_dlock_using run acquire renew' -l wait-replicas-timeout -x -d 'How long to wait for the replicas (default ttl/10)'
 complete -c dlock -n '__fish_dlock_using status list acquire' -l json -d 'One JSON document'
 
 # run

@@ -97,6 +97,19 @@ void resolve_wait(const Arguments& args, std::optional<util::Millis>& wait, bool
 }
 
 // How to take the lock, shared by run and acquire; flock's spellings (--timeout, -x) included.
+// --wait-replicas N and --wait-replicas-timeout D, for run, acquire and renew.
+void add_replica_options(CLI::App& command, Arguments& args, const std::string& what)
+{
+  command.add_option("--wait-replicas", args.wait_replicas, what)
+    ->type_name("N")
+    ->check(CLI::Range(0, 1000))
+    ->capture_default_str();
+  command
+    .add_option("--wait-replicas-timeout", args.wait_replicas_timeout,
+                "how long to wait for them (default ttl/10)")
+    ->type_name("D");
+}
+
 void add_acquire_options(CLI::App& command, Arguments& args)
 {
   command
@@ -112,19 +125,12 @@ void add_acquire_options(CLI::App& command, Arguments& args)
                 "exit status when the lock is not obtained")
     ->check(CLI::Range(0, 255))
     ->capture_default_str();
-  command
-    .add_option("--wait-replicas", args.wait_replicas,
-                "count the lock (and each renewal) only once N replicas have it (Redis WAIT)")
-    ->type_name("N")
-    ->check(CLI::Range(0, 1000))
-    ->capture_default_str();
-  command
-    .add_option("--wait-replicas-timeout", args.wait_replicas_timeout,
-                "how long to wait for them (default ttl/10)")
-    ->type_name("D");
+  add_replica_options(command, args,
+                      "count the lock (and each renewal) only once N replicas have it (Redis WAIT)");
 }
 
-// --wait-replicas N and --wait-replicas-timeout D (default ttl/10), shared by run and acquire.
+// --wait-replicas N and --wait-replicas-timeout D (default ttl/10), shared by run, acquire and
+// renew.
 lock::ReplicaAck resolve_replicas(const Arguments& args, util::Millis ttl)
 {
   lock::ReplicaAck ack;
@@ -254,6 +260,7 @@ void add_renew_options(CLI::App& renew, Arguments& args)
   renew.add_option("--token", args.token, "the token acquire printed (required, or set DLOCK_TOKEN)");
   renew.add_option("-t,--ttl", args.ttl, "new lease length (default: the last one set by acquire or renew --ttl)")
     ->type_name("D");
+  add_replica_options(renew, args, "count the renewal only once N replicas have it (Redis WAIT)");
 }
 
 void add_release_options(CLI::App& release, Arguments& args)
@@ -441,6 +448,9 @@ commands::RenewOptions resolve_renew(const Arguments& args)
   if (args.ttl) {
     renew.ttl = parse_ttl(*args.ttl);
   }
+  // Without --ttl the lease length is the holder's, which only the store knows: then a
+  // tenth of the default lease.
+  renew.replicas = resolve_replicas(args, renew.ttl.value_or(lock::default_ttl));
   return renew;
 }
 

@@ -81,13 +81,24 @@ int acquire(Context& context, const AcquireOptions& options)
 
 int renew(Context& context, const RenewOptions& options)
 {
-  context.store.start_renew(options.key, lock::RenewRequest{options.token, options.ttl, true, {}});
-  if (!lock::await_outcome(context.store, lock::Outcome::Op::renew,
-                           util::deadline_after(context.request_timeout))
-         .held) {
+  context.store.start_renew(options.key,
+                            lock::RenewRequest{options.token, options.ttl, true, options.replicas});
+  lock::Outcome outcome =
+    lock::await_outcome(context.store, lock::Outcome::Op::renew,
+                        util::deadline_after(context.request_timeout + options.replicas.timeout));
+  if (!outcome.held) {
     util::log_error("lock '{}' is not held by this token (it expired or was taken over)",
                     options.key.str());
     return static_cast<int>(ExitCode::lost);
+  }
+  int acknowledged = outcome.replicas_acknowledged.value_or(0);
+  if (acknowledged < options.replicas.replicas) {
+    // The master extended the lease, but a failover now could lose the extension.
+    throw Error(ExitCode::unavailable,
+                "the renewal of lock '{}' reached {} of {} replicas within {} (--wait-replicas); "
+                "the lease was extended on the master only",
+                options.key.str(), acknowledged, options.replicas.replicas,
+                util::format_duration(options.replicas.timeout));
   }
   return 0;
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "commands/context.hpp"
+#include "lock/lease.hpp"
 #include "lock/name.hpp"
 #include "util/error.hpp"
 
@@ -12,7 +13,7 @@ namespace dlock::commands {
 // `dlock acquire --key K --ttl D [--wait D | --no-wait] [--fair] [--json]`
 struct AcquireOptions {
   lock::LockName key;
-  util::Millis ttl{30'000};
+  util::Millis ttl = lock::default_ttl;
   std::optional<util::Millis> wait{};
   bool no_wait = false;
   bool fair = false;
@@ -26,6 +27,7 @@ struct RenewOptions {
   lock::LockName key;
   std::string token{};
   std::optional<util::Millis> ttl{}; // nullopt: the holder's own lease length
+  lock::ReplicaAck replicas{};       // --wait-replicas: the renewal counts once they have it
 };
 
 // `dlock release --key K (--token T | --force)`
@@ -38,7 +40,8 @@ struct ReleaseOptions {
 // `dlock acquire`: takes the lock for a job that spans several steps and prints the token.
 int acquire(Context& context, const AcquireOptions& options);
 
-// `dlock renew`: extends the lease if the token still holds it; 0, or 76 if not.
+// `dlock renew`: extends the lease if the token still holds it; 0, or 76 if not, or 69 if
+// it did not reach the --wait-replicas in time.
 int renew(Context& context, const RenewOptions& options);
 
 // `dlock release`: compare-and-delete by token (0, or 76 if not held), or --force.

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "commands/context.hpp"
+#include "lock/lease.hpp"
 #include "lock/name.hpp"
 #include "util/error.hpp"
 
@@ -14,7 +15,7 @@ namespace dlock::commands {
 // Options of `dlock run`, validated.
 struct RunOptions {
   lock::LockName key;
-  util::Millis ttl{30'000};
+  util::Millis ttl = lock::default_ttl;
   std::optional<util::Millis> wait{};   // nullopt: wait forever
   bool no_wait = false;
   bool fair = false;                  // first come, first served among waiters

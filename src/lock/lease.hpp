@@ -7,6 +7,9 @@
 
 namespace dlock::lock {
 
+// The lease length when none is given (--ttl's default).
+inline constexpr util::Millis default_ttl{30'000};
+
 // How many replicas must have a write before it counts (--wait-replicas): with asynchronous
 // replication a failover can lose a lock that only the old master had.
 struct ReplicaAck {
@@ -16,7 +19,7 @@ struct ReplicaAck {
 
 // The timing rules of a lease, derived from the TTL and --kill-after.
 struct LeasePolicy {
-  util::Millis ttl{30'000};
+  util::Millis ttl = default_ttl;
   util::Millis kill_after{7'500};      // SIGTERM-to-SIGKILL grace
   util::Millis request_limit{2'000};   // longest wait for one renewal reply (connect timeout)
 

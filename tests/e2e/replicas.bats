@@ -67,3 +67,18 @@ load helpers
   run -64 "$DLOCK" acquire -k r -t 5s --wait-replicas 1 --wait-replicas-timeout ''
   ! key_exists r
 }
+
+@test "renew --wait-replicas: 0 once the replica has the renewal, 69 when it does not answer" {
+  start_replica
+  run -0 "$DLOCK" acquire -k a -t 10s --wait-replicas 1
+  local token=$output
+  run -0 "$DLOCK" renew -k a --token "$token" -t 20s --wait-replicas 1
+  # the replica has the new lease
+  [ "$(redis-cli -s "$SERVER_SOCK" pttl 'dlock:{a}')" -gt 10000 ]
+  kill -STOP "$SERVER_PID"
+  run -69 "$DLOCK" renew -k a --token "$token" --wait-replicas 1 --wait-replicas-timeout 200ms
+  assert_output --partial "the renewal of lock 'a' reached 0 of 1 replicas within 200ms"
+  kill -CONT "$SERVER_PID"
+  # a token that does not hold the lock is still 76, replicas or not
+  run -76 "$DLOCK" renew -k a --token nottheholder --wait-replicas 1
+}
