@@ -163,6 +163,54 @@ Woken wait_for_wake(lock::Store& store, process::SignalFd& signals, TimePoint un
   }
 }
 
+// A waiter's view of the lock store going away after it answered once (a restart, a
+// failover, a network blip): the waiter keeps trying until its --wait runs out, instead of
+// failing (69) as it does when the store cannot be reached at all.
+class Outage {
+public:
+  Outage(const WaitPolicy& policy, std::string name) : m_policy(policy), m_name(std::move(name)) {}
+
+  // Whether to wait out this error (the store unavailable, after it answered once, while
+  // waiting is allowed); says so once per outage.
+  bool ride_out(const Error& error, TimePoint deadline)
+  {
+    if (error.code() != ExitCode::unavailable || !m_reached || m_policy.no_wait || now() >= deadline) {
+      return false;
+    }
+    if (!m_during) {
+      m_during = true;
+      util::log_warning("lost the lock store while waiting for lock '{}' ({}); trying again{}",
+                        m_name, error.what(),
+                        m_policy.wait ? " until --wait runs out" : "");
+    }
+    return true;
+  }
+  // Drops what is in flight and pauses (a second at most) before the next attempt; returns
+  // the signal that ended the pause, or 0.
+  int pause(lock::Store& store, process::SignalFd& signals, TimePoint deadline, Progress& progress)
+  {
+    store.abandon();
+    int signal = 0;
+    wait_for_wake(store, signals, std::min(deadline, now() + 1s), progress, signal);
+    return signal;
+  }
+  // The store answered.
+  void over()
+  {
+    if (m_during) {
+      util::log_warning("reached the lock store again (lock '{}')", m_name);
+    }
+    m_during = false;
+    m_reached = true;
+  }
+
+private:
+  const WaitPolicy& m_policy;
+  std::string m_name;
+  bool m_reached = false; // the store answered at least once
+  bool m_during = false;  // in an outage, reported
+};
+
 } // namespace
 
 WaitPolicy make_wait_policy(bool no_wait, bool fair, std::optional<Millis> wait,
@@ -196,6 +244,7 @@ WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
                                : lock::WaitMode::wait;
   ticket.waiter_id = util::random_token().substr(0, 16);
   Progress progress(policy, name.str());
+  Outage outage(policy, name.str());
   bool overlap_pending = static_cast<bool>(overlap);
   while (true) {
     TimePoint sent_at = now();
@@ -213,8 +262,20 @@ WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
         overlap_failed = error;
       }
     }
-    lock::Outcome answer = lock::await_outcome(store, lock::Outcome::Op::acquire,
-                                               sent_at + policy.request_timeout + policy.replicas.timeout);
+    lock::Outcome answer;
+    try {
+      answer = lock::await_outcome(store, lock::Outcome::Op::acquire,
+                                   sent_at + policy.request_timeout + policy.replicas.timeout);
+    } catch (const Error& error) {
+      if (overlap_failed || !outage.ride_out(error, deadline)) {
+        throw;
+      }
+      if (int signal = outage.pause(store, signals, deadline, progress); signal != 0) {
+        return WaitOutcome{.signal = signal};
+      }
+      continue;
+    }
+    outage.over();
     const lock::AcquireResult& result = answer.acquire;
     if (overlap_failed) {
       if (result.acquired) {
@@ -261,7 +322,17 @@ WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
     store.start_wait_for_wake(name, ticket, result.block);
     TimePoint until = std::min(deadline, t + result.block + policy.request_timeout);
     int signal = 0;
-    switch (wait_for_wake(store, signals, until, progress, signal)) {
+    Woken woken = Woken::outcome;
+    try {
+      woken = wait_for_wake(store, signals, until, progress, signal);
+    } catch (const Error& error) {
+      if (!outage.ride_out(error, deadline)) {
+        throw;
+      }
+      signal = outage.pause(store, signals, deadline, progress);
+      woken = signal != 0 ? Woken::signal : Woken::outcome;
+    }
+    switch (woken) {
     case Woken::outcome:
       break; // woken by a release, or the block ended: try again
     case Woken::deadline:

@@ -52,9 +52,46 @@ restart_redis() {
   [ "$st" -eq 76 ] || fail "dlock exited $st: $(cat "$T/err")"
   # a failed renewal is retried every second: the loss is seen soon, well before the TTL
   [ $(( $(now_ms) - start )) -lt 3000 ]
-  ! alive "$cmd"
+  refute alive "$cmd"
   grep -q "lost lock 'r'" "$T/err" || fail "stderr: $(cat "$T/err")"
   # and nothing was taken back in the restarted server
   run -0 rcli -n 1 exists 'dlock:{r}'
   assert_output 0
+}
+
+@test "a waiter rides out a restart: it warns once, keeps waiting and takes the lock afterwards" {
+  start_bg holder "$DLOCK" run -k w -t 10s -- sleep 60
+  wait_for 'key_exists w'
+  "$DLOCK" run -k w -w 30s -- sh -c 'echo got it' >"$T/out" 2>"$T/err" 3>&- &
+  local waiter=$!
+  echo "$waiter" >>"$T/bg.pid"
+  wait_for '[ "$(rcli zcard "dlock:{w}:waiters")" = 1 ]'
+  # the restart loses the holder's lock; the waiter, cut off meanwhile, tries again
+  restart_redis
+  local st=0
+  wait "$waiter" || st=$?
+  [ "$st" -eq 0 ] || fail "the waiter exited $st: $(cat "$T/err")"
+  assert_equal "$(cat "$T/out")" "got it"
+  run -0 grep -c "lost the lock store while waiting for lock 'w'" "$T/err"
+  assert_output 1
+  grep -q "reached the lock store again" "$T/err" || fail "stderr: $(cat "$T/err")"
+}
+
+@test "a waiter whose store does not come back gives up with 69 when --wait runs out" {
+  start_bg holder "$DLOCK" run -k w -t 10s -- sleep 60
+  wait_for 'key_exists w'
+  local start
+  start=$(now_ms)
+  "$DLOCK" run -k w -w 3s -- touch "$T/ran" 2>"$T/err" 3>&- &
+  local waiter=$!
+  echo "$waiter" >>"$T/bg.pid"
+  wait_for '[ "$(rcli zcard "dlock:{w}:waiters")" = 1 ]'
+  stop_redis
+  local st=0
+  wait "$waiter" || st=$?
+  [ "$st" -eq 69 ] || fail "the waiter exited $st: $(cat "$T/err")"
+  [ ! -e "$T/ran" ] || fail "the command ran"
+  local took=$(($(now_ms) - start))
+  [ "$took" -ge 2900 ] || fail "gave up after $took ms, before --wait ran out"
+  [ "$took" -lt 6000 ] || fail "gave up after $took ms"
 }
