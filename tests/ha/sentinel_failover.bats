@@ -46,6 +46,10 @@ holder_report() {
 
 @test "SENTINEL FAILOVER under a running lock: the command goes on, the lease renewed on the new master" {
   hold_through_sentinel fo 3s
+  # A waiter, registered on the old master, rides out the switch and gets the lock in the end.
+  start_bg waiter "$DLOCK" -u "$SENTINEL_URL" run -k fo -w 60s -- echo waited
+  local waiter=$BG_PID
+  wait_for "[ \"\$(mcli zcard 'dlock:{fo}:waiters')\" = 1 ]" 10
   local s1=${SENTINEL_PORTS%% *}
   run -0 scli "$s1" sentinel failover "$SENTINEL_MASTER"
   assert_output OK
@@ -77,6 +81,11 @@ holder_report() {
   local st=0
   wait "$HOLDER" || st=$?
   [ "$st" = 0 ] || fail "dlock exited $st: $(cat "$T/hold.err")"
+  # The waiter takes the lock on the new master and releases it.
+  st=0
+  wait "$waiter" || st=$?
+  [ "$st" = 0 ] || fail "the waiter exited $st: $(cat "$T/waiter.err")"
+  assert_equal "$(cat "$T/waiter.out")" waited
   [ "$(ncli "$new" exists 'dlock:{fo}')" = 0 ] || fail "the lock is still on the new master"
 }
 
