@@ -23,16 +23,20 @@ load helpers
   run rcli pttl 'dlock:{ar}'
   [ "$output" -le 2900 ]
   run -0 --separate-stderr "$DLOCK" renew -k ar --token "$tok"
-  [ -z "$output" ] && [ -z "$stderr" ]
+  [ -z "$output" ]
+  [ -z "$stderr" ]
   run rcli pttl 'dlock:{ar}'
-  [ "$output" -gt 3000 ] && [ "$output" -le 4000 ]
+  [ "$output" -gt 3000 ]
+  [ "$output" -le 4000 ]
 
   # --ttl sets a new lease length, for the holder metadata too.
   run -0 "$DLOCK" renew -k ar --token "$tok" --ttl 10s
   run rcli pttl 'dlock:{ar}'
-  [ "$output" -gt 9000 ] && [ "$output" -le 10000 ]
+  [ "$output" -gt 9000 ]
+  [ "$output" -le 10000 ]
   run rcli pttl 'dlock:{ar}:holder'
-  [ "$output" -gt 9000 ] && [ "$output" -le 10000 ]
+  [ "$output" -gt 9000 ]
+  [ "$output" -le 10000 ]
   run -0 "$DLOCK" status ar --json
   json_ok 'assert 9000 < d["ttl_ms"] <= 10000, d'
 
@@ -53,11 +57,13 @@ load helpers
   # DLOCK_TOKEN works for renew.
   DLOCK_TOKEN=$tok run -0 "$DLOCK" renew -k ar -t 5s
   run rcli pttl 'dlock:{ar}'
-  [ "$output" -gt 4000 ] && [ "$output" -le 5000 ]
+  [ "$output" -gt 4000 ]
+  [ "$output" -le 5000 ]
 
   # The right token releases, once.
   run -0 --separate-stderr "$DLOCK" release -k ar --token "$tok"
-  [ -z "$output" ] && [ -z "$stderr" ]
+  [ -z "$output" ]
+  [ -z "$stderr" ]
   run -0 rcli exists 'dlock:{ar}' 'dlock:{ar}:holder'
   assert_output 0
   run -1 "$DLOCK" status ar
@@ -113,11 +119,13 @@ assert d["holder"]["command"] == "sh " + A[1] + " marker-arg", d["holder"]
   run -75 --separate-stderr "$DLOCK" acquire -k c -t 5s --wait 1s
   took=$(( $(now_ms) - start ))
   [ -z "$output" ]
-  [ "$took" -ge 1000 ] && [ "$took" -lt 3000 ]
+  [ "$took" -ge 1000 ]
+  [ "$took" -lt 3000 ]
   start=$(now_ms)
   run -4 "$DLOCK" acquire -k c -t 5s -w 1s -E 4
   took=$(( $(now_ms) - start ))
-  [ "$took" -ge 1000 ] && [ "$took" -lt 3000 ]
+  [ "$took" -ge 1000 ]
+  [ "$took" -lt 3000 ]
   run -0 rcli get 'dlock:{c}'
   assert_output "$tok"
 
@@ -249,7 +257,7 @@ print(d["token"])' "$expected")
   wait "$runner" || rc=$?
   [ "$rc" -eq 76 ]
   [ $(( $(now_ms) - start )) -lt 8000 ]
-  ! alive "$cmd_pid"
+  refute alive "$cmd_pid"
   [ "$(rcli exists 'dlock:{fr}')" = 0 ]
 
   # Force on a free lock: 0, and nobody evicted.
@@ -319,13 +327,16 @@ EOF
   sleep 0.5
   local before
   before=$(rcli pttl 'dlock:{deploy}')
-  [ "$before" -gt 0 ] && [ "$before" -lt 4600 ]
+  [ "$before" -gt 0 ]
+  [ "$before" -lt 4600 ]
   touch "$T/go2"
 
   # Between step 2 and release: the lease was renewed to its full length.
   wait_for '[ -e "$T/after-step2" ]' 10 || { cat "$T/ci.err" >&2; false; }
   run rcli pttl 'dlock:{deploy}'
-  [ "$output" -gt "$before" ] && [ "$output" -gt 3000 ] && [ "$output" -le 5000 ]
+  [ "$output" -gt "$before" ]
+  [ "$output" -gt 3000 ]
+  [ "$output" -le 5000 ]
   run -0 rcli get 'dlock:{deploy}'
   assert_output "$tok"
   run -75 "$DLOCK" run -k deploy -n -c "touch '$T/competitor-ran'"

@@ -64,7 +64,8 @@ usage_error_naming() {
   assert_output 93600000
   run -0 "$DLOCK" --connect-timeout 36500d run -k k -t 36500d -w 36500d --kill-after 36500d \
     --max-hold 36500d -- sh -c 'redis-cli -s "$REDIS_SOCK" pttl "dlock:{$DLOCK_KEY}"; echo $DLOCK_TTL_MS'
-  [ "${lines[0]}" -gt 3153599000000 ] && [ "${lines[0]}" -le 3153600000000 ]
+  [ "${lines[0]}" -gt 3153599000000 ]
+  [ "${lines[0]}" -le 3153600000000 ]
   assert_line --index 1 3153600000000
   run -0 --separate-stderr "$DLOCK" acquire -k k -t 36500d
   local token=$output
@@ -113,7 +114,8 @@ usage_error_naming() {
   local start=$(now_ms) took
   run -75 "$DLOCK" run -k held --timeout 500ms -- echo ran
   took=$(( $(now_ms) - start ))
-  [ "$took" -ge 500 ] && [ "$took" -lt 1500 ]
+  [ "$took" -ge 500 ]
+  [ "$took" -lt 1500 ]
   refute_output --partial ran
   run -75 "$DLOCK" run -k held --timeout=300ms -x -- true
   run -75 "$DLOCK" run --exclusive -k held -n -- true

@@ -29,7 +29,8 @@ refused() {
   shift
   run "-$expect" --separate-stderr "$DLOCK" "$@" run -k hs -- echo ran
   refute_output --partial ran
-  [ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ] && [[ $stderr == dlock:* ]]
+  [ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+  [[ $stderr == dlock:* ]]
   run -0 rcli info keyspace
   refute_output --partial keys=
   local db

@@ -165,7 +165,8 @@ needs_password() {
   run -0 rcli get 'dlock:{k}'
   assert_output "$tok"
   run -0 rcli pttl 'dlock:{k}'
-  [ "$output" -gt 0 ] && [ "$output" -le 50000 ]
+  [ "$output" -gt 0 ]
+  [ "$output" -le 50000 ]
 
   # acquire, as run: 77 without a password (not 70), and no token on stdout.
   run -77 --separate-stderr "$DLOCK" -u "$url" acquire -k other -t 5s

@@ -25,9 +25,9 @@ load helpers
   assert_output --partial "lock 'r' reached 0 of 1 replicas within 300ms (--wait-replicas); released it"
   [ ! -e "$T/ran" ] || fail "the command ran without the replica's acknowledgement"
   [ $(($(now_ms) - start)) -lt 3000 ]
-  ! key_exists r
+  refute key_exists r
   run -69 "$DLOCK" acquire -k a -t 10s --wait-replicas 1 --wait-replicas-timeout 200ms
-  ! key_exists a
+  refute key_exists a
   kill -CONT "$SERVER_PID"
 }
 
@@ -65,7 +65,7 @@ load helpers
   assert_output --partial "--wait-replicas-timeout needs --wait-replicas N"
   run -64 "$DLOCK" run -k r --wait-replicas 1 --wait-replicas-timeout 0 -- true
   run -64 "$DLOCK" acquire -k r -t 5s --wait-replicas 1 --wait-replicas-timeout ''
-  ! key_exists r
+  refute key_exists r
 }
 
 @test "renew --wait-replicas: 0 once the replica has the renewal, 69 when it does not answer" {

@@ -39,9 +39,11 @@ load helpers
   "$DLOCK" run -k exp -t 20s -- sleep 1 &
   wait_for '[ "$(rcli exists "dlock:{exp}")" = 1 ]'
   run rcli pttl 'dlock:{exp}'
-  [ "$output" -gt 0 ] && [ "$output" -le 20000 ]
+  [ "$output" -gt 0 ]
+  [ "$output" -le 20000 ]
   run rcli pttl 'dlock:{exp}:holder'
-  [ "$output" -gt 0 ] && [ "$output" -le 20000 ]
+  [ "$output" -gt 0 ]
+  [ "$output" -le 20000 ]
   wait
   run rcli pttl 'dlock:{exp}:fence'
   [ "$output" -gt 0 ] && [ "$output" -le $((7 * 86400000)) ]

@@ -79,7 +79,8 @@ EOF
   [ "$(wc -c <"$T/token")" -eq 33 ]
   # the lease never ran longer than the TTL, nor out
   while read -r pttl; do
-    [ "$pttl" -gt 0 ] && [ "$pttl" -le 1000 ]
+    [ "$pttl" -gt 0 ]
+    [ "$pttl" -le 1000 ]
   done <"$T/pttl"
   run -0 rcli exists 'dlock:{long}' 'dlock:{long}:holder'
   assert_output 0
@@ -97,7 +98,7 @@ EOF
   # detection within ttl/3 (333 ms), SIGTERM at once (sleep dies of it), grace 250 ms, slack
   echo "took $took ms"
   [ "$took" -lt $((333 + 250 + 1200)) ]
-  ! alive "$(pid_of cmd)"
+  refute alive "$(pid_of cmd)"
   [ "$(wc -l <"$T/d.err")" -eq 1 ]
   grep -q "^dlock: lost lock 'del'" "$T/d.err"
   [ ! -s "$T/d.out" ]
@@ -114,7 +115,7 @@ EOF
   [ "$st" -eq 76 ]
   echo "took $took ms"
   [ "$took" -lt $((333 + 250 + 1200)) ]
-  ! alive "$(pid_of cmd)"
+  refute alive "$(pid_of cmd)"
   [ "$(wc -l <"$T/o.err")" -eq 1 ]
   grep -q "^dlock: lost lock 'ow'" "$T/o.err"
   # dlock neither released nor extended a lock it does not hold
@@ -166,7 +167,8 @@ EOF
   run -0 rcli get 'dlock:{k9}'
   assert_output "$token"
   run -0 rcli pttl 'dlock:{k9}'
-  [ "$output" -gt 0 ] && [ "$output" -le 3000 ]
+  [ "$output" -gt 0 ]
+  [ "$output" -le 3000 ]
   wait_for "[ -s '$T/dead_at' ]" 5
   echo "all dead $(($(cat "$T/dead_at") - killed_at)) ms after the SIGKILL"
   [ $(($(cat "$T/dead_at") - killed_at)) -lt 2000 ]
@@ -221,7 +223,7 @@ EOF
   run -0 rcli exists 'dlock:{term}' 'dlock:{term}:holder'
   assert_output 0
   # (the shell itself may report its sleep "Terminated"; dlock says nothing)
-  ! grep -q '^dlock:' "$T/t.err"
+  if grep -q '^dlock:' "$T/t.err"; then fail "dlock wrote: $(cat "$T/t.err")"; fi
 
   # without a trap the command dies of it: 143
   rm -f "$T/cmd.pid" "$T/bg.pid"
@@ -317,7 +319,7 @@ EOF
   [ "$st" -eq 76 ]
   cat "$T/i.err"
   [ "$(wc -l <"$T/i.err")" -eq 1 ]
-  ! grep -qi unreachable "$T/i.err"
+  if grep -qi unreachable "$T/i.err"; then fail "a second diagnostic: $(cat "$T/i.err")"; fi
 }
 
 @test "a background process left in the group is killed before the lock is released" {
@@ -361,7 +363,7 @@ EOF
   local exited_at=$(now_ms)
   [ "$st" -eq 76 ]
   grep -q "^dlock: lost lock 'ka'" "$T/ka.err"
-  ! alive "$(pid_of cmd)"
+  refute alive "$(pid_of cmd)"
   local term_at last_beat
   term_at=$(cat "$T/term_at")
   last_beat=$(tail -n 1 "$T/beat")

@@ -114,7 +114,7 @@ died_of() {
   ulimit -c unlimited 2>/dev/null || true
   run -0 died_of "$DLOCK" run -k quit -- sh -c 'ulimit -c 0; kill -QUIT $$'
   assert_output -3
-  ! ls "$T" | grep -q '^core'
+  if ls "$T" | grep -q '^core'; then fail "a core file was written: $(ls "$T")"; fi
   run -0 rcli exists 'dlock:{quit}'
   assert_output 0
 }

@@ -32,7 +32,7 @@ EOF2
   term_wait 'PROMPT\$ ?$'
   term_keys 'echo "script status $?"' Enter
   term_wait 'script status 130'
-  ! term_screen | grep -q AFTER
+  if term_screen | grep -q AFTER; then fail "the script went on after dlock: $(term_screen)"; fi
   gone "$(cat "$T/cmd.pid")"
   run -0 rcli exists 'dlock:{cc}'
   assert_output 0

@@ -109,7 +109,8 @@ assert d["last_fencing_token"] == int(A[0]), d
 @test "list: held locks sorted by key, PATTERN, --prefix namespaces, empty list, JSON" {
   # An empty namespace prints nothing and exits 0.
   run -0 --separate-stderr "$DLOCK" list
-  [ -z "$output" ] && [ -z "$stderr" ]
+  [ -z "$output" ]
+  [ -z "$stderr" ]
   run -0 "$DLOCK" list --json
   json_ok 'assert d == {"version": 1, "locks": []}, d'
 

@@ -44,7 +44,8 @@ unavailable() {
   shift 2
   run -69 --separate-stderr "$DLOCK" -u "$url" "$@" run -k k -- echo ran
   refute_output --partial ran
-  [ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ] && [[ $stderr == dlock:* ]]
+  [ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+  [[ $stderr == dlock:* ]]
   [[ $stderr == *"$words"* ]] || fail "stderr lacks '$words': $stderr"
 }
 

@@ -34,7 +34,8 @@ load helpers
   local st1=0 st2=0
   wait "$w1" || st1=$?
   wait "$w2" || st2=$?
-  [ "$st1" -eq 75 ] && [ "$st2" -eq 75 ]
+  [ "$st1" -eq 75 ]
+  [ "$st2" -eq 75 ]
   [ "$(waiters cnt)" = 0 ]
 }
 

@@ -98,9 +98,11 @@ url() { echo "redis://127.0.0.1:$1"; }
 
   # renew --ttl, on the master serving the slot.
   run -0 --separate-stderr "$DLOCK" -u "$u" renew -k "$name" --token "$tok" --ttl 20s
-  [ -z "$output" ] && [ -z "$stderr" ]
+  [ -z "$output" ]
+  [ -z "$stderr" ]
   run -0 ncli "$owner" pttl "dlock:{$name}"
-  [ "$output" -gt 19000 ] && [ "$output" -le 20000 ]
+  [ "$output" -gt 19000 ]
+  [ "$output" -le 20000 ]
   run -76 "$DLOCK" -u "$u" renew -k "$name" --token "$wrong"
 
   # status, human and JSON, through the same node and through a replica.
@@ -123,7 +125,8 @@ assert d["fencing_token"] == d["last_fencing_token"], d
   # release: a wrong token changes nothing; the right one releases, once.
   run -76 "$DLOCK" -u "$u" release -k "$name" --token "$wrong"
   run -0 --separate-stderr "$DLOCK" -u "$u" release -k "$name" --token "$tok"
-  [ -z "$output" ] && [ -z "$stderr" ]
+  [ -z "$output" ]
+  [ -z "$stderr" ]
   run -0 ncli "$owner" exists "dlock:{$name}" "dlock:{$name}:holder"
   assert_output 0
   run -1 "$DLOCK" -u "$u" status "$name"

@@ -82,7 +82,8 @@ lock_keys_on() { keys_on "$1" | grep -F "{$2}" | tr '\n' ' '; }
   [ "$(lock_node "$name")" = "$dst" ]
   wait_renewal "$dst" "$name"
   wait_renewal "$dst" "$name"
-  [ "$PTTL" -gt 2000 ] && [ "$PTTL" -le 3000 ]
+  [ "$PTTL" -gt 2000 ]
+  [ "$PTTL" -le 3000 ]
   run -0 ncli "$dst" get "dlock:{$name}"
   assert_output "$tok"
   run -0 ncli "$dst" exists "dlock:{$name}:holder" "dlock:{$name}:fence"
