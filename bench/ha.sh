@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# Benchmarks dlock's uncontended cycle through Redis Sentinel and Redis Cluster next to a single
+# node and flock(1), in one run, and the time a holder needs after a Sentinel failover until
+# its lease is confirmed on the new master.
+#
+# Usage: bench/ha.sh [--quick] [--no-deps]
+#   --quick     20 runs per command instead of 100, 3 failovers instead of 5
+#   --no-deps   do not run packaging/install-deps.sh bench first
+# Environment: DLOCK_BIN (default: build/src/dlock of this repository), TMPDIR.
+#
+# It starts, on 127.0.0.1 with free ports and no persistence: one plain redis-server; a master,
+# a replica and 3 Sentinels; a Redis Cluster of 3 masters (no replicas). It stops them on exit.
+set -euo pipefail
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(dirname "$BENCH_DIR")
+DLOCK_BIN=${DLOCK_BIN:-$REPO/build/src/dlock}
+
+runs=100 failovers=5 deps=1
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) runs=20 failovers=3 ;;
+    --no-deps) deps=0 ;;
+    -h | --help) sed -n '2,9s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    *) sed -n '2,9s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 64 ;;
+  esac
+  shift
+done
+say() { printf '%s\n' "$*"; }
+header() { printf '\n== %s   [at %d s]\n' "$*" "$SECONDS"; }
+die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
+[ "$deps" = 0 ] || "$REPO/packaging/install-deps.sh" bench >/dev/null
+for tool in hyperfine redis-server redis-cli flock python3; do
+  command -v "$tool" >/dev/null || die "$tool is missing (packaging/install-deps.sh bench)"
+done
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/dlock-bench-ha.XXXXXX")
+PIDS=()
+cleanup() {
+  set +e
+  local pid
+  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+
+free_ports() { # N: N free loopback ports
+  python3 -c '
+import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in socks])' "$1"
+}
+wait_until() { # SECONDS DESCRIPTION COMMAND...: retries COMMAND every 50 ms
+  local limit=$1 what=$2 deadline
+  shift 2
+  deadline=$(($(date +%s) + limit))
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$deadline" ] || die "timed out after ${limit}s waiting for $what"
+    sleep 0.05
+  done
+}
+server() { # NAME PORT ARGS...: a redis-server in $TMP/NAME, in the background
+  local name=$1 port=$2
+  shift 2
+  mkdir -p "$TMP/$name"
+  redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --dir "$TMP/$name" \
+    --logfile "$TMP/$name/log" "$@" &
+  PIDS+=($!)
+}
+answers() { [ "$(redis-cli -p "$1" ping 2>/dev/null)" = PONG ]; }
+
+# Measure one fixed copy: the build directory may be rebuilt while this runs.
+cp "$DLOCK_BIN" "$TMP/dlock"
+DLOCK=$TMP/dlock
+unset DLOCK_URL DLOCK_PREFIX DLOCK_PASSWORD
+
+read -r SINGLE MASTER REPLICA S1 S2 S3 C1 C2 C3 CB1 CB2 CB3 < <(free_ports 12)
+server single "$SINGLE"
+server master "$MASTER"
+server replica "$REPLICA" --replicaof 127.0.0.1 "$MASTER"
+for s in "$S1" "$S2" "$S3"; do
+  mkdir -p "$TMP/sentinel-$s"
+  printf 'port %s\nbind 127.0.0.1\ndir %s\nlogfile %s/log\nsentinel monitor bench 127.0.0.1 %s 2\nsentinel down-after-milliseconds bench 1000\nsentinel failover-timeout bench 5000\n' \
+    "$s" "$TMP/sentinel-$s" "$TMP/sentinel-$s" "$MASTER" >"$TMP/sentinel-$s/sentinel.conf"
+  redis-server "$TMP/sentinel-$s/sentinel.conf" --sentinel &
+  PIDS+=($!)
+done
+i=0
+CB=("$CB1" "$CB2" "$CB3")
+for c in "$C1" "$C2" "$C3"; do
+  server "cluster-$c" "$c" --cluster-enabled yes --cluster-port "${CB[$i]}" \
+    --cluster-config-file "$TMP/cluster-$c/nodes.conf" --cluster-node-timeout 2000
+  i=$((i + 1))
+done
+for p in "$SINGLE" "$MASTER" "$REPLICA" "$C1" "$C2" "$C3"; do wait_until 10 "redis-server on $p" answers "$p"; done
+redis-cli --cluster create "127.0.0.1:$C1" "127.0.0.1:$C2" "127.0.0.1:$C3" --cluster-yes >"$TMP/cluster-create.log" 2>&1 ||
+  die "redis-cli --cluster create failed: $(cat "$TMP/cluster-create.log")"
+cluster_ok() { for p in "$C1" "$C2" "$C3"; do redis-cli -p "$p" cluster info | grep -q 'cluster_state:ok' || return 1; done; }
+wait_until 20 "the cluster" cluster_ok
+sentinels_ready() { # each knows the others and the replica (else SENTINEL FAILOVER finds no replica)
+  for s in "$S1" "$S2" "$S3"; do
+    [ "$(redis-cli -p "$s" sentinel ckquorum bench 2>&1 | cut -c1-2)" = OK ] || return 1
+    redis-cli -p "$s" sentinel replicas bench | grep -qx "$REPLICA" || return 1
+  done
+}
+wait_until 30 "the Sentinels" sentinels_ready
+SENTINEL_URL="redis-sentinel://127.0.0.1:$S1,127.0.0.1:$S2,127.0.0.1:$S3#bench"
+
+# The key's slot lives on one master; the other two answer MOVED first.
+KEY=bench-ha
+OWNER="" OTHER=""
+for p in "$C1" "$C2" "$C3"; do
+  if redis-cli -p "$p" exists "dlock:{$KEY}" 2>&1 | grep -q MOVED; then OTHER=$p; else OWNER=$p; fi
+done
+[ -n "$OWNER" ] && [ -n "$OTHER" ] || die "could not find the node owning the key's slot"
+
+say "dlock HA benchmark - $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(uname -sr), $(nproc) CPUs"
+say "  dlock: $DLOCK_BIN ($("$DLOCK" --version 2>&1 | head -1)); redis $(redis-server --version | awk '{print $3}'), all on 127.0.0.1 TCP"
+header "Uncontended lock cycle: acquire, run true, release (hyperfine -N, $runs runs, 5 warm-up)"
+q() { printf '%q' "$1"; }
+hyperfine -N --warmup 5 --runs "$runs" --style basic --export-json "$TMP/ha.json" \
+  -n "single node (redis://)" "$(q "$DLOCK") -u redis://127.0.0.1:$SINGLE run -k $KEY -- true" \
+  -n "Sentinel (3 sentinels, ROLE)" "$(q "$DLOCK") -u $SENTINEL_URL run -k $KEY -- true" \
+  -n "Cluster, the slot's node" "$(q "$DLOCK") -u redis://127.0.0.1:$OWNER run -k $KEY -- true" \
+  -n "Cluster, another node (MOVED)" "$(q "$DLOCK") -u redis://127.0.0.1:$OTHER run -k $KEY -- true" \
+  -n "flock FILE true" "flock $(q "$TMP/ha.lock") true" \
+  >"$TMP/ha.log" 2>&1 || { cat "$TMP/ha.log"; die "hyperfine failed"; }
+python3 "$BENCH_DIR/analyze.py" uncontended "$TMP/results.json" "$TMP/ha.json"
+
+header "Sentinel failover (SENTINEL FAILOVER) under a held lock: time until the lease is confirmed on the new master"
+say "  dlock run -t 3s -- sleep 30; the renewals are logged with -v and time-stamped as they arrive"
+for n in $(seq "$failovers"); do
+  master_port=$(redis-cli -p "$S1" sentinel get-master-addr-by-name bench | tail -n 1)
+  log=$TMP/failover-$n.log
+  # each stderr line with the time it arrived, in ms since the epoch
+  ("$DLOCK" -v -u "$SENTINEL_URL" run -k "failover-$n" -t 3s -- sleep 30 2>&1 >/dev/null |
+    while IFS= read -r line; do printf '%s %s\n' "$(date +%s%3N)" "$line"; done >"$log") &
+  runner=$!
+  wait_until 10 "the lock" grep -q 'acquired lock' "$log"
+  # in sync: the replica has the lock before the switch
+  wait_until 10 "the replica's copy" sh -c "[ \"\$(redis-cli -p $( [ "$master_port" = "$MASTER" ] && echo "$REPLICA" || echo "$MASTER") exists 'dlock:{failover-$n}')\" = 1 ]"
+  sleep 1
+  start=$(date +%s%3N)
+  answer=$(redis-cli -p "$S1" sentinel failover bench)
+  [ "$answer" = OK ] || die "SENTINEL FAILOVER: $answer"
+  # the first renewal after the switch that went to the new master
+  wait_until 20 "a renewal on the new master" grep -q 'switched to a new master' "$log"
+  wait_until 20 "a confirmed renewal after the switch" sh -c "sed -n '/switched to a new master/,\$p' '$log' | grep -q 'renewed lease'"
+  confirmed=$(sed -n '/switched to a new master/,$p' "$log" | grep -m1 'renewed lease' | cut -d' ' -f1)
+  switched=$(grep -m1 'switched to a new master' "$log" | cut -d' ' -f1)
+  say "  failover $n: SENTINEL FAILOVER at 0 ms; dlock told of the switch at $((switched - start)) ms;" \
+    "lease confirmed on the new master at $((confirmed - start)) ms"
+  pkill -TERM -f "run -k failover-$n" 2>/dev/null || true
+  wait "$runner" 2>/dev/null || true
+  # the old master must be a replica again before the next round
+  old=$master_port
+  new=$(redis-cli -p "$S1" sentinel get-master-addr-by-name bench | tail -n 1)
+  wait_until 30 "the old master to rejoin as a replica" sh -c "redis-cli -p $old role | head -n 1 | grep -qx slave && redis-cli -p $new info replication | grep -q 'connected_slaves:1'"
+  replica_synced() { redis-cli -p "$old" info replication | tr -d '\r' | grep -qx 'master_link_status:up'; }
+  wait_until 30 "the old master to sync" replica_synced
+done
