@@ -2,8 +2,9 @@
 # The README's test command: installs what is missing, builds with warnings as errors, runs
 # the unit tests, the bats end-to-end tests (which start their own redis-server) and the fault
 # tests (tests/faults: a network partition, a restart and a failover; the partition needs root
-# and skips itself otherwise). When valkey-server is installed, the end-to-end tests run against Valkey
-# too. Then an AddressSanitizer + UndefinedBehaviorSanitizer build runs the unit tests and the
+# and skips itself otherwise) and the high-availability tests (tests/ha: a Sentinel group and a
+# Redis Cluster, each file starting its own; run once, not under the sanitizers). When
+# valkey-server is installed, the end-to-end tests run against Valkey too. Then an AddressSanitizer + UndefinedBehaviorSanitizer build runs the unit tests and the
 # core suites (CTest label core: dlock run, its lease, its processes, the terminal, waiting).
 # At the end the .deb is built, checked with lintian, installed, exercised and removed
 # (packaging/test-deb.sh).
