@@ -237,6 +237,10 @@ WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
   // TimePoint::max() stands for "wait forever".
   const TimePoint deadline = policy.wait ? now() + *policy.wait : TimePoint::max();
   lock::Store& store = context.store;
+  if (policy.fair && !store.keeps_fair_queue()) {
+    throw Error(ExitCode::usage, "--fair needs a single lock store: independent masters (Redlock, "
+                                 "several --url) cannot keep one queue of waiters");
+  }
   lock::AcquireRequest request{token, ttl, me, {}, policy.replicas};
   lock::WaitTicket& ticket = request.ticket;
   ticket.mode = policy.no_wait ? lock::WaitMode::once
@@ -294,7 +298,7 @@ WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
     }
     if (result.acquired) {
       progress.clear();
-      return WaitOutcome{true, result.fence, sent_at, 0};
+      return WaitOutcome{true, result.fence, sent_at, result.validity, 0};
     }
     TimePoint t = now();
     if (policy.no_wait || t >= deadline) {

@@ -29,6 +29,9 @@ struct WaitOutcome {
   bool acquired = false;
   std::int64_t fence = 0;
   util::TimePoint sent_at{}; // when the winning request left: the lease runs from here
+  // The part of the lease left when the lock was granted, for a store of several nodes
+  // (Redlock); nullopt: the whole TTL.
+  std::optional<util::Millis> validity{};
   int signal = 0;            // non-zero: interrupted by this signal while waiting
 };
 

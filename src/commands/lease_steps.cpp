@@ -62,7 +62,7 @@ int acquire(Context& context, const AcquireOptions& options)
             .add("key", name.str())
             .add("token", token)
             .add("fencing_token", outcome.fence)
-            .add("ttl_ms", static_cast<std::int64_t>(options.ttl.count()))
+            .add("ttl_ms", static_cast<std::int64_t>(outcome.validity.value_or(options.ttl).count()))
             .str();
   } else {
     out = token;

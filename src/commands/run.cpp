@@ -107,6 +107,7 @@ RunEnd run_locked(Context& context, const RunOptions& options)
   policy.lease.ttl = options.ttl;
   policy.lease.kill_after = options.kill_after.value_or(options.ttl / 4);
   policy.lease.request_limit = context.request_timeout + options.replicas.timeout; // WAIT's too
+  policy.lease.drift = context.store.clock_drift(options.ttl);
   policy.replicas = options.replicas;
   policy.on_lost_ignore = options.on_lost_ignore;
   policy.max_hold = options.max_hold;
@@ -116,7 +117,7 @@ RunEnd run_locked(Context& context, const RunOptions& options)
   spec.env = {{"DLOCK_KEY", name.str()},
               {"DLOCK_TOKEN", token},
               {"DLOCK_FENCING_TOKEN", std::to_string(outcome.fence)},
-              {"DLOCK_TTL_MS", std::to_string(options.ttl.count())}};
+              {"DLOCK_TTL_MS", std::to_string(outcome.validity.value_or(options.ttl).count())}};
   spec.env.insert(spec.env.end(), options.set_env.begin(), options.set_env.end());
   spec.unset = options.unset_env;
   CommandEnd end;

@@ -24,6 +24,29 @@ std::string holder_name(const lock::HolderInfo& holder)
            : util::printable(holder.user) + "@" + util::printable(holder.host);
 }
 
+// For a lock on several nodes (Redlock): how many hold it, and what each said.
+std::string human_nodes(const lock::LockStatus& status)
+{
+  if (status.nodes.empty()) {
+    return {};
+  }
+  std::size_t held = 0;
+  for (const lock::NodeView& node : status.nodes) {
+    held += node.held && node.holder.pid == status.holder.pid && node.holder.host == status.holder.host ? 1 : 0;
+  }
+  std::string out = fmt::format("{:<15}{} of {} hold it (a majority is {})\n", "nodes:",
+                                status.held ? held : 0, status.nodes.size(), status.quorum);
+  for (const lock::NodeView& node : status.nodes) {
+    std::string said = !node.error.empty() ? "no answer: " + util::printable(node.error)
+                       : !node.held        ? std::string("free")
+                                           : fmt::format("held by {} pid {}, lease left {}",
+                                                         holder_name(node.holder), node.holder.pid,
+                                                         format_duration(Millis(node.ttl_ms)));
+    out += fmt::format("{:<15}{}: {}\n", "", node.node, said);
+  }
+  return out;
+}
+
 std::string human_status(const lock::LockStatus& status)
 {
   std::string out = fmt::format("{:<15}{}\n", "lock:", util::printable(status.name));
@@ -31,7 +54,7 @@ std::string human_status(const lock::LockStatus& status)
     out += fmt::format("{:<15}free\n", "state:");
     out += fmt::format("{:<15}{}\n", "last fencing:", status.last_fence);
     out += fmt::format("{:<15}{}\n", "waiters:", status.waiters);
-    return out;
+    return out + human_nodes(status);
   }
   const lock::HolderInfo& holder = status.holder;
   out += fmt::format("{:<15}held\n", "state:");
@@ -45,7 +68,7 @@ std::string human_status(const lock::LockStatus& status)
                      status.ttl_ms >= 0 ? format_duration(Millis(status.ttl_ms)) : "no expiry");
   out += fmt::format("{:<15}{}\n", "fencing token:", holder.fence);
   out += fmt::format("{:<15}{}\n", "waiters:", status.waiters);
-  return out;
+  return out + human_nodes(status);
 }
 
 std::string human_table(const std::vector<lock::LockStatus>& statuses)

@@ -24,7 +24,7 @@ Millis LeasePolicy::safety_margin() const
 Millis LeasePolicy::effective_kill_after() const
 {
   // SIGTERM must not come before the first renewal could even be attempted.
-  Millis room = ttl - renew_interval() - safety_margin();
+  Millis room = ttl - drift - renew_interval() - safety_margin();
   return std::clamp(kill_after, Millis(0), std::max(room, Millis(0)));
 }
 
@@ -37,7 +37,7 @@ Lease::Lease(LeasePolicy policy, TimePoint acquire_sent_at)
 
 TimePoint Lease::next_renewal_at() const { return m_next_renewal; }
 
-TimePoint Lease::expires_at() const { return m_confirmed_from + m_policy.ttl; }
+TimePoint Lease::expires_at() const { return m_confirmed_from + m_policy.ttl - m_policy.drift; }
 
 TimePoint Lease::terminate_at() const { return kill_at() - m_policy.effective_kill_after(); }
 

@@ -22,6 +22,9 @@ struct LeasePolicy {
   util::Millis ttl = default_ttl;
   util::Millis kill_after{7'500};      // SIGTERM-to-SIGKILL grace
   util::Millis request_limit{2'000};   // longest wait for one renewal reply (connect timeout)
+  // How far the store's clocks may run apart over one lease (Redlock: 1% of the TTL + 2 ms):
+  // the lease counts as ending that much earlier.
+  util::Millis drift{0};
 
   // Renew every ttl/3, so two renewals may fail before the lease is in danger.
   util::Millis renew_interval() const;

@@ -32,6 +32,21 @@ void LockStatus::add_json_fields(util::JsonObject& object) const
     object.add_null("fencing_token");
   }
   object.add("last_fencing_token", last_fence).add("waiters", waiters);
+  if (!nodes.empty()) {
+    std::vector<util::JsonObject> views(nodes.size());
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      const NodeView& node = nodes[i];
+      views[i].add("url", node.node).add("reachable", node.error.empty()).add("held", node.held);
+      if (node.held) {
+        views[i].add("pid", node.holder.pid).add("host", node.holder.host)
+          .add("fencing_token", node.holder.fence).add("ttl_ms", node.ttl_ms);
+      }
+      if (!node.error.empty()) {
+        views[i].add("error", node.error);
+      }
+    }
+    object.add("quorum", quorum).add("nodes", views);
+  }
 }
 
 } // namespace dlock::lock

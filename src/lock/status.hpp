@@ -8,6 +8,15 @@
 
 namespace dlock::lock {
 
+// What one node of a store made of several (Redlock) says about a lock.
+struct NodeView {
+  std::string node;  // the node's URL, password redacted
+  std::string error{}; // non-empty: it did not answer
+  bool held = false;
+  HolderInfo holder{};
+  std::int64_t ttl_ms = 0;
+};
+
 // What `status` and `list` show about one lock, read atomically by one script.
 struct LockStatus {
   std::string name;
@@ -17,6 +26,9 @@ struct LockStatus {
   std::int64_t last_fence = 0;     // the fencing counter (last token handed out)
   std::int64_t waiters = 0;        // live waiters, fair and unfair
   std::int64_t server_time_ms = 0; // the store's clock, so "held for" needs no client clock
+  // A store of several nodes (Redlock): what each said, and how many make a majority.
+  std::vector<NodeView> nodes;
+  std::int64_t quorum = 0;
 
   // How long the current holder has held it, by the server's clock.
   std::int64_t held_ms() const;

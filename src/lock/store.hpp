@@ -48,6 +48,9 @@ struct AcquireResult {
                                   // but earlier --fair waiters go first)
   HolderInfo holder;              // when not: who holds it (may be empty)
   util::Millis block{0};          // when not: how long to wait for a wake-up before retrying
+  // When acquired across several nodes (Redlock): the part of the TTL left when the majority
+  // had answered, less the clock drift; nullopt: the whole TTL.
+  std::optional<util::Millis> validity;
 };
 
 // One renewal: extend the lease if token still holds it.
@@ -107,6 +110,16 @@ public:
   virtual Error timed_out() noexcept = 0;
   // Caps the time a connection attempt may block (a TLS handshake is not driven by poll).
   virtual void limit_blocking(util::Millis limit) noexcept = 0;
+
+  // How far the clocks of the store's nodes may run apart over a lease of ttl; a holder counts
+  // its lease as ending that much earlier (Redlock: 1% of the TTL + 2 ms; one server: 0).
+  virtual util::Millis clock_drift(util::Millis ttl) const noexcept
+  {
+    (void)ttl;
+    return util::Millis(0);
+  }
+  // Whether the store keeps one first-come, first-served queue of waiters (--fair).
+  virtual bool keeps_fair_queue() const noexcept { return true; }
 
   // One lock's state (blocking until deadline).
   virtual LockStatus status(const LockName& name, util::TimePoint deadline) = 0;

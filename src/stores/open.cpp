@@ -1,23 +1,22 @@
 #include "stores/open.hpp"
 
 #include "stores/redis/redis_store.hpp"
+#include "stores/redis/redlock_store.hpp"
 #include "stores/redis/sentinel.hpp"
 #include "stores/redis/tls.hpp"
 #include "stores/redis/url.hpp"
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
+
 namespace dlock::stores {
 
-std::unique_ptr<lock::Store> open_store(const StoreConfig& config)
+namespace {
+
+// The store of one URL: a Sentinel group's master, or one server (which may be a Cluster node).
+std::unique_ptr<redis::RedisStore> open_redis(const std::string& url, const StoreConfig& config)
 {
-  if (config.urls.size() > 1) {
-    throw Error(ExitCode::usage,
-                "{} URLs given, but Redlock across several masters is not supported yet; give one "
-                "--url",
-                config.urls.size());
-  }
-  std::string url = config.urls.empty() ? "redis://127.0.0.1:6379" : config.urls.front();
   redis::ConnectOptions options;
   std::unique_ptr<redis::SwitchListener> switches;
   if (redis::is_sentinel_url(url)) {
@@ -33,6 +32,36 @@ std::unique_ptr<lock::Store> open_store(const StoreConfig& config)
     options.tls = config.tls;
   }
   return std::make_unique<redis::RedisStore>(std::move(options), config.prefix, std::move(switches));
+}
+
+} // namespace
+
+std::unique_ptr<lock::Store> open_store(const StoreConfig& config)
+{
+  if (config.urls.size() <= 1) {
+    return open_redis(config.urls.empty() ? "redis://127.0.0.1:6379" : config.urls.front(), config);
+  }
+  // Several URLs: Redlock across independent masters, each a plain server.
+  std::vector<std::unique_ptr<lock::Store>> nodes;
+  std::vector<std::string> names;
+  for (const std::string& url : config.urls) {
+    if (redis::is_sentinel_url(url)) {
+      throw Error(ExitCode::usage,
+                  "a Sentinel URL cannot be one of several --url (Redlock wants independent "
+                  "masters): give it alone, or the masters' own URLs");
+    }
+    redis::Endpoint endpoint = redis::parse_url(url);
+    if (std::find(names.begin(), names.end(), endpoint.redacted()) != names.end()) {
+      throw Error(ExitCode::usage,
+                  "{} is given twice: Redlock (several --url) wants independent masters",
+                  endpoint.redacted());
+    }
+    names.push_back(endpoint.redacted());
+    std::unique_ptr<redis::RedisStore> node = open_redis(url, config);
+    node->refuse_cluster();
+    nodes.push_back(std::move(node));
+  }
+  return std::make_unique<redis::RedlockStore>(std::move(nodes), std::move(names));
 }
 
 std::string library_versions()

@@ -127,3 +127,17 @@ TEST(Lease, TheGuardsBackstopComesAfterDlockAndBeforeExpiry)
     EXPECT_LT(lease.backstop_kill_at(), lease.expires_at());
   }
 }
+
+// Redlock: the nodes' clocks may run apart by the drift, so the lease ends that much earlier
+// for the holder (and everything that follows from the expiry moves with it).
+TEST(Lease, ClockDriftShortensTheLeaseTheHolderCountsOn)
+{
+  FakeClock clock;
+  LeasePolicy p = policy(10s, 2500ms);
+  p.drift = 102ms;
+  Lease lease(p, clock.now());
+  EXPECT_EQ(lease.expires_at(), clock.now() + 10s - 102ms);
+  EXPECT_EQ(lease.kill_at(), lease.expires_at() - p.safety_margin());
+  EXPECT_EQ(lease.next_renewal_at(), clock.now() + p.renew_interval());
+  EXPECT_LE(p.effective_kill_after(), 10s - 102ms - p.renew_interval() - p.safety_margin());
+}

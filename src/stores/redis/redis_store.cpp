@@ -276,6 +276,13 @@ void RedisStore::on_reply(Node& node, const redisReply& reply)
     return;
   }
   if (auto redirect = parse_redirect(reply)) {
+    if (m_refuse_cluster) {
+      fail(pending, Error(ExitCode::usage,
+                          "{} is a Redis Cluster node: with several --url (Redlock), each must be "
+                          "an independent master",
+                          node.connection.describe_endpoint()));
+      return;
+    }
     if (!follow(pending, *redirect)) {
       fail(pending, Error(ExitCode::unavailable, "the cluster redirected a request {} times (last to {})",
                           max_redirects, redirect->address()));
@@ -458,6 +465,12 @@ lock::LockStatus RedisStore::status(const lock::LockName& name, util::TimePoint 
       return read_status(node->connection, m_prefix, name.str(), deadline);
     } catch (const Redirected& redirected) {
       const Redirect& redirect = redirected.redirect();
+      if (m_refuse_cluster) {
+        throw Error(ExitCode::usage,
+                    "{} is a Redis Cluster node: with several --url (Redlock), each must be an "
+                    "independent master",
+                    node->connection.describe_endpoint());
+      }
       if (hop == max_redirects) {
         throw;
       }
@@ -472,6 +485,9 @@ lock::LockStatus RedisStore::status(const lock::LockName& name, util::TimePoint 
 
 std::vector<RedisStore::Node*> RedisStore::cluster_masters(util::Millis timeout)
 {
+  if (m_refuse_cluster) {
+    return {};
+  }
   Node& seed = *m_nodes.front();
   Reply reply = seed.connection.call({"CLUSTER", "SLOTS"}, util::deadline_after(timeout));
   auto ranges = parse_cluster_slots(*reply);

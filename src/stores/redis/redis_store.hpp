@@ -40,6 +40,10 @@ public:
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
 
+  // This server is one of several independent masters (Redlock): a Cluster's redirect is
+  // refused (usage) rather than followed, since one lock would then live on one store.
+  void refuse_cluster() noexcept { m_refuse_cluster = true; }
+
 private:
   // A command sent whose reply is still owed, and what to make of it.
   struct Pending {
@@ -99,6 +103,7 @@ private:
   std::deque<lock::Outcome> m_ready;
   std::vector<Retry> m_retries;
   util::Millis m_blocking_limit = util::Millis::max();
+  bool m_refuse_cluster = false;
 };
 
 } // namespace dlock::redis

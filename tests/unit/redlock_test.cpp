@@ -1,0 +1,247 @@
+// RedlockStore's decisions, with nodes that answer at once as each test says: majorities,
+// the release of a lock a majority did not grant, fencing, and the re-join of a node that
+// lost the lock.
+#include "stores/redis/redlock_store.hpp"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <memory>
+
+using dlock::ExitCode;
+using dlock::lock::AcquireRequest;
+using dlock::lock::LockName;
+using dlock::lock::Outcome;
+using dlock::lock::RenewRequest;
+using dlock::redis::RedlockStore;
+using Op = Outcome::Op;
+using namespace std::chrono_literals;
+
+namespace {
+
+// One node: answers each request with the next scripted outcome of its kind, and records
+// what it was asked.
+class ScriptedNode final : public dlock::lock::Store {
+public:
+  std::deque<Outcome> acquire_answers, renew_answers;
+  int acquires = 0, renews = 0, releases = 0;
+
+  static Outcome granted(std::int64_t fence)
+  {
+    Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+    outcome.acquire.acquired = true;
+    outcome.acquire.fence = fence;
+    return outcome;
+  }
+  static Outcome refused(std::int64_t holder_pid)
+  {
+    Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+    outcome.acquire.holder.pid = holder_pid;
+    outcome.acquire.holder_ttl_ms = 5000;
+    outcome.acquire.block = 5000ms;
+    return outcome;
+  }
+  static Outcome failed(Op op) { return Outcome{op, dlock::Error(ExitCode::unavailable, "down"), false, {}, {}}; }
+  static Outcome renewed(bool held) { return Outcome{Op::renew, std::nullopt, held, {}, {}}; }
+
+  void start_acquire(const LockName&, const AcquireRequest&) override
+  {
+    ++acquires;
+    m_ready.push_back(next(acquire_answers, granted(1)));
+  }
+  void start_wait_for_wake(const LockName&, const dlock::lock::WaitTicket&, dlock::util::Millis) override
+  {
+    m_ready.push_back(Outcome{Op::wait_for_wake, std::nullopt, false, {}, {}});
+  }
+  void start_renew(const LockName&, const RenewRequest&) override
+  {
+    ++renews;
+    m_ready.push_back(next(renew_answers, renewed(true)));
+  }
+  void start_release(const LockName&, const std::string&) override
+  {
+    ++releases;
+    m_ready.push_back(Outcome{Op::release, std::nullopt, true, {}, {}});
+  }
+  void start_withdraw(const LockName&, const dlock::lock::WaitTicket&) override
+  {
+    m_ready.push_back(Outcome{Op::withdraw, std::nullopt, false, {}, {}});
+  }
+  void watch(dlock::util::EventLoop&) override {}
+  std::optional<Outcome> next_outcome() override
+  {
+    if (m_ready.empty()) {
+      return std::nullopt;
+    }
+    Outcome outcome = m_ready.front();
+    m_ready.pop_front();
+    return outcome;
+  }
+  void abandon() noexcept override { m_ready.clear(); }
+  dlock::Error timed_out() noexcept override { return dlock::Error(ExitCode::unavailable, "timed out"); }
+  void limit_blocking(dlock::util::Millis) noexcept override {}
+  dlock::lock::LockStatus status(const LockName&, dlock::util::TimePoint) override { return {}; }
+  std::vector<dlock::lock::LockStatus> list(std::string_view, dlock::util::Millis) override { return {}; }
+
+private:
+  static Outcome next(std::deque<Outcome>& answers, Outcome otherwise)
+  {
+    if (answers.empty()) {
+      return otherwise;
+    }
+    Outcome outcome = answers.front();
+    answers.pop_front();
+    return outcome;
+  }
+  std::deque<Outcome> m_ready;
+};
+
+struct Cluster {
+  std::vector<ScriptedNode*> nodes;
+  std::unique_ptr<RedlockStore> store;
+
+  explicit Cluster(std::size_t n)
+  {
+    std::vector<std::unique_ptr<dlock::lock::Store>> owned;
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < n; ++i) {
+      auto node = std::make_unique<ScriptedNode>();
+      nodes.push_back(node.get());
+      owned.push_back(std::move(node));
+      names.push_back("node" + std::to_string(i));
+    }
+    store = std::make_unique<RedlockStore>(std::move(owned), std::move(names));
+  }
+  Outcome next()
+  {
+    std::optional<Outcome> outcome = store->next_outcome();
+    EXPECT_TRUE(outcome.has_value());
+    return outcome.value_or(Outcome{});
+  }
+};
+
+LockName name() { return LockName::parse("k"); }
+
+AcquireRequest request()
+{
+  AcquireRequest r;
+  r.token = "t";
+  r.ttl = 10s;
+  return r;
+}
+
+} // namespace
+
+TEST(Redlock, AMajorityGrantsTheLockWithTheLargestFenceAndLessThanTheTtl)
+{
+  Cluster c(5);
+  c.nodes[0]->acquire_answers = {ScriptedNode::failed(Op::acquire)};
+  c.nodes[1]->acquire_answers = {ScriptedNode::refused(7)};
+  c.nodes[2]->acquire_answers = {ScriptedNode::granted(30)};
+  c.nodes[3]->acquire_answers = {ScriptedNode::granted(40)};
+  c.nodes[4]->acquire_answers = {ScriptedNode::granted(20)};
+  c.store->start_acquire(name(), request());
+  Outcome outcome = c.next();
+  ASSERT_FALSE(outcome.error);
+  EXPECT_TRUE(outcome.acquire.acquired);
+  EXPECT_EQ(outcome.acquire.fence, 40);
+  ASSERT_TRUE(outcome.acquire.validity);
+  EXPECT_LE(*outcome.acquire.validity, 10s - c.store->clock_drift(10s));
+  EXPECT_EQ(c.store->clock_drift(10s), 102ms); // 1% + 2 ms
+  EXPECT_EQ(c.nodes[0]->releases, 0) << "a lock that is held is not given back";
+}
+
+TEST(Redlock, AMinorityGrantIsGivenBackOnEveryNodeAndTheHolderReported)
+{
+  Cluster c(5);
+  for (int i = 0; i < 3; ++i) {
+    c.nodes[i]->acquire_answers = {ScriptedNode::refused(7)};
+  }
+  c.store->start_acquire(name(), request());
+  Outcome outcome = c.next();
+  ASSERT_FALSE(outcome.error);
+  EXPECT_FALSE(outcome.acquire.acquired);
+  EXPECT_EQ(outcome.acquire.holder.pid, 7);
+  EXPECT_EQ(outcome.acquire.block, 5000ms) << "a holder with a majority: wait for its release";
+  for (ScriptedNode* node : c.nodes) {
+    EXPECT_EQ(node->releases, 1);
+  }
+}
+
+TEST(Redlock, ASplitBetweenContendersRetriesAfterAShortRandomPause)
+{
+  Cluster c(5);
+  c.nodes[0]->acquire_answers = {ScriptedNode::refused(7)};
+  c.nodes[1]->acquire_answers = {ScriptedNode::refused(7)};
+  c.nodes[2]->acquire_answers = {ScriptedNode::refused(8)};
+  c.store->start_acquire(name(), request());
+  Outcome outcome = c.next();
+  EXPECT_FALSE(outcome.acquire.acquired);
+  EXPECT_GE(outcome.acquire.block, 10ms);
+  EXPECT_LE(outcome.acquire.block, 100ms);
+}
+
+TEST(Redlock, NoMajorityAnsweringIsUnavailable)
+{
+  Cluster c(5);
+  for (int i = 0; i < 3; ++i) {
+    c.nodes[i]->acquire_answers = {ScriptedNode::failed(Op::acquire)};
+  }
+  c.store->start_acquire(name(), request());
+  Outcome outcome = c.next();
+  ASSERT_TRUE(outcome.error);
+  EXPECT_EQ(outcome.error->code(), ExitCode::unavailable);
+  EXPECT_NE(std::string(outcome.error->what()).find("2 of 5 granted"), std::string::npos)
+    << outcome.error->what();
+  for (ScriptedNode* node : c.nodes) {
+    EXPECT_EQ(node->releases, 1) << "a node that failed may have taken it: released too";
+  }
+}
+
+TEST(Redlock, ARenewalAMajorityExtendsIsConfirmedAndANodeThatLostTheLockRejoins)
+{
+  Cluster c(5);
+  c.store->start_acquire(name(), request());
+  ASSERT_TRUE(c.next().acquire.acquired);
+  c.nodes[4]->renew_answers = {ScriptedNode::renewed(false)}; // restarted without the lock
+  c.nodes[3]->renew_answers = {ScriptedNode::failed(Op::renew)};
+  c.store->start_renew(name(), RenewRequest{"t", std::nullopt, false, {}});
+  Outcome outcome = c.next();
+  ASSERT_FALSE(outcome.error);
+  EXPECT_TRUE(outcome.held);
+  EXPECT_EQ(c.nodes[4]->acquires, 2) << "re-joined with the same token";
+  EXPECT_EQ(c.nodes[3]->acquires, 1) << "a node that did not answer is not asked again yet";
+  EXPECT_EQ(c.nodes[0]->acquires, 1);
+}
+
+TEST(Redlock, ARenewalAMajorityRefusesIsALostLeaseAndNoMajorityIsUnconfirmed)
+{
+  Cluster lost(5);
+  for (int i = 0; i < 3; ++i) {
+    lost.nodes[i]->renew_answers = {ScriptedNode::renewed(false)};
+  }
+  lost.store->start_renew(name(), RenewRequest{"t", 10s, false, {}});
+  Outcome outcome = lost.next();
+  ASSERT_FALSE(outcome.error);
+  EXPECT_FALSE(outcome.held);
+
+  Cluster unconfirmed(5);
+  for (int i = 0; i < 2; ++i) {
+    unconfirmed.nodes[i]->renew_answers = {ScriptedNode::renewed(false)};
+  }
+  unconfirmed.nodes[2]->renew_answers = {ScriptedNode::failed(Op::renew)};
+  unconfirmed.store->start_renew(name(), RenewRequest{"t", 10s, false, {}});
+  outcome = unconfirmed.next();
+  ASSERT_TRUE(outcome.error) << "2 extended, 2 lost, 1 failed: neither way a majority";
+  EXPECT_EQ(outcome.error->code(), ExitCode::unavailable);
+}
+
+TEST(Redlock, PerNodeTimeoutIsSmallAgainstTheTtl)
+{
+  EXPECT_EQ(RedlockStore::node_timeout(10s), 200ms);
+  EXPECT_EQ(RedlockStore::node_timeout(1s), 50ms);
+  EXPECT_EQ(RedlockStore::node_timeout(1h), 500ms);
+  EXPECT_FALSE(Cluster(3).store->keeps_fair_queue());
+  EXPECT_EQ(Cluster(5).store->quorum(), 3u);
+  EXPECT_EQ(Cluster(4).store->quorum(), 3u);
+}
