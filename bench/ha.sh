@@ -1,25 +1,28 @@
 #!/usr/bin/env bash
-# Benchmarks dlock's uncontended cycle through Redis Sentinel and Redis Cluster next to a single
-# node and flock(1), in one run, and the time a holder needs after a Sentinel failover until
-# its lease is confirmed on the new master.
+# Benchmarks dlock's uncontended cycle through Redis Sentinel, Redis Cluster and Redlock (five
+# independent masters) next to a single node and flock(1), in one run; 8 workers contending
+# for one lock on one node, on five (Redlock) and with flock; and the time a holder needs after
+# a Sentinel failover until its lease is confirmed on the new master.
 #
 # Usage: bench/ha.sh [--quick] [--no-deps]
-#   --quick     20 runs per command instead of 100, 3 failovers instead of 5
+#   --quick     20 runs per command instead of 100, 3 failovers instead of 5, 4 contention
+#               cycles per worker instead of 12
 #   --no-deps   do not run packaging/install-deps.sh bench first
 # Environment: DLOCK_BIN (default: build/src/dlock of this repository), TMPDIR.
 #
 # It starts, on 127.0.0.1 with free ports and no persistence: one plain redis-server; a master,
-# a replica and 3 Sentinels; a Redis Cluster of 3 masters (no replicas). It stops them on exit.
+# a replica and 3 Sentinels; a Redis Cluster of 3 masters (no replicas); 5 more plain servers for
+# Redlock. It stops them on exit.
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$BENCH_DIR")
 DLOCK_BIN=${DLOCK_BIN:-$REPO/build/src/dlock}
 
-runs=100 failovers=5 deps=1
+runs=100 failovers=5 cycles=12 deps=1
 while [ $# -gt 0 ]; do
   case $1 in
-    --quick) runs=20 failovers=3 ;;
+    --quick) runs=20 failovers=3 cycles=4 ;;
     --no-deps) deps=0 ;;
     -h | --help) sed -n '2,9s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) sed -n '2,9s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 64 ;;
@@ -30,7 +33,7 @@ say() { printf '%s\n' "$*"; }
 header() { printf '\n== %s   [at %d s]\n' "$*" "$SECONDS"; }
 die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
 [ "$deps" = 0 ] || "$REPO/packaging/install-deps.sh" bench >/dev/null
-for tool in hyperfine redis-server redis-cli flock python3; do
+for tool in hyperfine redis-server redis-cli flock python3 cc; do
   command -v "$tool" >/dev/null || die "$tool is missing (packaging/install-deps.sh bench)"
 done
 
@@ -79,7 +82,13 @@ DLOCK=$TMP/dlock
 unset DLOCK_URL DLOCK_PREFIX DLOCK_PASSWORD
 
 read -r SINGLE MASTER REPLICA S1 S2 S3 C1 C2 C3 CB1 CB2 CB3 < <(free_ports 12)
+read -r -a REDLOCK_PORTS < <(free_ports 5)
 server single "$SINGLE"
+REDLOCK_ARGS=()
+for p in "${REDLOCK_PORTS[@]}"; do
+  server "redlock-$p" "$p"
+  REDLOCK_ARGS+=(-u "redis://127.0.0.1:$p")
+done
 server master "$MASTER"
 server replica "$REPLICA" --replicaof 127.0.0.1 "$MASTER"
 for s in "$S1" "$S2" "$S3"; do
@@ -96,7 +105,7 @@ for c in "$C1" "$C2" "$C3"; do
     --cluster-config-file "$TMP/cluster-$c/nodes.conf" --cluster-node-timeout 2000
   i=$((i + 1))
 done
-for p in "$SINGLE" "$MASTER" "$REPLICA" "$C1" "$C2" "$C3"; do wait_until 10 "redis-server on $p" answers "$p"; done
+for p in "$SINGLE" "$MASTER" "$REPLICA" "$C1" "$C2" "$C3" "${REDLOCK_PORTS[@]}"; do wait_until 10 "redis-server on $p" answers "$p"; done
 redis-cli --cluster create "127.0.0.1:$C1" "127.0.0.1:$C2" "127.0.0.1:$C3" --cluster-yes >"$TMP/cluster-create.log" 2>&1 ||
   die "redis-cli --cluster create failed: $(cat "$TMP/cluster-create.log")"
 cluster_ok() { for p in "$C1" "$C2" "$C3"; do redis-cli -p "$p" cluster info | grep -q 'cluster_state:ok' || return 1; done; }
@@ -127,9 +136,33 @@ hyperfine -N --warmup 5 --runs "$runs" --style basic --export-json "$TMP/ha.json
   -n "Sentinel (3 sentinels, ROLE)" "$(q "$DLOCK") -u $SENTINEL_URL run -k $KEY -- true" \
   -n "Cluster, the slot's node" "$(q "$DLOCK") -u redis://127.0.0.1:$OWNER run -k $KEY -- true" \
   -n "Cluster, another node (MOVED)" "$(q "$DLOCK") -u redis://127.0.0.1:$OTHER run -k $KEY -- true" \
+  -n "Redlock, 5 masters" "$(q "$DLOCK") ${REDLOCK_ARGS[*]} run -k $KEY -- true" \
   -n "flock FILE true" "flock $(q "$TMP/ha.lock") true" \
   >"$TMP/ha.log" 2>&1 || { cat "$TMP/ha.log"; die "hyperfine failed"; }
 python3 "$BENCH_DIR/analyze.py" uncontended "$TMP/results.json" "$TMP/ha.json"
+
+header "Contention: 8 workers x $cycles cycles of one lock, started together (helper loop)"
+HELPER=$TMP/helper
+cc -O2 -o "$HELPER" "$BENCH_DIR/helper.c"
+contend() { # LABEL COMMAND...: the 8 workers; analyze.py prints the time per critical section
+  local label=$1 start w pids=() outs=()
+  shift
+  start=$(($(date +%s%N) + 500000000))
+  for w in 1 2 3 4 5 6 7 8; do
+    "$HELPER" loop "$start" "$cycles" 0 -- "$@" >"$TMP/contend-$w.out" 2>>"$TMP/contend.err" &
+    pids+=($!)
+    outs+=("$TMP/contend-$w.out")
+  done
+  for w in "${pids[@]}"; do wait "$w" || true; done
+  python3 "$BENCH_DIR/analyze.py" contention "$TMP/results.json" "$label" "" "$start" "$cycles" 0 "${outs[@]}"
+}
+for round in 1 2; do
+  contend "dlock, one node" "$DLOCK" -u "redis://127.0.0.1:$SINGLE" run -k bench-contend -- true
+  contend "dlock, Redlock (5)" "$DLOCK" "${REDLOCK_ARGS[@]}" run -k bench-contend -- true
+  contend "flock" flock "$TMP/contend.lock" true
+done
+say "  (servers' CPU not counted here: 0 ms)"
+[ ! -s "$TMP/contend.err" ] || { say "  stderr of the workers, first lines:"; head -3 "$TMP/contend.err" | sed 's/^/    /'; }
 
 header "Sentinel failover (SENTINEL FAILOVER) under a held lock: time until the lease is confirmed on the new master"
 say "  dlock run -t 3s -- sleep 30; the renewals are logged with -v and time-stamped as they arrive"
