@@ -32,10 +32,13 @@ std::string human_nodes(const lock::LockStatus& status)
   }
   std::size_t held = 0;
   for (const lock::NodeView& node : status.nodes) {
-    held += node.held && node.holder.pid == status.holder.pid && node.holder.host == status.holder.host ? 1 : 0;
+    // Held: the nodes that name the holder; free: every node that holds it for anyone.
+    bool counts = node.held && (!status.held || (node.holder.pid == status.holder.pid
+                                                  && node.holder.host == status.holder.host));
+    held += counts ? 1 : 0;
   }
-  std::string out = fmt::format("{:<15}{} of {} hold it (a majority is {})\n", "nodes:",
-                                status.held ? held : 0, status.nodes.size(), status.quorum);
+  std::string out = fmt::format("{:<15}{} of {} hold it (a majority is {})\n", "nodes:", held,
+                                status.nodes.size(), status.quorum);
   for (const lock::NodeView& node : status.nodes) {
     std::string said = !node.error.empty() ? "no answer: " + util::printable(node.error)
                        : !node.held        ? std::string("free")

@@ -66,7 +66,7 @@ struct Outcome {
   // disconnected: the store dropped a connection while nothing was in flight (a restart, a
   // failover, an idle timeout); a holder should confirm its lease soon instead of at its next
   // turn. It carries the error that was seen.
-  enum class Op { acquire, wait_for_wake, renew, release, withdraw, disconnected };
+  enum class Op { acquire, wait_for_wake, renew, release, withdraw, raise_fence, disconnected };
 
   Op op = Op::acquire;
   std::optional<Error> error; // the store did not answer, or refused (its exit code inside)
@@ -98,6 +98,9 @@ public:
   virtual void start_release(const LockName& name, const std::string& token) = 0;
   // Forgets a waiter that gives up (registrations also expire on their own).
   virtual void start_withdraw(const LockName& name, const WaitTicket& ticket) = 0;
+  // Raises the lock's fencing counter to at least at_least, for a store made of several
+  // (Redlock): the next majority shares a node with this one, so its token is larger.
+  virtual void start_raise_fence(const LockName& name, std::int64_t at_least) = 0;
 
   // Has loop watch whatever the store waits on, for one round.
   virtual void watch(util::EventLoop& loop) = 0;

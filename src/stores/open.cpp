@@ -58,7 +58,7 @@ std::unique_ptr<lock::Store> open_store(const StoreConfig& config)
     }
     names.push_back(endpoint.redacted());
     std::unique_ptr<redis::RedisStore> node = open_redis(url, config);
-    node->refuse_cluster();
+    node->join_redlock();
     nodes.push_back(std::move(node));
   }
   return std::make_unique<redis::RedlockStore>(std::move(nodes), std::move(names));

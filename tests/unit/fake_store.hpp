@@ -52,6 +52,10 @@ public:
   {
     m_ready.push_back(Outcome{Outcome::Op::withdraw, std::nullopt, false, {}, {}});
   }
+  void start_raise_fence(const dlock::lock::LockName&, std::int64_t) override
+  {
+    m_ready.push_back(Outcome{Outcome::Op::raise_fence, std::nullopt, false, {}, {}});
+  }
   void watch(dlock::util::EventLoop&) override {}
   std::optional<Outcome> next_outcome() override
   {

@@ -25,6 +25,7 @@ class ScriptedNode final : public dlock::lock::Store {
 public:
   std::deque<Outcome> acquire_answers, renew_answers;
   int acquires = 0, renews = 0, releases = 0;
+  std::int64_t raised_to = 0;
 
   static Outcome granted(std::int64_t fence)
   {
@@ -66,6 +67,11 @@ public:
   void start_withdraw(const LockName&, const dlock::lock::WaitTicket&) override
   {
     m_ready.push_back(Outcome{Op::withdraw, std::nullopt, false, {}, {}});
+  }
+  void start_raise_fence(const LockName&, std::int64_t at_least) override
+  {
+    raised_to = at_least;
+    m_ready.push_back(Outcome{Op::raise_fence, std::nullopt, false, {}, {}});
   }
   void watch(dlock::util::EventLoop&) override {}
   std::optional<Outcome> next_outcome() override
@@ -149,6 +155,9 @@ TEST(Redlock, AMajorityGrantsTheLockWithTheLargestFenceAndLessThanTheTtl)
   EXPECT_LE(*outcome.acquire.validity, 10s - c.store->clock_drift(10s));
   EXPECT_EQ(c.store->clock_drift(10s), 102ms); // 1% + 2 ms
   EXPECT_EQ(c.nodes[0]->releases, 0) << "a lock that is held is not given back";
+  for (ScriptedNode* node : c.nodes) {
+    EXPECT_EQ(node->raised_to, 40) << "every node learns the token a majority handed out";
+  }
 }
 
 TEST(Redlock, AMinorityGrantIsGivenBackOnEveryNodeAndTheHolderReported)

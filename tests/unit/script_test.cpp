@@ -87,7 +87,7 @@ TEST(Scripts, EmbeddedShaIsTheSourcesSha1)
   using namespace dlock::redis;
   for (const Script* script :
        {&scripts::acquire(), &scripts::renew(), &scripts::release(), &scripts::inspect(),
-        &scripts::wake()}) {
+        &scripts::wake(), &scripts::raise_fence()}) {
     std::vector<std::string> eval = script->eval({"k"}, {"a"});
     std::vector<std::string> evalsha = script->evalsha({"k"}, {"a"});
     ASSERT_EQ(eval.size(), 5U);

@@ -176,8 +176,8 @@ void RedisStore::start_release(const lock::LockName& name, const std::string& to
   const Script& script = scripts::release();
   std::vector<std::string> args{token};
   send(Pending{.op = Outcome::Op::release,
-               .argv = script.evalsha(script_keys, args),
-               .eval = script.eval(script_keys, args),
+               .argv = m_redlock_node ? script.eval(script_keys, args) : script.evalsha(script_keys, args),
+               .eval = m_redlock_node ? std::vector<std::string>{} : script.eval(script_keys, args),
                .slot = key_slot(k.lock),
                .fair_wake_prefix = k.fair_wake_prefix});
 }
@@ -196,6 +196,19 @@ void RedisStore::start_withdraw(const lock::LockName& name, const lock::WaitTick
   } else {
     m_ready.push_back(Outcome{Outcome::Op::withdraw, std::nullopt, false, {}, {}});
   }
+}
+
+void RedisStore::start_raise_fence(const lock::LockName& name, std::int64_t at_least)
+{
+  LockKeys k = keys(name);
+  std::vector<std::string> script_keys{k.fence};
+  // As long as acquire keeps the counter.
+  std::vector<std::string> args{std::to_string(at_least), std::to_string(7LL * 86'400'000)};
+  const Script& script = scripts::raise_fence();
+  send(Pending{.op = Outcome::Op::raise_fence,
+               .argv = script.evalsha(script_keys, args),
+               .eval = script.eval(script_keys, args),
+               .slot = key_slot(k.lock)});
 }
 
 void RedisStore::watch(util::EventLoop& loop)
@@ -276,7 +289,7 @@ void RedisStore::on_reply(Node& node, const redisReply& reply)
     return;
   }
   if (auto redirect = parse_redirect(reply)) {
-    if (m_refuse_cluster) {
+    if (m_redlock_node) {
       fail(pending, Error(ExitCode::usage,
                           "{} is a Redis Cluster node: with several --url (Redlock), each must be "
                           "an independent master",
@@ -346,6 +359,9 @@ lock::Outcome RedisStore::make_outcome(const Pending& pending, const redisReply&
       break;
     case Outcome::Op::withdraw:
       throw_if_error(reply, "withdrawing from the wait");
+      break;
+    case Outcome::Op::raise_fence:
+      throw_if_error(reply, "raising the fencing counter");
       break;
     case Outcome::Op::disconnected: // never sent: it is no request
       break;
@@ -465,7 +481,7 @@ lock::LockStatus RedisStore::status(const lock::LockName& name, util::TimePoint 
       return read_status(node->connection, m_prefix, name.str(), deadline);
     } catch (const Redirected& redirected) {
       const Redirect& redirect = redirected.redirect();
-      if (m_refuse_cluster) {
+      if (m_redlock_node) {
         throw Error(ExitCode::usage,
                     "{} is a Redis Cluster node: with several --url (Redlock), each must be an "
                     "independent master",
@@ -485,7 +501,7 @@ lock::LockStatus RedisStore::status(const lock::LockName& name, util::TimePoint 
 
 std::vector<RedisStore::Node*> RedisStore::cluster_masters(util::Millis timeout)
 {
-  if (m_refuse_cluster) {
+  if (m_redlock_node) {
     return {};
   }
   Node& seed = *m_nodes.front();

@@ -30,6 +30,7 @@ public:
   void start_renew(const lock::LockName& name, const lock::RenewRequest& request) override;
   void start_release(const lock::LockName& name, const std::string& token) override;
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
+  void start_raise_fence(const lock::LockName& name, std::int64_t at_least) override;
 
   void watch(util::EventLoop& loop) override;
   std::optional<lock::Outcome> next_outcome() override;
@@ -41,8 +42,10 @@ public:
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
 
   // This server is one of several independent masters (Redlock): a Cluster's redirect is
-  // refused (usage) rather than followed, since one lock would then live on one store.
-  void refuse_cluster() noexcept { m_refuse_cluster = true; }
+  // refused (usage) rather than followed, since one lock would then live on one store; and a
+  // release carries its script's body (EVAL), since a node that was frozen may run it after
+  // dlock is gone, when nobody is left to answer NOSCRIPT.
+  void join_redlock() noexcept { m_redlock_node = true; }
 
 private:
   // A command sent whose reply is still owed, and what to make of it.
@@ -103,7 +106,7 @@ private:
   std::deque<lock::Outcome> m_ready;
   std::vector<Retry> m_retries;
   util::Millis m_blocking_limit = util::Millis::max();
-  bool m_refuse_cluster = false;
+  bool m_redlock_node = false;
 };
 
 } // namespace dlock::redis

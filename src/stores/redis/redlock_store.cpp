@@ -102,6 +102,12 @@ void RedlockStore::start_withdraw(const lock::LockName& name, const lock::WaitTi
         [&](lock::Store& node) { node.start_withdraw(name, ticket); });
 }
 
+void RedlockStore::start_raise_fence(const lock::LockName& name, std::int64_t at_least)
+{
+  begin(Op::raise_fence, name, node_timeout(lock::default_ttl), false,
+        [&](lock::Store& node) { node.start_raise_fence(name, at_least); });
+}
+
 void RedlockStore::undo_acquire(const Request& request)
 {
   begin(Op::release, *request.name, node_timeout(request.acquire.ttl), true,
@@ -239,7 +245,8 @@ std::optional<Outcome> RedlockStore::decide(Request& request, bool all_in)
   case Op::release:
     return decide_release(request, all_in);
   case Op::wait_for_wake:
-  case Op::withdraw: {
+  case Op::withdraw:
+  case Op::raise_fence: {
     // The first answer that is no error ends a wait; a withdrawal waits for all.
     bool answered = std::any_of(request.answers.begin(), request.answers.end(),
                                 [](const auto& a) { return a && !a->error; });
@@ -310,6 +317,10 @@ std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_i
       outcome.replicas_acknowledged = acknowledged[quorum() - 1];
     }
     m_held[request.name->str()] = request.acquire;
+    // Every node learns the token, so that any later majority hands out a larger one even if
+    // the nodes that made this one lose their counters (or jumped ahead after a restart).
+    begin(Op::raise_fence, *request.name, node_timeout(request.acquire.ttl), true,
+          [&](lock::Store& node) { node.start_raise_fence(*request.name, outcome.acquire.fence); });
     return outcome;
   }
   if (!all_in && refused + failed + quorum() <= n) {

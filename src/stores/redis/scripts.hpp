@@ -33,6 +33,10 @@ const Script& release();
 // KEYS: a --fair waiter's wake list (LockKeys::wake_for). Wakes that waiter: 1.
 const Script& wake();
 
+// KEYS: fence. ARGV: at_least, keep_ms. Raises the fencing counter to at least at_least
+// (Redlock: the token a majority handed out, spread to every node). 1.
+const Script& raise_fence();
+
 // KEYS: lock, holder, fence, waiters, queue-expiry. Read-only snapshot for status and list:
 // {exists, pttl, holder-hash, last fence, live waiters, server time ms}.
 const Script& inspect();
