@@ -266,6 +266,46 @@ fence_of_majority() {
   [ "$equal" = 1 ] && [ "$below" -ge $((count / 2 + 1)) ]
 }
 
+# wait_lease_grows PORT NAME: waits (5 s at most) until the lease of the lock NAME on the node
+# on PORT grows: a renewal just reached it.
+wait_lease_grows() {
+  local port=$1 key="dlock:{$2}" before now deadline=$(($(now_ms) + 5000))
+  before=$(ncli "$port" pttl "$key")
+  while :; do
+    now=$(ncli "$port" pttl "$key")
+    [ "$now" -gt $((before + 100)) ] && return 0
+    [ "$now" -lt "$before" ] && before=$now
+    [ "$(now_ms)" -lt "$deadline" ] || { echo "no renewal of $key seen on $port (pttl $now)" >&2; return 1; }
+    sleep 0.005
+  done
+}
+
+# renewed_everywhere NAME: waits (5 s at most) until the lease of the lock NAME grew on every
+# node: a renewal reached each of them.
+renewed_everywhere() {
+  local key="dlock:{$1}" port before=() grown=() i now deadline=$(($(now_ms) + 5000)) left
+  for port in $NODE_PORTS; do before+=("$(ncli "$port" pttl "$key")"); grown+=(0); done
+  while :; do
+    i=0
+    left=0
+    for port in $NODE_PORTS; do
+      if [ "${grown[i]}" = 0 ]; then
+        now=$(ncli "$port" pttl "$key")
+        if [ "$now" -gt $((before[i] + 100)) ]; then
+          grown[i]=1
+        else
+          [ "$now" -ge "${before[i]}" ] || before[i]=$now
+          left=$((left + 1))
+        fi
+      fi
+      i=$((i + 1))
+    done
+    [ "$left" -gt 0 ] || return 0
+    [ "$(now_ms)" -lt "$deadline" ] || { echo "no renewal of $key seen on every node: $(leftovers "$1")" >&2; return 1; }
+    sleep 0.005
+  done
+}
+
 # started NAME CONDITION [PID [TIMEOUT_S]]: waits (default 10 s) until CONDITION holds while
 # the process start_bg started as NAME (PID, default BG_PID) runs; fails at once, showing its
 # stderr, if it exits first.

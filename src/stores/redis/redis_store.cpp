@@ -112,6 +112,12 @@ RedisStore::Node& RedisStore::node_for_slot(int slot)
 
 void RedisStore::send(Pending pending, Node* node)
 {
+  if (m_redlock_node && !pending.eval.empty()) {
+    // The script's body goes first time: a node that answers late may run it after dlock
+    // decided without it, or is gone, when nobody is left to answer NOSCRIPT.
+    pending.argv = std::move(pending.eval);
+    pending.eval.clear();
+  }
   Node& target = node != nullptr ? *node : node_for_slot(pending.slot);
   try {
     target.connection.send(pending.argv);
@@ -176,8 +182,8 @@ void RedisStore::start_release(const lock::LockName& name, const std::string& to
   const Script& script = scripts::release();
   std::vector<std::string> args{token};
   send(Pending{.op = Outcome::Op::release,
-               .argv = m_redlock_node ? script.eval(script_keys, args) : script.evalsha(script_keys, args),
-               .eval = m_redlock_node ? std::vector<std::string>{} : script.eval(script_keys, args),
+               .argv = script.evalsha(script_keys, args),
+               .eval = script.eval(script_keys, args),
                .slot = key_slot(k.lock),
                .fair_wake_prefix = k.fair_wake_prefix});
 }

@@ -42,9 +42,9 @@ public:
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
 
   // This server is one of several independent masters (Redlock): a Cluster's redirect is
-  // refused (usage) rather than followed, since one lock would then live on one store; and a
-  // release carries its script's body (EVAL), since a node that was frozen may run it after
-  // dlock is gone, when nobody is left to answer NOSCRIPT.
+  // refused (usage) rather than followed, since one lock would then live on one store; and
+  // every script goes with its body (EVAL, which Redis caches by hash all the same), since
+  // dlock decides on a majority and may have moved on, or exited, when this node answers.
   void join_redlock() noexcept { m_redlock_node = true; }
 
 private:
