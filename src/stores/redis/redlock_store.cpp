@@ -45,6 +45,14 @@ template<typename Start>
 RedlockStore::Request& RedlockStore::begin(Op op, const lock::LockName& name, Millis timeout,
                                            bool internal, Start start)
 {
+  return begin_on(std::vector<bool>(m_nodes.size(), true), op, name, timeout, internal, start);
+}
+
+template<typename Start>
+RedlockStore::Request& RedlockStore::begin_on(const std::vector<bool>& asked, Op op,
+                                              const lock::LockName& name, Millis timeout,
+                                              bool internal, Start start)
+{
   Request request;
   request.id = m_next_id++;
   request.op = op;
@@ -55,6 +63,11 @@ RedlockStore::Request& RedlockStore::begin(Op op, const lock::LockName& name, Mi
   request.name = name;
   m_requests.push_back(std::move(request));
   for (std::size_t i = 0; i < m_nodes.size(); ++i) {
+    if (!asked[i]) {
+      // Not asked: an answer that counts for nothing ("ok" is no failure in tallies).
+      m_requests.back().answers[i] = Outcome{op, Error(ExitCode::ok, "not asked"), false, {}, {}};
+      continue;
+    }
     m_owed[i].push_back(m_requests.back().id);
     start(*m_nodes[i]);
   }
@@ -71,9 +84,13 @@ void RedlockStore::start_acquire(const lock::LockName& name, const lock::Acquire
 void RedlockStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
                                        Millis block)
 {
-  // A release on any node wakes the waiter; the others' waits are dropped then.
-  begin(Op::wait_for_wake, name, block + node_timeout(lock::default_ttl), false,
-        [&](lock::Store& node) { node.start_wait_for_wake(name, ticket, block); });
+  // One node is waited on, the first that named the holder: a release pushes a wake-up on
+  // every node, but a waiter blocked on several would take one on each and use one, leaving
+  // the other waiters of those nodes asleep until their block ends.
+  std::vector<bool> asked(m_nodes.size(), false);
+  asked[std::min(m_wait_node, m_nodes.size() - 1)] = true;
+  begin_on(asked, Op::wait_for_wake, name, block + node_timeout(lock::default_ttl), false,
+           [&](lock::Store& node) { node.start_wait_for_wake(name, ticket, block); });
 }
 
 void RedlockStore::start_renew(const lock::LockName& name, const lock::RenewRequest& request)
@@ -122,16 +139,13 @@ void RedlockStore::rejoin(const lock::LockName& name, const std::vector<std::siz
   }
   lock::AcquireRequest request = held->second;
   request.ticket = lock::WaitTicket{}; // once: a node that another holder took is left alone
-  // Only the nodes that lost the lock are asked; the others answer nothing.
-  Request& started = begin(Op::acquire, name, node_timeout(request.ttl), true, [](lock::Store&) {});
-  for (std::size_t i = 0; i < m_nodes.size(); ++i) {
-    if (std::find(nodes.begin(), nodes.end(), i) == nodes.end()) {
-      m_owed[i].pop_back();
-      started.answers[i] = Outcome{Op::acquire, Error(ExitCode::ok, "not asked"), false, {}, {}};
-    } else {
-      m_nodes[i]->start_acquire(name, request);
-    }
+  // Only the nodes that lost the lock are asked.
+  std::vector<bool> asked(m_nodes.size(), false);
+  for (std::size_t i : nodes) {
+    asked[i] = true;
   }
+  begin_on(asked, Op::acquire, name, node_timeout(request.ttl), true,
+           [&](lock::Store& node) { node.start_acquire(name, request); });
 }
 
 void RedlockStore::watch(util::EventLoop& loop)
@@ -337,7 +351,15 @@ std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_i
                          tally(request, "granted the lock")),
                    false, {}, {}};
   }
-  // Held elsewhere: report the holder most nodes name, with the longest lease.
+  // Held elsewhere: report the holder most nodes name, with the longest lease, and wait on
+  // the first node that named a holder (it registered this waiter).
+  for (std::size_t i = 0; i < request.answers.size(); ++i) {
+    const auto& answer = request.answers[i];
+    if (answer && !answer->error && !answer->acquire.acquired) {
+      m_wait_node = i;
+      break;
+    }
+  }
   Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
   std::size_t best_votes = 0;
   for (const auto& answer : request.answers) {

@@ -69,6 +69,10 @@ private:
   // Starts a request on every node (start(node, i) sends it to node i).
   template<typename Start>
   Request& begin(Op op, const lock::LockName& name, util::Millis timeout, bool internal, Start start);
+  // The same, on the nodes asked[i] only; the others count as having answered nothing.
+  template<typename Start>
+  Request& begin_on(const std::vector<bool>& asked, Op op, const lock::LockName& name,
+                    util::Millis timeout, bool internal, Start start);
   // Takes the nodes' outcomes, times out late nodes, and decides what can be decided.
   void collect();
   // The outcome of request, if its answers decide it already.
@@ -97,6 +101,7 @@ private:
   std::deque<lock::Outcome> m_ready;
   std::uint64_t m_next_id = 1;
   bool m_disconnected = false; // a node dropped an idle connection: tell the holder once
+  std::size_t m_wait_node = 0; // where a waiter blocks: the first node that named the holder
   // The acquisitions that succeeded, by lock name: re-joining a node needs the request.
   std::map<std::string, lock::AcquireRequest> m_held;
 };
