@@ -82,7 +82,7 @@ Endpoint parse_url(std::string_view url)
   Endpoint endpoint;
   std::size_t start = util::after_scheme(url);
   if (start == std::string_view::npos) {
-    throw bad("expected redis://, rediss:// or unix://");
+    throw bad("expected redis://, rediss://, unix:// or redis-sentinel://");
   }
   std::string_view scheme = url.substr(0, start - 3);
   if (scheme == "redis") {
@@ -93,7 +93,7 @@ Endpoint parse_url(std::string_view url)
   } else if (scheme == "unix") {
     endpoint.transport = Endpoint::Transport::unix_socket;
   } else {
-    throw bad("unknown scheme; expected redis://, rediss:// or unix://");
+    throw bad("unknown scheme; expected redis://, rediss://, unix:// or redis-sentinel://");
   }
   std::string_view rest = url.substr(start);
 
