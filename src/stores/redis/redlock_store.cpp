@@ -1,7 +1,5 @@
 #include "stores/redis/redlock_store.hpp"
 
-#include "util/random.hpp"
-
 #include <algorithm>
 #include <random>
 
@@ -230,8 +228,8 @@ void RedlockStore::collect()
       }
     }
   }
-  // A wait ends with the first node's answer: the others' waits are dropped, since a blocked
-  // BLPOP would hold up whatever is sent to that node next.
+  // A wait that is over (answered, or past its deadline) drops the BLPOP a node still owes,
+  // since it would hold up whatever is sent to that node next.
   for (Request& request : m_requests) {
     if (request.op != Op::wait_for_wake || !request.decided) {
       continue;
