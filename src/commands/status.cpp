@@ -33,8 +33,7 @@ std::string human_nodes(const lock::LockStatus& status)
   std::size_t held = 0;
   for (const lock::NodeView& node : status.nodes) {
     // Held: the nodes that name the holder; free: every node that holds it for anyone.
-    bool counts = node.held && (!status.held || (node.holder.pid == status.holder.pid
-                                                  && node.holder.host == status.holder.host));
+    bool counts = node.held && (!status.held || node.holder.same_holder(status.holder));
     held += counts ? 1 : 0;
   }
   std::string out = fmt::format("{:<15}{} of {} hold it (a majority is {})\n", "nodes:", held,

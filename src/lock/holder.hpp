@@ -19,6 +19,12 @@ struct HolderInfo {
   static HolderInfo current(const std::string& command_line);
   // "user@host pid 123 (cmd)" for one-line messages.
   std::string describe() const;
+  // Whether other names the same holder process (a store of several nodes records one holder
+  // on each, with its own fencing token and times).
+  bool same_holder(const HolderInfo& other) const
+  {
+    return host == other.host && pid == other.pid && user == other.user && command == other.command;
+  }
 };
 
 // Longest command line kept in the metadata, in bytes.

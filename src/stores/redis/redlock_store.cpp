@@ -13,12 +13,6 @@ namespace {
 
 TimePoint now() { return util::monotonic_now(); }
 
-// Whether two nodes name the same holder (the fencing token and times differ per node).
-bool same_holder(const lock::HolderInfo& a, const lock::HolderInfo& b)
-{
-  return a.host == b.host && a.pid == b.pid && a.user == b.user && a.command == b.command;
-}
-
 // A pause of 10 to 100 ms, so that contenders that split the nodes between them do not try
 // again in step.
 Millis random_pause()
@@ -367,7 +361,7 @@ std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_i
     std::size_t votes = 0;
     for (const auto& other : request.answers) {
       votes += other && !other->error && !other->acquire.acquired
-                   && same_holder(other->acquire.holder, answer->acquire.holder)
+                   && other->acquire.holder.same_holder(answer->acquire.holder)
                  ? 1
                  : 0;
     }
@@ -613,7 +607,7 @@ lock::LockStatus RedlockStore::combine(const std::string& name, const std::vecto
     std::size_t votes = 0;
     std::int64_t ttl = view.ttl_ms;
     for (const lock::LockStatus& other : views) {
-      if (other.held && same_holder(other.holder, view.holder)) {
+      if (other.held && other.holder.same_holder(view.holder)) {
         ++votes;
         ttl = std::min(ttl, other.ttl_ms);
       }
@@ -629,7 +623,7 @@ lock::LockStatus RedlockStore::combine(const std::string& name, const std::vecto
   for (const lock::LockStatus& view : views) {
     combined.last_fence = std::max(combined.last_fence, view.last_fence);
     combined.waiters = std::max(combined.waiters, view.waiters);
-    if (combined.held && same_holder(view.holder, combined.holder)) {
+    if (combined.held && view.holder.same_holder(combined.holder)) {
       combined.holder.fence = std::max(combined.holder.fence, view.holder.fence);
     }
     if (!combined.held) {
