@@ -44,17 +44,57 @@ const std::string& required(const std::optional<std::string>& value, std::string
   return *value;
 }
 
-// --key (KEY for status): given, and a valid lock name.
-lock::LockName resolve_key(const Arguments& args, std::string_view name = "--key")
-{
-  return lock::LockName::parse(required(args.key, name));
-}
-
 // Shows an option as REQUIRED in --help, as CLI11's required() would; see required().
 CLI::Option* shown_required(CLI::Option* option, const std::string& type_name)
 {
   return option->type_name(type_name + " REQUIRED");
 }
+
+// status's KEY: given, and a valid lock name.
+lock::LockName resolve_key(const Arguments& args, std::string_view name)
+{
+  return lock::LockName::parse(required(args.key, name));
+}
+
+// -k KEY, one or more: valid lock names, in canonical order.
+std::vector<lock::LockName> resolve_keys(const Arguments& args)
+{
+  if (args.keys.empty()) {
+    throw Error(ExitCode::usage, "--key is required");
+  }
+  std::vector<lock::LockName> keys;
+  for (const std::string& key : args.keys) {
+    keys.push_back(lock::LockName::parse(key));
+  }
+  return lock::canonical_order(std::move(keys));
+}
+
+// -k KEY for a subcommand: any number of occurrences, one value each (the words after it are
+// the command's).
+void add_key_option(CLI::App& command, Arguments& args, const std::string& what)
+{
+  shown_required(command.add_option("-k,--key", args.keys, what)
+                   ->allow_extra_args(false)
+                   ->expected(1)
+                   ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll),
+                 "TEXT");
+}
+
+// --limit N and -s: the kind of lock, for run and acquire.
+lock::LockKind resolve_kind(const Arguments& args)
+{
+  if (args.shared && args.limit && *args.limit != 1) {
+    throw Error(ExitCode::usage, "--shared and --limit cannot be used together");
+  }
+  lock::LockKind kind = args.shared ? lock::LockKind::shared()
+                                    : lock::LockKind::semaphore(args.limit.value_or(1));
+  if (kind.has_slots() && args.fair) {
+    throw Error(ExitCode::usage, "--fair works with the exclusive lock only, not with {}",
+                args.shared ? "--shared" : "--limit");
+  }
+  return kind;
+}
+
 
 // --token T, else DLOCK_TOKEN, not empty; alternative names what else the subcommand accepts.
 // DLOCK_TOKEN is read here rather than by CLI11, for which it would count as a --token given
@@ -119,6 +159,11 @@ void add_acquire_options(CLI::App& command, Arguments& args)
   command.add_flag("-n,--no-wait", args.no_wait, "give up at once if the lock is held");
   command.add_flag("-x,--exclusive")
     ->description("an exclusive lock (the default; for flock compatibility)");
+  command.add_flag("-s,--shared", args.shared,
+                   "a shared (read) lock: many shared holders, or one exclusive");
+  command.add_option("--limit", args.limit, "a semaphore: up to N holders at once (same N for all)")
+    ->type_name("N")
+    ->check(CLI::Range(1, 1000000));
   command.add_flag("--fair", args.fair, "first come, first served among waiters");
   command
     .add_option("-E,--conflict-exit-code", args.conflict_exit_code,
@@ -215,7 +260,7 @@ namespace {
 
 void add_run_options(CLI::App& run, Arguments& args)
 {
-  shown_required(run.add_option("-k,--key", args.key, "lock name (1 to 1024 bytes)"), "TEXT");
+  add_key_option(run, args, "lock name (1 to 1024 bytes); repeat it to take several at once");
   run.add_option("-t,--ttl", args.ttl, "lease length, renewed while the command runs (default 30s, min 1s)")
     ->type_name("D");
   add_acquire_options(run, args);
@@ -248,7 +293,7 @@ void add_list_options(CLI::App& list, Arguments& args)
 
 void add_acquire_command_options(CLI::App& acquire, Arguments& args)
 {
-  shown_required(acquire.add_option("-k,--key", args.key, "lock name"), "TEXT");
+  add_key_option(acquire, args, "lock name; repeat it to take several at once");
   shown_required(acquire.add_option("-t,--ttl", args.ttl, "lease length (min 1s)"), "D");
   add_acquire_options(acquire, args);
   acquire.add_flag("--json", args.json, "print token and fencing token as JSON");
@@ -256,7 +301,7 @@ void add_acquire_command_options(CLI::App& acquire, Arguments& args)
 
 void add_renew_options(CLI::App& renew, Arguments& args)
 {
-  shown_required(renew.add_option("-k,--key", args.key, "lock name"), "TEXT");
+  add_key_option(renew, args, "lock name; repeat it for each key acquire took");
   renew.add_option("--token", args.token, "the token acquire printed (required, or set DLOCK_TOKEN)");
   renew.add_option("-t,--ttl", args.ttl, "new lease length (default: the last one set by acquire or renew --ttl)")
     ->type_name("D");
@@ -265,7 +310,7 @@ void add_renew_options(CLI::App& renew, Arguments& args)
 
 void add_release_options(CLI::App& release, Arguments& args)
 {
-  shown_required(release.add_option("-k,--key", args.key, "lock name"), "TEXT");
+  add_key_option(release, args, "lock name; repeat it for each key acquire took");
   release.add_option("--token", args.token, "the token acquire printed (or set DLOCK_TOKEN)");
   release.add_flag("--force", args.force, "release whoever holds it");
 }
@@ -381,7 +426,7 @@ GlobalOptions resolve_global(const Arguments& args)
 
 commands::RunOptions resolve_run(const Arguments& args, const GlobalOptions& global)
 {
-  commands::RunOptions run{.key = resolve_key(args)};
+  commands::RunOptions run{.keys = resolve_keys(args), .kind = resolve_kind(args)};
   if (args.ttl) {
     run.ttl = parse_ttl(*args.ttl);
   }
@@ -432,7 +477,7 @@ commands::ListOptions resolve_list(const Arguments& args)
 
 commands::AcquireOptions resolve_acquire(const Arguments& args)
 {
-  commands::AcquireOptions acquire{.key = resolve_key(args)};
+  commands::AcquireOptions acquire{.keys = resolve_keys(args), .kind = resolve_kind(args)};
   acquire.ttl = parse_ttl(required(args.ttl, "--ttl"));
   resolve_wait(args, acquire.wait, acquire.no_wait, acquire.fair);
   acquire.conflict_exit_code = args.conflict_exit_code;
@@ -443,7 +488,7 @@ commands::AcquireOptions resolve_acquire(const Arguments& args)
 
 commands::RenewOptions resolve_renew(const Arguments& args)
 {
-  commands::RenewOptions renew{.key = resolve_key(args)};
+  commands::RenewOptions renew{.keys = resolve_keys(args)};
   renew.token = resolve_token(args, "renew");
   if (args.ttl) {
     renew.ttl = parse_ttl(*args.ttl);
@@ -456,7 +501,7 @@ commands::RenewOptions resolve_renew(const Arguments& args)
 
 commands::ReleaseOptions resolve_release(const Arguments& args)
 {
-  commands::ReleaseOptions release{.key = resolve_key(args)};
+  commands::ReleaseOptions release{.keys = resolve_keys(args)};
   release.force = args.force;
   if (args.force && args.token) {
     throw Error(ExitCode::usage, "--token and --force cannot be used together");

@@ -27,7 +27,10 @@ struct Arguments {
   bool verbose = false;
   bool quiet = false;
   // shared by subcommands
-  std::optional<std::string> key;
+  std::optional<std::string> key;  // status's KEY
+  std::vector<std::string> keys;   // -k, one per occurrence
+  std::optional<int> limit;        // --limit N
+  bool shared = false;             // -s
   std::optional<std::string> ttl;
   std::optional<std::string> wait;
   bool no_wait = false;

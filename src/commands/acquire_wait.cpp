@@ -28,7 +28,13 @@ std::string holder_text(const lock::AcquireResult& result, bool with_lease = tru
   if (result.holder_ttl_ms == -2) {
     return "no one (earlier --fair waiters go first)";
   }
+  if (result.holder_ttl_ms == -3) {
+    return "no one (a waiting exclusive holder goes first)";
+  }
   std::string text = result.holder.describe();
+  if (result.holders > 1) {
+    text += fmt::format(" and {} other holder{}", result.holders - 1, result.holders > 2 ? "s" : "");
+  }
   if (with_lease && result.holder_ttl_ms > 0) {
     text += fmt::format(", lease ends in {}", util::format_duration(Millis(result.holder_ttl_ms)));
   }
@@ -241,7 +247,11 @@ WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
     throw Error(ExitCode::usage, "--fair needs a single lock store: independent masters (Redlock, "
                                  "several --url) cannot keep one queue of waiters");
   }
-  lock::AcquireRequest request{token, ttl, me, {}, policy.replicas};
+  if (policy.kind.has_slots() && !store.counts_holders()) {
+    throw Error(ExitCode::usage, "--shared and --limit need a single lock store: independent "
+                                 "masters (Redlock, several --url) cannot agree on a count of holders");
+  }
+  lock::AcquireRequest request{token, ttl, me, {}, policy.replicas, policy.kind};
   lock::WaitTicket& ticket = request.ticket;
   ticket.mode = policy.no_wait ? lock::WaitMode::once
                 : policy.fair  ? lock::WaitMode::fair
@@ -281,6 +291,13 @@ WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
     }
     outage.over();
     const lock::AcquireResult& result = answer.acquire;
+    if (result.kind_in_use) {
+      progress.clear();
+      throw Error(ExitCode::usage,
+                  "lock '{}' is held as {}, which {} cannot share: every holder of a key must ask "
+                  "for the same kind",
+                  name.str(), result.kind_in_use->describe(), policy.kind.describe());
+    }
     if (overlap_failed) {
       if (result.acquired) {
         release_quietly(store, name, token, policy.request_timeout);
@@ -298,7 +315,7 @@ WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
     }
     if (result.acquired) {
       progress.clear();
-      return WaitOutcome{true, result.fence, sent_at, result.validity, 0};
+      return WaitOutcome{true, result.fence, sent_at, result.validity, 0, {result.fence}};
     }
     TimePoint t = now();
     if (policy.no_wait || t >= deadline) {
@@ -350,6 +367,103 @@ WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
     }
     }
   }
+}
+
+WaitOutcome acquire_all_with_wait(Context& context, const std::vector<lock::LockName>& names,
+                                  const std::string& token, Millis ttl,
+                                  const lock::HolderInfo& me, const WaitPolicy& policy,
+                                  process::SignalFd& signals,
+                                  const std::function<void()>& overlap)
+{
+  if (names.size() == 1) {
+    return acquire_with_wait(context, names.front(), token, ttl, me, policy, signals, overlap);
+  }
+  const TimePoint deadline = policy.wait ? now() + *policy.wait : TimePoint::max();
+  // A key held elsewhere is tried once; with --no-wait the conflict is reported as for one key.
+  WaitPolicy once = policy;
+  once.no_wait = true;
+  once.live_progress = false;
+  once.report_holder = policy.no_wait && policy.report_holder;
+  std::size_t first = 0; // the key waited for (the others are tried once after it)
+  bool overlapped = false;
+  while (true) {
+    std::vector<std::optional<WaitOutcome>> taken(names.size());
+    std::vector<lock::LockName> held;
+    try {
+      WaitPolicy wait = policy;
+      if (deadline != TimePoint::max()) {
+        wait.wait = std::max(Millis(0), std::chrono::duration_cast<Millis>(deadline - now()));
+      }
+      WaitOutcome outcome = acquire_with_wait(context, names[first], token, ttl, me, wait, signals,
+                                              overlapped ? std::function<void()>() : overlap);
+      overlapped = true;
+      if (!outcome.acquired || outcome.signal != 0) {
+        return outcome;
+      }
+      taken[first] = outcome;
+      held.push_back(names[first]);
+      std::optional<std::size_t> busy;
+      for (std::size_t i = 0; i < names.size() && !busy; ++i) {
+        if (i == first) {
+          continue;
+        }
+        WaitOutcome next = acquire_with_wait(context, names[i], token, ttl, me, once, signals);
+        if (!next.acquired) {
+          busy = i;
+          break;
+        }
+        taken[i] = next;
+        held.push_back(names[i]);
+      }
+      if (!busy) {
+        WaitOutcome all{true, 0, TimePoint::max(), std::nullopt, 0, {}};
+        for (const auto& one : taken) {
+          all.fences.push_back(one->fence);
+          all.sent_at = std::min(all.sent_at, one->sent_at);
+          if (one->validity) {
+            all.validity = std::min(all.validity.value_or(Millis::max()), *one->validity);
+          }
+        }
+        all.fence = all.fences.front();
+        return all;
+      }
+      // Give back what was taken before waiting: never hold one key while waiting for another.
+      release_all(context, held, token);
+      if (policy.no_wait || now() >= deadline) {
+        return WaitOutcome{};
+      }
+      first = *busy;
+    } catch (...) {
+      try {
+        release_all(context, held, token);
+      } catch (const Error&) {
+        // each expires within its lease
+      }
+      throw;
+    }
+  }
+}
+
+bool release_all(Context& context, const std::vector<lock::LockName>& names,
+                 const std::string& token)
+{
+  bool all_held = true;
+  std::optional<Error> failed;
+  for (const lock::LockName& name : names) {
+    try {
+      context.store.start_release(name, token);
+      all_held = lock::await_outcome(context.store, lock::Outcome::Op::release,
+                                     util::deadline_after(context.request_timeout))
+                   .held
+                 && all_held;
+    } catch (const Error& error) {
+      failed = failed.value_or(error);
+    }
+  }
+  if (failed) {
+    throw *failed;
+  }
+  return all_held;
 }
 
 } // namespace dlock::commands

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <optional>
+#include <vector>
 
 namespace dlock::commands {
 
@@ -17,6 +18,7 @@ struct WaitPolicy {
   bool report_holder = false;        // say who holds it (terminal or -v)
   bool live_progress = false;        // redraw a "waiting for ..." line (stderr is a terminal)
   lock::ReplicaAck replicas{};       // --wait-replicas: a lock taken counts once they have it
+  lock::LockKind kind{};             // exclusive, --shared, or a slot of --limit N
 };
 
 // A policy for the given options; what is reported follows -q/-v and whether stderr is a
@@ -33,6 +35,7 @@ struct WaitOutcome {
   // (Redlock); nullopt: the whole TTL.
   std::optional<util::Millis> validity{};
   int signal = 0;            // non-zero: interrupted by this signal while waiting
+  std::vector<std::int64_t> fences{}; // several keys: each one's fencing token, in their order
 };
 
 // Takes the lock, waiting if needed without polling: each failed attempt registers this
@@ -48,5 +51,21 @@ WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
                               const lock::HolderInfo& me, const WaitPolicy& policy,
                               process::SignalFd& signals,
                               const std::function<void()>& overlap = {});
+
+// Takes every one of names (in canonical order) or none: one at a time, without ever waiting
+// while holding one, so that holders of overlapping sets can neither deadlock nor keep a
+// lease they cannot renew. When a key is held elsewhere, the keys taken so far are released,
+// that key is waited for as acquire_with_wait does, and the others are tried again. All keys
+// get the same token; sent_at is the earliest lease start, validity the shortest.
+WaitOutcome acquire_all_with_wait(Context& context, const std::vector<lock::LockName>& names,
+                                  const std::string& token, util::Millis ttl,
+                                  const lock::HolderInfo& me, const WaitPolicy& policy,
+                                  process::SignalFd& signals,
+                                  const std::function<void()>& overlap = {});
+
+// Releases every one of names the token holds, one request each; whether all were held. A
+// store that does not answer: the first error, after trying the others.
+bool release_all(Context& context, const std::vector<lock::LockName>& names,
+                 const std::string& token);
 
 } // namespace dlock::commands

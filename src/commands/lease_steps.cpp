@@ -35,7 +35,8 @@ std::string parent_command_line()
 
 int acquire(Context& context, const AcquireOptions& options)
 {
-  const lock::LockName& name = options.key;
+  const std::vector<lock::LockName>& names = options.keys;
+  const std::string shown = lock::join_names(names);
   process::SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2});
   const std::string token = util::random_token();
   // The lock belongs to the calling script, which outlives this process.
@@ -45,7 +46,8 @@ int acquire(Context& context, const AcquireOptions& options)
   WaitPolicy policy =
     make_wait_policy(options.no_wait, options.fair, options.wait, context.request_timeout);
   policy.replicas = options.replicas;
-  WaitOutcome outcome = acquire_with_wait(context, name, token, options.ttl, me, policy, signals);
+  policy.kind = options.kind;
+  WaitOutcome outcome = acquire_all_with_wait(context, names, token, options.ttl, me, policy, signals);
   if (process::stops_calling_script(outcome.signal)) {
     process::die_of_signal(outcome.signal, false); // nothing is held; the script stops too
   }
@@ -57,9 +59,16 @@ int acquire(Context& context, const AcquireOptions& options)
   }
   std::string out;
   if (options.json) {
-    out = util::JsonObject()
-            .add("version", std::int64_t{1})
-            .add("key", name.str())
+    util::JsonObject document;
+    document.add("version", std::int64_t{1}).add("key", names.front().str());
+    if (names.size() > 1) {
+      std::vector<std::string> keys;
+      for (const lock::LockName& name : names) {
+        keys.push_back(name.str());
+      }
+      document.add("keys", keys).add("fencing_tokens", outcome.fences);
+    }
+    out = document
             .add("token", token)
             .add("fencing_token", outcome.fence)
             .add("ttl_ms", static_cast<std::int64_t>(outcome.validity.value_or(options.ttl).count()))
@@ -70,65 +79,83 @@ int acquire(Context& context, const AcquireOptions& options)
   out += "\n";
   if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
     // Nobody got the token, so nobody could ever release the lock: give it back.
-    context.store.start_release(name, token);
-    lock::await_outcome(context.store, lock::Outcome::Op::release,
-                        util::deadline_after(context.request_timeout));
+    release_all(context, names, token);
     throw Error(ExitCode::internal, "could not write the token to stdout; lock released");
   }
-  util::log_verbose("acquired lock '{}' (fencing token {})", name.str(), outcome.fence);
+  util::log_verbose("acquired lock '{}' (fencing token {})", shown, outcome.fence);
   return 0;
 }
 
 int renew(Context& context, const RenewOptions& options)
 {
-  context.store.start_renew(options.key,
-                            lock::RenewRequest{options.token, options.ttl, true, options.replicas});
-  lock::Outcome outcome =
-    lock::await_outcome(context.store, lock::Outcome::Op::renew,
-                        util::deadline_after(context.request_timeout + options.replicas.timeout));
-  if (!outcome.held) {
-    util::log_error("lock '{}' is not held by this token (it expired or was taken over)",
-                    options.key.str());
-    return static_cast<int>(ExitCode::lost);
+  int status = 0;
+  for (const lock::LockName& name : options.keys) {
+    context.store.start_renew(name,
+                              lock::RenewRequest{options.token, options.ttl, true, options.replicas});
+    lock::Outcome outcome =
+      lock::await_outcome(context.store, lock::Outcome::Op::renew,
+                          util::deadline_after(context.request_timeout + options.replicas.timeout));
+    if (!outcome.held) {
+      util::log_error("lock '{}' is not held by this token (it expired or was taken over)",
+                      name.str());
+      status = static_cast<int>(ExitCode::lost);
+      continue;
+    }
+    int acknowledged = outcome.replicas_acknowledged.value_or(0);
+    if (acknowledged < options.replicas.replicas) {
+      // The master extended the lease, but a failover now could lose the extension.
+      throw Error(ExitCode::unavailable,
+                  "the renewal of lock '{}' reached {} of {} replicas within {} (--wait-replicas); "
+                  "the lease was extended on the master only",
+                  name.str(), acknowledged, options.replicas.replicas,
+                  util::format_duration(options.replicas.timeout));
+    }
   }
-  int acknowledged = outcome.replicas_acknowledged.value_or(0);
-  if (acknowledged < options.replicas.replicas) {
-    // The master extended the lease, but a failover now could lose the extension.
-    throw Error(ExitCode::unavailable,
-                "the renewal of lock '{}' reached {} of {} replicas within {} (--wait-replicas); "
-                "the lease was extended on the master only",
-                options.key.str(), acknowledged, options.replicas.replicas,
-                util::format_duration(options.replicas.timeout));
-  }
-  return 0;
+  return status;
 }
 
-int release(Context& context, const ReleaseOptions& options)
+namespace {
+
+// release --force of one key: whoever holds it (every holder of a --shared or --limit key).
+void release_by_force(Context& context, const lock::LockName& name)
 {
-  const lock::LockName& name = options.key;
-  if (options.force) {
-    lock::LockStatus before =
-      context.store.status(name, util::deadline_after(context.request_timeout));
-    context.store.start_release(name, "");
-    if (lock::await_outcome(context.store, lock::Outcome::Op::release,
-                            util::deadline_after(context.request_timeout))
-          .held) {
-      util::log_warning("released lock '{}' by force; evicted {} (fencing token {})", name.str(),
-                        before.holder.describe(), before.holder.fence);
-    } else {
-      util::log_warning("lock '{}' was not held", name.str());
-    }
-    return 0;
-  }
-  context.store.start_release(name, options.token);
+  lock::LockStatus before = context.store.status(name, util::deadline_after(context.request_timeout));
+  context.store.start_release(name, "");
   if (!lock::await_outcome(context.store, lock::Outcome::Op::release,
                            util::deadline_after(context.request_timeout))
          .held) {
-    util::log_error("lock '{}' is not held by this token (it expired or was taken over)",
-                    name.str());
-    return static_cast<int>(ExitCode::lost);
+    util::log_warning("lock '{}' was not held", name.str());
+  } else if (before.slots.size() > 1) {
+    util::log_warning("released lock '{}' by force; evicted its {} holders ({})", name.str(),
+                      before.slots.size(), before.kind.describe());
+  } else {
+    util::log_warning("released lock '{}' by force; evicted {} (fencing token {})", name.str(),
+                      before.holder.describe(), before.holder.fence);
   }
-  return 0;
+}
+
+} // namespace
+
+int release(Context& context, const ReleaseOptions& options)
+{
+  if (options.force) {
+    for (const lock::LockName& name : options.keys) {
+      release_by_force(context, name);
+    }
+    return 0;
+  }
+  int status = 0;
+  for (const lock::LockName& name : options.keys) {
+    context.store.start_release(name, options.token);
+    if (!lock::await_outcome(context.store, lock::Outcome::Op::release,
+                             util::deadline_after(context.request_timeout))
+           .held) {
+      util::log_error("lock '{}' is not held by this token (it expired or was taken over)",
+                      name.str());
+      status = static_cast<int>(ExitCode::lost);
+    }
+  }
+  return status;
 }
 
 } // namespace dlock::commands

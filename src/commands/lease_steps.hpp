@@ -1,18 +1,22 @@
 #pragma once
 
 #include "commands/context.hpp"
+#include "lock/kind.hpp"
 #include "lock/lease.hpp"
 #include "lock/name.hpp"
 #include "util/error.hpp"
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dlock::commands {
 
-// `dlock acquire --key K --ttl D [--wait D | --no-wait] [--fair] [--json]`
+// `dlock acquire --key K... --ttl D [--wait D | --no-wait] [--fair | --shared | --limit N]
+// [--json]`
 struct AcquireOptions {
-  lock::LockName key;
+  std::vector<lock::LockName> keys; // one or more, in canonical order
+  lock::LockKind kind{};
   util::Millis ttl = lock::default_ttl;
   std::optional<util::Millis> wait{};
   bool no_wait = false;
@@ -22,17 +26,17 @@ struct AcquireOptions {
   bool json = false;
 };
 
-// `dlock renew --key K --token T [--ttl D]`
+// `dlock renew --key K... --token T [--ttl D]`
 struct RenewOptions {
-  lock::LockName key;
+  std::vector<lock::LockName> keys;
   std::string token{};
   std::optional<util::Millis> ttl{}; // nullopt: the holder's own lease length
   lock::ReplicaAck replicas{};       // --wait-replicas: the renewal counts once they have it
 };
 
-// `dlock release --key K (--token T | --force)`
+// `dlock release --key K... (--token T | --force)`
 struct ReleaseOptions {
-  lock::LockName key;
+  std::vector<lock::LockName> keys;
   std::string token{}; // empty with force
   bool force = false;
 };

@@ -14,6 +14,16 @@ using util::Millis;
 
 namespace {
 
+// Fencing tokens separated by spaces, as DLOCK_FENCING_TOKENS shows them.
+std::string join_numbers(const std::vector<std::int64_t>& numbers)
+{
+  std::string line;
+  for (std::int64_t number : numbers) {
+    line += line.empty() ? std::to_string(number) : " " + std::to_string(number);
+  }
+  return line;
+}
+
 std::string join(const std::vector<std::string>& words)
 {
   std::string line;
@@ -26,11 +36,12 @@ std::string join(const std::vector<std::string>& words)
   return line;
 }
 
-// Releases the lock on the way out of any path that does not release it explicitly.
+// Releases the lock (every key of it) on the way out of any path that does not release it
+// explicitly.
 class HeldLock {
 public:
-  HeldLock(Context& context, const lock::LockName& name, std::string token, Millis ttl)
-    : m_context(context), m_name(name), m_token(std::move(token)), m_ttl(ttl)
+  HeldLock(Context& context, const std::vector<lock::LockName>& names, std::string token, Millis ttl)
+    : m_context(context), m_names(names), m_token(std::move(token)), m_ttl(ttl)
   {
   }
   HeldLock(const HeldLock&) = delete;
@@ -42,27 +53,75 @@ public:
         release();
       } catch (const Error& error) {
         util::log_warning("could not release lock '{}' ({}); it expires within {}",
-                          m_name.str(), error.what(), util::format_duration(m_ttl));
+                          lock::join_names(m_names), error.what(), util::format_duration(m_ttl));
       } catch (...) {
       }
     }
   }
-  // Compare-and-delete; true if we still held it. Throws the store's errors.
+  // Compare-and-delete; true if we still held every key. Throws the store's errors.
   bool release()
   {
     m_done = true;
-    m_context.store.start_release(m_name, m_token);
-    return lock::await_outcome(m_context.store, lock::Outcome::Op::release,
-                               util::deadline_after(m_context.request_timeout)).held;
+    return release_all(m_context, m_names, m_token);
   }
 
 private:
   Context& m_context;
-  const lock::LockName& m_name;
+  const std::vector<lock::LockName>& m_names;
   std::string m_token;
   Millis m_ttl;
   bool m_done = false;
 };
+
+// The command's environment besides DLOCK_*: the store's password kept from it.
+process::CommandSpec command_spec(const RunOptions& options)
+{
+  process::CommandSpec spec;
+  spec.argv = options.command;
+  spec.env = options.set_env;
+  spec.unset = options.unset_env;
+  return spec;
+}
+
+// Whether dlock runs inside a command that holds every key asked for already (a nested run):
+// the DLOCK_TOKEN it was given must hold each key, which a renewal with it confirms (and
+// which extends the caller's lease, harmlessly). A token that holds none of them (stale,
+// forged, or another lock's) is ignored: the keys are taken as usual.
+bool held_by_caller(Context& context, const RunOptions& options)
+{
+  const char* token = std::getenv("DLOCK_TOKEN");
+  if (token == nullptr || *token == '\0') {
+    return false;
+  }
+  std::vector<std::string> held;
+  std::vector<std::string> free;
+  bool shared = false; // the caller holds a --shared or --limit slot, not the lock alone
+  for (const lock::LockName& name : options.keys) {
+    context.store.start_renew(name, lock::RenewRequest{token, std::nullopt, false, {}});
+    lock::Outcome outcome = lock::await_outcome(context.store, lock::Outcome::Op::renew,
+                                                util::deadline_after(context.request_timeout));
+    (outcome.held ? held : free).push_back(name.str());
+    shared = shared || outcome.slot;
+  }
+  if (held.empty()) {
+    util::log_verbose("DLOCK_TOKEN does not hold lock '{}'; taking it as usual",
+                      lock::join_names(options.keys));
+    return false;
+  }
+  if (!free.empty()) {
+    throw Error(ExitCode::usage,
+                "the calling command holds lock '{}' but not '{}': a nested run may ask only for "
+                "keys its caller holds (it runs at once), or only for others",
+                held.front(), free.front());
+  }
+  if (shared && options.kind == lock::LockKind::exclusive()) {
+    throw Error(ExitCode::usage,
+                "the calling command holds lock '{}' shared or as a semaphore slot: an exclusive "
+                "run inside it would wait for itself",
+                held.front());
+  }
+  return true;
+}
 
 // How `dlock run` ends: an exit status, or death by the signal that ended the command.
 struct RunEnd {
@@ -73,7 +132,9 @@ struct RunEnd {
 
 RunEnd run_locked(Context& context, const RunOptions& options)
 {
-  const lock::LockName& name = options.key;
+  const std::vector<lock::LockName>& names = options.keys;
+  const lock::LockName& name = names.front();
+  const std::string shown = lock::join_names(names); // the lock's name in messages
   process::SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGCONT});
   // The guard is forked while the first attempt is in flight (the fork hides behind the
   // round trip), so that once the lock is ours only a message to it stands between the
@@ -85,11 +146,12 @@ RunEnd run_locked(Context& context, const RunOptions& options)
   WaitPolicy wait_policy =
     make_wait_policy(options.no_wait, options.fair, options.wait, context.request_timeout);
   wait_policy.replicas = options.replicas;
-  WaitOutcome outcome = acquire_with_wait(context, name, token, options.ttl, me, wait_policy,
-                                          signals, [&] { group.emplace(signals.original_mask()); });
+  wait_policy.kind = options.kind;
+  WaitOutcome outcome = acquire_all_with_wait(context, names, token, options.ttl, me, wait_policy,
+                                              signals, [&] { group.emplace(signals.original_mask()); });
   if (outcome.signal != 0) {
     util::log_verbose("interrupted by signal {} while waiting for lock '{}'", outcome.signal,
-                      name.str());
+                      shown);
     // A Ctrl-C while waiting reached dlock's whole group already, the calling shell included.
     return RunEnd{128 + outcome.signal,
                   process::stops_calling_script(outcome.signal) ? outcome.signal : 0, false};
@@ -100,8 +162,8 @@ RunEnd run_locked(Context& context, const RunOptions& options)
   if (!group) {
     group.emplace(signals.original_mask()); // not forked yet (never: the first attempt forks it)
   }
-  util::log_verbose("acquired lock '{}' (fencing token {})", name.str(), outcome.fence);
-  HeldLock held(context, name, token, options.ttl);
+  util::log_verbose("acquired lock '{}' (fencing token {})", shown, outcome.fence);
+  HeldLock held(context, names, token, options.ttl);
 
   lock::WatchdogPolicy policy;
   policy.lease.ttl = options.ttl;
@@ -112,17 +174,16 @@ RunEnd run_locked(Context& context, const RunOptions& options)
   policy.on_lost_ignore = options.on_lost_ignore;
   policy.max_hold = options.max_hold;
 
-  process::CommandSpec spec;
-  spec.argv = options.command;
-  spec.env = {{"DLOCK_KEY", name.str()},
+  process::CommandSpec spec = command_spec(options);
+  spec.env.insert(spec.env.begin(), {{"DLOCK_KEY", name.str()},
+              {"DLOCK_KEYS", shown},
               {"DLOCK_TOKEN", token},
               {"DLOCK_FENCING_TOKEN", std::to_string(outcome.fence)},
-              {"DLOCK_TTL_MS", std::to_string(outcome.validity.value_or(options.ttl).count())}};
-  spec.env.insert(spec.env.end(), options.set_env.begin(), options.set_env.end());
-  spec.unset = options.unset_env;
+              {"DLOCK_FENCING_TOKENS", join_numbers(outcome.fences)},
+              {"DLOCK_TTL_MS", std::to_string(outcome.validity.value_or(options.ttl).count())}});
   CommandEnd end;
   context.store.limit_blocking(policy.lease.request_timeout());
-  Supervisor supervisor(context.store, name, token,
+  Supervisor supervisor(context.store, names, token,
                         lock::Watchdog(policy, outcome.sent_at, util::monotonic_now()), *group,
                         signals);
   try {
@@ -137,15 +198,15 @@ RunEnd run_locked(Context& context, const RunOptions& options)
   try {
     released = held.release();
   } catch (const Error& error) {
-    util::log_warning("could not release lock '{}' ({}); it expires within {}", name.str(),
+    util::log_warning("could not release lock '{}' ({}); it expires within {}", shown,
                       error.what(), util::format_duration(options.ttl));
   }
   if (released == true) {
-    util::log_verbose("released lock '{}'", name.str());
+    util::log_verbose("released lock '{}'", shown);
   }
   lock::RunVerdict verdict = supervisor.watchdog().verdict(released);
   if (verdict.notice) {
-    util::log_error("{}", lock::describe(*verdict.notice, name.str()));
+    util::log_error("{}", lock::describe(*verdict.notice, shown));
   }
   if (verdict.exit_code) {
     return RunEnd{*verdict.exit_code};
@@ -160,6 +221,11 @@ RunEnd run_locked(Context& context, const RunOptions& options)
 
 int run(Context& context, const RunOptions& options)
 {
+  if (held_by_caller(context, options)) {
+    util::log_verbose("lock '{}' is held by the calling command already; running under its lease",
+                      lock::join_names(options.keys));
+    process::exec_in_place(command_spec(options));
+  }
   RunEnd end = run_locked(context, options); // every lock, process and socket is gone after
   if (end.die_of != 0) {
     process::die_of_signal(end.die_of, end.to_group);

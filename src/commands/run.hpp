@@ -1,6 +1,7 @@
 #pragma once
 
 #include "commands/context.hpp"
+#include "lock/kind.hpp"
 #include "lock/lease.hpp"
 #include "lock/name.hpp"
 #include "util/error.hpp"
@@ -14,7 +15,8 @@ namespace dlock::commands {
 
 // Options of `dlock run`, validated.
 struct RunOptions {
-  lock::LockName key;
+  std::vector<lock::LockName> keys; // one or more, in canonical order
+  lock::LockKind kind{};            // exclusive, --shared, --limit N
   util::Millis ttl = lock::default_ttl;
   std::optional<util::Millis> wait{};   // nullopt: wait forever
   bool no_wait = false;

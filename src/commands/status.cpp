@@ -49,6 +49,27 @@ std::string human_nodes(const lock::LockStatus& status)
   return out;
 }
 
+// A key held --shared or --limit N: each holder on a line of its own.
+std::string human_slots(const lock::LockStatus& status)
+{
+  std::string state = status.kind.mode == lock::LockKind::Mode::limit
+                        ? fmt::format("held by {} of {} (--limit {})", status.slots.size(),
+                                      status.kind.limit, status.kind.limit)
+                        : fmt::format("held shared by {}", status.slots.size());
+  std::string out = fmt::format("{:<15}{}\n", "state:", state);
+  for (std::size_t i = 0; i < status.slots.size(); ++i) {
+    const lock::SlotHolder& slot = status.slots[i];
+    out += fmt::format("{:<15}{} pid {}, held {}, lease left {}, fencing token {}: {}\n",
+                       i == 0 ? "holders:" : "", holder_name(slot.holder), slot.holder.pid,
+                       format_duration(Millis(status.held_ms(slot.holder))),
+                       format_duration(Millis(slot.ttl_ms)), slot.holder.fence,
+                       util::printable(slot.holder.command));
+  }
+  out += fmt::format("{:<15}{}\n", "last fencing:", status.last_fence);
+  out += fmt::format("{:<15}{}\n", "waiters:", status.waiters);
+  return out;
+}
+
 std::string human_status(const lock::LockStatus& status)
 {
   std::string out = fmt::format("{:<15}{}\n", "lock:", util::printable(status.name));
@@ -57,6 +78,9 @@ std::string human_status(const lock::LockStatus& status)
     out += fmt::format("{:<15}{}\n", "last fencing:", status.last_fence);
     out += fmt::format("{:<15}{}\n", "waiters:", status.waiters);
     return out + human_nodes(status);
+  }
+  if (!status.slots.empty()) {
+    return out + human_slots(status);
   }
   const lock::HolderInfo& holder = status.holder;
   out += fmt::format("{:<15}held\n", "state:");
@@ -78,7 +102,11 @@ std::string human_table(const std::vector<lock::LockStatus>& statuses)
   std::vector<std::array<std::string, 8>> rows;
   rows.push_back({"KEY", "HOLDER", "PID", "HELD", "TTL", "FENCE", "WAITERS", "COMMAND"});
   for (const auto& status : statuses) {
-    rows.push_back({util::printable(status.name), holder_name(status.holder), std::to_string(status.holder.pid),
+    std::string holder = holder_name(status.holder);
+    if (status.slots.size() > 1) {
+      holder += fmt::format(" +{}", status.slots.size() - 1); // --shared, --limit: the others
+    }
+    rows.push_back({util::printable(status.name), holder, std::to_string(status.holder.pid),
                     format_duration(Millis(status.held_ms())),
                     status.ttl_ms >= 0 ? format_duration(Millis(status.ttl_ms)) : "-",
                     std::to_string(status.holder.fence), std::to_string(status.waiters),

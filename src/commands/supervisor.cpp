@@ -41,11 +41,12 @@ struct SharedState {
 
 } // namespace
 
-Supervisor::Supervisor(lock::Store& store, lock::LockName name, std::string token,
+Supervisor::Supervisor(lock::Store& store, std::vector<lock::LockName> names, std::string token,
                        lock::Watchdog watchdog, process::ProcessGroup& child,
                        process::SignalFd& signals)
   : m_store(store),
-    m_name(std::move(name)),
+    m_names(std::move(names)),
+    m_shown(lock::join_names(m_names)),
     m_token(std::move(token)),
     m_watchdog(watchdog),
     m_child(child),
@@ -97,21 +98,39 @@ void Supervisor::take_outcomes()
     if (outcome->op == lock::Outcome::Op::disconnected) {
       util::log_verbose("lost the connection to the lock store ({}); renewing the lease on lock "
                         "'{}' soon",
-                        outcome->error ? outcome->error->what() : "closed", m_name.str());
+                        outcome->error ? outcome->error->what() : "closed", m_shown);
       m_watchdog.store_disconnected(t);
       continue;
     }
-    if (outcome->op != lock::Outcome::Op::renew) {
-      continue;
+    if (outcome->op == lock::Outcome::Op::renew && m_round.owed > 0) {
+      on_renewal(*outcome, t);
     }
-    if (outcome->error) {
-      util::log_verbose("renewal of lock '{}' failed: {}", m_name.str(), outcome->error->what());
-      act(m_watchdog.renewal_failed(t));
-    } else if (outcome->held) {
-      act(m_watchdog.renewal_confirmed(t, outcome->replicas_acknowledged));
-    } else {
-      act(m_watchdog.renewal_refused(t));
-    }
+  }
+}
+
+void Supervisor::on_renewal(const lock::Outcome& outcome, TimePoint t)
+{
+  if (outcome.error) {
+    util::log_verbose("renewal of lock '{}' failed: {}", m_shown, outcome.error->what());
+    m_round.failed = true;
+  } else if (!outcome.held) {
+    m_round.refused = true;
+  } else if (outcome.replicas_acknowledged) {
+    m_round.replicas = std::min(m_round.replicas.value_or(*outcome.replicas_acknowledged),
+                                *outcome.replicas_acknowledged);
+  }
+  if (--m_round.owed > 0) {
+    return;
+  }
+  // A key no longer held loses the lock, even if another key's renewal failed to arrive.
+  Round round = m_round;
+  m_round = Round{};
+  if (round.refused) {
+    act(m_watchdog.renewal_refused(t));
+  } else if (round.failed) {
+    act(m_watchdog.renewal_failed(t));
+  } else {
+    act(m_watchdog.renewal_confirmed(t, round.replicas));
   }
 }
 
@@ -121,7 +140,7 @@ void Supervisor::act(const lock::Actions& actions)
     if (!notice) {
       continue;
     }
-    std::string text = lock::describe(*notice, m_name.str());
+    std::string text = lock::describe(*notice, m_shown);
     switch (lock::level(notice->kind)) {
     case lock::NoticeLevel::error:
       util::log_error("{}", text);
@@ -136,11 +155,16 @@ void Supervisor::act(const lock::Actions& actions)
   }
   if (actions.abandon_renewal) {
     m_store.abandon();
+    m_round = Round{};
   }
   if (actions.send_renewal) {
     lock::RenewRequest request{m_token, m_watchdog.policy().lease.ttl, false,
                                m_watchdog.policy().replicas};
-    m_store.start_renew(m_name, request);
+    m_round = Round{};
+    m_round.owed = m_names.size();
+    for (const lock::LockName& name : m_names) {
+      m_store.start_renew(name, request);
+    }
   }
   const lock::Lease& lease = m_watchdog.lease();
   if (actions.arm_guard) {
@@ -178,7 +202,7 @@ std::optional<CommandEnd> Supervisor::on_event(const process::CommandEvent& even
                       event.signal != 0 && event.signal == m_terminal_signal};
   case Kind::guard_lost:
     throw Error(ExitCode::internal, "the guard process of lock '{}' died; the command was killed",
-                m_name.str());
+                m_shown);
   case Kind::terminal_signal:
     m_terminal_signal = event.value;
     break;
@@ -200,7 +224,7 @@ void Supervisor::pause_while_stopped(int sig)
   if (!m_child.has_terminal()) {
     util::log_verbose("the command was stopped by signal {}; the lease on lock '{}' is still "
                       "renewed",
-                      sig, m_name.str());
+                      sig, m_shown);
     return;
   }
   // Ctrl-Z: the shell must see dlock stopped, so a renewer process keeps the lease meanwhile.
@@ -231,6 +255,7 @@ void Supervisor::pause_while_stopped(int sig)
   m_watchdog = shared->latest();
   ::munmap(memory, sizeof(SharedState));
   m_store.abandon(); // the renewer used the connection: its state is unknown here
+  m_round = Round{};
   m_watchdog.forget_in_flight(now());
   m_child.resume();
 }

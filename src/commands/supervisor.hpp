@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dlock::commands {
 
@@ -22,8 +23,9 @@ struct CommandEnd {
 // command, and mirrors job control (Ctrl-Z) while a renewer process keeps the lease.
 class Supervisor {
 public:
-  Supervisor(lock::Store& store, lock::LockName name, std::string token, lock::Watchdog watchdog,
-             process::ProcessGroup& child, process::SignalFd& signals);
+  // names: every key of the lock (one lease renewal covers them all; losing one is losing it).
+  Supervisor(lock::Store& store, std::vector<lock::LockName> names, std::string token,
+             lock::Watchdog watchdog, process::ProcessGroup& child, process::SignalFd& signals);
 
   // Gives the guard the lease's deadlines, then has it start the command: the guard enforces
   // them from the command's first instant, and reads both requests in one wake-up.
@@ -36,14 +38,26 @@ public:
 private:
   void act(const lock::Actions& actions);
   void take_outcomes();
+  // One key's renewal answered; the watchdog hears of the round once every key has.
+  void on_renewal(const lock::Outcome& outcome, util::TimePoint t);
   void on_signal(int sig);
   std::optional<CommandEnd> on_event(const process::CommandEvent& event);
   void pause_while_stopped(int sig);
   [[noreturn]] void renew_for_stopped_parent(void* shared, pid_t parent);
 
+  // The renewals of one round (a request per key) still owed, and what they came to so far.
+  struct Round {
+    std::size_t owed = 0;
+    bool refused = false;
+    bool failed = false;
+    std::optional<int> replicas; // the fewest that acknowledged one key's renewal
+  };
+
   lock::Store& m_store;
-  lock::LockName m_name;
+  std::vector<lock::LockName> m_names;
+  std::string m_shown; // the names, for messages
   std::string m_token;
+  Round m_round;
   lock::Watchdog m_watchdog;
   process::ProcessGroup& m_child;
   process::SignalFd& m_signals;

@@ -2,6 +2,8 @@
 
 #include "util/error.hpp"
 
+#include <algorithm>
+
 namespace dlock::lock {
 
 LockName LockName::parse(std::string_view text)
@@ -18,6 +20,26 @@ LockName LockName::parse(std::string_view text)
     }
   }
   return LockName(std::string(text));
+}
+
+std::vector<LockName> canonical_order(std::vector<LockName> names)
+{
+  auto bytewise = [](const LockName& a, const LockName& b) { return a.str() < b.str(); };
+  std::sort(names.begin(), names.end(), bytewise);
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+std::string join_names(const std::vector<LockName>& names)
+{
+  std::string text;
+  for (const LockName& name : names) {
+    if (!text.empty()) {
+      text.push_back(' ');
+    }
+    text += name.str();
+  }
+  return text;
 }
 
 } // namespace dlock::lock

@@ -2,6 +2,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dlock::lock {
 
@@ -19,5 +20,12 @@ private:
   explicit LockName(std::string text) : m_text(std::move(text)) {}
   std::string m_text;
 };
+
+// Several lock names in the one order every dlock takes them in (bytewise, duplicates
+// dropped), so that two holders asking for the same keys never wait for each other in a cycle.
+std::vector<LockName> canonical_order(std::vector<LockName> names);
+
+// The names separated by spaces, as DLOCK_KEYS shows them.
+std::string join_names(const std::vector<LockName>& names);
 
 } // namespace dlock::lock

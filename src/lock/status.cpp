@@ -6,9 +6,9 @@
 
 namespace dlock::lock {
 
-std::int64_t LockStatus::held_ms() const
+std::int64_t LockStatus::held_ms(const HolderInfo& who) const
 {
-  return held && holder.acquired_ms > 0 ? std::max<std::int64_t>(0, server_time_ms - holder.acquired_ms) : 0;
+  return held && who.acquired_ms > 0 ? std::max<std::int64_t>(0, server_time_ms - who.acquired_ms) : 0;
 }
 
 void LockStatus::add_json_fields(util::JsonObject& object) const
@@ -32,6 +32,27 @@ void LockStatus::add_json_fields(util::JsonObject& object) const
     object.add_null("fencing_token");
   }
   object.add("last_fencing_token", last_fence).add("waiters", waiters);
+  object.add("kind", kind.mode == LockKind::Mode::limit    ? "limit"
+                     : kind.mode == LockKind::Mode::shared ? "shared"
+                                                           : "exclusive");
+  if (kind.mode == LockKind::Mode::limit) {
+    object.add("limit", static_cast<std::int64_t>(kind.limit));
+  }
+  if (!slots.empty()) {
+    std::vector<util::JsonObject> holders(slots.size());
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      const HolderInfo& slot = slots[i].holder;
+      holders[i].add("host", slot.host).add("pid", slot.pid).add("user", slot.user)
+        .add("command", slot.command);
+      if (slot.acquired_ms > 0) {
+        holders[i].add("acquired_at", util::format_rfc3339(slot.acquired_ms));
+      } else {
+        holders[i].add_null("acquired_at");
+      }
+      holders[i].add("ttl_ms", slots[i].ttl_ms).add("fencing_token", slot.fence);
+    }
+    object.add("holders", holders);
+  }
   if (!nodes.empty()) {
     std::vector<util::JsonObject> views(nodes.size());
     for (std::size_t i = 0; i < nodes.size(); ++i) {

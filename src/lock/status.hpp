@@ -1,6 +1,7 @@
 #pragma once
 
 #include "lock/holder.hpp"
+#include "lock/kind.hpp"
 #include "util/json.hpp"
 
 #include <string>
@@ -17,10 +18,20 @@ struct NodeView {
   std::int64_t ttl_ms = 0;
 };
 
+// One of the holders of a key held --shared or --limit N.
+struct SlotHolder {
+  HolderInfo holder;
+  std::int64_t ttl_ms = 0; // its remaining lease
+};
+
 // What `status` and `list` show about one lock, read atomically by one script.
 struct LockStatus {
   std::string name;
   bool held = false;
+  LockKind kind{}; // how it is held (exclusive when free)
+  // Held --shared or --limit: every holder, longest held first; holder and ttl_ms are then
+  // the first one and the lease that ends last (when the key is free unless renewed).
+  std::vector<SlotHolder> slots;
   HolderInfo holder;
   std::int64_t ttl_ms = 0;         // remaining lease
   std::int64_t last_fence = 0;     // the fencing counter (last token handed out)
@@ -30,8 +41,9 @@ struct LockStatus {
   std::vector<NodeView> nodes;
   std::int64_t quorum = 0;
 
-  // How long the current holder has held it, by the server's clock.
-  std::int64_t held_ms() const;
+  // How long the current holder (or one slot holder) has held it, by the server's clock.
+  std::int64_t held_ms() const { return held_ms(holder); }
+  std::int64_t held_ms(const HolderInfo& who) const;
   // Adds the documented fields to a JSON object (status prints one, list an array of them).
   void add_json_fields(util::JsonObject& object) const;
 };

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "lock/holder.hpp"
+#include "lock/kind.hpp"
 #include "lock/lease.hpp"
 #include "lock/name.hpp"
 #include "lock/status.hpp"
@@ -38,6 +39,7 @@ struct AcquireRequest {
   HolderInfo holder;  // who asks, shown to others by status and in conflict messages
   WaitTicket ticket;  // registers the caller as a waiter in the same step when it is held
   ReplicaAck ack;     // when taken: replicas that must have it
+  LockKind kind{};    // exclusive, shared, or a slot of a semaphore
 };
 
 // The outcome of one acquisition attempt.
@@ -45,8 +47,13 @@ struct AcquireResult {
   bool acquired = false;
   std::int64_t fence = 0;         // when acquired: this holder's fencing token
   std::int64_t holder_ttl_ms = 0; // when not: the holder's remaining lease (-1: none; -2: free
-                                  // but earlier --fair waiters go first)
+                                  // but earlier --fair waiters go first; -3: free, but a
+                                  // waiting exclusive holder goes before new shared ones)
   HolderInfo holder;              // when not: who holds it (may be empty)
+  std::int64_t holders = 0;       // when not: how many --shared or --limit holders have it
+  // When not: the key is held as another kind, which this one cannot share (nothing was
+  // registered; the caller's mistake, not a wait).
+  std::optional<LockKind> kind_in_use;
   util::Millis block{0};          // when not: how long to wait for a wake-up before retrying
   // When acquired across several nodes (Redlock): the part of the TTL left when the majority
   // had answered, less the clock drift; nullopt: the whole TTL.
@@ -74,6 +81,7 @@ struct Outcome {
   AcquireResult acquire;      // acquire
   // With a ReplicaAck, once the write was made: how many replicas acknowledged it in time.
   std::optional<int> replicas_acknowledged;
+  bool slot = false; // renew: the token holds a --shared or --limit slot, not the lock alone
 };
 
 // The lock protocol of one store, non-blocking: start operations, let an EventLoop watch the
@@ -123,6 +131,9 @@ public:
   }
   // Whether the store keeps one first-come, first-served queue of waiters (--fair).
   virtual bool keeps_fair_queue() const noexcept { return true; }
+  // Whether the store can count the holders of one key (--shared, --limit): one server can;
+  // independent masters cannot agree on a count.
+  virtual bool counts_holders() const noexcept { return true; }
 
   // One lock's state (blocking until deadline).
   virtual LockStatus status(const LockName& name, util::TimePoint deadline) = 0;

@@ -13,7 +13,9 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <vector>
 
 extern char** environ;
 
@@ -181,6 +183,26 @@ void ProcessGroup::spawn(const CommandSpec& spec)
       throw Error(code, "cannot run '{}': {}", spec.argv[0], std::strerror(reply.value));
     }
   }
+}
+
+void exec_in_place(const CommandSpec& spec)
+{
+  std::string block = environment_block(spec);
+  std::vector<char*> envp;
+  for (std::size_t pos = 0; pos < block.size(); pos = block.find('\0', pos) + 1) {
+    envp.push_back(block.data() + pos);
+  }
+  envp.push_back(nullptr);
+  std::vector<char*> argv;
+  for (const std::string& word : spec.argv) {
+    argv.push_back(const_cast<char*>(word.c_str()));
+  }
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  ::execvpe(argv[0], argv.data(), envp.data()); // runs a script without "#!" with /bin/sh
+  int error = errno;
+  ExitCode code = error == ENOENT ? ExitCode::not_found : ExitCode::cannot_execute;
+  throw Error(code, "cannot run '{}': {}", spec.argv[0], std::strerror(error));
 }
 
 void ProcessGroup::signal_group(int sig) const noexcept

@@ -89,4 +89,9 @@ private:
   bool m_may_take_terminal = false; // no pipeline sibling shares dlock's group (and terminal)
 };
 
+// Replaces dlock with the command, as the shell's exec does (for a run nested in a command
+// that holds its lock already, whose own guard and lease cover it); throws Error (126, 127) if
+// it cannot be run.
+[[noreturn]] void exec_in_place(const CommandSpec& spec);
+
 } // namespace dlock::process

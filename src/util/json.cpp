@@ -108,6 +108,28 @@ JsonObject& JsonObject::add(std::string_view name, const std::vector<JsonObject>
   return *this;
 }
 
+JsonObject& JsonObject::add(std::string_view name, const std::vector<std::string>& values)
+{
+  key(name);
+  m_body.push_back('[');
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    m_body += (i > 0 ? "," : "") + json_quote(values[i]);
+  }
+  m_body.push_back(']');
+  return *this;
+}
+
+JsonObject& JsonObject::add(std::string_view name, const std::vector<std::int64_t>& values)
+{
+  key(name);
+  m_body.push_back('[');
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    m_body += (i > 0 ? "," : "") + std::to_string(values[i]);
+  }
+  m_body.push_back(']');
+  return *this;
+}
+
 std::string format_rfc3339(std::int64_t unix_ms)
 {
   std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);

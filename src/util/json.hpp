@@ -21,6 +21,9 @@ public:
   // Nests an object, or an array of objects.
   JsonObject& add(std::string_view name, const JsonObject& value);
   JsonObject& add(std::string_view name, const std::vector<JsonObject>& values);
+  // An array of strings, or of integers.
+  JsonObject& add(std::string_view name, const std::vector<std::string>& values);
+  JsonObject& add(std::string_view name, const std::vector<std::int64_t>& values);
   std::string str() const { return "{" + m_body + "}"; }
 
 private:

@@ -158,11 +158,11 @@ usage_error_naming() {
 }
 
 @test "an unknown option wins over a missing required option" {
-  run -64 --separate-stderr "$DLOCK" run --limit 2 -- true
-  [[ $stderr == *"unknown option --limit"* ]] || fail "$stderr"
+  run -64 --separate-stderr "$DLOCK" run --lmit 2 -- true
+  [[ $stderr == *"unknown option --lmit"* ]] || fail "$stderr"
   [[ $stderr != *"--key"* ]] || fail "$stderr"
-  run -64 --separate-stderr "$DLOCK" acquire --shared
-  [[ $stderr == *"unknown option --shared"* ]] || fail "$stderr"
+  run -64 --separate-stderr "$DLOCK" acquire --sharde
+  [[ $stderr == *"unknown option --sharde"* ]] || fail "$stderr"
   run -64 --separate-stderr "$DLOCK" renew --bogus
   [[ $stderr == *"unknown option --bogus"* ]] || fail "$stderr"
   run -64 --separate-stderr "$DLOCK" status --bogus

@@ -285,6 +285,8 @@ bash_complete() {
   run -69 "$DLOCK" run -k k --wait-replicas 1 --wait-replicas-timeout 100ms -- true
   run -1 "$DLOCK" status k
   run -0 "$DLOCK" run -k k -t 1s -- sleep 1.2 # renewals
+  run -0 "$DLOCK" run -k s --shared -t 1s -- sleep 1.2
+  run -0 "$DLOCK" run -k m --limit 2 -k n -t 1s -- sleep 1.2
   run -0 --separate-stderr "$DLOCK" acquire -k k -t 10s
   local token=$output
   run -0 "$DLOCK" status k

@@ -287,7 +287,7 @@ def held_status(s):
     assert is_int(s['last_fencing_token']) and s['last_fencing_token'] >= s['fencing_token'], s
     assert is_int(s['waiters']) and s['waiters'] >= 0, s
 STATUS_FIELDS = {'key', 'held', 'holder', 'acquired_at', 'held_ms', 'ttl_ms', 'fencing_token',
-                 'last_fencing_token', 'waiters'}
+                 'last_fencing_token', 'waiters', 'kind'}
 $code
 " "$@"
 }

@@ -40,12 +40,13 @@ struct Ran {
 };
 
 // Runs command under a Supervisor of a lease taken now, with store answering renewals.
-Ran supervise(FakeStore& store, const std::string& command, WatchdogPolicy policy = short_lease())
+Ran supervise(FakeStore& store, const std::string& command, WatchdogPolicy policy = short_lease(),
+              std::vector<LockName> names = {LockName::parse("unit")})
 {
   SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGCONT});
   ProcessGroup group(signals.original_mask());
   TimePoint start = dlock::util::monotonic_now();
-  Supervisor supervisor(store, LockName::parse("unit"), "token", Watchdog(policy, start, start),
+  Supervisor supervisor(store, std::move(names), "token", Watchdog(policy, start, start),
                         group, signals);
   CommandSpec spec;
   spec.argv = {"/bin/sh", "-c", command};
@@ -78,6 +79,19 @@ TEST(Supervisor, ARefusedRenewalStopsTheCommandWellBeforeItWouldEnd)
   EXPECT_EQ(ran.exit_code, static_cast<int>(dlock::ExitCode::lost));
   EXPECT_EQ(store.renewals.size(), 2u) << "no renewal after the loss";
   EXPECT_LT(ran.took, 5s);
+}
+
+TEST(Supervisor, SeveralKeysAreRenewedTogetherAndLosingOneIsLosingTheLock)
+{
+  FakeStore store;
+  // Two keys: renewals 1 and 2 are the first round, 3 and 4 the second; the second key of the
+  // second round is no longer held.
+  store.answer = [](int n) { return FakeStore::held(n != 4); };
+  Ran ran = supervise(store, "sleep 30", short_lease(), {LockName::parse("a"), LockName::parse("b")});
+  EXPECT_EQ(ran.reason, StopReason::lost);
+  EXPECT_EQ(ran.end.signal, SIGTERM);
+  EXPECT_EQ(ran.exit_code, static_cast<int>(dlock::ExitCode::lost));
+  EXPECT_EQ(store.renewals.size(), 4u) << "one request per key per round, none after the loss";
 }
 
 TEST(Supervisor, AStoreThatNeverAnswersGetsTheCommandKilledBeforeTheLeaseEnds)

@@ -7,9 +7,21 @@ namespace dlock::redis {
 LockKeys LockKeys::make(std::string_view prefix, std::string_view name)
 {
   std::string base = fmt::format("{}{{{}}}", prefix, name);
-  return LockKeys{std::string(name), base,          base + ":fence",
-                  base + ":holder",   base + ":waiters", base + ":queue",
-                  base + ":queue-expiry", base + ":wake", base + ":wake:"};
+  LockKeys keys;
+  keys.name = name;
+  keys.lock = base;
+  keys.fence = base + ":fence";
+  keys.holder = base + ":holder";
+  keys.waiters = base + ":waiters";
+  keys.queue = base + ":queue";
+  keys.queue_expiry = base + ":queue-expiry";
+  keys.wake = base + ":wake";
+  keys.holders = base + ":holders";
+  keys.slots = base + ":slots";
+  keys.kind = base + ":kind";
+  keys.writers = base + ":writers";
+  keys.fair_wake_prefix = base + ":wake:";
+  return keys;
 }
 
 std::string LockKeys::wake_for(std::string_view waiter_id) const

@@ -16,6 +16,10 @@ struct LockKeys {
   std::string queue;   // prefix{name}:queue: zset of --fair ids scored by arrival
   std::string queue_expiry; // prefix{name}:queue-expiry: zset of --fair ids by expiry (ms)
   std::string wake;    // prefix{name}:wake: list a release pushes to, waking one waiter
+  std::string holders; // prefix{name}:holders: zset of --shared/--limit tokens by lease end (ms)
+  std::string slots;   // prefix{name}:slots: hash of those holders' records (JSON), by token
+  std::string kind;    // prefix{name}:kind: "shared" or "limit:N" while slot holders exist
+  std::string writers; // prefix{name}:writers: zset of waiting exclusive ids by expiry (ms)
 
   std::string fair_wake_prefix; // prefix{name}:wake: + a --fair waiter's id: its own wake list
 

@@ -41,8 +41,23 @@ lock::AcquireResult parse_acquire(const redisReply& reply)
     return Error(ExitCode::internal, "acquiring the lock: unexpected reply ({})", describe(reply));
   };
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements < 2
-      || reply.element[0]->type != REDIS_REPLY_INTEGER
-      || reply.element[1]->type != REDIS_REPLY_INTEGER) {
+      || reply.element[0]->type != REDIS_REPLY_INTEGER) {
+    throw unexpected();
+  }
+  if (reply.element[0]->type == REDIS_REPLY_INTEGER && reply.element[0]->integer == 2) {
+    // Held as another kind: {2, kind}.
+    std::optional<lock::LockKind> in_use;
+    if (reply.element[1]->type == REDIS_REPLY_STRING) {
+      in_use = lock::LockKind::from_code(std::string_view(reply.element[1]->str, reply.element[1]->len));
+    }
+    if (!in_use) {
+      throw unexpected();
+    }
+    lock::AcquireResult result;
+    result.kind_in_use = in_use;
+    return result;
+  }
+  if (reply.element[1]->type != REDIS_REPLY_INTEGER) {
     throw unexpected();
   }
   lock::AcquireResult result;
@@ -51,12 +66,14 @@ lock::AcquireResult parse_acquire(const redisReply& reply)
     result.fence = reply.element[1]->integer;
     return result;
   }
-  if (reply.elements != 4 || reply.element[3]->type != REDIS_REPLY_INTEGER) {
+  if (reply.elements != 5 || reply.element[3]->type != REDIS_REPLY_INTEGER
+      || reply.element[4]->type != REDIS_REPLY_INTEGER) {
     throw unexpected();
   }
   result.holder_ttl_ms = reply.element[1]->integer;
   result.holder = holder_from_hash(*reply.element[2]);
   result.block = util::Millis(reply.element[3]->integer);
+  result.holders = reply.element[4]->integer;
   return result;
 }
 
@@ -139,10 +156,13 @@ void RedisStore::start_acquire(const lock::LockName& name, const lock::AcquireRe
   LockKeys k = keys(name);
   const lock::HolderInfo& me = request.holder;
   const lock::WaitTicket& ticket = request.ticket;
-  std::vector<std::string> script_keys{k.lock, k.fence, k.holder, k.waiters, k.queue, k.queue_expiry};
+  std::vector<std::string> script_keys{k.lock,    k.fence,   k.holder, k.waiters,
+                                       k.queue,   k.queue_expiry, k.holders, k.slots,
+                                       k.kind,    k.writers, k.wake};
   std::vector<std::string> args{request.token, ms_string(request.ttl), me.host,
                                 std::to_string(me.pid), me.user, me.command, ticket.waiter_id,
-                                mode_name(ticket.mode), ms_string(ticket.max_block)};
+                                mode_name(ticket.mode), ms_string(ticket.max_block),
+                                request.kind.code()};
   const Script& script = scripts::acquire();
   send(Pending{.op = Outcome::Op::acquire,
                .argv = script.evalsha(script_keys, args),
@@ -164,7 +184,7 @@ void RedisStore::start_wait_for_wake(const lock::LockName& name, const lock::Wai
 void RedisStore::start_renew(const lock::LockName& name, const lock::RenewRequest& request)
 {
   LockKeys k = keys(name);
-  std::vector<std::string> script_keys{k.lock, k.holder};
+  std::vector<std::string> script_keys{k.lock, k.holder, k.holders, k.slots, k.kind};
   std::vector<std::string> args{request.token, request.ttl ? ms_string(*request.ttl) : std::string(),
                                 request.ttl && request.remember_ttl ? "1" : "0"};
   const Script& script = scripts::renew();
@@ -178,7 +198,8 @@ void RedisStore::start_renew(const lock::LockName& name, const lock::RenewReques
 void RedisStore::start_release(const lock::LockName& name, const std::string& token)
 {
   LockKeys k = keys(name);
-  std::vector<std::string> script_keys{k.lock, k.holder, k.waiters, k.queue, k.queue_expiry, k.wake};
+  std::vector<std::string> script_keys{k.lock,  k.holder,  k.waiters, k.queue, k.queue_expiry,
+                                       k.wake,  k.holders, k.slots,   k.kind};
   const Script& script = scripts::release();
   std::vector<std::string> args{token};
   send(Pending{.op = Outcome::Op::release,
@@ -198,7 +219,12 @@ void RedisStore::start_withdraw(const lock::LockName& name, const lock::WaitTick
     send(Pending{.op = Outcome::Op::withdraw, .argv = {"ZREM", k.queue_expiry, ticket.waiter_id},
                  .slot = slot});
   } else if (ticket.mode == lock::WaitMode::wait) {
-    send(Pending{.op = Outcome::Op::withdraw, .argv = {"ZREM", k.waiters, ticket.waiter_id}, .slot = slot});
+    send(Pending{.op = Outcome::Op::withdraw, .argv = {"ZREM", k.waiters, ticket.waiter_id}, .slot = slot,
+                 .last = false});
+  }
+  if (ticket.mode != lock::WaitMode::once) {
+    // An exclusive waiter also kept new shared holders out.
+    send(Pending{.op = Outcome::Op::withdraw, .argv = {"ZREM", k.writers, ticket.waiter_id}, .slot = slot});
   } else {
     m_ready.push_back(Outcome{Outcome::Op::withdraw, std::nullopt, false, {}, {}});
   }
@@ -352,9 +378,15 @@ lock::Outcome RedisStore::make_outcome(const Pending& pending, const redisReply&
     case Outcome::Op::wait_for_wake:
       throw_if_error(reply, "waiting for the lock");
       break;
-    case Outcome::Op::renew:
-      outcome.held = expect_flag(reply, "renewing the lease");
+    case Outcome::Op::renew: {
+      long long held = expect_integer(reply, "renewing the lease");
+      if (held < 0 || held > 2) {
+        throw Error(ExitCode::internal, "renewing the lease: unexpected reply (integer {})", held);
+      }
+      outcome.held = held != 0;
+      outcome.slot = held == 2;
       break;
+    }
     case Outcome::Op::release:
       if (reply.type == REDIS_REPLY_STRING) { // released; this --fair waiter goes next
         woken.assign(reply.str, reply.len);

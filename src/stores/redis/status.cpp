@@ -14,7 +14,8 @@ namespace {
 
 std::vector<std::string> inspect_keys(const LockKeys& keys)
 {
-  return {keys.lock, keys.holder, keys.fence, keys.waiters, keys.queue_expiry};
+  return {keys.lock, keys.holder, keys.fence, keys.waiters, keys.queue_expiry,
+          keys.holders, keys.slots, keys.kind};
 }
 
 LockStatus parse_status(const std::string& name, const redisReply& reply)
@@ -23,7 +24,7 @@ LockStatus parse_status(const std::string& name, const redisReply& reply)
     throw Redirected(std::move(*redirect));
   }
   throw_if_error(reply, "reading the lock status");
-  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 6) {
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 8) {
     throw Error(ExitCode::internal, "reading the lock status: unexpected reply ({})",
                 describe(reply));
   }
@@ -45,6 +46,34 @@ LockStatus parse_status(const std::string& name, const redisReply& reply)
   status.last_fence = integer(3);
   status.waiters = integer(4);
   status.server_time_ms = integer(5);
+  // Held --shared or --limit: the slot holders.
+  const redisReply* slots = reply.element[7];
+  if (slots->type == REDIS_REPLY_ARRAY && slots->elements > 0 && !status.held) {
+    const redisReply* kind = reply.element[6];
+    if (kind->type == REDIS_REPLY_STRING) {
+      status.kind = lock::LockKind::from_code(std::string_view(kind->str, kind->len))
+                      .value_or(lock::LockKind::shared());
+    }
+    for (std::size_t i = 0; i < slots->elements; ++i) {
+      const redisReply* slot = slots->element[i];
+      if (slot->type != REDIS_REPLY_ARRAY || slot->elements != 2) {
+        continue;
+      }
+      lock::SlotHolder holder;
+      holder.ttl_ms = slot->element[0]->type == REDIS_REPLY_STRING
+                        ? std::stoll(std::string(slot->element[0]->str, slot->element[0]->len))
+                        : 0;
+      holder.holder = holder_from_hash(*slot->element[1]);
+      status.ttl_ms = std::max(status.ttl_ms, holder.ttl_ms);
+      status.slots.push_back(std::move(holder));
+    }
+    std::stable_sort(status.slots.begin(), status.slots.end(),
+                     [](const lock::SlotHolder& a, const lock::SlotHolder& b) {
+                       return a.holder.acquired_ms < b.holder.acquired_ms;
+                     });
+    status.held = true;
+    status.holder = status.slots.front().holder;
+  }
   return status;
 }
 
@@ -74,8 +103,10 @@ LockStatus read_status(Connection& connection, std::string_view prefix,
 std::vector<std::string> scan_lock_names(Connection& connection, std::string_view prefix,
                                          std::string_view pattern, util::Millis request_timeout)
 {
-  // Lock keys are prefix{name}; siblings end in "}:suffix" and do not match "prefix{glob}".
-  std::string match = glob_escape(prefix) + "{" + std::string(pattern) + "}";
+  // Lock keys are prefix{name} (exclusive) or prefix{name}:holders (--shared, --limit); the
+  // other siblings are skipped.
+  std::string match = glob_escape(prefix) + "{" + std::string(pattern) + "}*";
+  constexpr std::string_view slots_suffix = "}:holders";
   std::vector<std::string> names;
   std::string cursor = "0";
   do {
@@ -92,6 +123,9 @@ std::vector<std::string> scan_lock_names(Connection& connection, std::string_vie
     const redisReply* keys = reply->element[1];
     for (std::size_t i = 0; i < keys->elements; ++i) {
       std::string_view key(keys->element[i]->str, keys->element[i]->len);
+      if (key.ends_with(slots_suffix)) {
+        key.remove_suffix(slots_suffix.size() - 1);
+      }
       if (key.size() >= prefix.size() + 2 && key.back() == '}') {
         names.emplace_back(key.substr(prefix.size() + 1, key.size() - prefix.size() - 2));
       }

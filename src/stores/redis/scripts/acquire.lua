@@ -1,11 +1,16 @@
--- Takes the lock, its next fencing token and the holder's record, or registers the waiter.
--- What it answers is described in scripts.hpp.
+-- Takes the lock (or, for --shared and --limit, a slot of it), its next fencing token and the
+-- holder's record, or registers the waiter. What it answers is described in scripts.hpp.
 local lock_key = KEYS[1]
 local fence_key = KEYS[2]
 local holder_key = KEYS[3]
 local waiters_key = KEYS[4]
 local queue_key = KEYS[5]
 local queue_expiry_key = KEYS[6]
+local holders_key = KEYS[7]
+local slots_key = KEYS[8]
+local kind_key = KEYS[9]
+local writers_key = KEYS[10]
+local wake_key = KEYS[11]
 local token = ARGV[1]
 local ttl_ms = ARGV[2]
 local host = ARGV[3]
@@ -15,19 +20,47 @@ local command = ARGV[6]
 local waiter_id = ARGV[7]
 local mode = ARGV[8] -- 'wait', 'fair' or 'once'
 local max_block_ms = tonumber(ARGV[9])
+local kind = ARGV[10] -- 'exclusive', 'shared' or 'limit:N'
+local limit = tonumber(string.match(kind, '^limit:(%d+)$') or '1')
 
 -- The server's clock in ms, and in microseconds: the queue's order, a lost counter's restart.
 local now, time = server_now()
 local now_us = time[1] * 1000000 + time[2]
--- Forget the fair waiters that stopped asking.
+-- Forget the fair waiters that stopped asking, and free the slots whose lease ended.
 forget_lapsed_fair_waiters(queue_key, queue_expiry_key, now)
+reclaim_slots(holders_key, slots_key, kind_key, now)
 -- A fair waiter queues up on its first attempt.
 if mode == 'fair' and not redis.call('ZSCORE', queue_key, waiter_id) then
   redis.call('ZADD', queue_key, now_us, waiter_id)
 end
--- Take the lock if it is free and no fair waiter is ahead of this one.
+
+-- One key, one kind: 'shared' or 'limit:N' while slot holders exist. Shared holders and the
+-- exclusive lock make a read/write lock; a semaphore shares the key with nothing else.
+local in_use = redis.call('GET', kind_key)
+local exclusive_held = redis.call('EXISTS', lock_key) == 1
+if kind == 'exclusive' or kind == 'shared' then
+  if in_use and in_use ~= 'shared' then
+    return {2, in_use}
+  end
+elseif exclusive_held then
+  return {2, 'exclusive'}
+elseif in_use and in_use ~= kind then
+  return {2, in_use}
+end
+
+-- Whether this kind may enter now. An exclusive waiter (in the writers set) keeps new shared
+-- holders out, so that a stream of readers cannot starve a writer.
+local free
+if kind == 'exclusive' then
+  free = not exclusive_held and not in_use
+elseif kind == 'shared' then
+  free = not exclusive_held and redis.call('ZCOUNT', writers_key, now, '+inf') == 0
+else
+  free = redis.call('ZCARD', holders_key) < limit
+end
+-- Take it if free and no fair waiter is ahead of this one.
 local head = redis.call('ZRANGE', queue_key, 0, 0)[1]
-if (head == nil or head == waiter_id) and redis.call('SET', lock_key, token, 'NX', 'PX', ttl_ms) then
+if free and (head == nil or head == waiter_id) then
   -- The fencing counter counts on by one while it exists. A missing one (never used, expired,
   -- or lost to a restart without persistence, an eviction or a failover) restarts at the
   -- server's clock in microseconds: a counter started at the clock grows by one per
@@ -37,22 +70,59 @@ if (head == nil or head == waiter_id) and redis.call('SET', lock_key, token, 'NX
   local fence = last and tonumber(last) + 1 or now_us
   local fence_text = string.format('%d', fence)
   redis.call('SET', fence_key, fence_text, 'PX', math.max(7 * 86400000, 2 * tonumber(ttl_ms)))
-  -- Record the holder for status and list; it expires with the lock.
-  redis.call('HSET', holder_key, 'host', host, 'pid', pid, 'user', user,
-             'command', command, 'acquired_ms', string.format('%d', now), 'fence', fence_text,
-             'ttl_ms', ttl_ms)
-  redis.call('PEXPIRE', holder_key, ttl_ms)
-  -- The waiter is served: take it out of the queue or the waiters set.
+  -- Record the holder for status and list; it expires with the lock (or the slot).
+  local record = {'host', host, 'pid', pid, 'user', user, 'command', command,
+                  'acquired_ms', string.format('%d', now), 'fence', fence_text, 'ttl_ms', ttl_ms}
+  if kind == 'exclusive' then
+    redis.call('SET', lock_key, token, 'PX', ttl_ms)
+    redis.call('DEL', holder_key)
+    redis.call('HSET', holder_key, unpack(record))
+    redis.call('PEXPIRE', holder_key, ttl_ms)
+  else
+    redis.call('ZADD', holders_key, now + tonumber(ttl_ms), token)
+    redis.call('HSET', slots_key, token, cjson.encode(record))
+    if not in_use then
+      redis.call('SET', kind_key, kind)
+    end
+    keep_for(holders_key, ttl_ms)
+    keep_for(slots_key, ttl_ms)
+    keep_for(kind_key, ttl_ms)
+  end
+  -- The waiter is served: take it out of the queue or the waiters sets.
   if mode == 'fair' then
     redis.call('ZREM', queue_key, waiter_id)
     redis.call('ZREM', queue_expiry_key, waiter_id)
   elseif mode == 'wait' then
     redis.call('ZREM', waiters_key, waiter_id)
   end
+  redis.call('ZREM', writers_key, waiter_id)
+  -- A slot taken may leave room for the next waiter (readers after a writer, several freed
+  -- slots): pass the wake-up on, so that one release lets in all who fit.
+  if kind ~= 'exclusive' and (kind == 'shared' or redis.call('ZCARD', holders_key) < limit) then
+    wake_waiter(waiters_key, wake_key, now)
+  end
   return {1, fence}
 end
--- Not taken: block until the lease ends (mode 'wait'), else for at most a second.
-local pttl = redis.call('PTTL', lock_key)
+
+-- Not taken. Who is in the way, and for how long at most: the exclusive holder; else the slot
+-- holder whose lease ends first (a semaphore's next free slot) or last (all readers gone).
+local pttl = -2 -- free, but earlier --fair waiters go first
+local holder = {}
+local holders = redis.call('ZCARD', holders_key)
+if exclusive_held then
+  pttl = redis.call('PTTL', lock_key)
+  holder = redis.call('HGETALL', holder_key)
+elseif holders > 0 then
+  local edge = kind == 'exclusive' and redis.call('ZRANGE', holders_key, -1, -1, 'WITHSCORES')
+                                    or redis.call('ZRANGE', holders_key, 0, 0, 'WITHSCORES')
+  pttl = math.max(1, tonumber(edge[2]) - now)
+  holder = slot_record(slots_key, edge[1])
+elseif kind == 'shared' and head == nil then
+  -- Free, but an exclusive waiter goes first: make sure one is awake to take it.
+  pttl = -3
+  wake_waiter(waiters_key, wake_key, now)
+end
+-- Block until the holder's lease ends (mode 'wait'), else for at most a second.
 local block_ms = math.min(1000, max_block_ms)
 if mode == 'wait' and pttl > 0 then
   block_ms = math.min(pttl, max_block_ms)
@@ -60,17 +130,17 @@ end
 -- Adds the waiter to a set scored by when its registration lapses; the set lives as long.
 local function register(key, expires)
   redis.call('ZADD', key, expires, waiter_id)
-  if redis.call('PTTL', key) < expires - now then
-    redis.call('PEXPIRE', key, expires - now)
-  end
+  keep_for(key, expires - now)
 end
--- Register the waiter until 2s after its block ends, so that a release wakes it.
+-- Register the waiter until 2s after its block ends, so that a release wakes it. A waiting
+-- exclusive holder also keeps new shared holders out.
 if mode == 'fair' then
   register(queue_expiry_key, now + block_ms + 2000)
-  if redis.call('PTTL', queue_key) < block_ms + 2000 then
-    redis.call('PEXPIRE', queue_key, block_ms + 2000)
-  end
+  keep_for(queue_key, block_ms + 2000)
 elseif mode == 'wait' then
   register(waiters_key, now + block_ms + 2000)
 end
-return {0, pttl, redis.call('HGETALL', holder_key), block_ms}
+if mode ~= 'once' and kind == 'exclusive' then
+  register(writers_key, now + block_ms + 2000)
+end
+return {0, pttl, holder, block_ms, holders}

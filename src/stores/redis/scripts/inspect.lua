@@ -1,10 +1,14 @@
--- Read-only snapshot for status and list:
--- {exists, pttl, holder-hash, last fence, live waiters, server time ms}.
+-- Read-only snapshot for status and list: {exists, pttl, holder-hash, last fence, live
+-- waiters, server time ms, kind, slots}; kind is '' for the exclusive lock, else 'shared' or
+-- 'limit:N', and slots is {pttl, record} for each --shared or --limit holder, by lease end.
 local lock_key = KEYS[1]
 local holder_key = KEYS[2]
 local fence_key = KEYS[3]
 local waiters_key = KEYS[4]
 local queue_expiry_key = KEYS[5]
+local holders_key = KEYS[6]
+local slots_key = KEYS[7]
+local kind_key = KEYS[8]
 
 -- The server's clock, so that "held for" needs no client clock.
 local now = server_now()
@@ -14,8 +18,19 @@ local holder = {}
 if held == 1 then
   holder = redis.call('HGETALL', holder_key)
 end
+-- The slot holders whose lease has not ended (ended ones are freed by the next write).
+local slots = {}
+local live = redis.call('ZRANGEBYSCORE', holders_key, '(' .. now, '+inf', 'WITHSCORES')
+for i = 1, #live - 1, 2 do
+  slots[#slots + 1] = {string.format('%d', tonumber(live[i + 1]) - now),
+                       slot_record(slots_key, live[i])}
+end
+local kind = ''
+if #slots > 0 then
+  kind = redis.call('GET', kind_key) or ''
+end
 -- Waiters whose registration has not lapsed, fair and unfair.
 local waiters = redis.call('ZCOUNT', waiters_key, now, '+inf')
   + redis.call('ZCOUNT', queue_expiry_key, now, '+inf')
 return {held, redis.call('PTTL', lock_key), holder, redis.call('GET', fence_key) or '0', waiters,
-        string.format('%d', now)}
+        string.format('%d', now), kind, slots}

@@ -1,25 +1,44 @@
--- Deletes the lock while the token holds it (any holder when forced) and wakes one waiter.
--- Returns 0 if the token did not hold it; 1 once it is deleted and an unfair waiter (if any)
--- woken; or, when a --fair waiter heads the queue, that waiter's id: its own wake list is a key
--- this script cannot declare, so the client wakes it with wake.lua.
+-- Deletes the lock, or frees the token's --shared or --limit slot, while the token holds it
+-- (any holder when forced), and wakes a waiter. Returns 0 if the token held nothing; 1 once it
+-- is released and an unfair waiter (if any) woken; or, when the lock is now free and a --fair
+-- waiter heads the queue, that waiter's id: its own wake list is a key this script cannot
+-- declare, so the client wakes it with wake.lua.
 local lock_key = KEYS[1]
 local holder_key = KEYS[2]
 local waiters_key = KEYS[3]
 local queue_key = KEYS[4]
 local queue_expiry_key = KEYS[5]
 local wake_key = KEYS[6]
+local holders_key = KEYS[7]
+local slots_key = KEYS[8]
+local kind_key = KEYS[9]
 local token = ARGV[1] -- '': force
 
+local now = server_now()
+reclaim_slots(holders_key, slots_key, kind_key, now)
 -- Only the holder releases, unless forced.
 local current = redis.call('GET', lock_key)
-if not current or (token ~= '' and current ~= token) then
+local slot_freed = false
+if current and (token == '' or current == token) then
+  redis.call('DEL', lock_key, holder_key)
+elseif token == '' and redis.call('ZCARD', holders_key) > 0 then
+  redis.call('DEL', holders_key, slots_key, kind_key)
+elseif token ~= '' and redis.call('ZSCORE', holders_key, token) then
+  redis.call('ZREM', holders_key, token)
+  redis.call('HDEL', slots_key, token)
+  reclaim_slots(holders_key, slots_key, kind_key, now)
+  slot_freed = true
+else
   return 0
 end
-redis.call('DEL', lock_key, holder_key)
 -- Forget the waiters, fair and unfair, that stopped asking.
-local now = server_now()
 redis.call('ZREMRANGEBYSCORE', waiters_key, '-inf', '(' .. now)
 forget_lapsed_fair_waiters(queue_key, queue_expiry_key, now)
+-- Other slot holders remain: one waiter may take the slot freed.
+if slot_freed and redis.call('ZCARD', holders_key) > 0 then
+  wake_waiter(waiters_key, wake_key, now)
+  return 1
+end
 -- The head of the fair queue goes first; the client wakes it on its own list.
 local head = redis.call('ZRANGE', queue_key, 0, 0)[1]
 if head then
