@@ -185,6 +185,49 @@ assert d["fencing_token"] == d["last_fencing_token"], d
   assert_output 0
 }
 
+@test "several keys in different slots: all taken on their own masters, renewed together, released together" {
+  local via=${MASTER_PORTS%% *} a b
+  a=$(name_on "$via" multi-a-)
+  b=$(name_not_on "$via" multi-b-)
+  [ "$(lock_node "$a")" != "$(lock_node "$b")" ]
+  start_bg multi "$DLOCK" -u "$(url "$via")" run -k "$b" -k "$a" -t 1s -- sh -c '
+    echo "$DLOCK_KEYS" >"$1.tmp"; mv "$1.tmp" "$1"
+    until [ -e "$2" ]; do sleep 0.02; done' sh "$T/keys" "$T/go"
+  local runner=$BG_PID
+  started multi '[ -s "$T/keys" ]'
+  assert_equal "$(cat "$T/keys")" "$(printf '%s\n' "$a" "$b" | LC_ALL=C sort | tr '\n' ' ' | sed 's/ $//')"
+  run -0 ncli "$(lock_node "$a")" exists "dlock:{$a}"
+  assert_output 1
+  run -0 ncli "$(lock_node "$b")" exists "dlock:{$b}"
+  assert_output 1
+  # Both leases outlive their first second: one renewal round covers the two masters.
+  wait_renewal "$(lock_node "$a")" "$a"
+  wait_renewal "$(lock_node "$b")" "$b"
+  run -75 "$DLOCK" -u "$(url "$via")" run -k "$b" -n -- true
+  touch "$T/go"
+  wait "$runner"
+  run -0 ncli "$(lock_node "$a")" exists "dlock:{$a}"
+  assert_output 0
+  run -0 ncli "$(lock_node "$b")" exists "dlock:{$b}"
+  assert_output 0
+}
+
+@test "a semaphore on a slot another master serves: --limit 2 lets two in, the third waits for a release" {
+  local via=${MASTER_PORTS%% *} name
+  name=$(name_not_on "$via" sem-)
+  start_bg one "$DLOCK" -u "$(url "$via")" run -k "$name" --limit 2 -- sleep 30
+  local first=$BG_PID
+  start_bg two "$DLOCK" -u "$(url "$via")" run -k "$name" --limit 2 -- sleep 30
+  wait_for '[ "$(ncli "$(lock_node "$name")" zcard "dlock:{$name}:holders")" = 2 ]'
+  run -75 "$DLOCK" -u "$(url "$via")" run -k "$name" --limit 2 -n -- true
+  run -64 "$DLOCK" -u "$(url "$via")" run -k "$name" -n -- true
+  start_bg third "$DLOCK" -u "$(url "$via")" run -k "$name" --limit 2 -w 10s -- touch "$T/third"
+  local third=$BG_PID
+  kill -TERM "$first"
+  wait "$third"
+  [ -e "$T/third" ] || fail "the third holder did not run"
+}
+
 @test "list gathers the locks of every master, sorted by name, human and JSON, through any node" {
   local m1 m2 m3 a b c d e
   read -r m1 m2 m3 <<<"$MASTER_PORTS"

@@ -138,6 +138,31 @@ HOLD_SCRIPT='echo "$DLOCK_TOKEN $DLOCK_TTL_MS $DLOCK_FENCING_TOKEN" >"$1.tmp"; m
   [ "$(holders fair)" = 0 ] || fail "taken: $(leftovers fair)"
 }
 
+@test "--shared and --limit with several URLs: usage error 64, nothing taken" {
+  run -64 --separate-stderr "$DLOCK" "${RL[@]}" run --shared -k kinds -t 5s -- touch "$T/ran"
+  [[ $stderr == *"--shared and --limit need a single lock store"* ]] || fail "stderr: $stderr"
+  run -64 --separate-stderr "$DLOCK" "${RL[@]}" run --limit 3 -k kinds -t 5s -- touch "$T/ran"
+  [[ $stderr == *"--shared and --limit need a single lock store"* ]] || fail "stderr: $stderr"
+  run -64 "$DLOCK" "${RL[@]}" acquire --limit 2 -k kinds -t 5s
+  [ ! -e "$T/ran" ] || fail "the command ran"
+  [ "$(holders kinds)" = 0 ] || fail "taken: $(leftovers kinds)"
+}
+
+@test "several keys across the nodes: all taken on a majority, the same token, released together" {
+  run -0 "$DLOCK" "${RL[@]}" run -k rk-b -k rk-a -t 5s -- sh -c 'echo "$DLOCK_KEYS|$DLOCK_TOKEN"'
+  local keys=${output%%|*} token=${output#*|} port
+  assert_equal "$keys" "rk-a rk-b"
+  [ -n "$token" ]
+  [ "$(holders rk-a)" = 0 ] || fail "left: $(leftovers rk-a)"
+  [ "$(holders rk-b)" = 0 ] || fail "left: $(leftovers rk-b)"
+  # Held on every node while the command runs.
+  start_bg multi "$DLOCK" "${RL[@]}" run -k rk-a -k rk-b -t 5s -- sleep 30
+  wait_for '[ "$(holders rk-a)" = 5 ] && [ "$(holders rk-b)" = 5 ]'
+  run -75 "$DLOCK" "${RL[@]}" run -k rk-b -n -- true
+  kill -TERM "$BG_PID"
+  wait_for '[ "$(holders rk-a)" = 0 ] && [ "$(holders rk-b)" = 0 ]'
+}
+
 @test "a Sentinel URL among several: usage error 64, nothing taken" {
   local port=${NODE_PORTS%% *}
   run -64 --separate-stderr "$DLOCK" "${RL[@]}" -u "redis-sentinel://127.0.0.1:$port#mymaster" \

@@ -42,6 +42,7 @@ public:
   util::Millis clock_drift(util::Millis ttl) const noexcept override;
   // One queue across independent nodes would need consensus between them.
   bool keeps_fair_queue() const noexcept override { return false; }
+  bool counts_holders() const noexcept override { return false; }
 
   // How long one node may take to answer one request: a fiftieth of the TTL, from 50 ms to
   // 500 ms (small against the TTL, as the algorithm asks, yet room for a fresh connection).
