@@ -224,6 +224,7 @@ int run(Context& context, const RunOptions& options)
   if (held_by_caller(context, options)) {
     util::log_verbose("lock '{}' is held by the calling command already; running under its lease",
                       lock::join_names(options.keys));
+    context.store.abandon(); // its connections are not the command's
     process::exec_in_place(command_spec(options));
   }
   RunEnd end = run_locked(context, options); // every lock, process and socket is gone after

@@ -199,6 +199,7 @@ void exec_in_place(const CommandSpec& spec)
   }
   argv.push_back(nullptr);
   std::fflush(stdout);
+  ::signal(SIGPIPE, SIG_DFL); // dlock ignores it; a command must not inherit that
   ::execvpe(argv[0], argv.data(), envp.data()); // runs a script without "#!" with /bin/sh
   int error = errno;
   ExitCode code = error == ENOENT ? ExitCode::not_found : ExitCode::cannot_execute;
