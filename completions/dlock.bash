@@ -10,7 +10,7 @@ _dlock_takes_value()
         -u | --url | --password-file | --sentinel-password-file | --tls-ca | --tls-cert | --tls-key | --tls-server-name | \
             --prefix | --connect-timeout | -k | --key | -t | --ttl | -w | --wait | --timeout | \
             -E | --conflict-exit-code | -c | --command | --on-lost | --kill-after | --max-hold | \
-            --wait-replicas | --wait-replicas-timeout | --token)
+            --limit | --wait-replicas | --wait-replicas-timeout | --token)
             return 0
             ;;
     esac
@@ -117,7 +117,7 @@ _dlock()
             return 0
             ;;
         --prefix | --connect-timeout | -k | --key | -t | --ttl | -w | --wait | --timeout | \
-            -E | --conflict-exit-code | --kill-after | --max-hold | --wait-replicas | \
+            -E | --conflict-exit-code | --kill-after | --max-hold | --limit | --wait-replicas | \
             --wait-replicas-timeout | --token)
             return 0 # free text: nothing to offer
             ;;
@@ -136,15 +136,17 @@ _dlock()
             ;;
         run)
             opts='-h --help -k --key -t --ttl -w --wait --timeout -n --no-wait -x --exclusive
-                --fair -E --conflict-exit-code --wait-replicas --wait-replicas-timeout -c --command
-                --on-lost --kill-after --max-hold --export-password'
+                -s --shared --limit --fair -E --conflict-exit-code --wait-replicas
+                --wait-replicas-timeout -c --command --on-lost --kill-after --max-hold
+                --export-password'
             ;;
         status | list)
             opts='-h --help --json'
             ;;
         acquire)
             opts='-h --help -k --key -t --ttl -w --wait --timeout -n --no-wait -x --exclusive
-                --fair -E --conflict-exit-code --wait-replicas --wait-replicas-timeout --json'
+                -s --shared --limit --fair -E --conflict-exit-code --wait-replicas
+                --wait-replicas-timeout --json'
             ;;
         renew)
             opts='-h --help -k --key --token -t --ttl --wait-replicas --wait-replicas-timeout'

@@ -61,13 +61,15 @@ complete -c dlock -n 'not __fish_dlock_subcommand' -a release -d 'Release a lock
 
 # Options shared by several subcommands.
 complete -c dlock -n '__fish_dlock_using run status list acquire renew release' -s h -l help -d 'Print help and exit'
-complete -c dlock -n '__fish_dlock_using run acquire renew release' -s k -l key -x -d 'Lock name'
+complete -c dlock -n '__fish_dlock_using run acquire renew release' -s k -l key -x -d 'Lock name (repeat it for several)'
 complete -c dlock -n '__fish_dlock_using run acquire' -s t -l ttl -x -d 'Lease length (min 1s)'
 complete -c dlock -n '__fish_dlock_using run acquire' -s w -l wait -x -d 'Give up after waiting D'
 complete -c dlock -n '__fish_dlock_using run acquire' -l timeout -x -d 'Give up after waiting D (flock name of --wait)'
 complete -c dlock -n '__fish_dlock_using run acquire' -s n -l no-wait -d 'Give up at once if the lock is held'
 complete -c dlock -n '__fish_dlock_using run acquire' -s x -l exclusive -d 'Exclusive lock (the default; for flock compatibility)'
-complete -c dlock -n '__fish_dlock_using run acquire' -l fair -d 'First come, first served among waiters'
+complete -c dlock -n '__fish_dlock_using run acquire' -s s -l shared -d 'Shared (read) lock: many shared holders, or one exclusive'
+complete -c dlock -n '__fish_dlock_using run acquire' -l limit -x -d 'Semaphore: up to N holders at once (same N for all)'
+complete -c dlock -n '__fish_dlock_using run acquire' -l fair -d 'First come, first served among waiters (exclusive lock only)'
 complete -c dlock -n '__fish_dlock_using run acquire' -s E -l conflict-exit-code -x -d 'Exit status when the lock is not obtained'
 complete -c dlock -n '__fish_dlock_using run acquire renew' -l wait-replicas -x -d 'Count the lock only once N replicas have it (Redis WAIT)'
 complete -c dlock -n '__fish_dlock_using run acquire renew' -l wait-replicas-timeout -x -d 'How long to wait for the replicas (default ttl/10)'
