@@ -94,39 +94,39 @@ JsonObject& JsonObject::add(std::string_view name, const JsonObject& value)
   return *this;
 }
 
+namespace {
+
+// "[a,b,...]", each element as render writes it.
+template<typename T, typename Render>
+std::string json_array(const std::vector<T>& values, Render render)
+{
+  std::string out = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    out += (i > 0 ? "," : "") + render(values[i]);
+  }
+  return out + "]";
+}
+
+} // namespace
+
 JsonObject& JsonObject::add(std::string_view name, const std::vector<JsonObject>& values)
 {
   key(name);
-  m_body.push_back('[');
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (i > 0) {
-      m_body.push_back(',');
-    }
-    m_body += values[i].str();
-  }
-  m_body.push_back(']');
+  m_body += json_array(values, [](const JsonObject& value) { return value.str(); });
   return *this;
 }
 
 JsonObject& JsonObject::add(std::string_view name, const std::vector<std::string>& values)
 {
   key(name);
-  m_body.push_back('[');
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    m_body += (i > 0 ? "," : "") + json_quote(values[i]);
-  }
-  m_body.push_back(']');
+  m_body += json_array(values, [](const std::string& value) { return json_quote(value); });
   return *this;
 }
 
 JsonObject& JsonObject::add(std::string_view name, const std::vector<std::int64_t>& values)
 {
   key(name);
-  m_body.push_back('[');
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    m_body += (i > 0 ? "," : "") + std::to_string(values[i]);
-  }
-  m_body.push_back(']');
+  m_body += json_array(values, [](std::int64_t value) { return std::to_string(value); });
   return *this;
 }
 
