@@ -3,7 +3,11 @@
 #include "util/url.hpp"
 #include "util/error.hpp"
 
+#include <signal.h>
+
 #include <cerrno>
+#include <charconv>
+#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -78,6 +82,32 @@ void add_key_option(CLI::App& command, Arguments& args, const std::string& what)
                    ->expected(1)
                    ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll),
                  "TEXT");
+}
+
+// acquire --keep --on-lost signal:NAME (TERM, SIGTERM, or a number).
+int parse_on_lost_signal(const std::string& text)
+{
+  constexpr std::string_view prefix = "signal:";
+  std::string_view name = text;
+  if (!name.starts_with(prefix)) {
+    throw Error(ExitCode::usage, "--on-lost takes signal:NAME, e.g. signal:TERM (got '{}')", text);
+  }
+  name.remove_prefix(prefix.size());
+  if (name.starts_with("SIG")) {
+    name.remove_prefix(3);
+  }
+  for (int sig = 1; sig < NSIG; ++sig) {
+    const char* abbrev = ::sigabbrev_np(sig);
+    if (abbrev != nullptr && name == abbrev) {
+      return sig;
+    }
+  }
+  int number = 0;
+  auto [end, error] = std::from_chars(name.data(), name.data() + name.size(), number);
+  if (error == std::errc() && end == name.data() + name.size() && number > 0 && number < NSIG) {
+    return number;
+  }
+  throw Error(ExitCode::usage, "--on-lost: unknown signal '{}'", text);
 }
 
 // --limit N and -s: the kind of lock, for run and acquire.
@@ -297,6 +327,16 @@ void add_acquire_command_options(CLI::App& acquire, Arguments& args)
   shown_required(acquire.add_option("-t,--ttl", args.ttl, "lease length (min 1s)"), "D");
   add_acquire_options(acquire, args);
   acquire.add_flag("--json", args.json, "print token and fencing token as JSON");
+  acquire.add_flag("--keep", args.keep,
+                   "a detached holder renews the lease until release, --max-hold, or the calling "
+                   "script's exit");
+  acquire.add_option("--while-pid", args.while_pid,
+                     "with --keep: hold while process PID lives (default: the calling script)")
+    ->type_name("PID");
+  acquire.add_option("--max-hold", args.max_hold, "with --keep: release after D")->type_name("D");
+  acquire.add_option("--on-lost", args.keep_on_lost,
+                     "with --keep: signal:NAME sends NAME to the calling script if the lease is lost")
+    ->type_name("signal:NAME");
 }
 
 void add_renew_options(CLI::App& renew, Arguments& args)
@@ -483,6 +523,32 @@ commands::AcquireOptions resolve_acquire(const Arguments& args)
   acquire.conflict_exit_code = args.conflict_exit_code;
   acquire.replicas = resolve_replicas(args, acquire.ttl);
   acquire.json = args.json;
+  if (!args.keep) {
+    for (auto [given, name] : {std::pair{args.while_pid.has_value(), "--while-pid"},
+                               std::pair{args.max_hold.has_value(), "--max-hold"},
+                               std::pair{args.keep_on_lost.has_value(), "--on-lost"}}) {
+      if (given) {
+        throw Error(ExitCode::usage, "{} needs --keep", name);
+      }
+    }
+    return acquire;
+  }
+  commands::KeepOptions& keep = acquire.keep.emplace();
+  if (args.while_pid) {
+    if (*args.while_pid <= 0 || *args.while_pid > std::numeric_limits<pid_t>::max()) {
+      throw Error(ExitCode::usage, "--while-pid must be a process id (got {})", *args.while_pid);
+    }
+    keep.while_pid = static_cast<pid_t>(*args.while_pid);
+  }
+  if (args.max_hold) {
+    keep.max_hold = util::parse_duration(*args.max_hold, "--max-hold");
+    if (keep.max_hold->count() <= 0) {
+      throw Error(ExitCode::usage, "--max-hold must be greater than zero");
+    }
+  }
+  if (args.keep_on_lost) {
+    keep.on_lost_signal = parse_on_lost_signal(*args.keep_on_lost);
+  }
   return acquire;
 }
 

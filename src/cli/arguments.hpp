@@ -42,6 +42,10 @@ struct Arguments {
   std::optional<std::string> token;
   bool force = false;
   std::string pattern = "*";
+  // acquire --keep
+  bool keep = false;
+  std::optional<long long> while_pid;
+  std::optional<std::string> keep_on_lost;
   // run
   std::optional<std::string> shell_command;
   std::string on_lost = "stop";

@@ -6,11 +6,21 @@
 #include "lock/name.hpp"
 #include "util/error.hpp"
 
+#include <sys/types.h>
+
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace dlock::commands {
+
+// `acquire --keep`: a detached holder renews the lease until the lock is released, max_hold
+// runs out, or the process it keeps the lock for exits.
+struct KeepOptions {
+  std::optional<pid_t> while_pid{};         // nullopt: the calling script (see keep.hpp)
+  std::optional<util::Millis> max_hold{};
+  int on_lost_signal = 0;                   // sent to that process if the lease is lost
+};
 
 // `dlock acquire --key K... --ttl D [--wait D | --no-wait] [--fair | --shared | --limit N]
 // [--json]`
@@ -24,6 +34,7 @@ struct AcquireOptions {
   int conflict_exit_code = static_cast<int>(ExitCode::conflict);
   lock::ReplicaAck replicas{}; // --wait-replicas: the lock counts once they have it
   bool json = false;
+  std::optional<KeepOptions> keep{}; // --keep
 };
 
 // `dlock renew --key K... --token T [--ttl D]`
