@@ -102,7 +102,7 @@ void Supervisor::take_outcomes()
       m_watchdog.store_disconnected(t);
       continue;
     }
-    if (outcome->op == lock::Outcome::Op::renew && m_round.owed > 0) {
+    if (outcome->op == lock::Outcome::Op::renew) {
       on_renewal(*outcome, t);
     }
   }
@@ -112,25 +112,19 @@ void Supervisor::on_renewal(const lock::Outcome& outcome, TimePoint t)
 {
   if (outcome.error) {
     util::log_verbose("renewal of lock '{}' failed: {}", m_shown, outcome.error->what());
-    m_round.failed = true;
-  } else if (!outcome.held) {
-    m_round.refused = true;
-  } else if (outcome.replicas_acknowledged) {
-    m_round.replicas = std::min(m_round.replicas.value_or(*outcome.replicas_acknowledged),
-                                *outcome.replicas_acknowledged);
   }
-  if (--m_round.owed > 0) {
-    return;
-  }
-  // A key no longer held loses the lock, even if another key's renewal failed to arrive.
-  Round round = m_round;
-  m_round = Round{};
-  if (round.refused) {
+  switch (m_round.add(outcome)) {
+  case RenewalRound::Verdict::pending:
+    break;
+  case RenewalRound::Verdict::refused:
     act(m_watchdog.renewal_refused(t));
-  } else if (round.failed) {
+    break;
+  case RenewalRound::Verdict::failed:
     act(m_watchdog.renewal_failed(t));
-  } else {
-    act(m_watchdog.renewal_confirmed(t, round.replicas));
+    break;
+  case RenewalRound::Verdict::confirmed:
+    act(m_watchdog.renewal_confirmed(t, m_round.replicas()));
+    break;
   }
 }
 
@@ -155,16 +149,12 @@ void Supervisor::act(const lock::Actions& actions)
   }
   if (actions.abandon_renewal) {
     m_store.abandon();
-    m_round = Round{};
+    m_round.reset();
   }
   if (actions.send_renewal) {
     lock::RenewRequest request{m_token, m_watchdog.policy().lease.ttl, false,
                                m_watchdog.policy().replicas};
-    m_round = Round{};
-    m_round.owed = m_names.size();
-    for (const lock::LockName& name : m_names) {
-      m_store.start_renew(name, request);
-    }
+    m_round.start(m_store, m_names, request);
   }
   const lock::Lease& lease = m_watchdog.lease();
   if (actions.arm_guard) {
@@ -255,7 +245,7 @@ void Supervisor::pause_while_stopped(int sig)
   m_watchdog = shared->latest();
   ::munmap(memory, sizeof(SharedState));
   m_store.abandon(); // the renewer used the connection: its state is unknown here
-  m_round = Round{};
+  m_round.reset();
   m_watchdog.forget_in_flight(now());
   m_child.resume();
 }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "commands/renewal_round.hpp"
 #include "lock/store.hpp"
 #include "lock/watchdog.hpp"
 #include "process/child.hpp"
@@ -45,19 +46,11 @@ private:
   void pause_while_stopped(int sig);
   [[noreturn]] void renew_for_stopped_parent(void* shared, pid_t parent);
 
-  // The renewals of one round (a request per key) still owed, and what they came to so far.
-  struct Round {
-    std::size_t owed = 0;
-    bool refused = false;
-    bool failed = false;
-    std::optional<int> replicas; // the fewest that acknowledged one key's renewal
-  };
-
   lock::Store& m_store;
   std::vector<lock::LockName> m_names;
   std::string m_shown; // the names, for messages
   std::string m_token;
-  Round m_round;
+  RenewalRound m_round;
   lock::Watchdog m_watchdog;
   process::ProcessGroup& m_child;
   process::SignalFd& m_signals;
