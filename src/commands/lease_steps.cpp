@@ -1,6 +1,8 @@
 #include "commands/lease_steps.hpp"
 
 #include "commands/acquire_wait.hpp"
+#include "commands/keep.hpp"
+#include "process/process_table.hpp"
 #include "util/json.hpp"
 #include "util/log.hpp"
 #include "util/random.hpp"
@@ -42,6 +44,18 @@ int acquire(Context& context, const AcquireOptions& options)
   // The lock belongs to the calling script, which outlives this process.
   lock::HolderInfo me = lock::HolderInfo::current(parent_command_line());
   me.pid = ::getppid();
+  // --keep: the holder process is the lock's holder, for as long as the script lives.
+  std::optional<Keeper> keeper;
+  if (options.keep) {
+    pid_t owner = options.keep->while_pid.value_or(process::calling_script(::getppid()));
+    if (::kill(owner, 0) != 0 && errno == ESRCH) {
+      throw Error(ExitCode::usage, "--while-pid {}: no such process", owner);
+    }
+    keeper.emplace(context, names, token, options.ttl, *options.keep, owner);
+    me.pid = keeper->pid();
+    me.command = fmt::format("acquire --keep for pid {}: {}", owner, me.command)
+                   .substr(0, lock::max_command_length);
+  }
 
   WaitPolicy policy =
     make_wait_policy(options.no_wait, options.fair, options.wait, context.request_timeout);
@@ -56,6 +70,9 @@ int acquire(Context& context, const AcquireOptions& options)
   }
   if (!outcome.acquired) {
     return options.conflict_exit_code;
+  }
+  if (keeper) {
+    keeper->go(outcome.sent_at, outcome.validity);
   }
   std::string out;
   if (options.json) {
@@ -79,6 +96,9 @@ int acquire(Context& context, const AcquireOptions& options)
   out += "\n";
   if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
     // Nobody got the token, so nobody could ever release the lock: give it back.
+    if (keeper) {
+      keeper->stop();
+    }
     release_all(context, names, token);
     throw Error(ExitCode::internal, "could not write the token to stdout; lock released");
   }
@@ -86,8 +106,28 @@ int acquire(Context& context, const AcquireOptions& options)
   return 0;
 }
 
+namespace {
+
+// A lease acquire --keep's holder saw lost: says when and why, once (the record goes).
+bool report_kept_loss(const KeepRecord& record, const std::vector<lock::LockName>& names)
+{
+  std::optional<std::string> lost = record.lost();
+  if (!lost) {
+    return false;
+  }
+  util::log_error("the lease on lock '{}' was lost while acquire --keep held it, at {}",
+                  lock::join_names(names), *lost);
+  record.forget();
+  return true;
+}
+
+} // namespace
+
 int renew(Context& context, const RenewOptions& options)
 {
+  if (report_kept_loss(KeepRecord(options.token), options.keys)) {
+    return static_cast<int>(ExitCode::lost);
+  }
   int status = 0;
   for (const lock::LockName& name : options.keys) {
     context.store.start_renew(name,
@@ -144,16 +184,34 @@ int release(Context& context, const ReleaseOptions& options)
     }
     return 0;
   }
+  KeepRecord record(options.token);
+  if (report_kept_loss(record, options.keys)) {
+    return static_cast<int>(ExitCode::lost);
+  }
+  // An acquire --keep holder of this token stops renewing, and does not take this release
+  // for a loss.
+  record.mark_released();
   int status = 0;
-  for (const lock::LockName& name : options.keys) {
-    context.store.start_release(name, options.token);
-    if (!lock::await_outcome(context.store, lock::Outcome::Op::release,
-                             util::deadline_after(context.request_timeout))
-           .held) {
-      util::log_error("lock '{}' is not held by this token (it expired or was taken over)",
-                      name.str());
-      status = static_cast<int>(ExitCode::lost);
+  try {
+    for (const lock::LockName& name : options.keys) {
+      context.store.start_release(name, options.token);
+      if (!lock::await_outcome(context.store, lock::Outcome::Op::release,
+                               util::deadline_after(context.request_timeout))
+             .held) {
+        util::log_error("lock '{}' is not held by this token (it expired or was taken over)",
+                        name.str());
+        status = static_cast<int>(ExitCode::lost);
+      }
     }
+  } catch (const Error&) {
+    record.unmark_released(); // still held: the holder goes on, and a loss is still a loss
+    throw;
+  }
+  std::optional<pid_t> holder = record.holder();
+  if (holder && process::runs_this_program(*holder)) {
+    ::kill(*holder, SIGTERM);
+  } else {
+    record.forget();
   }
   return status;
 }

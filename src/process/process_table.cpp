@@ -3,7 +3,12 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <string>
 
 #include <algorithm>
 #include <cstdio>
@@ -133,6 +138,95 @@ bool group_has_siblings()
     }
   }
   return false;
+}
+
+namespace {
+
+// A file under /proc/PID, whole ("" if unreadable).
+std::string proc_file(pid_t pid, const char* name)
+{
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/%s", static_cast<int>(pid), name);
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return {};
+  }
+  std::string text;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buffer, sizeof buffer)) > 0) {
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
+std::string proc_exe(pid_t pid)
+{
+  char path[64];
+  char target[4096];
+  std::snprintf(path, sizeof path, "/proc/%d/exe", static_cast<int>(pid));
+  ssize_t n = ::readlink(path, target, sizeof target);
+  return n > 0 ? std::string(target, static_cast<std::size_t>(n)) : std::string();
+}
+
+pid_t parent_of(pid_t pid)
+{
+  int proc_fd = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (proc_fd < 0) {
+    return 0;
+  }
+  StatLine line;
+  std::string name = std::to_string(pid);
+  bool read = read_stat(proc_fd, name.c_str(), line);
+  ::close(proc_fd);
+  return read ? line.ppid : 0;
+}
+
+} // namespace
+
+pid_t calling_script(pid_t parent)
+{
+  pid_t script = parent;
+  while (true) {
+    pid_t up = parent_of(script);
+    if (up <= 1) {
+      return script;
+    }
+    std::string cmdline = proc_file(script, "cmdline");
+    std::string exe = proc_exe(script);
+    if (cmdline.empty() || exe.empty() || proc_file(up, "cmdline") != cmdline || proc_exe(up) != exe) {
+      return script;
+    }
+    script = up;
+  }
+}
+
+bool runs_this_program(pid_t pid)
+{
+  std::string exe = proc_exe(pid);
+  return !exe.empty() && exe == proc_exe(::getpid());
+}
+
+ProcessWatch::ProcessWatch(pid_t pid) : m_pid(pid)
+{
+  m_fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
+
+ProcessWatch::~ProcessWatch()
+{
+  if (m_fd >= 0) {
+    ::close(m_fd);
+  }
+}
+
+bool ProcessWatch::ended() const noexcept
+{
+  if (m_fd >= 0) {
+    pollfd entry{m_fd, POLLIN, 0};
+    return ::poll(&entry, 1, 0) > 0;
+  }
+  return ::kill(m_pid, 0) != 0 && errno == ESRCH;
 }
 
 } // namespace dlock::process

@@ -18,4 +18,32 @@ void signal_descendants(int sig) noexcept;
 // pipeline's other side (`dlock run ... | less`), which may need the terminal itself.
 bool group_has_siblings();
 
+// The script a process works for, starting from its parent: up through the processes that
+// are forks of their own parent (the same executable and command line: the subshell of a
+// `$(...)` with a redirection, a `( ... )`, a pipeline's part), the first one that is not.
+pid_t calling_script(pid_t parent);
+
+// Whether pid runs the same executable as this process (a pid read from a file may since
+// have been reused by anything else).
+bool runs_this_program(pid_t pid);
+
+// Tells when a process that need not be a child ends, without polling: a pidfd to poll
+// (Linux 5.3), else a liveness check whenever asked.
+class ProcessWatch {
+public:
+  explicit ProcessWatch(pid_t pid);
+  ~ProcessWatch();
+  ProcessWatch(const ProcessWatch&) = delete;
+  ProcessWatch& operator=(const ProcessWatch&) = delete;
+
+  // POLLIN once the process has ended; -1 without pidfd support.
+  int fd() const noexcept { return m_fd; }
+  bool ended() const noexcept;
+  pid_t pid() const noexcept { return m_pid; }
+
+private:
+  pid_t m_pid;
+  int m_fd = -1;
+};
+
 } // namespace dlock::process
