@@ -534,6 +534,7 @@ commands::AcquireOptions resolve_acquire(const Arguments& args)
     return acquire;
   }
   commands::KeepOptions& keep = acquire.keep.emplace();
+  keep.kind = acquire.kind;
   if (args.while_pid) {
     if (*args.while_pid <= 0 || *args.while_pid > std::numeric_limits<pid_t>::max()) {
       throw Error(ExitCode::usage, "--while-pid must be a process id (got {})", *args.while_pid);

@@ -155,7 +155,7 @@ public:
         lose("no renewal was confirmed before the lease could expire (the lock store did not answer)");
       }
       if (!lease.in_flight() && t >= lease.next_renewal_at()) {
-        round.start(m_context.store, m_names, lock::RenewRequest{m_token, m_ttl, false, {}});
+        round.start(m_context.store, m_names, lock::RenewRequest{m_token, m_ttl, false, {}, m_options.kind.has_slots()});
         lease.renewal_sent(t);
       }
       util::EventLoop loop;

@@ -130,11 +130,10 @@ int renew(Context& context, const RenewOptions& options)
   }
   int status = 0;
   for (const lock::LockName& name : options.keys) {
-    context.store.start_renew(name,
-                              lock::RenewRequest{options.token, options.ttl, true, options.replicas});
     lock::Outcome outcome =
-      lock::await_outcome(context.store, lock::Outcome::Op::renew,
-                          util::deadline_after(context.request_timeout + options.replicas.timeout));
+      lock::renew_any(context.store, name,
+                      lock::RenewRequest{options.token, options.ttl, true, options.replicas},
+                      context.request_timeout);
     if (!outcome.held) {
       util::log_error("lock '{}' is not held by this token (it expired or was taken over)",
                       name.str());

@@ -20,6 +20,7 @@ struct KeepOptions {
   std::optional<pid_t> while_pid{};         // nullopt: the calling script (see keep.hpp)
   std::optional<util::Millis> max_hold{};
   int on_lost_signal = 0;                   // sent to that process if the lease is lost
+  lock::LockKind kind{};                    // how the lock is held (acquire's --shared, --limit)
 };
 
 // `dlock acquire --key K... --ttl D [--wait D | --no-wait] [--fair | --shared | --limit N]

@@ -97,9 +97,9 @@ bool held_by_caller(Context& context, const RunOptions& options)
   std::vector<std::string> free;
   bool shared = false; // the caller holds a --shared or --limit slot, not the lock alone
   for (const lock::LockName& name : options.keys) {
-    context.store.start_renew(name, lock::RenewRequest{token, std::nullopt, false, {}});
-    lock::Outcome outcome = lock::await_outcome(context.store, lock::Outcome::Op::renew,
-                                                util::deadline_after(context.request_timeout));
+    lock::Outcome outcome = lock::renew_any(context.store, name,
+                                            lock::RenewRequest{token, std::nullopt, false, {}},
+                                            context.request_timeout);
     (outcome.held ? held : free).push_back(name.str());
     shared = shared || outcome.slot;
   }
@@ -183,7 +183,7 @@ RunEnd run_locked(Context& context, const RunOptions& options)
               {"DLOCK_TTL_MS", std::to_string(outcome.validity.value_or(options.ttl).count())}});
   CommandEnd end;
   context.store.limit_blocking(policy.lease.request_timeout());
-  Supervisor supervisor(context.store, names, token,
+  Supervisor supervisor(context.store, names, token, options.kind,
                         lock::Watchdog(policy, outcome.sent_at, util::monotonic_now()), *group,
                         signals);
   try {

@@ -42,12 +42,13 @@ struct SharedState {
 } // namespace
 
 Supervisor::Supervisor(lock::Store& store, std::vector<lock::LockName> names, std::string token,
-                       lock::Watchdog watchdog, process::ProcessGroup& child,
+                       lock::LockKind kind, lock::Watchdog watchdog, process::ProcessGroup& child,
                        process::SignalFd& signals)
   : m_store(store),
     m_names(std::move(names)),
     m_shown(lock::join_names(m_names)),
     m_token(std::move(token)),
+    m_kind(kind),
     m_watchdog(watchdog),
     m_child(child),
     m_signals(signals)
@@ -153,7 +154,7 @@ void Supervisor::act(const lock::Actions& actions)
   }
   if (actions.send_renewal) {
     lock::RenewRequest request{m_token, m_watchdog.policy().lease.ttl, false,
-                               m_watchdog.policy().replicas};
+                               m_watchdog.policy().replicas, m_kind.has_slots()};
     m_round.start(m_store, m_names, request);
   }
   const lock::Lease& lease = m_watchdog.lease();

@@ -25,8 +25,10 @@ struct CommandEnd {
 class Supervisor {
 public:
   // names: every key of the lock (one lease renewal covers them all; losing one is losing it).
+  // kind: how the token holds them (a renewal of a slot differs from one of the lock alone).
   Supervisor(lock::Store& store, std::vector<lock::LockName> names, std::string token,
-             lock::Watchdog watchdog, process::ProcessGroup& child, process::SignalFd& signals);
+             lock::LockKind kind, lock::Watchdog watchdog, process::ProcessGroup& child,
+             process::SignalFd& signals);
 
   // Gives the guard the lease's deadlines, then has it start the command: the guard enforces
   // them from the command's first instant, and reads both requests in one wake-up.
@@ -50,6 +52,7 @@ private:
   std::vector<lock::LockName> m_names;
   std::string m_shown; // the names, for messages
   std::string m_token;
+  lock::LockKind m_kind;
   RenewalRound m_round;
   lock::Watchdog m_watchdog;
   process::ProcessGroup& m_child;

@@ -24,4 +24,19 @@ Outcome await_outcome(Store& store, Outcome::Op op, util::TimePoint deadline)
   }
 }
 
+Outcome renew_any(Store& store, const LockName& name, RenewRequest request,
+                  util::Millis request_timeout)
+{
+  for (bool slot : {false, true}) {
+    request.slot = slot;
+    store.start_renew(name, request);
+    Outcome outcome = await_outcome(store, Outcome::Op::renew,
+                                    util::deadline_after(request_timeout + request.ack.timeout));
+    if (outcome.held || slot) {
+      return outcome;
+    }
+  }
+  return {};
+}
+
 } // namespace dlock::lock

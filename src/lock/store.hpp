@@ -66,6 +66,10 @@ struct RenewRequest {
   std::optional<util::Millis> ttl; // nullopt: the holder's own lease length
   bool remember_ttl = false;       // ttl becomes the holder's lease length (`renew --ttl`)
   ReplicaAck ack;                  // when extended: replicas that must have it
+  // Whether the token holds a --shared or --limit slot rather than the lock alone: the lock
+  // alone is renewed through its own key only, which a Redis Cluster serves throughout a slot
+  // migration (see renew_any for a caller that does not know).
+  bool slot = false;
 };
 
 // What a started operation came to, in the order operations were started.
@@ -140,6 +144,11 @@ public:
   // Every held lock whose name matches the glob, sorted by name; each request gets timeout.
   virtual std::vector<LockStatus> list(std::string_view pattern, util::Millis timeout) = 0;
 };
+
+// Blocking renewal of a token whose kind of hold is unknown (`dlock renew`, a nested run's
+// check): the lock alone first, else a slot; the outcome of the one that held, or the last.
+Outcome renew_any(Store& store, const LockName& name, RenewRequest request,
+                  util::Millis request_timeout);
 
 // Blocking use of a Store: waits in an EventLoop until deadline for the outcome of the last
 // operation started, an op one (outcomes of earlier operations, such as a renewal still in

@@ -86,7 +86,7 @@ TEST(Scripts, EmbeddedShaIsTheSourcesSha1)
 {
   using namespace dlock::redis;
   for (const Script* script :
-       {&scripts::acquire(), &scripts::renew(), &scripts::release(), &scripts::inspect(),
+       {&scripts::acquire(), &scripts::renew(), &scripts::renew_slot(), &scripts::release(), &scripts::inspect(),
         &scripts::wake(), &scripts::raise_fence()}) {
     std::vector<std::string> eval = script->eval({"k"}, {"a"});
     std::vector<std::string> evalsha = script->evalsha({"k"}, {"a"});
@@ -108,7 +108,8 @@ TEST(Scripts, PreludeWhereUsed)
   EXPECT_NE(source(scripts::acquire()).find("local lock_key = KEYS[1]"), std::string::npos);
   EXPECT_TRUE(source(scripts::release()).starts_with("-- Put before"));
   EXPECT_TRUE(source(scripts::inspect()).starts_with("-- Put before"));
-  EXPECT_TRUE(source(scripts::renew()).starts_with("-- Put before"));
+  EXPECT_TRUE(source(scripts::renew_slot()).starts_with("-- Put before"));
+  EXPECT_EQ(source(scripts::renew()).find("server_now"), std::string::npos);
   EXPECT_EQ(source(scripts::raise_fence()).find("server_now"), std::string::npos);
   EXPECT_EQ(source(scripts::wake()).find("server_now"), std::string::npos);
 }

@@ -46,7 +46,8 @@ Ran supervise(FakeStore& store, const std::string& command, WatchdogPolicy polic
   SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGCONT});
   ProcessGroup group(signals.original_mask());
   TimePoint start = dlock::util::monotonic_now();
-  Supervisor supervisor(store, std::move(names), "token", Watchdog(policy, start, start),
+  Supervisor supervisor(store, std::move(names), "token", dlock::lock::LockKind::exclusive(),
+                        Watchdog(policy, start, start),
                         group, signals);
   CommandSpec spec;
   spec.argv = {"/bin/sh", "-c", command};

@@ -184,15 +184,18 @@ void RedisStore::start_wait_for_wake(const lock::LockName& name, const lock::Wai
 void RedisStore::start_renew(const lock::LockName& name, const lock::RenewRequest& request)
 {
   LockKeys k = keys(name);
-  std::vector<std::string> script_keys{k.lock, k.holder, k.holders, k.slots, k.kind};
+  std::vector<std::string> script_keys = request.slot
+                                           ? std::vector<std::string>{k.holders, k.slots, k.kind}
+                                           : std::vector<std::string>{k.lock, k.holder};
   std::vector<std::string> args{request.token, request.ttl ? ms_string(*request.ttl) : std::string(),
                                 request.ttl && request.remember_ttl ? "1" : "0"};
-  const Script& script = scripts::renew();
+  const Script& script = request.slot ? scripts::renew_slot() : scripts::renew();
   send(Pending{.op = Outcome::Op::renew,
                .argv = script.evalsha(script_keys, args),
                .eval = script.eval(script_keys, args),
                .slot = key_slot(k.lock),
-               .ack = request.ack});
+               .ack = request.ack,
+               .slot_renewal = request.slot});
 }
 
 void RedisStore::start_release(const lock::LockName& name, const std::string& token)
@@ -378,15 +381,10 @@ lock::Outcome RedisStore::make_outcome(const Pending& pending, const redisReply&
     case Outcome::Op::wait_for_wake:
       throw_if_error(reply, "waiting for the lock");
       break;
-    case Outcome::Op::renew: {
-      long long held = expect_integer(reply, "renewing the lease");
-      if (held < 0 || held > 2) {
-        throw Error(ExitCode::internal, "renewing the lease: unexpected reply (integer {})", held);
-      }
-      outcome.held = held != 0;
-      outcome.slot = held == 2;
+    case Outcome::Op::renew:
+      outcome.held = expect_flag(reply, "renewing the lease");
+      outcome.slot = outcome.held && pending.slot_renewal;
       break;
-    }
     case Outcome::Op::release:
       if (reply.type == REDIS_REPLY_STRING) { // released; this --fair waiter goes next
         woken.assign(reply.str, reply.len);

@@ -64,6 +64,7 @@ private:
     int redirects = 0;  // MOVED and ASK met so far
     int try_agains = 0; // TRYAGAIN met so far
     std::string fair_wake_prefix{}; // a release: the lock's LockKeys::fair_wake_prefix
+    bool slot_renewal = false;      // a renewal of a --shared or --limit slot
   };
   // One server and the replies it owes.
   struct Node {

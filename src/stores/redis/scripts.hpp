@@ -20,8 +20,13 @@ namespace dlock::redis::scripts {
 const Script& acquire();
 
 // KEYS: lock, holder. ARGV: token, ttl_ms ("" = the holder's own ttl), "1" to store ttl_ms.
-// Extends the lease only while token holds it: 1 or 0.
+// Extends the lease only while token holds it: 1 or 0. Only keys that exist while the lock
+// is held are named, so that a Cluster migrating the slot serves it instead of TRYAGAIN.
 const Script& renew();
+
+// KEYS: holders, slots, kind. ARGV: as renew(). Extends a --shared or --limit holder's slot
+// only while token holds one (its lease not ended): 1 or 0.
+const Script& renew_slot();
 
 // KEYS: lock, holder, waiters, queue, queue-expiry, wake. ARGV: token ("" = force).
 // Deletes the lock only while token holds it (any holder when forced): 0 if not. Then wakes

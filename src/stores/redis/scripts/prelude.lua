@@ -1,4 +1,4 @@
--- Put before acquire.lua, renew.lua, release.lua and inspect.lua (see src/CMakeLists.txt), so
+-- Put before acquire.lua, renew_slot.lua, release.lua and inspect.lua (see src/CMakeLists.txt), so
 -- that "now", "a fair waiter is gone" and "a slot's lease ended" are defined once.
 
 -- The server's clock in ms, and the TIME reply it comes from: {seconds, microseconds}.
