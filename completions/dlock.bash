@@ -98,7 +98,11 @@ _dlock()
             return 0
             ;;
         --on-lost)
-            mapfile -t COMPREPLY < <(compgen -W 'stop ignore' -- "$cur")
+            if [[ $sub == acquire ]]; then
+                mapfile -t COMPREPLY < <(compgen -W 'signal:TERM signal:INT signal:USR1' -- "$cur")
+            else
+                mapfile -t COMPREPLY < <(compgen -W 'stop ignore' -- "$cur")
+            fi
             return 0
             ;;
         -u | --url)
@@ -118,7 +122,7 @@ _dlock()
             ;;
         --prefix | --connect-timeout | -k | --key | -t | --ttl | -w | --wait | --timeout | \
             -E | --conflict-exit-code | --kill-after | --max-hold | --limit | --wait-replicas | \
-            --wait-replicas-timeout | --token)
+            --wait-replicas-timeout | --token | --while-pid)
             return 0 # free text: nothing to offer
             ;;
     esac
@@ -146,7 +150,7 @@ _dlock()
         acquire)
             opts='-h --help -k --key -t --ttl -w --wait --timeout -n --no-wait -x --exclusive
                 -s --shared --limit --fair -E --conflict-exit-code --wait-replicas
-                --wait-replicas-timeout --json'
+                --wait-replicas-timeout --json --keep --while-pid --max-hold --on-lost'
             ;;
         renew)
             opts='-h --help -k --key --token -t --ttl --wait-replicas --wait-replicas-timeout'

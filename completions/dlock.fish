@@ -80,6 +80,10 @@ complete -c dlock -n '__fish_dlock_using run' -s c -l command -x -a '(__fish_com
 complete -c dlock -n '__fish_dlock_using run' -l on-lost -x -a 'stop ignore' -d 'When the lease is lost: stop or ignore'
 complete -c dlock -n '__fish_dlock_using run' -l kill-after -x -d 'Grace between SIGTERM and SIGKILL'
 complete -c dlock -n '__fish_dlock_using run' -l max-hold -x -d 'Stop the command after D (exit 124)'
+complete -c dlock -n '__fish_dlock_using acquire' -l keep -d 'A detached holder renews the lease until release or the script ends'
+complete -c dlock -n '__fish_dlock_using acquire' -l while-pid -x -a '(__fish_complete_pids)' -d 'With --keep: hold while process PID lives'
+complete -c dlock -n '__fish_dlock_using acquire' -l max-hold -x -d 'With --keep: release after D'
+complete -c dlock -n '__fish_dlock_using acquire' -l on-lost -x -a 'signal:TERM signal:INT signal:USR1' -d 'With --keep: signal the script if the lease is lost'
 complete -c dlock -n '__fish_dlock_using run' -l export-password -d 'Let the command see DLOCK_PASSWORD and a password in DLOCK_URL'
 # After "--": the command, then its own arguments (completed as that command would be).
 function __fish_dlock_after_dashdash
