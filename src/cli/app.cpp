@@ -18,7 +18,8 @@ namespace {
 int dispatch(const cli::Subcommands& sub, const cli::Arguments& args)
 {
   if (sub.run->parsed() || sub.status->parsed() || sub.list->parsed() || sub.acquire->parsed()
-      || sub.renew->parsed() || sub.release->parsed()) {
+      || sub.renew->parsed() || sub.release->parsed() || sub.wait->parsed()
+      || sub.barrier->parsed() || sub.latch->parsed()) {
     cli::GlobalOptions global = cli::resolve_global(args);
     // Options are checked before the store is chosen, so that a usage error wins.
     auto with_store = [&](auto command, const auto& options) {
@@ -40,6 +41,15 @@ int dispatch(const cli::Subcommands& sub, const cli::Arguments& args)
     }
     if (sub.renew->parsed()) {
       return with_store(commands::renew, cli::resolve_renew(args));
+    }
+    if (sub.wait->parsed()) {
+      return with_store(commands::wait_until_free, cli::resolve_wait_free(args));
+    }
+    if (sub.barrier->parsed()) {
+      return with_store(commands::barrier, cli::resolve_barrier(args));
+    }
+    if (sub.latch->parsed()) {
+      return with_store(commands::latch, cli::resolve_latch(args));
     }
     return with_store(commands::release, cli::resolve_release(args));
   }

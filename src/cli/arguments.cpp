@@ -73,6 +73,15 @@ std::vector<lock::LockName> resolve_keys(const Arguments& args)
   return lock::canonical_order(std::move(keys));
 }
 
+// -k KEY, exactly once, for the subcommands that coordinate on one name.
+lock::LockName resolve_one_key(const Arguments& args, std::string_view subcommand)
+{
+  if (args.keys.size() > 1) {
+    throw Error(ExitCode::usage, "{} takes one --key (got {})", subcommand, args.keys.size());
+  }
+  return resolve_keys(args).front();
+}
+
 // -k KEY for a subcommand: any number of occurrences, one value each (the words after it are
 // the command's).
 void add_key_option(CLI::App& command, Arguments& args, const std::string& what)
@@ -166,6 +175,14 @@ void resolve_wait(const Arguments& args, std::optional<util::Millis>& wait, bool
   no_wait = args.no_wait;
 }
 
+// -E N: the exit status that says "not obtained" or "--wait ran out" (flock's -E).
+void add_conflict_exit_code(CLI::App& command, Arguments& args, const std::string& what)
+{
+  command.add_option("-E,--conflict-exit-code", args.conflict_exit_code, what)
+    ->check(CLI::Range(0, 255))
+    ->capture_default_str();
+}
+
 // How to take the lock, shared by run and acquire; flock's spellings (--timeout, -x) included.
 // --wait-replicas N and --wait-replicas-timeout D, for run, acquire and renew.
 void add_replica_options(CLI::App& command, Arguments& args, const std::string& what)
@@ -195,11 +212,7 @@ void add_acquire_options(CLI::App& command, Arguments& args)
     ->type_name("N")
     ->check(CLI::Range(1, 1000000));
   command.add_flag("--fair", args.fair, "first come, first served among waiters");
-  command
-    .add_option("-E,--conflict-exit-code", args.conflict_exit_code,
-                "exit status when the lock is not obtained")
-    ->check(CLI::Range(0, 255))
-    ->capture_default_str();
+  add_conflict_exit_code(command, args, "exit status when the lock is not obtained");
   add_replica_options(command, args,
                       "count the lock (and each renewal) only once N replicas have it (Redis WAIT)");
 }
@@ -355,6 +368,43 @@ void add_release_options(CLI::App& release, Arguments& args)
   release.add_flag("--force", args.force, "release whoever holds it");
 }
 
+void add_wait_free_options(CLI::App& wait, Arguments& args)
+{
+  add_key_option(wait, args, "lock name to wait for");
+  wait.add_option("-w,--wait,--timeout", args.wait, "give up after waiting D (default: wait forever)")
+    ->type_name("D");
+  add_conflict_exit_code(wait, args, "exit status when --wait runs out");
+}
+
+void add_barrier_options(CLI::App& barrier, Arguments& args)
+{
+  add_key_option(barrier, args, "barrier name");
+  shown_required(barrier.add_option("--parties", args.parties,
+                                    "how many callers make the barrier trip (same N for all)"),
+                 "N")
+    ->check(CLI::Range(1, 1000000));
+  barrier.add_option("-w,--wait,--timeout", args.wait,
+                     "give up after waiting D, withdrawing the arrival (default: wait forever)")
+    ->type_name("D");
+  add_conflict_exit_code(barrier, args, "exit status when --wait runs out");
+}
+
+void add_latch_options(CLI::App& latch, Arguments& args)
+{
+  add_key_option(latch, args, "latch name");
+  latch.add_option("--count", args.latch_count, "set the latch to N (again)")
+    ->type_name("N")
+    ->check(CLI::Range(0LL, 1000000000LL));
+  latch.add_flag("--down", args.latch_down, "count the latch down by one");
+  latch.add_option("-w,--wait", args.wait, "block until the count is zero; give up after D if given")
+    ->type_name("[D]")
+    ->expected(0, 1);
+  latch.add_option("--expire", args.expire, "with --count: delete the latch after D (default 24h)")
+    ->type_name("D");
+  add_conflict_exit_code(latch, args, "exit status when --wait runs out");
+  latch.add_flag("--json", args.json, "with --count or --down: print the count as JSON");
+}
+
 // A subcommand whose options are declared only once CLI11 meets it on the command line:
 // declaring every subcommand's options was most of dlock's start-up work, and a command line
 // names one subcommand. Its --help still lists them all, since they exist before it is parsed.
@@ -383,6 +433,12 @@ Subcommands define_command_line(CLI::App& app, Arguments& args)
                              add_renew_options);
   sub.release = add_subcommand(app, args, "release", "release a lock by token, or --force",
                                add_release_options);
+  sub.wait = add_subcommand(app, args, "wait", "block until a lock is free; take nothing",
+                            add_wait_free_options);
+  sub.barrier = add_subcommand(app, args, "barrier", "block until N callers have arrived",
+                               add_barrier_options);
+  sub.latch = add_subcommand(app, args, "latch", "set, count down or wait for a count-down latch",
+                             add_latch_options);
   return sub;
 }
 
@@ -577,6 +633,67 @@ commands::ReleaseOptions resolve_release(const Arguments& args)
     release.token = resolve_token(args, "release", ", or --force");
   }
   return release;
+}
+
+commands::WaitFreeOptions resolve_wait_free(const Arguments& args)
+{
+  commands::WaitFreeOptions wait{.key = resolve_one_key(args, "wait")};
+  if (args.wait) {
+    wait.wait = util::parse_duration(*args.wait, "--wait");
+  }
+  wait.conflict_exit_code = args.conflict_exit_code;
+  return wait;
+}
+
+commands::BarrierOptions resolve_barrier(const Arguments& args)
+{
+  commands::BarrierOptions barrier{.key = resolve_one_key(args, "barrier")};
+  if (!args.parties) {
+    throw Error(ExitCode::usage, "--parties is required");
+  }
+  barrier.parties = *args.parties;
+  if (args.wait) {
+    barrier.wait = util::parse_duration(*args.wait, "--wait");
+  }
+  barrier.conflict_exit_code = args.conflict_exit_code;
+  return barrier;
+}
+
+commands::LatchOptions resolve_latch(const Arguments& args)
+{
+  using Action = commands::LatchOptions::Action;
+  commands::LatchOptions latch{.key = resolve_one_key(args, "latch")};
+  int actions = (args.latch_count ? 1 : 0) + (args.latch_down ? 1 : 0) + (args.wait ? 1 : 0);
+  if (actions != 1) {
+    throw Error(ExitCode::usage, "latch needs exactly one of --count N, --down, --wait [D]");
+  }
+  if (args.latch_count) {
+    latch.action = Action::count;
+    latch.count = *args.latch_count;
+  } else if (args.latch_down) {
+    latch.action = Action::down;
+  } else {
+    latch.action = Action::wait;
+    // --wait alone: forever; --wait D: give up after D.
+    if (!args.wait->empty()) {
+      latch.wait = util::parse_duration(*args.wait, "--wait");
+    }
+  }
+  if (args.expire) {
+    if (latch.action != Action::count) {
+      throw Error(ExitCode::usage, "--expire needs --count");
+    }
+    latch.expire = util::parse_duration(*args.expire, "--expire");
+    if (latch.expire.count() <= 0) {
+      throw Error(ExitCode::usage, "--expire must be greater than zero");
+    }
+  }
+  if (args.json && latch.action == Action::wait) {
+    throw Error(ExitCode::usage, "--json goes with --count or --down (--wait prints nothing)");
+  }
+  latch.conflict_exit_code = args.conflict_exit_code;
+  latch.json = args.json;
+  return latch;
 }
 
 std::string help_command(const CLI::App& app)

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "commands/coordinate.hpp"
 #include "commands/lease_steps.hpp"
 #include "commands/run.hpp"
 #include "commands/status.hpp"
@@ -46,6 +47,11 @@ struct Arguments {
   bool keep = false;
   std::optional<long long> while_pid;
   std::optional<std::string> keep_on_lost;
+  // barrier, latch
+  std::optional<long long> parties;     // barrier --parties N
+  std::optional<long long> latch_count; // latch --count N
+  bool latch_down = false;              // latch --down
+  std::optional<std::string> expire;    // latch --expire D
   // run
   std::optional<std::string> shell_command;
   std::string on_lost = "stop";
@@ -63,6 +69,9 @@ struct Subcommands {
   CLI::App* acquire = nullptr;
   CLI::App* renew = nullptr;
   CLI::App* release = nullptr;
+  CLI::App* wait = nullptr;
+  CLI::App* barrier = nullptr;
+  CLI::App* latch = nullptr;
 };
 
 // Declares every option and subcommand of dlock on app, bound to args.
@@ -90,6 +99,9 @@ commands::ListOptions resolve_list(const Arguments& args);
 commands::AcquireOptions resolve_acquire(const Arguments& args);
 commands::RenewOptions resolve_renew(const Arguments& args);
 commands::ReleaseOptions resolve_release(const Arguments& args);
+commands::WaitFreeOptions resolve_wait_free(const Arguments& args);
+commands::BarrierOptions resolve_barrier(const Arguments& args);
+commands::LatchOptions resolve_latch(const Arguments& args);
 
 // The help to point a usage error to: "dlock SUBCOMMAND --help" once a subcommand was seen on
 // the command line, else "dlock --help".

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "commands/context.hpp"
+#include "commands/waiting.hpp"
 #include "process/signals.hpp"
 
 #include <functional>
@@ -8,23 +9,6 @@
 #include <vector>
 
 namespace dlock::commands {
-
-// How to take a lock: how long and how to wait while it is held, and when a lock taken counts.
-struct WaitPolicy {
-  bool no_wait = false;
-  bool fair = false;                 // --fair: first come, first served
-  std::optional<util::Millis> wait;  // nullopt: forever
-  util::Millis request_timeout{2000};
-  bool report_holder = false;        // say who holds it (terminal or -v)
-  bool live_progress = false;        // redraw a "waiting for ..." line (stderr is a terminal)
-  lock::ReplicaAck replicas{};       // --wait-replicas: a lock taken counts once they have it
-  lock::LockKind kind{};             // exclusive, --shared, or a slot of --limit N
-};
-
-// A policy for the given options; what is reported follows -q/-v and whether stderr is a
-// terminal (nothing in cron unless -v).
-WaitPolicy make_wait_policy(bool no_wait, bool fair, std::optional<util::Millis> wait,
-                            util::Millis request_timeout);
 
 // The outcome of waiting for a lock.
 struct WaitOutcome {

@@ -23,6 +23,11 @@ enum class WaitMode {
   once, // --no-wait: a single attempt, not registered as a waiter
   wait, // woken by any release, no order among waiters
   fair, // first come, first served queue
+  // Waiters that take nothing (dlock wait, barrier, latch --wait): each has its own
+  // registrations and wake-up lists, so that none takes a wake-up meant for lock waiters.
+  watch,   // until the lock is free
+  barrier, // until the barrier's parties have arrived
+  latch,   // until the latch's count reaches zero
 };
 
 // A waiter's identity and patience, sent with each attempt.
@@ -30,6 +35,18 @@ struct WaitTicket {
   WaitMode mode = WaitMode::once;
   std::string waiter_id;      // random, per dlock process
   util::Millis max_block{0};  // never block past the caller's --wait deadline
+  // watch: when this watcher first found the lock held (the store's clock, in µs; 0 before):
+  // a lock taken from free since then counts as freed, even if a lock waiter took it first.
+  std::int64_t since = 0;
+  // barrier: the generation this party joined (0 before it arrived): a later one means that
+  // its barrier tripped, and its wake-ups come on that generation's own list.
+  std::int64_t generation = 0;
+};
+
+// One attempt of a waiter that takes nothing (start_gate).
+struct GateRequest {
+  WaitTicket ticket; // its mode says which gate: watch, barrier or latch
+  std::int64_t parties = 0; // barrier: how many parties make it trip (every party gives the same)
 };
 
 // One attempt to take a lock.
@@ -60,6 +77,22 @@ struct AcquireResult {
   std::optional<util::Millis> validity;
 };
 
+// The outcome of one attempt at a gate (start_gate), or of a barrier party's withdrawal.
+struct GateResult {
+  // watch: the lock is free, or was freed since ticket.since; barrier: this party's
+  // generation tripped (all parties arrived); latch: the count is zero.
+  bool open = false;
+  util::Millis block{0};       // when not: how long to wait for a wake-up before asking again
+  std::int64_t since = 0;      // watch: the ticket's since for the next attempt
+  std::int64_t generation = 0; // barrier: the generation joined (or tripped)
+  // barrier: its parties; when not open and not those asked for, another barrier of that
+  // many parties is in progress on the key (nothing was registered: the caller's mistake).
+  std::int64_t parties = 0;
+  std::int64_t arrived = 0; // barrier: parties arrived so far, this one included
+  std::int64_t count = -1;  // latch: the count left (-1: no latch is set)
+  AcquireResult lock;       // watch, when held: who holds it (holder_ttl_ms, holder, holders)
+};
+
 // One renewal: extend the lease if token still holds it.
 struct RenewRequest {
   std::string token;
@@ -77,7 +110,10 @@ struct Outcome {
   // disconnected: the store dropped a connection while nothing was in flight (a restart, a
   // failover, an idle timeout); a holder should confirm its lease soon instead of at its next
   // turn. It carries the error that was seen.
-  enum class Op { acquire, wait_for_wake, renew, release, withdraw, raise_fence, disconnected };
+  enum class Op {
+    acquire, wait_for_wake, renew, release, withdraw, raise_fence, disconnected,
+    gate, set_latch, count_down, // wait, barrier, latch
+  };
 
   Op op = Op::acquire;
   std::optional<Error> error; // the store did not answer, or refused (its exit code inside)
@@ -86,6 +122,9 @@ struct Outcome {
   // With a ReplicaAck, once the write was made: how many replicas acknowledged it in time.
   std::optional<int> replicas_acknowledged;
   bool slot = false; // renew: the token holds a --shared or --limit slot, not the lock alone
+  // gate; withdraw of a barrier party (open: it tripped before the withdrawal, which then
+  // withdrew nothing); count_down (count: what is left, -1: no latch).
+  GateResult gate{};
 };
 
 // The lock protocol of one store, non-blocking: start operations, let an EventLoop watch the
@@ -108,11 +147,24 @@ public:
   // Deletes the lock if token holds it (any holder if token is empty: --force) and wakes one
   // waiter (Outcome::held: whether it was held).
   virtual void start_release(const LockName& name, const std::string& token) = 0;
-  // Forgets a waiter that gives up (registrations also expire on their own).
+  // Forgets a waiter that gives up (registrations also expire on their own); a barrier party's
+  // arrival is withdrawn only if its barrier has not tripped (Outcome::gate.open if it had).
   virtual void start_withdraw(const LockName& name, const WaitTicket& ticket) = 0;
   // Raises the lock's fencing counter to at least at_least, for a store made of several
   // (Redlock): the next majority shares a node with this one, so its token is larger.
   virtual void start_raise_fence(const LockName& name, std::int64_t at_least) = 0;
+
+  // Waiters that take nothing (dlock wait, barrier, latch); see coordinates().
+  // One attempt at the gate request.ticket.mode names (Outcome::gate): open, or, in the same
+  // step, the waiter is registered so that whatever opens it wakes it (start_wait_for_wake);
+  // a barrier's last arrival wakes the other parties before its outcome comes.
+  virtual void start_gate(const LockName& name, const GateRequest& request) = 0;
+  // Sets the lock name's count-down latch to count, expiring after expire (so nothing is left
+  // forever); a latch set before starts again.
+  virtual void start_set_latch(const LockName& name, std::int64_t count, util::Millis expire) = 0;
+  // Counts the latch down by one (Outcome::gate.count: what is left, -1 if none is set); at
+  // zero it wakes every waiter and stays there until it expires.
+  virtual void start_count_down(const LockName& name) = 0;
 
   // Has loop watch whatever the store waits on, for one round.
   virtual void watch(util::EventLoop& loop) = 0;
@@ -138,6 +190,9 @@ public:
   // Whether the store can count the holders of one key (--shared, --limit): one server can;
   // independent masters cannot agree on a count.
   virtual bool counts_holders() const noexcept { return true; }
+  // Whether the store can keep one state for wait, barrier and latch (whether a lock was
+  // freed, who has arrived, a count): one server can; independent masters cannot agree on one.
+  virtual bool coordinates() const noexcept { return true; }
 
   // One lock's state (blocking until deadline).
   virtual LockStatus status(const LockName& name, util::TimePoint deadline) = 0;

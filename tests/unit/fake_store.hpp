@@ -56,6 +56,20 @@ public:
   {
     m_ready.push_back(Outcome{Outcome::Op::raise_fence, std::nullopt, false, {}, {}});
   }
+  void start_gate(const dlock::lock::LockName&, const dlock::lock::GateRequest&) override
+  {
+    Outcome outcome{Outcome::Op::gate, std::nullopt, false, {}, {}};
+    outcome.gate.open = true;
+    m_ready.push_back(outcome);
+  }
+  void start_set_latch(const dlock::lock::LockName&, std::int64_t, dlock::util::Millis) override
+  {
+    m_ready.push_back(Outcome{Outcome::Op::set_latch, std::nullopt, false, {}, {}});
+  }
+  void start_count_down(const dlock::lock::LockName&) override
+  {
+    m_ready.push_back(Outcome{Outcome::Op::count_down, std::nullopt, false, {}, {}});
+  }
   void watch(dlock::util::EventLoop&) override {}
   std::optional<Outcome> next_outcome() override
   {

@@ -24,7 +24,7 @@ namespace {
 class ScriptedNode final : public dlock::lock::Store {
 public:
   std::deque<Outcome> acquire_answers, renew_answers;
-  int acquires = 0, renews = 0, releases = 0;
+  int acquires = 0, renews = 0, releases = 0, coordinations = 0;
   std::int64_t raised_to = 0;
 
   static Outcome granted(std::int64_t fence)
@@ -73,6 +73,10 @@ public:
     raised_to = at_least;
     m_ready.push_back(Outcome{Op::raise_fence, std::nullopt, false, {}, {}});
   }
+  // Redlock refuses wait, barrier and latch before asking any node.
+  void start_gate(const LockName&, const dlock::lock::GateRequest&) override { ++coordinations; }
+  void start_set_latch(const LockName&, std::int64_t, dlock::util::Millis) override { ++coordinations; }
+  void start_count_down(const LockName&) override { ++coordinations; }
   void watch(dlock::util::EventLoop&) override {}
   std::optional<Outcome> next_outcome() override
   {

@@ -87,7 +87,9 @@ TEST(Scripts, EmbeddedShaIsTheSourcesSha1)
   using namespace dlock::redis;
   for (const Script* script :
        {&scripts::acquire(), &scripts::renew(), &scripts::renew_slot(), &scripts::release(), &scripts::inspect(),
-        &scripts::wake(), &scripts::raise_fence()}) {
+        &scripts::wake(), &scripts::raise_fence(), &scripts::watch(), &scripts::barrier(),
+        &scripts::barrier_leave(), &scripts::latch_check(), &scripts::latch_set(),
+        &scripts::latch_down()}) {
     std::vector<std::string> eval = script->eval({"k"}, {"a"});
     std::vector<std::string> evalsha = script->evalsha({"k"}, {"a"});
     ASSERT_EQ(eval.size(), 5U);
@@ -111,5 +113,11 @@ TEST(Scripts, PreludeWhereUsed)
   EXPECT_TRUE(source(scripts::renew_slot()).starts_with("-- Put before"));
   EXPECT_EQ(source(scripts::renew()).find("server_now"), std::string::npos);
   EXPECT_EQ(source(scripts::raise_fence()).find("server_now"), std::string::npos);
-  EXPECT_EQ(source(scripts::wake()).find("server_now"), std::string::npos);
+  EXPECT_TRUE(source(scripts::wake()).starts_with("-- Put before")); // push_wakeups
+  EXPECT_TRUE(source(scripts::watch()).starts_with("-- Put before"));
+  EXPECT_TRUE(source(scripts::barrier()).starts_with("-- Put before"));
+  EXPECT_TRUE(source(scripts::latch_check()).starts_with("-- Put before"));
+  EXPECT_TRUE(source(scripts::latch_set()).starts_with("-- Put before"));
+  EXPECT_TRUE(source(scripts::latch_down()).starts_with("-- Put before"));
+  EXPECT_EQ(source(scripts::barrier_leave()).find("server_now"), std::string::npos);
 }

@@ -20,7 +20,16 @@ LockKeys LockKeys::make(std::string_view prefix, std::string_view name)
   keys.slots = base + ":slots";
   keys.kind = base + ":kind";
   keys.writers = base + ":writers";
+  keys.watchers = base + ":watchers";
+  keys.watch = base + ":watch";
+  keys.freed = base + ":freed";
+  keys.barrier = base + ":barrier";
+  keys.arrivals = base + ":barrier:arrivals";
+  keys.latch = base + ":latch";
+  keys.latch_waiters = base + ":latch:waiters";
+  keys.latch_wake = base + ":latch:wake";
   keys.fair_wake_prefix = base + ":wake:";
+  keys.barrier_wake_prefix = base + ":barrier:";
   return keys;
 }
 
@@ -29,9 +38,19 @@ std::string LockKeys::wake_for(std::string_view waiter_id) const
   return fair_wake_list(fair_wake_prefix, waiter_id);
 }
 
+std::string LockKeys::barrier_wake(std::int64_t generation) const
+{
+  return barrier_wake_list(barrier_wake_prefix, generation);
+}
+
 std::string fair_wake_list(std::string_view fair_wake_prefix, std::string_view waiter_id)
 {
   return std::string(fair_wake_prefix).append(waiter_id);
+}
+
+std::string barrier_wake_list(std::string_view barrier_wake_prefix, std::int64_t generation)
+{
+  return std::string(barrier_wake_prefix).append(std::to_string(generation));
 }
 
 } // namespace dlock::redis

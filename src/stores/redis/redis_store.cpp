@@ -29,6 +29,9 @@ const char* mode_name(lock::WaitMode mode)
   case lock::WaitMode::fair:
     return "fair";
   case lock::WaitMode::once:
+  case lock::WaitMode::watch: // the waiters that take nothing never run acquire.lua
+  case lock::WaitMode::barrier:
+  case lock::WaitMode::latch:
     break;
   }
   return "once";
@@ -76,6 +79,77 @@ lock::AcquireResult parse_acquire(const redisReply& reply)
   result.holders = reply.element[4]->integer;
   return result;
 }
+
+// Element i of a script's array reply, an integer; anything else is an internal error.
+std::int64_t element_integer(const redisReply& reply, std::size_t i, std::string_view what)
+{
+  if (reply.type != REDIS_REPLY_ARRAY || i >= reply.elements
+      || reply.element[i]->type != REDIS_REPLY_INTEGER) {
+    throw Error(ExitCode::internal, "{}: unexpected reply ({})", what, describe(reply));
+  }
+  return reply.element[i]->integer;
+}
+
+// watch.lua's answer: {1}, or {0, pttl, holder-hash, block_ms, slot holders, since}.
+lock::GateResult parse_watch(const redisReply& reply)
+{
+  constexpr std::string_view what = "waiting for the lock to be free";
+  throw_if_error(reply, what);
+  lock::GateResult result;
+  result.open = element_integer(reply, 0, what) == 1;
+  if (result.open) {
+    return result;
+  }
+  result.lock.holder_ttl_ms = element_integer(reply, 1, what);
+  if (reply.elements != 6) {
+    throw Error(ExitCode::internal, "{}: unexpected reply ({})", what, describe(reply));
+  }
+  result.lock.holder = holder_from_hash(*reply.element[2]);
+  result.block = util::Millis(element_integer(reply, 3, what));
+  result.lock.holders = element_integer(reply, 4, what);
+  result.since = element_integer(reply, 5, what);
+  return result;
+}
+
+// barrier.lua's answer: {1, generation, parties, to wake}, {2, generation, parties in
+// progress}, or {0, generation, parties, arrived, block_ms}.
+lock::GateResult parse_barrier(const redisReply& reply, std::int64_t& to_wake)
+{
+  constexpr std::string_view what = "arriving at the barrier";
+  throw_if_error(reply, what);
+  lock::GateResult result;
+  std::int64_t status = element_integer(reply, 0, what);
+  result.generation = element_integer(reply, 1, what);
+  result.parties = element_integer(reply, 2, what);
+  if (status == 1) {
+    result.open = true;
+    to_wake = element_integer(reply, 3, what);
+  } else if (status == 0) {
+    result.arrived = element_integer(reply, 3, what);
+    result.block = util::Millis(element_integer(reply, 4, what));
+  } else if (status != 2) {
+    throw Error(ExitCode::internal, "{}: unexpected reply ({})", what, describe(reply));
+  }
+  return result;
+}
+
+// latch_check.lua's answer: {1, 0} or {0, count, block_ms}.
+lock::GateResult parse_latch(const redisReply& reply)
+{
+  constexpr std::string_view what = "waiting for the latch";
+  throw_if_error(reply, what);
+  lock::GateResult result;
+  result.open = element_integer(reply, 0, what) == 1;
+  result.count = element_integer(reply, 1, what);
+  if (!result.open) {
+    result.block = util::Millis(element_integer(reply, 2, what));
+  }
+  return result;
+}
+
+// How long a barrier's state is kept after its last arrival: its generation outlives every
+// party that may still ask whether it tripped.
+constexpr util::Millis barrier_keep = std::chrono::hours(24);
 
 } // namespace
 
@@ -158,7 +232,7 @@ void RedisStore::start_acquire(const lock::LockName& name, const lock::AcquireRe
   const lock::WaitTicket& ticket = request.ticket;
   std::vector<std::string> script_keys{k.lock,    k.fence,   k.holder, k.waiters,
                                        k.queue,   k.queue_expiry, k.holders, k.slots,
-                                       k.kind,    k.writers, k.wake};
+                                       k.kind,    k.writers, k.wake, k.watchers, k.freed};
   std::vector<std::string> args{request.token, ms_string(request.ttl), me.host,
                                 std::to_string(me.pid), me.user, me.command, ticket.waiter_id,
                                 mode_name(ticket.mode), ms_string(ticket.max_block),
@@ -175,7 +249,25 @@ void RedisStore::start_wait_for_wake(const lock::LockName& name, const lock::Wai
                                      util::Millis block)
 {
   LockKeys k = keys(name);
-  const std::string& list = ticket.mode == lock::WaitMode::fair ? k.wake_for(ticket.waiter_id) : k.wake;
+  std::string list;
+  switch (ticket.mode) {
+  case lock::WaitMode::fair:
+    list = k.wake_for(ticket.waiter_id);
+    break;
+  case lock::WaitMode::watch:
+    list = k.watch;
+    break;
+  case lock::WaitMode::barrier:
+    list = k.barrier_wake(ticket.generation);
+    break;
+  case lock::WaitMode::latch:
+    list = k.latch_wake;
+    break;
+  case lock::WaitMode::once:
+  case lock::WaitMode::wait:
+    list = k.wake;
+    break;
+  }
   send(Pending{.op = Outcome::Op::wait_for_wake,
                .argv = {"BLPOP", list, fmt::format("{:.3f}", static_cast<double>(block.count()) / 1000)},
                .slot = key_slot(k.lock)});
@@ -201,21 +293,47 @@ void RedisStore::start_renew(const lock::LockName& name, const lock::RenewReques
 void RedisStore::start_release(const lock::LockName& name, const std::string& token)
 {
   LockKeys k = keys(name);
-  std::vector<std::string> script_keys{k.lock,  k.holder,  k.waiters, k.queue, k.queue_expiry,
-                                       k.wake,  k.holders, k.slots,   k.kind};
+  std::vector<std::string> script_keys{k.lock,  k.holder,  k.waiters, k.queue,    k.queue_expiry,
+                                       k.wake,  k.holders, k.slots,   k.kind,     k.watchers,
+                                       k.watch};
   const Script& script = scripts::release();
   std::vector<std::string> args{token};
   send(Pending{.op = Outcome::Op::release,
                .argv = script.evalsha(script_keys, args),
                .eval = script.eval(script_keys, args),
                .slot = key_slot(k.lock),
-               .fair_wake_prefix = k.fair_wake_prefix});
+               .wake_prefix = k.fair_wake_prefix});
 }
 
 void RedisStore::start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket)
 {
   LockKeys k = keys(name);
   int slot = key_slot(k.lock);
+  switch (ticket.mode) {
+  case lock::WaitMode::watch:
+    send(Pending{.op = Outcome::Op::withdraw, .argv = {"ZREM", k.watchers, ticket.waiter_id}, .slot = slot});
+    return;
+  case lock::WaitMode::latch:
+    send(Pending{.op = Outcome::Op::withdraw, .argv = {"ZREM", k.latch_waiters, ticket.waiter_id},
+                 .slot = slot});
+    return;
+  case lock::WaitMode::barrier: {
+    // Atomically with a last arrival: a party whose barrier tripped first has passed it.
+    std::vector<std::string> script_keys{k.barrier, k.arrivals};
+    std::vector<std::string> args{ticket.waiter_id, std::to_string(ticket.generation)};
+    const Script& script = scripts::barrier_leave();
+    send(Pending{.op = Outcome::Op::withdraw,
+                 .argv = script.evalsha(script_keys, args),
+                 .eval = script.eval(script_keys, args),
+                 .slot = slot,
+                 .gate_mode = ticket.mode});
+    return;
+  }
+  case lock::WaitMode::once:
+  case lock::WaitMode::wait:
+  case lock::WaitMode::fair:
+    break;
+  }
   if (ticket.mode == lock::WaitMode::fair) {
     send(Pending{.op = Outcome::Op::withdraw, .argv = {"ZREM", k.queue, ticket.waiter_id}, .slot = slot,
                  .last = false});
@@ -243,6 +361,68 @@ void RedisStore::start_raise_fence(const lock::LockName& name, std::int64_t at_l
   send(Pending{.op = Outcome::Op::raise_fence,
                .argv = script.evalsha(script_keys, args),
                .eval = script.eval(script_keys, args),
+               .slot = key_slot(k.lock)});
+}
+
+void RedisStore::start_gate(const lock::LockName& name, const lock::GateRequest& request)
+{
+  LockKeys k = keys(name);
+  const lock::WaitTicket& ticket = request.ticket;
+  const Script* script = nullptr;
+  std::vector<std::string> script_keys;
+  std::vector<std::string> args;
+  switch (ticket.mode) {
+  case lock::WaitMode::watch:
+    script = &scripts::watch();
+    script_keys = {k.lock, k.holder, k.holders, k.slots, k.watchers, k.freed};
+    args = {ticket.waiter_id, std::to_string(ticket.since), ms_string(ticket.max_block)};
+    break;
+  case lock::WaitMode::barrier:
+    script = &scripts::barrier();
+    script_keys = {k.barrier, k.arrivals};
+    args = {ticket.waiter_id, std::to_string(request.parties), std::to_string(ticket.generation),
+            ms_string(ticket.max_block), ms_string(barrier_keep)};
+    break;
+  case lock::WaitMode::latch:
+    script = &scripts::latch_check();
+    script_keys = {k.latch, k.latch_waiters};
+    args = {ticket.waiter_id, ms_string(ticket.max_block)};
+    break;
+  case lock::WaitMode::once:
+  case lock::WaitMode::wait:
+  case lock::WaitMode::fair:
+    m_ready.push_back(Outcome{Outcome::Op::gate, Error(ExitCode::internal, "a lock waiter at a gate"),
+                              false, {}, {}});
+    return;
+  }
+  send(Pending{.op = Outcome::Op::gate,
+               .argv = script->evalsha(script_keys, args),
+               .eval = script->eval(script_keys, args),
+               .slot = key_slot(k.lock),
+               .wake_prefix = k.barrier_wake_prefix,
+               .gate_mode = ticket.mode});
+}
+
+void RedisStore::start_set_latch(const lock::LockName& name, std::int64_t count, util::Millis expire)
+{
+  LockKeys k = keys(name);
+  std::vector<std::string> script_keys{k.latch, k.latch_waiters, k.latch_wake};
+  std::vector<std::string> args{std::to_string(count), ms_string(expire)};
+  const Script& script = scripts::latch_set();
+  send(Pending{.op = Outcome::Op::set_latch,
+               .argv = script.evalsha(script_keys, args),
+               .eval = script.eval(script_keys, args),
+               .slot = key_slot(k.lock)});
+}
+
+void RedisStore::start_count_down(const lock::LockName& name)
+{
+  LockKeys k = keys(name);
+  std::vector<std::string> script_keys{k.latch, k.latch_waiters, k.latch_wake};
+  const Script& script = scripts::latch_down();
+  send(Pending{.op = Outcome::Op::count_down,
+               .argv = script.evalsha(script_keys, {}),
+               .eval = script.eval(script_keys, {}),
                .slot = key_slot(k.lock)});
 }
 
@@ -351,26 +531,27 @@ void RedisStore::on_reply(Node& node, const redisReply& reply)
       } catch (const Error& error) {
         outcome.error = error;
       }
-    } // a failed --fair wake-up leaves the release done: the waiter wakes at its next retry
-    finish(node, pending, std::move(outcome), {});
+    } // a failed wake-up leaves the release (the trip) done: the waiters wake at their next
+      // retry
+    finish(node, pending, std::move(outcome), std::nullopt);
     return;
   }
   if (!pending.last) {
     return;
   }
-  std::string woken;
-  Outcome outcome = make_outcome(pending, reply, woken);
+  std::optional<WakeUp> wake;
+  Outcome outcome = make_outcome(pending, reply, wake);
   if (outcome.error && is_not_master(reply)) {
     m_ready.push_back(std::move(outcome));
     leave_node(node, Error(ExitCode::unavailable, "{}: the node is no longer the master",
                            node.connection.describe_endpoint()));
     return;
   }
-  finish(node, pending, std::move(outcome), woken);
+  finish(node, pending, std::move(outcome), wake);
 }
 
 lock::Outcome RedisStore::make_outcome(const Pending& pending, const redisReply& reply,
-                                       std::string& woken) const
+                                       std::optional<WakeUp>& wake) const
 {
   Outcome outcome{pending.op, std::nullopt, false, {}, {}};
   try {
@@ -387,14 +568,37 @@ lock::Outcome RedisStore::make_outcome(const Pending& pending, const redisReply&
       break;
     case Outcome::Op::release:
       if (reply.type == REDIS_REPLY_STRING) { // released; this --fair waiter goes next
-        woken.assign(reply.str, reply.len);
+        wake = WakeUp{fair_wake_list(pending.wake_prefix, std::string_view(reply.str, reply.len))};
         outcome.held = true;
       } else {
         outcome.held = expect_flag(reply, "releasing the lock");
       }
       break;
     case Outcome::Op::withdraw:
-      throw_if_error(reply, "withdrawing from the wait");
+      if (pending.gate_mode == lock::WaitMode::barrier) {
+        outcome.gate.open = expect_flag(reply, "withdrawing from the barrier");
+      } else {
+        throw_if_error(reply, "withdrawing from the wait");
+      }
+      break;
+    case Outcome::Op::gate:
+      if (pending.gate_mode == lock::WaitMode::watch) {
+        outcome.gate = parse_watch(reply);
+      } else if (pending.gate_mode == lock::WaitMode::barrier) {
+        std::int64_t to_wake = 0;
+        outcome.gate = parse_barrier(reply, to_wake);
+        if (to_wake > 0) { // the last party: wake the others on the generation's own list
+          wake = WakeUp{barrier_wake_list(pending.wake_prefix, outcome.gate.generation), to_wake};
+        }
+      } else {
+        outcome.gate = parse_latch(reply);
+      }
+      break;
+    case Outcome::Op::set_latch:
+      throw_if_error(reply, "setting the latch");
+      break;
+    case Outcome::Op::count_down:
+      outcome.gate.count = expect_integer(reply, "counting the latch down");
       break;
     case Outcome::Op::raise_fence:
       throw_if_error(reply, "raising the fencing counter");
@@ -408,14 +612,17 @@ lock::Outcome RedisStore::make_outcome(const Pending& pending, const redisReply&
   return outcome;
 }
 
-void RedisStore::finish(Node& node, Pending& pending, Outcome outcome, const std::string& woken)
+void RedisStore::finish(Node& node, Pending& pending, Outcome outcome,
+                        const std::optional<WakeUp>& wake)
 {
-  if (!woken.empty()) {
-    // The release let a --fair waiter in: wake it on its own list, then report the release.
-    std::vector<std::string> wake_keys{fair_wake_list(pending.fair_wake_prefix, woken)};
+  if (wake) {
+    // The release let a --fair waiter in, or the barrier tripped: wake them on their own list,
+    // then report the outcome.
+    std::vector<std::string> wake_keys{wake->list};
+    std::vector<std::string> wake_args{std::to_string(wake->count)};
     send(Pending{.op = pending.op,
-                 .argv = scripts::wake().evalsha(wake_keys, {}),
-                 .eval = scripts::wake().eval(wake_keys, {}),
+                 .argv = scripts::wake().evalsha(wake_keys, wake_args),
+                 .eval = scripts::wake().eval(wake_keys, wake_args),
                  .slot = pending.slot,
                  .held_back = std::move(outcome)},
          &node);

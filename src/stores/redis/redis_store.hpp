@@ -31,6 +31,9 @@ public:
   void start_release(const lock::LockName& name, const std::string& token) override;
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
   void start_raise_fence(const lock::LockName& name, std::int64_t at_least) override;
+  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
+  void start_set_latch(const lock::LockName& name, std::int64_t count, util::Millis expire) override;
+  void start_count_down(const lock::LockName& name) override;
 
   void watch(util::EventLoop& loop) override;
   std::optional<lock::Outcome> next_outcome() override;
@@ -63,8 +66,17 @@ private:
     bool counts_replicas = false; // held_back waits for a WAIT's count
     int redirects = 0;  // MOVED and ASK met so far
     int try_agains = 0; // TRYAGAIN met so far
-    std::string fair_wake_prefix{}; // a release: the lock's LockKeys::fair_wake_prefix
+    // Where the waiters this request may wake have their own lists: a release, the lock's
+    // LockKeys::fair_wake_prefix; a barrier arrival, its LockKeys::barrier_wake_prefix.
+    std::string wake_prefix{};
     bool slot_renewal = false;      // a renewal of a --shared or --limit slot
+    lock::WaitMode gate_mode = lock::WaitMode::once; // gate, withdraw: whose gate
+  };
+  // Waiters a request's outcome says to wake on a list of their own (a --fair waiter let in,
+  // the other parties of a barrier that tripped), which its script could not declare.
+  struct WakeUp {
+    std::string list;
+    std::int64_t count = 1;
   };
   // One server and the replies it owes.
   struct Node {
@@ -79,17 +91,18 @@ private:
   };
 
   LockKeys keys(const lock::LockName& name) const { return LockKeys::make(m_prefix, name.str()); }
-  // Turns a reply into its operation's outcome; a release that let in a --fair waiter names
-  // it in woken.
-  lock::Outcome make_outcome(const Pending& pending, const redisReply& reply, std::string& woken) const;
+  // Turns a reply into its operation's outcome, and says whom it wakes (a --fair waiter a
+  // release let in, the parties of a barrier that tripped).
+  lock::Outcome make_outcome(const Pending& pending, const redisReply& reply,
+                             std::optional<WakeUp>& wake) const;
   // Sends to the node serving pending.slot, or to node if given (an ASK, a WAIT).
   void send(Pending pending, Node* node = nullptr);
   Node& node_for_slot(int slot);
   Node& node_at(const std::string& host, int port);
   void on_io(Node& node, short revents);
   void on_reply(Node& node, const redisReply& reply);
-  // The outcome of a request, or its next step (WAIT, a --fair wake-up) first.
-  void finish(Node& node, Pending& pending, lock::Outcome outcome, const std::string& woken);
+  // The outcome of a request, or its next step (WAIT, a wake-up) first.
+  void finish(Node& node, Pending& pending, lock::Outcome outcome, const std::optional<WakeUp>& wake);
   // Sends pending where a MOVED or ASK says; false after too many redirects.
   bool follow(Pending& pending, const Redirect& redirect);
   void fail(const Pending& pending, const Error& error);

@@ -117,6 +117,20 @@ void RedlockStore::start_raise_fence(const lock::LockName& name, std::int64_t at
         [&](lock::Store& node) { node.start_raise_fence(name, at_least); });
 }
 
+void RedlockStore::refuse(Op op)
+{
+  m_ready.push_back(Outcome{op,
+                            Error(ExitCode::usage, "wait, barrier and latch need a single lock "
+                                                   "store, not independent masters (Redlock)"),
+                            false, {}, {}});
+}
+
+void RedlockStore::start_gate(const lock::LockName&, const lock::GateRequest&) { refuse(Op::gate); }
+
+void RedlockStore::start_set_latch(const lock::LockName&, std::int64_t, Millis) { refuse(Op::set_latch); }
+
+void RedlockStore::start_count_down(const lock::LockName&) { refuse(Op::count_down); }
+
 void RedlockStore::undo_acquire(const Request& request)
 {
   begin(Op::release, *request.name, node_timeout(request.acquire.ttl), true,
@@ -266,6 +280,9 @@ std::optional<Outcome> RedlockStore::decide(Request& request, bool all_in)
     return outcome;
   }
   case Op::disconnected:
+  case Op::gate: // never started on the nodes: see refuse()
+  case Op::set_latch:
+  case Op::count_down:
     break;
   }
   return Outcome{request.op, std::nullopt, false, {}, {}};

@@ -29,6 +29,10 @@ public:
   void start_release(const lock::LockName& name, const std::string& token) override;
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
   void start_raise_fence(const lock::LockName& name, std::int64_t at_least) override;
+  // Refused (coordinates() is false): each answers a usage error.
+  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
+  void start_set_latch(const lock::LockName& name, std::int64_t count, util::Millis expire) override;
+  void start_count_down(const lock::LockName& name) override;
 
   void watch(util::EventLoop& loop) override;
   std::optional<lock::Outcome> next_outcome() override;
@@ -43,6 +47,9 @@ public:
   // One queue across independent nodes would need consensus between them.
   bool keeps_fair_queue() const noexcept override { return false; }
   bool counts_holders() const noexcept override { return false; }
+  // Whether a lock was freed, who arrived at a barrier, a latch's count: one state each, which
+  // independent masters cannot agree on without consensus.
+  bool coordinates() const noexcept override { return false; }
 
   // How long one node may take to answer one request: a fiftieth of the TTL, from 50 ms to
   // 500 ms (small against the TTL, as the algorithm asks, yet room for a fresh connection).
@@ -85,6 +92,8 @@ private:
   void take_answers(std::size_t node);
   // Gives a node up for the requests it still owes (after a timeout, or to end a wait).
   void drop_node(std::size_t node, const Error& error);
+  // Answers op with the refusal of what coordinates() cannot do.
+  void refuse(Op op);
   // Releases token on every node, for nobody (an acquisition that did not reach a majority).
   void undo_acquire(const Request& request);
   // Takes the lock again, with the same token, on nodes that lost it (a restart).

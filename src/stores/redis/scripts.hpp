@@ -7,8 +7,9 @@
 // dlock never hashes at run time; editing one reconfigures the build.
 namespace dlock::redis::scripts {
 
-// KEYS: lock, fence, holder, waiters, queue, queue-expiry.
-// ARGV: token, ttl_ms, host, pid, user, command, waiter_id, mode, max_block_ms.
+// KEYS: lock, fence, holder, waiters, queue, queue-expiry, holders, slots, kind, writers, wake,
+// watchers, freed.
+// ARGV: token, ttl_ms, host, pid, user, command, waiter_id, mode, max_block_ms, kind.
 // Takes the lock if free (and, for mode "fair", if this waiter heads the queue; unfair
 // acquirers let a non-empty fair queue go first) and, atomically with it, takes the next
 // fencing token (never below one issued before, even if the counter was lost) and stores the
@@ -17,6 +18,7 @@ namespace dlock::redis::scripts {
 // release can never slip between the failed attempt and the wait, and returns
 // {0, pttl, holder-hash, block_ms}: how long to block on the wake list before trying again.
 // Registrations expire 2s after that block ends, so a dead waiter is forgotten quickly.
+// Taking a free key while watchers (dlock wait) are registered records when, in freed.
 const Script& acquire();
 
 // KEYS: lock, holder. ARGV: token, ttl_ms ("" = the holder's own ttl), "1" to store ttl_ms.
@@ -28,14 +30,18 @@ const Script& renew();
 // only while token holds one (its lease not ended): 1 or 0.
 const Script& renew_slot();
 
-// KEYS: lock, holder, waiters, queue, queue-expiry, wake. ARGV: token ("" = force).
-// Deletes the lock only while token holds it (any holder when forced): 0 if not. Then wakes
-// one unfair waiter (1), unless a --fair waiter heads the queue: its id is returned, and the
-// client wakes it with wake(), since Redis Cluster wants every key a script touches declared
-// and the script only learns this waiter's list inside.
+// KEYS: lock, holder, waiters, queue, queue-expiry, wake, holders, slots, kind, watchers,
+// watch. ARGV: token ("" = force).
+// Deletes the lock only while token holds it (any holder when forced): 0 if not. Once the key
+// is free, wakes every live watcher (dlock wait) on the watch list, one push each (less those
+// pending). Then wakes one unfair waiter (1), unless a --fair waiter heads the queue: its id
+// is returned, and the client wakes it with wake(), since Redis Cluster wants every key a
+// script touches declared and the script only learns this waiter's list inside.
 const Script& release();
 
-// KEYS: a --fair waiter's wake list (LockKeys::wake_for). Wakes that waiter: 1.
+// KEYS: a --fair waiter's wake list (LockKeys::wake_for), or a barrier generation's
+// (LockKeys::barrier_wake). ARGV: how many wake-ups the list should hold (default 1). Tops
+// it up to that many, expiring in 60s: 1.
 const Script& wake();
 
 // KEYS: fence. ARGV: at_least, keep_ms. Raises the fencing counter to at least at_least
@@ -45,5 +51,47 @@ const Script& raise_fence();
 // KEYS: lock, holder, fence, waiters, queue-expiry. Read-only snapshot for status and list:
 // {exists, pttl, holder-hash, last fence, live waiters, server time ms}.
 const Script& inspect();
+
+// The waiters that take nothing. Each registers, in the same step as a failed check, in a
+// sorted set of its own scored by when the registration lapses (2s after the block it is told),
+// and blocks on a wake list of its own, so that none takes a wake-up meant for lock waiters.
+
+// KEYS: lock, holder, holders, slots, watchers, freed. ARGV: watcher_id, since (server µs of
+// the first attempt that found the key held; 0 on the first), max_block_ms.
+// dlock wait: {1} if the key is free (no exclusive holder, no slot holder with lease left) or
+// was taken from free after since (see acquire); else registers the watcher and returns
+// {0, pttl, holder-hash, block_ms, slot holders, since}: block_ms is at most the holder's
+// remaining lease, so that a crashed holder's expiry is noticed.
+const Script& watch();
+
+// KEYS: barrier (hash: generation, parties), arrivals. ARGV: party_id, parties, the generation
+// joined (0: none yet), max_block_ms, keep_ms.
+// dlock barrier: {1, generation, parties, n} when this arrival is the last one (the next
+// generation starts; the client wakes the n others on the generation's list with wake()), or
+// when the generation joined has tripped since (n = 0); {2, generation, parties in progress}
+// when a barrier of other parties is in progress (nothing registered); else registers the
+// arrival and returns {0, generation, parties, arrived, block_ms}. A new barrier's generation
+// starts at the server's clock in µs (above any it had, should its state be lost); lapsed
+// arrivals no longer count; the state is kept keep_ms after the last arrival.
+const Script& barrier();
+
+// KEYS: barrier, arrivals. ARGV: party_id, the generation joined. Withdraws a party that gives
+// up, unless its generation tripped first: 1 if it had (nothing withdrawn), else 0.
+const Script& barrier_leave();
+
+// KEYS: latch, latch-waiters. ARGV: waiter_id, max_block_ms.
+// dlock latch --wait: {1, 0} if the count is zero; else (or if no latch is set yet) registers
+// the waiter and returns {0, count (-1: none), block_ms}.
+const Script& latch_check();
+
+// KEYS: latch, latch-waiters, latch-wake. ARGV: count, expire_ms. dlock latch --count: sets
+// the count (a latch set before starts again), expiring after expire_ms; a count of zero wakes
+// every live waiter: 1.
+const Script& latch_set();
+
+// KEYS: latch, latch-waiters, latch-wake. dlock latch --down: counts down by one (keeping the
+// expiry; at zero it stays), and the step to zero wakes every live waiter: the count left, or
+// -1 if no latch is set.
+const Script& latch_down();
 
 } // namespace dlock::redis::scripts

@@ -11,6 +11,8 @@ local slots_key = KEYS[8]
 local kind_key = KEYS[9]
 local writers_key = KEYS[10]
 local wake_key = KEYS[11]
+local watchers_key = KEYS[12]
+local freed_key = KEYS[13]
 local token = ARGV[1]
 local ttl_ms = ARGV[2]
 local host = ARGV[3]
@@ -87,6 +89,11 @@ if free and (head == nil or head == waiter_id) then
     keep_for(holders_key, ttl_ms)
     keep_for(slots_key, ttl_ms)
     keep_for(kind_key, ttl_ms)
+  end
+  -- Taken from free: a watcher (dlock wait) that found the key held counts it as freed, even
+  -- when this acquirer got in before the watcher looked again.
+  if not in_use and redis.call('ZCOUNT', watchers_key, now, '+inf') > 0 then
+    redis.call('SET', freed_key, string.format('%d', now_us), 'PX', 60000)
   end
   -- The waiter is served: take it out of the queue or the waiters sets.
   if mode == 'fair' then

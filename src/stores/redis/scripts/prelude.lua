@@ -1,5 +1,5 @@
--- Put before acquire.lua, renew_slot.lua, release.lua and inspect.lua (see src/CMakeLists.txt), so
--- that "now", "a fair waiter is gone" and "a slot's lease ended" are defined once.
+-- Put before the scripts that use its functions (see src/CMakeLists.txt), so that "now", "a fair
+-- waiter is gone", "a slot's lease ended" and "wake waiters" are defined once.
 
 -- The server's clock in ms, and the TIME reply it comes from: {seconds, microseconds}.
 local function server_now()
@@ -39,12 +39,33 @@ local function reclaim_slots(holders_key, slots_key, kind_key, now)
   end
 end
 
+-- Pushes n (at least 1) wake-ups onto the list key, which expires if nobody takes them.
+local function push_wakeups(key, n)
+  while n > 0 do
+    local batch = {}
+    for i = 1, math.min(n, 100) do
+      batch[i] = '1'
+    end
+    redis.call('RPUSH', key, unpack(batch))
+    n = n - #batch
+  end
+  redis.call('PEXPIRE', key, 60000)
+end
+
 -- Wakes one more live waiter on the shared wake list, unless every live waiter has a wake-up
 -- pending already: one per freed slot, expiring if nobody takes it.
 local function wake_waiter(waiters_key, wake_key, now)
   if redis.call('ZCOUNT', waiters_key, now, '+inf') > redis.call('LLEN', wake_key) then
-    redis.call('RPUSH', wake_key, '1')
-    redis.call('PEXPIRE', wake_key, 60000)
+    push_wakeups(wake_key, 1)
+  end
+end
+
+-- Wakes every live waiter registered in waiters_key (a zset scored by when each registration
+-- lapses) on wake_key: one wake-up each, less those pending already.
+local function wake_all(waiters_key, wake_key, now)
+  local missing = redis.call('ZCOUNT', waiters_key, now, '+inf') - redis.call('LLEN', wake_key)
+  if missing > 0 then
+    push_wakeups(wake_key, missing)
   end
 end
 

@@ -1,5 +1,6 @@
 -- Deletes the lock, or frees the token's --shared or --limit slot, while the token holds it
--- (any holder when forced), and wakes a waiter. Returns 0 if the token held nothing; 1 once it
+-- (any holder when forced), and wakes a waiter, and every watcher (dlock wait) once the key is
+-- free. Returns 0 if the token held nothing; 1 once it
 -- is released and an unfair waiter (if any) woken; or, when the lock is now free and a --fair
 -- waiter heads the queue, that waiter's id: its own wake list is a key this script cannot
 -- declare, so the client wakes it with wake.lua.
@@ -12,6 +13,8 @@ local wake_key = KEYS[6]
 local holders_key = KEYS[7]
 local slots_key = KEYS[8]
 local kind_key = KEYS[9]
+local watchers_key = KEYS[10]
+local watch_key = KEYS[11]
 local token = ARGV[1] -- '': force
 
 local now = server_now()
@@ -39,6 +42,9 @@ if slot_freed and redis.call('ZCARD', holders_key) > 0 then
   wake_waiter(waiters_key, wake_key, now)
   return 1
 end
+-- The key is free: every watcher (dlock wait) is woken, on its own list, so that none takes
+-- the wake-up of a lock waiter.
+wake_all(watchers_key, watch_key, now)
 -- The head of the fair queue goes first; the client wakes it on its own list.
 local head = redis.call('ZRANGE', queue_key, 0, 0)[1]
 if head then
