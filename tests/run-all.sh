@@ -6,7 +6,7 @@
 # Redis Cluster, each file starting its own; run once, not under the sanitizers). When
 # valkey-server is installed, the end-to-end tests run against Valkey too. Then an AddressSanitizer + UndefinedBehaviorSanitizer build runs the unit tests and the
 # core suites (CTest label core: dlock run, its lease, its processes, the terminal, waiting,
-# lock kinds).
+# lock kinds, wait/barrier/latch).
 # At the end the .deb is built, checked with lintian, installed, exercised and removed
 # (packaging/test-deb.sh).
 # The bats files run through CTest, one entry per file (tests/CMakeLists.txt), in parallel, one
