@@ -226,6 +226,29 @@ needs_password() {
   assert_output ''
 }
 
+@test "the same ACL user can wait, meet at a barrier and use a latch" {
+  export DLOCK_PASSWORD=$DL_PW DLOCK_URL=redis://dl@127.0.0.1:$REDIS_PORT
+  rcli script flush >/dev/null
+  "$DLOCK" run -k w -- sleep 1 3>&- &
+  echo $! >>"$T/bg.pid"
+  wait_for '[ "$(rcli exists "dlock:{w}")" = 1 ]'
+  dl 0 wait -k w -w 5s
+  "$DLOCK" barrier -k b --parties 2 -w 5s 3>&- &
+  local party=$!
+  dl 0 barrier -k b --parties 2 -w 5s
+  wait "$party"
+  dl 75 barrier -k lone --parties 2 -w 200ms
+  dl 0 latch -k l --count 2
+  dl 0 latch -k l --down
+  dl 75 latch -k l --wait 200ms
+  dl 0 latch -k l --down
+  dl 0 latch -k l --wait 1s
+  dl 0 latch -k l --count 0
+  # Redis refused nothing along the way
+  run -0 rcli acl log
+  assert_output ''
+}
+
 @test "an ACL user without access to the keys, or without EVALSHA/EVAL, gets 77 and NOPERM" {
   DLOCK_PASSWORD=$NOKEYS_PW dl 77 -u "redis://nokeys@127.0.0.1:$REDIS_PORT" run -k a -- echo ran
   refute_output --partial ran

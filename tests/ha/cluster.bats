@@ -228,6 +228,44 @@ assert d["fencing_token"] == d["last_fencing_token"], d
   [ -e "$T/third" ] || fail "the third holder did not run"
 }
 
+@test "wait, barrier and latch on a slot another master serves, through different nodes" {
+  local via=${MASTER_PORTS%% *} name owner port i
+  name=$(name_not_on "$via" coord-)
+  owner=$(lock_node "$name")
+  # a barrier of 3 parties, each through another node; the keys live on the slot's master
+  i=0
+  for port in $MASTER_PORTS; do
+    i=$((i + 1))
+    start_bg "b$i" "$DLOCK" -u "$(url "$port")" barrier -k "$name" --parties 3 -w 20s
+    echo "$BG_PID" >"$T/b$i.pidof"
+  done
+  for i in 1 2 3; do
+    local rc=0
+    wait "$(cat "$T/b$i.pidof")" || rc=$?
+    [ "$rc" -eq 0 ] || { cat "$T/b$i.err" >&2; fail "party $i: exit $rc"; }
+  done
+  run -0 ncli "$owner" exists "dlock:{$name}:barrier"
+  assert_output 1
+  # a latch set through one node, waited for through a replica, counted down through another
+  run -0 "$DLOCK" -u "$(url "$via")" latch -k "$name" --count 2
+  start_bg lw "$DLOCK" -u "$(url "${REPLICA_PORTS%% *}")" latch -k "$name" --wait 20s
+  local waiter=$BG_PID
+  run -0 ncli "$owner" get "dlock:{$name}:latch"
+  assert_output 2
+  for port in $MASTER_PORTS; do
+    "$DLOCK" -u "$(url "$port")" latch -k "$name" --down || true
+  done
+  wait "$waiter" || fail "latch waiter: $(cat "$T/lw.err")"
+  # wait: woken by a release made through another node
+  start_bg holder "$DLOCK" -u "$(url "$via")" run -k "$name" -- sh -c 'until [ -e "$0" ]; do sleep 0.02; done' "$T/go"
+  wait_for "[ \"\$(ncli $owner exists 'dlock:{$name}')\" = 1 ]"
+  start_bg w "$DLOCK" -u "$(url "$owner")" wait -k "$name" -w 20s
+  local watcher=$BG_PID
+  wait_for "[ \"\$(ncli $owner zcard 'dlock:{$name}:watchers')\" = 1 ]"
+  touch "$T/go"
+  wait "$watcher" || fail "wait: $(cat "$T/w.err")"
+}
+
 @test "list gathers the locks of every master, sorted by name, human and JSON, through any node" {
   local m1 m2 m3 a b c d e
   read -r m1 m2 m3 <<<"$MASTER_PORTS"

@@ -148,6 +148,20 @@ HOLD_SCRIPT='echo "$DLOCK_TOKEN $DLOCK_TTL_MS $DLOCK_FENCING_TOKEN" >"$1.tmp"; m
   [ "$(holders kinds)" = 0 ] || fail "taken: $(leftovers kinds)"
 }
 
+@test "wait, barrier and latch with several URLs: usage error 64, nothing written" {
+  local sub
+  for sub in "wait -k coord -w 1s" "barrier -k coord --parties 2 -w 1s" "latch -k coord --count 2" \
+    "latch -k coord --down" "latch -k coord --wait 1s"; do
+    # shellcheck disable=SC2086 # the subcommand's words
+    run -64 --separate-stderr "$DLOCK" "${RL[@]}" $sub
+    [[ $stderr == *"needs a single lock store"*"(Redlock, several --url)"* ]] || fail "$sub: $stderr"
+  done
+  local port
+  for port in $NODE_PORTS; do
+    [ -z "$(ncli "$port" --scan --pattern 'dlock:{coord}*')" ] || fail "written: $(leftovers coord)"
+  done
+}
+
 @test "several keys across the nodes: all taken on a majority, the same token, released together" {
   run -0 "$DLOCK" "${RL[@]}" run -k rk-b -k rk-a -t 5s -- sh -c 'echo "$DLOCK_KEYS|$DLOCK_TOKEN"'
   local keys=${output%%|*} token=${output#*|} port
