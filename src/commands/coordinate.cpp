@@ -184,37 +184,52 @@ void print_count(const lock::LockName& name, std::int64_t count)
   }
 }
 
+// What a wait says: what it waits for (the progress and time-out lines), and, with -v, that
+// its way opened.
+struct WaitWords {
+  std::string subject;
+  std::string opened;
+};
+
+// The whole of a wait at a gate (wait, barrier, latch --wait): its signals and policy, the
+// wait, and its exit status.
+int wait_at(Context& context, const lock::LockName& name, const lock::GateRequest& request,
+            Millis block_cap, std::optional<Millis> wait, int conflict_exit_code,
+            const WaitWords& words)
+{
+  process::SignalFd signals = wait_signals();
+  WaitPolicy policy = make_wait_policy(false, false, wait, context.request_timeout);
+  GateEnd end = wait_at_gate(context, name, request, block_cap, policy, words.subject, signals);
+  if (end.open) {
+    util::log_verbose("{}", words.opened);
+  }
+  return gate_status(end, conflict_exit_code);
+}
+
 } // namespace
 
 int wait_until_free(Context& context, const WaitFreeOptions& options)
 {
   require_one_state(context.store, "wait");
-  process::SignalFd signals = wait_signals();
-  WaitPolicy policy = make_wait_policy(false, false, options.wait, context.request_timeout);
   lock::GateRequest request;
   request.ticket.mode = lock::WaitMode::watch;
-  GateEnd end = wait_at_gate(context, options.key, request, watch_block, policy,
-                             fmt::format("lock '{}' to be free", options.key.str()), signals);
-  if (end.open) {
-    util::log_verbose("lock '{}' is free", options.key.str());
-  }
-  return gate_status(end, options.conflict_exit_code);
+  return wait_at(context, options.key, request, watch_block, options.wait,
+                 options.conflict_exit_code,
+                 {fmt::format("lock '{}' to be free", options.key.str()),
+                  fmt::format("lock '{}' is free", options.key.str())});
 }
 
 int barrier(Context& context, const BarrierOptions& options)
 {
   require_one_state(context.store, "barrier");
-  process::SignalFd signals = wait_signals();
-  WaitPolicy policy = make_wait_policy(false, false, options.wait, context.request_timeout);
   lock::GateRequest request;
   request.ticket.mode = lock::WaitMode::barrier;
   request.parties = options.parties;
-  GateEnd end = wait_at_gate(context, options.key, request, barrier_block, policy,
-                             fmt::format("barrier '{}'", options.key.str()), signals);
-  if (end.open) {
-    util::log_verbose("barrier '{}': all {} parties arrived", options.key.str(), options.parties);
-  }
-  return gate_status(end, options.conflict_exit_code);
+  return wait_at(context, options.key, request, barrier_block, options.wait,
+                 options.conflict_exit_code,
+                 {fmt::format("barrier '{}'", options.key.str()),
+                  fmt::format("barrier '{}': all {} parties arrived", options.key.str(),
+                              options.parties)});
 }
 
 int latch(Context& context, const LatchOptions& options)
@@ -257,16 +272,11 @@ int latch(Context& context, const LatchOptions& options)
   case LatchOptions::Action::wait:
     break;
   }
-  process::SignalFd signals = wait_signals();
-  WaitPolicy policy = make_wait_policy(false, false, options.wait, context.request_timeout);
   lock::GateRequest request;
   request.ticket.mode = lock::WaitMode::latch;
-  GateEnd end = wait_at_gate(context, name, request, latch_block, policy,
-                             fmt::format("latch '{}'", name.str()), signals);
-  if (end.open) {
-    util::log_verbose("latch '{}' is at zero", name.str());
-  }
-  return gate_status(end, options.conflict_exit_code);
+  return wait_at(context, name, request, latch_block, options.wait, options.conflict_exit_code,
+                 {fmt::format("latch '{}'", name.str()),
+                  fmt::format("latch '{}' is at zero", name.str())});
 }
 
 } // namespace dlock::commands
