@@ -10,7 +10,8 @@ _dlock_takes_value()
         -u | --url | --password-file | --sentinel-password-file | --tls-ca | --tls-cert | --tls-key | --tls-server-name | \
             --prefix | --connect-timeout | -k | --key | -t | --ttl | -w | --wait | --timeout | \
             -E | --conflict-exit-code | -c | --command | --on-lost | --kill-after | --max-hold | \
-            --limit | --wait-replicas | --wait-replicas-timeout | --token)
+            --limit | --wait-replicas | --wait-replicas-timeout | --token | --while-pid | \
+            --parties | --count | --expire)
             return 0
             ;;
     esac
@@ -122,7 +123,7 @@ _dlock()
             ;;
         --prefix | --connect-timeout | -k | --key | -t | --ttl | -w | --wait | --timeout | \
             -E | --conflict-exit-code | --kill-after | --max-hold | --limit | --wait-replicas | \
-            --wait-replicas-timeout | --token | --while-pid)
+            --wait-replicas-timeout | --token | --while-pid | --parties | --count | --expire)
             return 0 # free text: nothing to offer
             ;;
     esac
@@ -133,7 +134,7 @@ _dlock()
             if [[ $cur == -* ]]; then
                 opts="-h --help --version $global_opts"
             else
-                opts='run status list acquire renew release'
+                opts='run status list acquire renew release wait barrier latch'
             fi
             mapfile -t COMPREPLY < <(compgen -W "$opts" -- "$cur")
             return 0
@@ -157,6 +158,15 @@ _dlock()
             ;;
         release)
             opts='-h --help -k --key --token --force'
+            ;;
+        wait)
+            opts='-h --help -k --key -w --wait --timeout -E --conflict-exit-code'
+            ;;
+        barrier)
+            opts='-h --help -k --key --parties -w --wait --timeout -E --conflict-exit-code'
+            ;;
+        latch)
+            opts='-h --help -k --key --count --down -w --wait --expire -E --conflict-exit-code --json'
             ;;
         *)
             return 0

@@ -58,22 +58,27 @@ complete -c dlock -n 'not __fish_dlock_subcommand' -a list -d 'List held locks u
 complete -c dlock -n 'not __fish_dlock_subcommand' -a acquire -d 'Take a lock for several steps; print its token'
 complete -c dlock -n 'not __fish_dlock_subcommand' -a renew -d 'Extend a lease held by a token'
 complete -c dlock -n 'not __fish_dlock_subcommand' -a release -d 'Release a lock by token, or --force'
+complete -c dlock -n 'not __fish_dlock_subcommand' -a wait -d 'Block until a lock is free; take nothing'
+complete -c dlock -n 'not __fish_dlock_subcommand' -a barrier -d 'Block until N callers have arrived'
+complete -c dlock -n 'not __fish_dlock_subcommand' -a latch -d 'Set, count down or wait for a count-down latch'
 
 # Options shared by several subcommands.
-complete -c dlock -n '__fish_dlock_using run status list acquire renew release' -s h -l help -d 'Print help and exit'
+complete -c dlock -n '__fish_dlock_using run status list acquire renew release wait barrier latch' -s h -l help -d 'Print help and exit'
 complete -c dlock -n '__fish_dlock_using run acquire renew release' -s k -l key -x -d 'Lock name (repeat it for several)'
+complete -c dlock -n '__fish_dlock_using wait barrier latch' -s k -l key -x -d 'Lock, barrier or latch name'
 complete -c dlock -n '__fish_dlock_using run acquire' -s t -l ttl -x -d 'Lease length (min 1s)'
-complete -c dlock -n '__fish_dlock_using run acquire' -s w -l wait -x -d 'Give up after waiting D'
-complete -c dlock -n '__fish_dlock_using run acquire' -l timeout -x -d 'Give up after waiting D (flock name of --wait)'
+complete -c dlock -n '__fish_dlock_using run acquire wait barrier' -s w -l wait -x -d 'Give up after waiting D'
+complete -c dlock -n '__fish_dlock_using run acquire wait barrier' -l timeout -x -d 'Give up after waiting D (flock name of --wait)'
 complete -c dlock -n '__fish_dlock_using run acquire' -s n -l no-wait -d 'Give up at once if the lock is held'
 complete -c dlock -n '__fish_dlock_using run acquire' -s x -l exclusive -d 'Exclusive lock (the default; for flock compatibility)'
 complete -c dlock -n '__fish_dlock_using run acquire' -s s -l shared -d 'Shared (read) lock: many shared holders, or one exclusive'
 complete -c dlock -n '__fish_dlock_using run acquire' -l limit -x -d 'Semaphore: up to N holders at once (same N for all)'
 complete -c dlock -n '__fish_dlock_using run acquire' -l fair -d 'First come, first served among waiters (exclusive lock only)'
 complete -c dlock -n '__fish_dlock_using run acquire' -s E -l conflict-exit-code -x -d 'Exit status when the lock is not obtained'
+complete -c dlock -n '__fish_dlock_using wait barrier latch' -s E -l conflict-exit-code -x -d 'Exit status when --wait runs out'
 complete -c dlock -n '__fish_dlock_using run acquire renew' -l wait-replicas -x -d 'Count the lock only once N replicas have it (Redis WAIT)'
 complete -c dlock -n '__fish_dlock_using run acquire renew' -l wait-replicas-timeout -x -d 'How long to wait for the replicas (default ttl/10)'
-complete -c dlock -n '__fish_dlock_using status list acquire' -l json -d 'One JSON document'
+complete -c dlock -n '__fish_dlock_using status list acquire latch' -l json -d 'One JSON document'
 
 # run
 complete -c dlock -n '__fish_dlock_using run' -s c -l command -x -a '(__fish_complete_command)' -d 'Run STRING with /bin/sh -c'
@@ -107,3 +112,10 @@ complete -c dlock -n __fish_dlock_after_dashdash -a '(__fish_dlock_complete_comm
 complete -c dlock -n '__fish_dlock_using renew release' -l token -x -d 'The token acquire printed'
 complete -c dlock -n '__fish_dlock_using renew' -s t -l ttl -x -d 'New lease length'
 complete -c dlock -n '__fish_dlock_using release' -l force -d 'Release whoever holds it'
+
+# wait, barrier, latch
+complete -c dlock -n '__fish_dlock_using barrier' -l parties -x -d 'How many callers make the barrier trip (same N for all)'
+complete -c dlock -n '__fish_dlock_using latch' -l count -x -d 'Set the latch to N (again)'
+complete -c dlock -n '__fish_dlock_using latch' -l down -d 'Count the latch down by one'
+complete -c dlock -n '__fish_dlock_using latch' -s w -l wait -d 'Block until the count is zero; give up after D if given'
+complete -c dlock -n '__fish_dlock_using latch' -l expire -x -d 'With --count: delete the latch after D (default 24h)'

@@ -10,7 +10,7 @@ BASH_COMPLETION=$ROOT/completions/dlock.bash
 ZSH_COMPLETION=$ROOT/completions/_dlock
 FISH_COMPLETION=$ROOT/completions/dlock.fish
 
-SUBCOMMANDS=(run status list acquire renew release)
+SUBCOMMANDS=(run status list acquire renew release wait barrier latch)
 
 # --help and the rendered man page, computed once for the file.
 setup_file() {
@@ -160,7 +160,11 @@ bash_complete() {
   local text key
   text=$(man_section "$(render_man)" KEYS)
   for key in 'dlock:{KEY}' 'dlock:{KEY}:holder' 'dlock:{KEY}:fence' 'dlock:{KEY}:waiters' \
-    'dlock:{KEY}:queue' 'dlock:{KEY}:queue-expiry' 'dlock:{KEY}:wake' 'dlock:{KEY}:wake:ID'; do
+    'dlock:{KEY}:queue' 'dlock:{KEY}:queue-expiry' 'dlock:{KEY}:wake' 'dlock:{KEY}:wake:ID' \
+    'dlock:{KEY}:holders' 'dlock:{KEY}:slots' 'dlock:{KEY}:kind' 'dlock:{KEY}:writers' \
+    'dlock:{KEY}:watchers' 'dlock:{KEY}:watch' 'dlock:{KEY}:freed' 'dlock:{KEY}:barrier' \
+    'dlock:{KEY}:barrier:arrivals' 'dlock:{KEY}:barrier:GENERATION' 'dlock:{KEY}:latch' \
+    'dlock:{KEY}:latch:waiters' 'dlock:{KEY}:latch:wake'; do
     grep -qxF "       $key" <<<"$text" || fail "KEYS lacks $key"
   done
 }
@@ -230,7 +234,7 @@ bash_complete() {
 
 @test "bash completion: subcommands, --on-lost values, files, the command after --" {
   run -0 bash_complete "dlock "
-  assert_equal "$(echo $(sort <<<"$output"))" "acquire list release renew run status"
+  assert_equal "$(echo $(sort <<<"$output"))" "acquire barrier latch list release renew run status wait"
   run -0 bash_complete "dlock -u redis://h:6379 run --on-lost "
   assert_equal "$(echo $(sort <<<"$output"))" "ignore stop"
   run -0 bash_complete "dlock --url=redis://h:6379 run --on-lost=i"
@@ -313,4 +317,20 @@ bash_complete() {
     run -0 "$DLOCK" run -k w "$mode" -- true
     wait "$holder"
   done
+
+  # wait, barrier and latch
+  "$DLOCK" run -k w -- sleep 0.5 &
+  holder=$!
+  wait_for "rcli exists 'dlock:{w}' | grep -qx 1"
+  run -0 "$DLOCK" wait -k w -w 10s
+  wait "$holder"
+  "$DLOCK" barrier -k b --parties 2 -w 10s &
+  local party=$!
+  run -0 "$DLOCK" barrier -k b --parties 2 -w 10s
+  wait "$party"
+  run -75 "$DLOCK" barrier -k b --parties 2 -w 100ms
+  run -0 "$DLOCK" latch -k l --count 1
+  run -75 "$DLOCK" latch -k l --wait 100ms
+  run -0 "$DLOCK" latch -k l --down
+  run -0 "$DLOCK" latch -k l --wait 1s
 }
