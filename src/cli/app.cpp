@@ -5,6 +5,7 @@
 #include "stores/open.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
+#include "util/syslog.hpp"
 
 #include <signal.h>
 
@@ -85,12 +86,14 @@ int run_main(int argc, char** argv)
     util::log_error("{} (see '{}')", cli::describe_parse_error(app, error), cli::help_command(app));
     return static_cast<int>(ExitCode::usage);
   }
-  util::set_verbosity(args.quiet     ? util::Verbosity::quiet
-                      : args.verbose ? util::Verbosity::verbose
-                                     : util::Verbosity::normal);
   bool url_password_in_argv = cli::scrub_url_passwords(argc, argv);
 
   try {
+    cli::apply_config_defaults(app, sub, args);
+    util::set_verbosity(args.quiet     ? util::Verbosity::quiet
+                        : args.verbose ? util::Verbosity::verbose
+                                       : util::Verbosity::normal);
+    util::set_syslog(args.syslog);
     if (url_password_in_argv) {
       util::log_warning("a password in --url is visible to other users in ps; use "
                         "--password-file or DLOCK_PASSWORD");

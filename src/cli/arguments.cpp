@@ -1,5 +1,6 @@
 #include "cli/arguments.hpp"
 
+#include "cli/config_file.hpp"
 #include "util/url.hpp"
 #include "util/error.hpp"
 
@@ -293,8 +294,17 @@ void add_global_options(CLI::App& app, Arguments& args)
     ->envname("DLOCK_CONNECT_TIMEOUT")
     ->type_name("D")
     ->capture_default_str();
-  app.add_flag("-v,--verbose", args.verbose, "more diagnostics on stderr");
-  app.add_flag("-q,--quiet", args.quiet, "no diagnostics on stderr except errors");
+  app.add_flag("-v,--verbose", args.verbose, "more diagnostics on stderr")->envname("DLOCK_VERBOSE");
+  app.add_flag("-q,--quiet", args.quiet, "no diagnostics on stderr except errors")
+    ->envname("DLOCK_QUIET");
+  app.add_flag("--syslog", args.syslog,
+               "also log acquisitions, skips, waits, losses and releases to syslog")
+    ->envname("DLOCK_SYSLOG");
+  app.add_option("--config", args.config,
+                 "read defaults from FILE only (default: /etc/dlock/dlock.conf, then "
+                 "~/.config/dlock/dlock.conf)")
+    ->envname("DLOCK_CONFIG")
+    ->type_name("FILE");
 }
 
 } // namespace
@@ -318,6 +328,10 @@ void add_run_options(CLI::App& run, Arguments& args)
     ->type_name("D");
   run.add_flag("--export-password", args.export_password,
                "let the command see DLOCK_PASSWORD and a password in DLOCK_URL");
+  run.add_option("--metrics-dir", args.metrics_dir,
+                 "write a Prometheus text file per key there (node_exporter's textfile collector)")
+    ->envname("DLOCK_METRICS_DIR")
+    ->type_name("DIR");
   run.add_option("command", args.command, "the command and its arguments, after --");
   run.positionals_at_end();
 }
@@ -557,6 +571,12 @@ commands::RunOptions resolve_run(const Arguments& args, const GlobalOptions& glo
       throw Error(ExitCode::usage, "--max-hold must be greater than zero");
     }
   }
+  if (args.metrics_dir) {
+    if (args.metrics_dir->empty()) {
+      throw Error(ExitCode::usage, "--metrics-dir names no directory");
+    }
+    run.metrics_dir = *args.metrics_dir;
+  }
   run.replicas = resolve_replicas(args, run.ttl);
   return run;
 }
@@ -694,6 +714,28 @@ commands::LatchOptions resolve_latch(const Arguments& args)
   latch.conflict_exit_code = args.conflict_exit_code;
   latch.json = args.json;
   return latch;
+}
+
+void apply_config_defaults(CLI::App& app, const Subcommands& sub, Arguments& args)
+{
+  std::vector<ConfigFile> files;
+  for (const std::string& path : config_paths(args.config)) {
+    files.push_back(read_config_file(path));
+  }
+  if (files.empty()) {
+    return;
+  }
+  // Each file checked whole against fresh declarations, so that a mistake is found on the
+  // day it is made, not on the day its option is first used.
+  for (const ConfigFile& file : files) {
+    CLI::App scratch;
+    Arguments scratch_args;
+    add_global_options(scratch, scratch_args);
+    CLI::App* scratch_run = scratch.add_subcommand("run");
+    add_run_options(*scratch_run, scratch_args);
+    apply_config({file}, {{"", &scratch}, {"run", scratch_run}});
+  }
+  apply_config(files, {{"", &app}, {"run", sub.run->parsed() ? sub.run : nullptr}});
 }
 
 std::string help_command(const CLI::App& app)

@@ -27,6 +27,8 @@ struct Arguments {
   std::string connect_timeout = "2s";
   bool verbose = false;
   bool quiet = false;
+  bool syslog = false;               // --syslog: events to syslog(3) too
+  std::optional<std::string> config; // --config FILE (or DLOCK_CONFIG)
   // shared by subcommands
   std::optional<std::string> key;  // status's KEY
   std::vector<std::string> keys;   // -k, one per occurrence
@@ -58,6 +60,7 @@ struct Arguments {
   std::optional<std::string> kill_after;
   std::optional<std::string> max_hold;
   bool export_password = false;
+  std::optional<std::string> metrics_dir; // run --metrics-dir DIR
   std::vector<std::string> command;
 };
 
@@ -76,6 +79,11 @@ struct Subcommands {
 
 // Declares every option and subcommand of dlock on app, bound to args.
 Subcommands define_command_line(CLI::App& app, Arguments& args);
+
+// Fills the options neither the command line nor the environment set from the config files
+// (cli/config_file.hpp): global options, and run's when run is the subcommand. Every file is
+// checked whole, whichever the subcommand: Error(config, 78) naming the line.
+void apply_config_defaults(CLI::App& app, const Subcommands& sub, Arguments& args);
 
 // How the environment of a command dlock runs differs from dlock's own.
 struct EnvironmentChanges {

@@ -127,7 +127,9 @@ WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
           // the registration expires by itself within seconds
         }
       }
-      return WaitOutcome{};
+      WaitOutcome given_up;
+      given_up.held_by = holder_text(result);
+      return given_up;
     }
     progress.update("held by " + holder_text(result, false), "held by " + holder_text(result));
     signal = block_for_wake(store, name, ticket, result.block, deadline, policy, signals, progress,
@@ -172,6 +174,7 @@ WaitOutcome acquire_all_with_wait(Context& context, const std::vector<lock::Lock
       taken[first] = outcome;
       held.push_back(names[first]);
       std::optional<std::size_t> busy;
+      std::string busy_holder;
       for (std::size_t i = 0; i < names.size() && !busy; ++i) {
         if (i == first) {
           continue;
@@ -179,6 +182,7 @@ WaitOutcome acquire_all_with_wait(Context& context, const std::vector<lock::Lock
         WaitOutcome next = acquire_with_wait(context, names[i], token, ttl, me, once, signals);
         if (!next.acquired) {
           busy = i;
+          busy_holder = std::move(next.held_by);
           break;
         }
         taken[i] = next;
@@ -199,7 +203,9 @@ WaitOutcome acquire_all_with_wait(Context& context, const std::vector<lock::Lock
       // Give back what was taken before waiting: never hold one key while waiting for another.
       release_all(context, held, token);
       if (policy.no_wait || now() >= deadline) {
-        return WaitOutcome{};
+        WaitOutcome given_up;
+        given_up.held_by = std::move(busy_holder);
+        return given_up;
       }
       first = *busy;
     } catch (...) {

@@ -5,6 +5,7 @@
 #include "process/process_table.hpp"
 #include "util/json.hpp"
 #include "util/log.hpp"
+#include "util/syslog.hpp"
 #include "util/random.hpp"
 
 #include <unistd.h>
@@ -69,6 +70,9 @@ int acquire(Context& context, const AcquireOptions& options)
     return 128 + outcome.signal;
   }
   if (!outcome.acquired) {
+    util::syslog_event(util::EventLevel::notice, "skipped",
+                       {{"key", shown}, {"reason", options.no_wait ? "no_wait" : "wait_ran_out"},
+                        {"held_by", outcome.held_by}, {"by", "acquire"}});
     return options.conflict_exit_code;
   }
   if (keeper) {
@@ -103,6 +107,12 @@ int acquire(Context& context, const AcquireOptions& options)
     throw Error(ExitCode::internal, "could not write the token to stdout; lock released");
   }
   util::log_verbose("acquired lock '{}' (fencing token {})", shown, outcome.fence);
+  util::syslog_event(util::EventLevel::info, "acquired",
+                     {{"key", shown},
+                      {"kind", options.kind.code()},
+                      {"fencing_token", std::to_string(outcome.fence)},
+                      {"ttl_ms", std::to_string(options.ttl.count())},
+                      {"by", options.keep ? "acquire --keep" : "acquire"}});
   return 0;
 }
 
@@ -160,9 +170,19 @@ void release_by_force(Context& context, const lock::LockName& name)
 {
   lock::LockStatus before = context.store.status(name, util::deadline_after(context.request_timeout));
   context.store.start_release(name, "");
-  if (!lock::await_outcome(context.store, lock::Outcome::Op::release,
-                           util::deadline_after(context.request_timeout))
-         .held) {
+  bool held = lock::await_outcome(context.store, lock::Outcome::Op::release,
+                                  util::deadline_after(context.request_timeout))
+                .held;
+  if (held) {
+    util::syslog_event(util::EventLevel::warning, "released_by_force",
+                       {{"key", name.str()},
+                        {"evicted", before.slots.size() > 1
+                                      ? fmt::format("{} holders ({})", before.slots.size(),
+                                                    before.kind.describe())
+                                      : before.holder.describe()},
+                        {"fencing_token", std::to_string(before.holder.fence)}});
+  }
+  if (!held) {
     util::log_warning("lock '{}' was not held", name.str());
   } else if (before.slots.size() > 1) {
     util::log_warning("released lock '{}' by force; evicted its {} holders ({})", name.str(),
@@ -199,7 +219,12 @@ int release(Context& context, const ReleaseOptions& options)
              .held) {
         util::log_error("lock '{}' is not held by this token (it expired or was taken over)",
                         name.str());
+        util::syslog_event(util::EventLevel::warning, "lost",
+                           {{"key", name.str()}, {"reason", "not held by the token at release"},
+                            {"by", "release"}});
         status = static_cast<int>(ExitCode::lost);
+      } else {
+        util::syslog_event(util::EventLevel::info, "released", {{"key", name.str()}, {"by", "release"}});
       }
     }
   } catch (const Error&) {

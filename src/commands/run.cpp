@@ -1,6 +1,7 @@
 #include "commands/run.hpp"
 
 #include "commands/acquire_wait.hpp"
+#include "commands/run_report.hpp"
 #include "commands/supervisor.hpp"
 #include "lock/watchdog.hpp"
 #include "process/child.hpp"
@@ -130,7 +131,7 @@ struct RunEnd {
   bool to_group = false;  // ...sending it to dlock's group first, as the terminal would have
 };
 
-RunEnd run_locked(Context& context, const RunOptions& options)
+RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report)
 {
   const std::vector<lock::LockName>& names = options.keys;
   const lock::LockName& name = names.front();
@@ -152,17 +153,20 @@ RunEnd run_locked(Context& context, const RunOptions& options)
   if (outcome.signal != 0) {
     util::log_verbose("interrupted by signal {} while waiting for lock '{}'", outcome.signal,
                       shown);
+    report.interrupted(outcome.signal);
     // A Ctrl-C while waiting reached dlock's whole group already, the calling shell included.
     return RunEnd{128 + outcome.signal,
                   process::stops_calling_script(outcome.signal) ? outcome.signal : 0, false};
   }
   if (!outcome.acquired) {
+    report.skipped(outcome.held_by, !options.no_wait);
     return RunEnd{options.conflict_exit_code};
   }
   if (!group) {
     group.emplace(signals.original_mask()); // not forked yet (never: the first attempt forks it)
   }
   util::log_verbose("acquired lock '{}' (fencing token {})", shown, outcome.fence);
+  report.acquired(outcome.fences.empty() ? std::vector<std::int64_t>{outcome.fence} : outcome.fences);
   HeldLock held(context, names, token, options.ttl);
 
   lock::WatchdogPolicy policy;
@@ -204,9 +208,16 @@ RunEnd run_locked(Context& context, const RunOptions& options)
   if (released == true) {
     util::log_verbose("released lock '{}'", shown);
   }
+  report.released(released, end.status);
   lock::RunVerdict verdict = supervisor.watchdog().verdict(released);
+  std::string notice = verdict.notice ? lock::describe(*verdict.notice, shown) : "";
   if (verdict.notice) {
-    util::log_error("{}", lock::describe(*verdict.notice, shown));
+    util::log_error("{}", notice);
+  }
+  if (verdict.exit_code == static_cast<int>(ExitCode::lost) || supervisor.watchdog().ran_unprotected()) {
+    report.lost(!supervisor.first_error().empty() ? supervisor.first_error()
+                : !notice.empty()                 ? notice
+                                                  : "the lease was lost");
   }
   if (verdict.exit_code) {
     return RunEnd{*verdict.exit_code};
@@ -227,7 +238,15 @@ int run(Context& context, const RunOptions& options)
     context.store.abandon(); // its connections are not the command's
     process::exec_in_place(command_spec(options));
   }
-  RunEnd end = run_locked(context, options); // every lock, process and socket is gone after
+  RunReport report(options.keys, options.kind, options.ttl, options.metrics_dir);
+  RunEnd end;
+  try {
+    end = run_locked(context, options, report); // every lock, process and socket is gone after
+  } catch (const Error& error) {
+    report.failed(static_cast<int>(error.code()), error.what());
+    throw;
+  }
+  report.finished(end.die_of != 0 ? 128 + end.die_of : end.status);
   if (end.die_of != 0) {
     process::die_of_signal(end.die_of, end.to_group);
   }

@@ -31,6 +31,7 @@ struct RunOptions {
   // password from it (unless --export-password).
   std::vector<std::pair<std::string, std::string>> set_env{};
   std::vector<std::string> unset_env{};
+  std::optional<std::string> metrics_dir{}; // --metrics-dir: a Prometheus text file per key
 };
 
 // `dlock run`: takes the lock, runs the command under a renewed lease, stops it if the lease

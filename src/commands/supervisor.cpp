@@ -139,6 +139,9 @@ void Supervisor::act(const lock::Actions& actions)
     switch (lock::level(notice->kind)) {
     case lock::NoticeLevel::error:
       util::log_error("{}", text);
+      if (m_first_error.empty()) {
+        m_first_error = text;
+      }
       break;
     case lock::NoticeLevel::warning:
       util::log_warning("{}", text);

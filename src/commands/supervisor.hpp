@@ -37,6 +37,8 @@ public:
   CommandEnd wait_for_exit();
 
   const lock::Watchdog& watchdog() const noexcept { return m_watchdog; }
+  // The first error told while the command ran (why the lease was lost), or "".
+  const std::string& first_error() const noexcept { return m_first_error; }
 
 private:
   void act(const lock::Actions& actions);
@@ -57,6 +59,7 @@ private:
   lock::Watchdog m_watchdog;
   process::ProcessGroup& m_child;
   process::SignalFd& m_signals;
+  std::string m_first_error;
   int m_terminal_signal = 0;
 };
 

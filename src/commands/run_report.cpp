@@ -1,0 +1,147 @@
+#include "commands/run_report.hpp"
+
+#include "commands/metrics_file.hpp"
+#include "util/error.hpp"
+#include "util/log.hpp"
+#include "util/syslog.hpp"
+
+#include <chrono>
+
+namespace dlock::commands {
+
+namespace {
+
+using util::EventField;
+using util::EventLevel;
+
+std::string ms_between(util::TimePoint from, util::TimePoint to)
+{
+  return std::to_string(std::chrono::duration_cast<util::Millis>(to - from).count());
+}
+
+double seconds_between(util::TimePoint from, util::TimePoint to)
+{
+  return std::chrono::duration<double>(to - from).count();
+}
+
+} // namespace
+
+RunReport::RunReport(const std::vector<lock::LockName>& keys, lock::LockKind kind, util::Millis ttl,
+                     std::optional<std::string> metrics_dir)
+  : m_keys(keys), m_kind(kind), m_ttl(ttl), m_metrics_dir(std::move(metrics_dir)),
+    m_started(util::monotonic_now())
+{
+}
+
+std::string RunReport::key_text() const { return lock::join_names(m_keys); }
+
+std::string RunReport::fence_text() const
+{
+  std::string text;
+  for (std::int64_t fence : m_fences) {
+    text += (text.empty() ? "" : " ") + std::to_string(fence);
+  }
+  return text;
+}
+
+void RunReport::acquired(const std::vector<std::int64_t>& fences)
+{
+  m_acquired_at = util::monotonic_now();
+  m_fences = fences;
+  m_outcome = "ran";
+  util::syslog_event(EventLevel::info, "acquired",
+                     {{"key", key_text()},
+                      {"kind", m_kind.code()},
+                      {"fencing_token", fence_text()},
+                      {"ttl_ms", std::to_string(m_ttl.count())},
+                      {"waited_ms", ms_between(m_started, *m_acquired_at)}});
+}
+
+void RunReport::skipped(const std::string& held_by, bool waited_out)
+{
+  m_outcome = "skipped";
+  util::syslog_event(EventLevel::notice, "skipped",
+                     {{"key", key_text()},
+                      {"reason", waited_out ? "wait_ran_out" : "no_wait"},
+                      {"held_by", held_by},
+                      {"waited_ms", ms_between(m_started, util::monotonic_now())}});
+}
+
+void RunReport::interrupted(int signal)
+{
+  m_outcome = "interrupted";
+  util::syslog_event(EventLevel::notice, "interrupted",
+                     {{"key", key_text()},
+                      {"signal", std::to_string(signal)},
+                      {"waited_ms", ms_between(m_started, util::monotonic_now())}});
+}
+
+void RunReport::lost(const std::string& why)
+{
+  m_outcome = "lost";
+  util::syslog_event(EventLevel::warning, "lost",
+                     {{"key", key_text()},
+                      {"fencing_token", fence_text()},
+                      {"held_ms", ms_between(m_acquired_at.value_or(m_started), util::monotonic_now())},
+                      {"reason", why}});
+}
+
+void RunReport::released(std::optional<bool> released, int command_status)
+{
+  m_released_at = util::monotonic_now();
+  std::string held_ms = ms_between(m_acquired_at.value_or(m_started), *m_released_at);
+  if (released == true) {
+    util::syslog_event(EventLevel::info, "released",
+                       {{"key", key_text()},
+                        {"fencing_token", fence_text()},
+                        {"held_ms", held_ms},
+                        {"status", std::to_string(command_status)}});
+  } else {
+    util::syslog_event(EventLevel::warning, "release_failed",
+                       {{"key", key_text()},
+                        {"fencing_token", fence_text()},
+                        {"held_ms", held_ms},
+                        {"status", std::to_string(command_status)},
+                        {"reason", released ? "no longer held" : "the store did not answer"}});
+  }
+}
+
+void RunReport::finished(int exit_status) { write_metrics(exit_status); }
+
+void RunReport::failed(int exit_status, const std::string& error)
+{
+  if (m_finished) {
+    return;
+  }
+  m_outcome = "error";
+  util::syslog_event(EventLevel::warning, "error",
+                     {{"key", key_text()},
+                      {"status", std::to_string(exit_status)},
+                      {"reason", error}});
+  write_metrics(exit_status);
+}
+
+void RunReport::write_metrics(int exit_status)
+{
+  m_finished = true;
+  if (!m_metrics_dir) {
+    return;
+  }
+  util::TimePoint now = util::monotonic_now();
+  RunMetrics run;
+  run.outcome = m_outcome;
+  run.exit_code = exit_status;
+  run.wait_seconds = seconds_between(m_started, m_acquired_at.value_or(now));
+  run.hold_seconds = m_acquired_at ? seconds_between(*m_acquired_at, m_released_at.value_or(now)) : 0;
+  run.ended_at = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  for (const lock::LockName& key : m_keys) {
+    try {
+      write_run_metrics(*m_metrics_dir, key, run);
+    } catch (const Error& error) {
+      util::log_warning("{}", error.what());
+      return;
+    }
+  }
+}
+
+} // namespace dlock::commands

@@ -1,0 +1,60 @@
+#pragma once
+
+#include "lock/kind.hpp"
+#include "lock/name.hpp"
+#include "util/clock.hpp"
+#include "util/duration.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+// What one `dlock run` did, told as it happens to syslog (--syslog: one structured line per
+// event) and summed up at its end in the metrics files (--metrics-dir). Never the token: it
+// would let a reader release the lock. The one home of both, so that run.cpp only says what
+// happened.
+namespace dlock::commands {
+
+class RunReport {
+public:
+  // keys in canonical order; metrics_dir: --metrics-dir, if given.
+  RunReport(const std::vector<lock::LockName>& keys, lock::LockKind kind, util::Millis ttl,
+            std::optional<std::string> metrics_dir);
+  RunReport(const RunReport&) = delete;
+  RunReport& operator=(const RunReport&) = delete;
+
+  // The lock was taken, after waiting since the report began; fences in key order.
+  void acquired(const std::vector<std::int64_t>& fences);
+  // The lock was not obtained (-n, or --wait ran out), held_by whom (as status says it).
+  void skipped(const std::string& held_by, bool waited_out);
+  // A signal ended the wait.
+  void interrupted(int signal);
+  // The lease was lost (or could not be confirmed) while the command ran, and why.
+  void lost(const std::string& why);
+  // The lock was released (released: the release found it ours; false: it was gone; nullopt:
+  // the store did not answer, so it expires with its lease).
+  void released(std::optional<bool> released, int command_status);
+  // The run ends with this exit status (after one of the above), or an error: writes the
+  // metrics files (a failure to is a warning; the run's status stands).
+  void finished(int exit_status);
+  void failed(int exit_status, const std::string& error);
+
+private:
+  void write_metrics(int exit_status);
+  std::string key_text() const;
+  std::string fence_text() const;
+
+  std::vector<lock::LockName> m_keys;
+  lock::LockKind m_kind;
+  util::Millis m_ttl;
+  std::optional<std::string> m_metrics_dir;
+  util::TimePoint m_started;
+  std::optional<util::TimePoint> m_acquired_at;
+  std::optional<util::TimePoint> m_released_at;
+  std::vector<std::int64_t> m_fences;
+  std::string m_outcome = "error"; // see run_outcomes
+  bool m_finished = false;
+};
+
+} // namespace dlock::commands
