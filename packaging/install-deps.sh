@@ -49,7 +49,7 @@ fi
 
 build=(g++ cmake make pkg-config git "${hiredis[@]}" libssl-dev libcli11-dev libfmt-dev)
 test=(libgtest-dev dpkg-dev redis-server redis-tools bats bats-assert bats-support procps util-linux
-  python3 openssl man-db bc lintian tmux iptables iproute2 parallel)
+  python3 python3-prometheus-client openssl man-db bc lintian tmux iptables iproute2 parallel)
 bench=(hyperfine etcd-server etcd-client util-linux time)
 
 wanted=("${build[@]}")
