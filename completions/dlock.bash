@@ -11,7 +11,7 @@ _dlock_takes_value()
             --prefix | --connect-timeout | -k | --key | -t | --ttl | -w | --wait | --timeout | \
             -E | --conflict-exit-code | -c | --command | --on-lost | --kill-after | --max-hold | \
             --limit | --wait-replicas | --wait-replicas-timeout | --token | --while-pid | \
-            --parties | --count | --expire)
+            --parties | --count | --expire | --config | --metrics-dir)
             return 0
             ;;
     esac
@@ -57,7 +57,7 @@ _dlock()
     fi
 
     local global_opts='-u --url --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-server-name
-        --prefix --connect-timeout -v --verbose -q --quiet'
+        --prefix --connect-timeout -v --verbose -q --quiet --syslog --config'
 
     # Find the subcommand, and for run the "--" before the command.
     local i w sub= dashdash=0 skip=0
@@ -93,9 +93,14 @@ _dlock()
 
     # The value of an option.
     case $prev in
-        --password-file | --sentinel-password-file | --tls-ca | --tls-cert | --tls-key)
+        --password-file | --sentinel-password-file | --tls-ca | --tls-cert | --tls-key | --config)
             compopt -o filenames 2>/dev/null
             mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+            return 0
+            ;;
+        --metrics-dir)
+            compopt -o filenames 2>/dev/null
+            mapfile -t COMPREPLY < <(compgen -d -- "$cur")
             return 0
             ;;
         --on-lost)
@@ -143,7 +148,7 @@ _dlock()
             opts='-h --help -k --key -t --ttl -w --wait --timeout -n --no-wait -x --exclusive
                 -s --shared --limit --fair -E --conflict-exit-code --wait-replicas
                 --wait-replicas-timeout -c --command --on-lost --kill-after --max-hold
-                --export-password'
+                --export-password --metrics-dir'
             ;;
         status | list)
             opts='-h --help --json'

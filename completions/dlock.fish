@@ -12,7 +12,7 @@ function __fish_dlock_subcommand
             continue
         end
         switch $t
-            case -u --url --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-server-name --prefix --connect-timeout
+            case -u --url --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-server-name --prefix --connect-timeout --config
                 set skip 1
             case '-*'
             case '*'
@@ -50,6 +50,8 @@ complete -c dlock -n $__dlock_global -l prefix -x -d 'Namespace of every key dlo
 complete -c dlock -n $__dlock_global -l connect-timeout -x -d 'Per connection attempt and request'
 complete -c dlock -n $__dlock_global -s v -l verbose -d 'More diagnostics on stderr'
 complete -c dlock -n $__dlock_global -s q -l quiet -d 'No diagnostics on stderr except errors'
+complete -c dlock -n $__dlock_global -l syslog -d 'Also log acquisitions, skips, losses and releases to syslog'
+complete -c dlock -n $__dlock_global -l config -r -F -d 'Read defaults from FILE only'
 
 # Subcommands.
 complete -c dlock -n 'not __fish_dlock_subcommand' -a run -d 'Run a command while holding the lock'
@@ -89,6 +91,7 @@ complete -c dlock -n '__fish_dlock_using acquire' -l keep -d 'A detached holder 
 complete -c dlock -n '__fish_dlock_using acquire' -l while-pid -x -a '(__fish_complete_pids)' -d 'With --keep: hold while process PID lives'
 complete -c dlock -n '__fish_dlock_using acquire' -l max-hold -x -d 'With --keep: release after D'
 complete -c dlock -n '__fish_dlock_using acquire' -l on-lost -x -a 'signal:TERM signal:INT signal:USR1' -d 'With --keep: signal the script if the lease is lost'
+complete -c dlock -n '__fish_dlock_using run' -l metrics-dir -x -a '(__fish_complete_directories)' -d 'Write a Prometheus text file per key there'
 complete -c dlock -n '__fish_dlock_using run' -l export-password -d 'Let the command see DLOCK_PASSWORD and a password in DLOCK_URL'
 # After "--": the command, then its own arguments (completed as that command would be).
 function __fish_dlock_after_dashdash
