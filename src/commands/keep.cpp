@@ -7,11 +7,11 @@
 #include "process/signals.hpp"
 #include "util/event_loop.hpp"
 #include "util/json.hpp"
+#include "util/syslog.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <syslog.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -122,7 +122,7 @@ public:
       ::_exit(0); // nothing was taken, or dlock is gone
     }
     ::close(go_fd);
-    ::openlog("dlock", LOG_PID, LOG_USER);
+    util::set_syslog(true); // the holder's only voice: it has no terminal
     process::SignalFd signals({SIGTERM, SIGINT, SIGHUP});
     m_record.holder_started(::getpid());
     process::ProcessWatch owner(m_owner);
@@ -136,7 +136,8 @@ public:
       m_options.max_hold ? now() + *m_options.max_hold : TimePoint::max();
     m_context.store.limit_blocking(policy.request_timeout());
     RenewalRound round;
-    ::syslog(LOG_INFO, "holding lock '%s' for pid %d (acquire --keep)", m_shown.c_str(), m_owner);
+    util::syslog_event(util::EventLevel::info, "holding",
+                       {{"key", m_shown}, {"owner_pid", std::to_string(m_owner)}, {"by", "acquire --keep"}});
 
     while (true) {
       TimePoint t = now();
@@ -198,8 +199,8 @@ public:
           lease.renewal_confirmed();
           break;
         case RenewalRound::Verdict::failed:
-          ::syslog(LOG_WARNING, "renewal of lock '%s' failed: %s", m_shown.c_str(),
-                   round.error().c_str());
+          util::syslog_event(util::EventLevel::warning, "renewal_failed",
+                             {{"key", m_shown}, {"reason", round.error()}, {"by", "acquire --keep"}});
           lease.renewal_failed(now());
           break;
         case RenewalRound::Verdict::refused:
@@ -236,10 +237,12 @@ private:
   {
     try {
       release_all(m_context, m_names, m_token);
-      ::syslog(LOG_INFO, "released lock '%s' (%s)", m_shown.c_str(), why.c_str());
+      util::syslog_event(util::EventLevel::info, "released",
+                         {{"key", m_shown}, {"why", why}, {"by", "acquire --keep"}});
     } catch (const Error& error) {
-      ::syslog(LOG_WARNING, "could not release lock '%s' (%s): %s; it expires with its lease",
-               m_shown.c_str(), why.c_str(), error.what());
+      util::syslog_event(util::EventLevel::warning, "release_failed",
+                         {{"key", m_shown}, {"why", why}, {"reason", error.what()},
+                          {"by", "acquire --keep"}});
     }
     quit();
   }
@@ -247,7 +250,8 @@ private:
   [[noreturn]] void lose(const std::string& reason)
   {
     m_record.record_lost(reason);
-    ::syslog(LOG_ERR, "lost the lease on lock '%s': %s", m_shown.c_str(), reason.c_str());
+    util::syslog_event(util::EventLevel::warning, "lost",
+                       {{"key", m_shown}, {"reason", reason}, {"by", "acquire --keep"}});
     if (m_options.on_lost_signal != 0) {
       ::kill(m_owner, m_options.on_lost_signal);
     }

@@ -302,3 +302,20 @@ assert m["dlock_runs_total"] == 8, m'
   run -0 --separate-stderr "$DLOCK" run -k w --metrics-dir "$T/missing" -- true
   [[ $stderr == *"cannot lock metrics file"* ]]
 }
+
+@test "acquire --keep's holder logs to syslog in the same form, with or without --syslog" {
+  start_syslog
+  export DLOCK_URL=$URL DLOCK_PASSWORD=$PW
+  start_bg owner sleep 30
+  local owner=$BG_PID token
+  token=$("${SYSLOG_NS[@]}" "$DLOCK" acquire -k kept -t 2s --keep --while-pid "$owner")
+  wait_for '[ -n "$(syslog_lines holding)" ]'
+  run -0 syslog_lines holding
+  assert_output --regexp "event=holding key=kept owner_pid=$owner by=\"acquire --keep\"\$"
+  run -0 "$DLOCK" release -k kept --token "$token"
+  wait_for '[ -n "$(syslog_lines released)" ]'
+  run -0 syslog_lines released
+  assert_output --regexp 'event=released key=kept why=.+ by="acquire --keep"$'
+  run -0 cat "$T/syslog"
+  refute_output --partial "$token"
+}
