@@ -126,7 +126,7 @@ std::vector<std::string> config_paths(const std::optional<std::string>& given)
 {
   if (given) {
     if (given->empty()) {
-      throw Error(ExitCode::config, "--config (or DLOCK_CONFIG) names no file");
+      return {}; // --config '': no config file at all
     }
     return {*given};
   }

@@ -28,7 +28,8 @@ struct ConfigFile {
 
 // The files to read, the most important first: the one --config or DLOCK_CONFIG names (it
 // must exist), else the user's ($XDG_CONFIG_HOME/dlock/dlock.conf, or ~/.config/...) and the
-// system's (/etc/dlock/dlock.conf, or DLOCK_SYSTEM_CONFIG), those that exist.
+// system's (/etc/dlock/dlock.conf, or DLOCK_SYSTEM_CONFIG), those that exist. An empty name
+// reads none.
 std::vector<std::string> config_paths(const std::optional<std::string>& given);
 
 // Reads one file: Error(config, 78) if it cannot be read, or a line is not a setting, naming

@@ -97,6 +97,10 @@ CONF
   assert_output "dlock: cannot read config file '$T/missing.conf': No such file or directory"
   run -78 "$DLOCK" --config "$T" status c
   assert_output --partial "is a directory"
+  # --config '': no config file at all (the user's would point to a missing socket)
+  run -69 "$DLOCK" --config '' run -k c -- true
+  assert_output --partial "127.0.0.1:6379"
+  run -0 "$DLOCK" --config '' -u "$URL" --password-file "$T/password" run -k c -- true
 }
 
 @test "a malformed config file is 78 naming the line, whatever the subcommand" {
