@@ -44,7 +44,7 @@ std::string RunReport::fence_text() const
   return text;
 }
 
-void RunReport::acquired(const std::vector<std::int64_t>& fences)
+void RunReport::acquired(const std::string& holder, const std::vector<std::int64_t>& fences)
 {
   m_acquired_at = util::monotonic_now();
   m_fences = fences;
@@ -52,6 +52,7 @@ void RunReport::acquired(const std::vector<std::int64_t>& fences)
   util::syslog_event(EventLevel::info, "acquired",
                      {{"key", key_text()},
                       {"kind", m_kind.code()},
+                      {"holder", holder},
                       {"fencing_token", fence_text()},
                       {"ttl_ms", std::to_string(m_ttl.count())},
                       {"waited_ms", ms_between(m_started, *m_acquired_at)}});

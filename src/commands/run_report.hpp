@@ -24,8 +24,9 @@ public:
   RunReport(const RunReport&) = delete;
   RunReport& operator=(const RunReport&) = delete;
 
-  // The lock was taken, after waiting since the report began; fences in key order.
-  void acquired(const std::vector<std::int64_t>& fences);
+  // The lock was taken by holder ("user@host pid N"), after waiting since the report began;
+  // fences in key order.
+  void acquired(const std::string& holder, const std::vector<std::int64_t>& fences);
   // The lock was not obtained (-n, or --wait ran out), held_by whom (as status says it).
   void skipped(const std::string& held_by, bool waited_out);
   // A signal ended the wait.

@@ -189,7 +189,7 @@ syslog_lines() { grep "dlock\[[0-9]*\]: event=$1 " "$T/syslog" || true; }
   # acquired and released, with the fencing token and the times
   run -0 "${SYSLOG_NS[@]}" "$DLOCK" --syslog run -k 'night report' -- sh -c 'echo "$DLOCK_TOKEN" >"$0"' "$T/token1"
   run -0 syslog_lines acquired
-  assert_output --regexp 'event=acquired key="night report" kind=exclusive fencing_token=[0-9]+ ttl_ms=30000 waited_ms=[0-9]+$'
+  assert_output --regexp 'event=acquired key="night report" kind=exclusive holder="[^"@]+@[^ ]+ pid [0-9]+" fencing_token=[0-9]+ ttl_ms=30000 waited_ms=[0-9]+$'
   run -0 syslog_lines released
   assert_output --regexp 'event=released key="night report" fencing_token=[0-9]+ held_ms=[0-9]+ status=0$'
   # skipped, naming the holder; then a wait of about a second, told in waited_ms
