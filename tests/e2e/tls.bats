@@ -56,6 +56,22 @@ setup() {
   wait
 }
 
+@test "wait, barrier and latch over TLS" {
+  export DLOCK_TLS_CA=$CERTS/ca.crt
+  "$DLOCK" -u "$TLS_URL" barrier -k b --parties 2 -w 10s 3>&- &
+  local party=$!
+  run -0 "$DLOCK" -u "$TLS_URL" barrier -k b --parties 2 -w 10s
+  wait "$party"
+  run -0 "$DLOCK" -u "$TLS_URL" latch -k l --count 1 --json
+  assert_output '{"version":1,"key":"l","count":1}'
+  run -0 "$DLOCK" -u "$TLS_URL" latch -k l --down
+  run -0 "$DLOCK" -u "$TLS_URL" latch -k l --wait 5s
+  "$DLOCK" -u "$TLS_URL" run -k w -- sleep 1 3>&- &
+  wait_for "[ \"\$(rcli exists 'dlock:{w}')\" = 1 ]"
+  run -0 "$DLOCK" -u "$TLS_URL" wait -k w -w 10s
+  wait
+}
+
 @test "the lease is renewed over TLS (command runs 3x its TTL)" {
   run -0 "$DLOCK" -u "$TLS_URL" --tls-ca "$CERTS/ca.crt" run -k r -t 1s -- sleep 3
 }

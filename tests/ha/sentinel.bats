@@ -101,6 +101,28 @@ assert 0 < d["ttl_ms"] <= 4000, d'
   json_ok 'assert d["locks"] == [], d'
 }
 
+@test "wait, barrier and latch through Sentinel: their keys are on the master" {
+  "$DLOCK" -u "$SENTINEL_URL" barrier -k meet --parties 2 -w 20s 3>&- &
+  local party=$!
+  run -0 "$DLOCK" -u "$SENTINEL_URL" barrier -k meet --parties 2 -w 20s
+  wait "$party" || fail "the other party did not pass the barrier"
+  run -0 mcli exists 'dlock:{meet}:barrier'
+  assert_output 1
+  run -0 "$DLOCK" -u "$SENTINEL_URL" latch -k fan --count 1
+  run -0 mcli get 'dlock:{fan}:latch'
+  assert_output 1
+  "$DLOCK" -u "$SENTINEL_URL" latch -k fan --wait 20s 3>&- &
+  local waiter=$!
+  run -0 "$DLOCK" -u "$SENTINEL_URL" latch -k fan --down
+  wait "$waiter" || fail "the latch waiter did not return 0"
+  "$DLOCK" -u "$SENTINEL_URL" run -k busy -- sleep 1 3>&- &
+  local holder=$!
+  wait_for "master_key_exists busy"
+  run -0 "$DLOCK" -u "$SENTINEL_URL" wait -k busy -w 20s
+  refute master_key_exists busy
+  wait "$holder"
+}
+
 @test "a second run with -n while the first holds through Sentinel: 75, the command does not run" {
   hold_via "$SENTINEL_URL" s3 -t 3s
   local holder=$BG_PID
