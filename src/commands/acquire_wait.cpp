@@ -35,13 +35,14 @@ WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
   // TimePoint::max() stands for "wait forever".
   const TimePoint deadline = policy.wait ? now() + *policy.wait : TimePoint::max();
   lock::Store& store = context.store;
-  if (policy.fair && !store.keeps_fair_queue()) {
-    throw Error(ExitCode::usage, "--fair needs a single lock store: independent masters (Redlock, "
-                                 "several --url) cannot keep one queue of waiters");
+  if (policy.fair) {
+    lock::require(store, lock::Feature::fair);
   }
-  if (policy.kind.has_slots() && !store.counts_holders()) {
-    throw Error(ExitCode::usage, "--shared and --limit need a single lock store: independent "
-                                 "masters (Redlock, several --url) cannot agree on a count of holders");
+  if (policy.kind.mode == lock::LockKind::Mode::shared) {
+    lock::require(store, lock::Feature::shared);
+  }
+  if (policy.kind.mode == lock::LockKind::Mode::limit) {
+    lock::require(store, lock::Feature::limit);
   }
   lock::AcquireRequest request{token, ttl, me, {}, policy.replicas, policy.kind};
   lock::WaitTicket& ticket = request.ticket;

@@ -25,16 +25,6 @@ constexpr Millis watch_block = 30s;
 constexpr Millis barrier_block = 5s;
 constexpr Millis latch_block = 30s;
 
-// wait, barrier and latch keep one state per name, which independent masters cannot share.
-void require_one_state(const lock::Store& store, std::string_view command)
-{
-  if (!store.coordinates()) {
-    throw Error(ExitCode::usage,
-                "{} needs a single lock store (one --url: a Redis server, Sentinel or Cluster); "
-                "independent masters (Redlock, several --url) cannot share its state",
-                command);
-  }
-}
 
 // What stands in the way of a waiter whose gate is shut: for the redrawn line, and for the
 // one-time line (and the time-out's), which may say more.
@@ -210,7 +200,7 @@ int wait_at(Context& context, const lock::LockName& name, const lock::GateReques
 
 int wait_until_free(Context& context, const WaitFreeOptions& options)
 {
-  require_one_state(context.store, "wait");
+  lock::require(context.store, lock::Feature::coordinate);
   lock::GateRequest request;
   request.ticket.mode = lock::WaitMode::watch;
   return wait_at(context, options.key, request, watch_block, options.wait,
@@ -221,7 +211,7 @@ int wait_until_free(Context& context, const WaitFreeOptions& options)
 
 int barrier(Context& context, const BarrierOptions& options)
 {
-  require_one_state(context.store, "barrier");
+  lock::require(context.store, lock::Feature::coordinate);
   lock::GateRequest request;
   request.ticket.mode = lock::WaitMode::barrier;
   request.parties = options.parties;
@@ -234,7 +224,7 @@ int barrier(Context& context, const BarrierOptions& options)
 
 int latch(Context& context, const LatchOptions& options)
 {
-  require_one_state(context.store, "latch");
+  lock::require(context.store, lock::Feature::coordinate);
   const lock::LockName& name = options.key;
   lock::Store& store = context.store;
   switch (options.action) {

@@ -38,6 +38,7 @@ std::string parent_command_line()
 
 int acquire(Context& context, const AcquireOptions& options)
 {
+  lock::require(context.store, lock::Feature::detached);
   const std::vector<lock::LockName>& names = options.keys;
   const std::string shown = lock::join_names(names);
   process::SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2});

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "lock/features.hpp"
 #include "lock/holder.hpp"
 #include "lock/kind.hpp"
 #include "lock/lease.hpp"
@@ -154,7 +155,7 @@ public:
   // (Redlock): the next majority shares a node with this one, so its token is larger.
   virtual void start_raise_fence(const LockName& name, std::int64_t at_least) = 0;
 
-  // Waiters that take nothing (dlock wait, barrier, latch); see coordinates().
+  // Waiters that take nothing (dlock wait, barrier, latch); see Feature::coordinate.
   // One attempt at the gate request.ticket.mode names (Outcome::gate): open, or, in the same
   // step, the waiter is registered so that whatever opens it wakes it (start_wait_for_wake);
   // a barrier's last arrival wakes the other parties before its outcome comes.
@@ -185,14 +186,16 @@ public:
     (void)ttl;
     return util::Millis(0);
   }
-  // Whether the store keeps one first-come, first-served queue of waiters (--fair).
-  virtual bool keeps_fair_queue() const noexcept { return true; }
-  // Whether the store can count the holders of one key (--shared, --limit): one server can;
-  // independent masters cannot agree on a count.
-  virtual bool counts_holders() const noexcept { return true; }
-  // Whether the store can keep one state for wait, barrier and latch (whether a lock was
-  // freed, who has arrived, a count): one server can; independent masters cannot agree on one.
-  virtual bool coordinates() const noexcept { return true; }
+  // Whether the store can do a feature correctly (lock::require refuses the others): one
+  // Redis server can do all; independent masters (Redlock) cannot agree on a queue, a count or
+  // a state; a database session cannot outlive its process.
+  virtual bool supports(Feature feature) const noexcept
+  {
+    (void)feature;
+    return true;
+  }
+  // The store as messages name it: "Redis", "Redlock (several --url)", "PostgreSQL".
+  virtual std::string store_name() const = 0;
 
   // One lock's state (blocking until deadline).
   virtual LockStatus status(const LockName& name, util::TimePoint deadline) = 0;

@@ -91,6 +91,7 @@ public:
     return dlock::Error(dlock::ExitCode::unavailable, "fake: timed out");
   }
   void limit_blocking(dlock::util::Millis) noexcept override {}
+  std::string store_name() const override { return "fake"; }
   dlock::lock::LockStatus status(const dlock::lock::LockName& name, dlock::util::TimePoint) override
   {
     dlock::lock::LockStatus status;

@@ -90,6 +90,7 @@ public:
   void abandon() noexcept override { m_ready.clear(); }
   dlock::Error timed_out() noexcept override { return dlock::Error(ExitCode::unavailable, "timed out"); }
   void limit_blocking(dlock::util::Millis) noexcept override {}
+  std::string store_name() const override { return "scripted node"; }
   dlock::lock::LockStatus status(const LockName&, dlock::util::TimePoint) override { return {}; }
   std::vector<dlock::lock::LockStatus> list(std::string_view, dlock::util::Millis) override { return {}; }
 
@@ -254,7 +255,8 @@ TEST(Redlock, PerNodeTimeoutIsSmallAgainstTheTtl)
   EXPECT_EQ(RedlockStore::node_timeout(10s), 200ms);
   EXPECT_EQ(RedlockStore::node_timeout(1s), 50ms);
   EXPECT_EQ(RedlockStore::node_timeout(1h), 500ms);
-  EXPECT_FALSE(Cluster(3).store->keeps_fair_queue());
+  EXPECT_FALSE(Cluster(3).store->supports(dlock::lock::Feature::fair));
+  EXPECT_TRUE(Cluster(3).store->supports(dlock::lock::Feature::detached));
   EXPECT_EQ(Cluster(5).store->quorum(), 3u);
   EXPECT_EQ(Cluster(4).store->quorum(), 3u);
 }

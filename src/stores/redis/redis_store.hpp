@@ -41,6 +41,9 @@ public:
   Error timed_out() noexcept override;
   void limit_blocking(util::Millis limit) noexcept override;
 
+  // Redis does every feature (Feature); a Cluster or Sentinel is still one store.
+  std::string store_name() const override { return "Redis"; }
+
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
 

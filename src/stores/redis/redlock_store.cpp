@@ -120,8 +120,7 @@ void RedlockStore::start_raise_fence(const lock::LockName& name, std::int64_t at
 void RedlockStore::refuse(Op op)
 {
   m_ready.push_back(Outcome{op,
-                            Error(ExitCode::usage, "wait, barrier and latch need a single lock "
-                                                   "store, not independent masters (Redlock)"),
+                            lock::refusal(*this, lock::Feature::coordinate),
                             false, {}, {}});
 }
 

@@ -29,7 +29,7 @@ public:
   void start_release(const lock::LockName& name, const std::string& token) override;
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
   void start_raise_fence(const lock::LockName& name, std::int64_t at_least) override;
-  // Refused (coordinates() is false): each answers a usage error.
+  // Refused (Feature::coordinate): each answers a usage error.
   void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
   void start_set_latch(const lock::LockName& name, std::int64_t count, util::Millis expire) override;
   void start_count_down(const lock::LockName& name) override;
@@ -44,12 +44,14 @@ public:
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
 
   util::Millis clock_drift(util::Millis ttl) const noexcept override;
-  // One queue across independent nodes would need consensus between them.
-  bool keeps_fair_queue() const noexcept override { return false; }
-  bool counts_holders() const noexcept override { return false; }
-  // Whether a lock was freed, who arrived at a barrier, a latch's count: one state each, which
-  // independent masters cannot agree on without consensus.
-  bool coordinates() const noexcept override { return false; }
+  // One queue of waiters, a count of holders, whether a lock was freed, who arrived at a
+  // barrier, a latch's count: each one state, which independent masters cannot agree on
+  // without consensus. A lease outlives the process, as on one server.
+  bool supports(lock::Feature feature) const noexcept override
+  {
+    return feature == lock::Feature::detached;
+  }
+  std::string store_name() const override { return "Redlock (several --url)"; }
 
   // How long one node may take to answer one request: a fiftieth of the TTL, from 50 ms to
   // 500 ms (small against the TTL, as the algorithm asks, yet room for a fresh connection).
@@ -92,7 +94,7 @@ private:
   void take_answers(std::size_t node);
   // Gives a node up for the requests it still owes (after a timeout, or to end a wait).
   void drop_node(std::size_t node, const Error& error);
-  // Answers op with the refusal of what coordinates() cannot do.
+  // Answers op with the refusal of Feature::coordinate.
   void refuse(Op op);
   // Releases token on every node, for nobody (an acquisition that did not reach a majority).
   void undo_acquire(const Request& request);

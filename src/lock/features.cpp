@@ -1,0 +1,52 @@
+#include "lock/features.hpp"
+
+#include "lock/store.hpp"
+#include "util/error.hpp"
+
+namespace dlock::lock {
+
+namespace {
+
+// The feature as the user asked for it, and the stores that have it (one line of the man
+// page's feature × store table).
+struct Row {
+  const char* asked;
+  const char* stores;
+};
+
+Row row(Feature feature)
+{
+  switch (feature) {
+  case Feature::fair:
+    return {"--fair", "one Redis server, Sentinel or Cluster (redis://, rediss://, unix://)"};
+  case Feature::shared:
+    return {"--shared", "one Redis server, Sentinel or Cluster, and PostgreSQL (postgres://)"};
+  case Feature::limit:
+    return {"--limit", "one Redis server, Sentinel or Cluster (redis://, rediss://, unix://)"};
+  case Feature::coordinate:
+    return {"wait, barrier and latch",
+            "one Redis server, Sentinel or Cluster (redis://, rediss://, unix://)"};
+  case Feature::detached:
+    return {"acquire (a lock that outlives the dlock process that took it)",
+            "Redis or Redlock, whose lease is not tied to a connection; use dlock run"};
+  }
+  return {"?", "?"};
+}
+
+} // namespace
+
+Error refusal(const Store& store, Feature feature)
+{
+  Row r = row(feature);
+  return Error(ExitCode::usage, "{}: not available on {}; it needs {}", r.asked,
+               store.store_name(), r.stores);
+}
+
+void require(const Store& store, Feature feature)
+{
+  if (!store.supports(feature)) {
+    throw refusal(store, feature);
+  }
+}
+
+} // namespace dlock::lock
