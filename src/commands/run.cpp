@@ -183,9 +183,15 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
   spec.env.insert(spec.env.begin(), {{"DLOCK_KEY", name.str()},
               {"DLOCK_KEYS", shown},
               {"DLOCK_TOKEN", token},
-              {"DLOCK_FENCING_TOKEN", std::to_string(outcome.fence)},
-              {"DLOCK_FENCING_TOKENS", join_numbers(outcome.fences)},
               {"DLOCK_TTL_MS", std::to_string(outcome.validity.value_or(options.ttl).count())}});
+  // Token 0: the store has no fencing here (a database without dlock_fence): none is set,
+  // rather than one a protected resource could mistake for a real token.
+  if (outcome.fence != 0) {
+    spec.env.insert(spec.env.end(), {{"DLOCK_FENCING_TOKEN", std::to_string(outcome.fence)},
+                                     {"DLOCK_FENCING_TOKENS", join_numbers(outcome.fences)}});
+  } else {
+    spec.unset.insert(spec.unset.end(), {"DLOCK_FENCING_TOKEN", "DLOCK_FENCING_TOKENS"});
+  }
   CommandEnd end;
   context.store.limit_blocking(policy.lease.request_timeout());
   Supervisor supervisor(context.store, names, token, options.kind,

@@ -1,5 +1,7 @@
 #include "stores/open.hpp"
 
+#include "stores/postgres/libpq.hpp"
+#include "stores/postgres/postgres_store.hpp"
 #include "stores/redis/redis_store.hpp"
 #include "stores/redis/redlock_store.hpp"
 #include "stores/redis/sentinel.hpp"
@@ -38,6 +40,16 @@ std::unique_ptr<redis::RedisStore> open_redis(const std::string& url, const Stor
 
 std::unique_ptr<lock::Store> open_store(const StoreConfig& config)
 {
+  for (const std::string& url : config.urls) {
+    if (postgres::is_postgres_url(url) && config.urls.size() > 1) {
+      throw Error(ExitCode::usage, "a postgres:// URL cannot be one of several --url (several "
+                                   "URLs are Redlock's independent Redis masters): give it alone");
+    }
+  }
+  if (config.urls.size() == 1 && postgres::is_postgres_url(config.urls.front())) {
+    return std::make_unique<postgres::PostgresStore>(
+      postgres::connect_params(config.urls.front(), config), config.prefix);
+  }
   if (config.urls.size() <= 1) {
     return open_redis(config.urls.empty() ? "redis://127.0.0.1:6379" : config.urls.front(), config);
   }
@@ -66,8 +78,8 @@ std::unique_ptr<lock::Store> open_store(const StoreConfig& config)
 
 std::string library_versions()
 {
-  return fmt::format("hiredis {}.{}.{}; TLS: {}", HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH,
-                     redis::tls_description());
+  return fmt::format("hiredis {}.{}.{}; TLS: {}; {}", HIREDIS_MAJOR, HIREDIS_MINOR,
+                     HIREDIS_PATCH, redis::tls_description(), postgres::libpq_version());
 }
 
 } // namespace dlock::stores

@@ -1,0 +1,681 @@
+#include "stores/postgres/postgres_store.hpp"
+
+#include "util/clock.hpp"
+#include "util/log.hpp"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace dlock::postgres {
+
+using lock::Outcome;
+using util::Millis;
+
+namespace {
+
+// The rows of pg_locks that are one advisory key's ($1: classid, $2: objid), granted or not.
+constexpr const char* key_rows = "l.locktype = 'advisory' AND l.classid = $1::oid AND "
+                                 "l.objid = $2::oid AND l.objsubid = 1";
+
+// The longest a waiter blocks in one pg_advisory_lock before it asks again.
+constexpr Millis longest_block{30'000};
+
+std::string now_ms_sql() { return "floor(extract(epoch from clock_timestamp()) * 1000)::bigint"; }
+
+std::vector<std::string> key_params(const AdvisoryKey& key)
+{
+  return {std::to_string(key.classid()), std::to_string(key.objid())};
+}
+
+// The holders of a key, from rows of (pid, granted, mode, application_name, role, client).
+struct Holders {
+  std::vector<lock::HolderInfo> granted;
+  bool shared = false;
+  std::int64_t waiting = 0;
+};
+
+Holders read_holders(const Rows& rows)
+{
+  Holders holders;
+  for (int i = 0; i < rows.count(); ++i) {
+    if (!rows.truth(i, 1)) {
+      ++holders.waiting;
+      continue;
+    }
+    holders.shared = rows.text(i, 2) == "ShareLock";
+    holders.granted.push_back(
+      holder_of_session(rows.text(i, 3), rows.text(i, 4), rows.text(i, 5), rows.number(i, 0)));
+  }
+  return holders;
+}
+
+std::string holders_sql(const std::string& where)
+{
+  return "SELECT l.pid, l.granted, l.mode, coalesce(a.application_name, ''), "
+         "coalesce(a.usename::text, ''), coalesce(host(a.client_addr), '') "
+         "FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE " +
+         where + " ORDER BY l.granted DESC, a.backend_start";
+}
+
+} // namespace
+
+bool is_postgres_url(const std::string& url)
+{
+  return url.starts_with("postgres://") || url.starts_with("postgresql://");
+}
+
+ConnectParams connect_params(const std::string& url, const stores::StoreConfig& config)
+{
+  char* message = nullptr;
+  PQconninfoOption* options = pq().PQconninfoParse(url.c_str(), &message);
+  if (options == nullptr) {
+    std::string why = message != nullptr ? message : "cannot parse it";
+    if (message != nullptr) {
+      ::free(message); // NOLINT: libpq allocates it with malloc
+    }
+    while (!why.empty() && why.back() == '\n') {
+      why.pop_back();
+    }
+    throw Error(ExitCode::usage, "bad PostgreSQL URL: {}", why);
+  }
+  std::string host = "localhost", port, dbname, user;
+  for (PQconninfoOption* option = options; option->keyword != nullptr; ++option) {
+    if (option->val == nullptr) {
+      continue;
+    }
+    std::string keyword = option->keyword;
+    if (keyword == "host" || keyword == "hostaddr") {
+      host = option->val;
+    } else if (keyword == "port") {
+      port = option->val;
+    } else if (keyword == "dbname") {
+      dbname = option->val;
+    } else if (keyword == "user") {
+      user = option->val;
+    }
+  }
+  pq().PQconninfoFree(options);
+  ConnectParams params;
+  params.shown = "postgres://" + (user.empty() ? "" : user + "@") + host +
+                 (port.empty() ? "" : ":" + port) + "/" + dbname;
+  params.values.emplace_back("dbname", url);
+  if (config.password) {
+    params.values.emplace_back("password", *config.password);
+  }
+  auto seconds = std::max<std::int64_t>(2, (config.request_timeout.count() + 999) / 1000);
+  params.values.emplace_back("connect_timeout", std::to_string(seconds));
+  if (!config.tls.ca_file.empty()) {
+    params.values.emplace_back("sslrootcert", config.tls.ca_file);
+  }
+  if (!config.tls.cert_file.empty()) {
+    params.values.emplace_back("sslcert", config.tls.cert_file);
+  }
+  if (!config.tls.key_file.empty()) {
+    params.values.emplace_back("sslkey", config.tls.key_file);
+  }
+  return params;
+}
+
+PostgresStore::PostgresStore(ConnectParams params, std::string prefix)
+  : m_params(std::move(params)), m_prefix(std::move(prefix))
+{
+}
+
+PostgresStore::Named* PostgresStore::find(const lock::LockName& name)
+{
+  auto found = m_named.find(name.str());
+  if (found == m_named.end() || !found->second.session->owned()) {
+    return nullptr;
+  }
+  return &found->second;
+}
+
+PostgresStore::Named& PostgresStore::named(const lock::LockName& name, const std::string& token,
+                                           const lock::HolderInfo& me)
+{
+  Named* existing = find(name);
+  if (existing != nullptr && !existing->session->broken()) {
+    return *existing;
+  }
+  m_named.erase(name.str()); // ended, or opened by the process this one was forked from
+  Named n;
+  n.prefixed = m_prefix + name.str();
+  n.key = AdvisoryKey::of(n.prefixed);
+  ConnectParams params = m_params;
+  params.values.emplace_back("application_name", application_name(token, me));
+  n.session = std::make_unique<Session>(params);
+  std::string key = name.str();
+  n.session->on_end([this, key](const Error& error) {
+    auto found = m_named.find(key);
+    if (found != m_named.end() && found->second.held && !found->second.session->busy()) {
+      m_ready.push_back(Outcome{Op::disconnected, error, false, {}, {}});
+    }
+  });
+  return m_named.insert_or_assign(key, std::move(n)).first->second;
+}
+
+Session& PostgresStore::control()
+{
+  if (!m_control || m_control->broken() || !m_control->owned()) {
+    m_control.reset();
+    ConnectParams params = m_params;
+    params.values.emplace_back("application_name", "dlock");
+    m_control = std::make_unique<Session>(params);
+  }
+  return *m_control;
+}
+
+void PostgresStore::start_acquire(const lock::LockName& name, const lock::AcquireRequest& request)
+{
+  Named& n = named(name, request.token, request.holder);
+  n.kind = request.kind;
+  n.token = request.token;
+  if (n.held && n.granted_by_wait) {
+    n.granted_by_wait = false;
+    take_fence(name.str(), false);
+    return;
+  }
+  if (n.held) {
+    // Asked again for a lock this session holds (a retry after a lost answer): it is ours.
+    take_fence(name.str(), false);
+    return;
+  }
+  if (!n.settings) {
+    read_settings(name.str(), request);
+  } else {
+    try {
+      check_ttl(request.ttl, *n.settings);
+    } catch (const Error& error) {
+      answer(Op::acquire, error);
+      return;
+    }
+    try_lock(name.str(), request);
+  }
+}
+
+void PostgresStore::read_settings(const std::string& name, const lock::AcquireRequest& request)
+{
+  m_named.at(name).session->query(
+    "SELECT name, setting, inet_client_addr() IS NOT NULL FROM pg_settings WHERE name IN "
+    "('idle_session_timeout', 'tcp_user_timeout', 'tcp_keepalives_idle', "
+    "'tcp_keepalives_interval', 'tcp_keepalives_count')",
+    {}, [this, name, request](Answer& a) {
+      if (a.error) {
+        answer(Op::acquire, *a.error);
+        return;
+      }
+      SessionSettings settings;
+      for (int i = 0; i < a.rows.count(); ++i) {
+        std::string setting = a.rows.text(i, 0);
+        std::int64_t value = a.rows.number(i, 1);
+        settings.over_tcp = a.rows.truth(i, 2);
+        if (setting == "idle_session_timeout") {
+          settings.idle_session_timeout = Millis(value);
+        } else if (setting == "tcp_user_timeout") {
+          settings.tcp_user_timeout = Millis(value);
+        } else if (setting == "tcp_keepalives_idle") {
+          settings.keepalives_idle_s = value;
+        } else if (setting == "tcp_keepalives_interval") {
+          settings.keepalives_interval_s = value;
+        } else if (setting == "tcp_keepalives_count") {
+          settings.keepalives_count = value;
+        }
+      }
+      m_named.at(name).settings = settings;
+      try {
+        check_ttl(request.ttl, settings);
+      } catch (const Error& error) {
+        answer(Op::acquire, error);
+        return;
+      }
+      try_lock(name, request);
+    },
+    true);
+}
+
+void PostgresStore::try_lock(const std::string& name, const lock::AcquireRequest& request)
+{
+  Named& n = m_named.at(name);
+  bool shared = request.kind.mode == lock::LockKind::Mode::shared;
+  n.session->query(
+    fmt::format("SELECT pg_try_advisory_lock{}($1)", shared ? "_shared" : ""),
+    {std::to_string(n.key.key)},
+    [this, name, request](Answer& a) {
+      if (a.error) {
+        answer(Op::acquire, *a.error);
+        return;
+      }
+      if (a.rows.count() == 1 && a.rows.truth(0, 0)) {
+        m_named.at(name).held = true;
+        take_fence(name, false);
+      } else {
+        report_holder(name, request);
+      }
+    },
+    true);
+}
+
+void PostgresStore::take_fence(const std::string& name, bool created_table)
+{
+  Named& n = m_named.at(name);
+  auto acquired = [this](std::int64_t fence) {
+    Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+    outcome.acquire.acquired = true;
+    outcome.acquire.fence = fence;
+    m_ready.push_back(std::move(outcome));
+  };
+  if (!m_fencing) {
+    acquired(0);
+    return;
+  }
+  n.session->query(
+    "INSERT INTO dlock_fence AS f (lock_key, name, fence, acquired_at) "
+    "VALUES ($1, $2, 1, clock_timestamp()) ON CONFLICT (lock_key) DO UPDATE "
+    "SET fence = f.fence + 1, acquired_at = EXCLUDED.acquired_at WHERE f.name = EXCLUDED.name "
+    "RETURNING fence",
+    {std::to_string(n.key.key), n.prefixed},
+    [this, name, created_table, acquired](Answer& a) {
+      Named& held = m_named.at(name);
+      if (a.error && a.sqlstate == "42P01" && !created_table) { // no table yet: make it
+        held.session->query("CREATE TABLE IF NOT EXISTS dlock_fence (lock_key bigint PRIMARY KEY, "
+                         "name text NOT NULL, fence bigint NOT NULL, acquired_at timestamptz NOT NULL)",
+                         {},
+                         [this, name, acquired](Answer& created) {
+                           // 23505, 42P07: another dlock made it at the same moment
+                           if (created.error && created.sqlstate != "23505" &&
+                               created.sqlstate != "42P07") {
+                             m_fencing = false;
+                             util::log_verbose("no fencing token: cannot create the table "
+                                               "dlock_fence ({})", created.error->what());
+                             acquired(0);
+                             return;
+                           }
+                           take_fence(name, true);
+                         },
+                         true);
+        return;
+      }
+      if (a.error && (a.sqlstate == "42501" || a.sqlstate == "25006" || a.sqlstate == "42P01")) {
+        m_fencing = false; // no right to write it, or a read-only server
+        util::log_verbose("no fencing token: {}", a.error->what());
+        acquired(0);
+        return;
+      }
+      if (a.error) {
+        answer(Op::acquire, *a.error);
+        return;
+      }
+      if (a.rows.count() == 0) { // the key is another name's
+        std::string key = std::to_string(held.key.key);
+        held.held = false;
+        held.session->query(fmt::format("SELECT pg_advisory_unlock{}($1)",
+                                     held.kind.mode == lock::LockKind::Mode::shared ? "_shared" : ""),
+                         {key}, nullptr, true);
+        answer(Op::acquire, Error(ExitCode::internal,
+                                  "lock name '{}' has the same PostgreSQL advisory key ({}) as "
+                                  "another name in dlock_fence; choose another name or --prefix",
+                                  name, key));
+        return;
+      }
+      acquired(a.rows.number(0, 0));
+    },
+    true);
+}
+
+void PostgresStore::report_holder(const std::string& name, const lock::AcquireRequest& request)
+{
+  Named& n = m_named.at(name);
+  n.session->query(holders_sql(key_rows), key_params(n.key),
+                   [this, request](Answer& a) {
+                     if (a.error) {
+                       answer(Op::acquire, *a.error);
+                       return;
+                     }
+                     Holders holders = read_holders(a.rows);
+                     Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+                     lock::AcquireResult& result = outcome.acquire;
+                     result.holder_ttl_ms = -1; // a session has no expiry
+                     if (!holders.granted.empty()) {
+                       result.holder = holders.granted.front();
+                     }
+                     result.holders = std::int64_t(holders.granted.size());
+                     Millis cap = request.ticket.max_block > Millis(0) ? request.ticket.max_block
+                                                                        : longest_block;
+                     result.block = std::min(cap, longest_block);
+                     m_ready.push_back(std::move(outcome));
+                   },
+                   true);
+}
+
+void PostgresStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
+                                        Millis block)
+{
+  (void)ticket;
+  Named* n = find(name);
+  if (n == nullptr || n->session->broken() || n->held) {
+    m_ready.push_back(Outcome{Op::wait_for_wake, std::nullopt, false, {}, {}});
+    return;
+  }
+  std::string key = name.str();
+  // Blocks until the holder lets go (the server grants it to this session then) or
+  // lock_timeout ends the wait (55P03); the simple protocol sends both statements at once.
+  n->session->query(
+    fmt::format("SET lock_timeout = {}; SELECT pg_advisory_lock{}({})",
+                std::max<std::int64_t>(1, block.count()),
+                n->kind.mode == lock::LockKind::Mode::shared ? "_shared" : "", n->key.key),
+    {}, [this, key](Answer& a) {
+      Outcome outcome{Op::wait_for_wake, std::nullopt, false, {}, {}};
+      if (!a.error) {
+        Named& granted = m_named.at(key);
+        granted.held = true;
+        granted.granted_by_wait = true;
+      } else if (a.sqlstate != "55P03" && a.sqlstate != "57014") { // not a lock or statement timeout
+        outcome.error = a.error;
+      }
+      m_ready.push_back(std::move(outcome));
+    });
+  n->session->query("RESET lock_timeout", {}, nullptr);
+}
+
+void PostgresStore::start_renew(const lock::LockName& name, const lock::RenewRequest& request)
+{
+  Named* n = find(name);
+  if (n != nullptr && n->held && n->token == request.token) {
+    Outcome outcome{Op::renew, std::nullopt, false, {}, {}};
+    outcome.slot = n->kind.has_slots();
+    if (n->session->broken()) {
+      m_ready.push_back(outcome); // the session that held it ended: a new one would not hold it
+      return;
+    }
+    std::string key = name.str();
+    n->session->query(
+      std::string("SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = pg_backend_pid() AND ") +
+        key_rows + " AND l.granted)",
+      key_params(n->key), [this, key, outcome](Answer& a) mutable {
+        if (a.error && m_named.at(key).session->broken()) {
+          m_named.at(key).held = false;
+        } else if (a.error) {
+          outcome.error = a.error;
+        } else {
+          outcome.held = a.rows.count() == 1 && a.rows.truth(0, 0);
+          m_named.at(key).held = outcome.held;
+        }
+        m_ready.push_back(std::move(outcome));
+      });
+    return;
+  }
+  // Held by another process (a nested run checks its parent's token): its session's
+  // application_name carries the token's fingerprint.
+  AdvisoryKey key = AdvisoryKey::of(m_prefix + name.str());
+  std::vector<std::string> params = key_params(key);
+  params.push_back("dlock " + token_fingerprint(request.token) + " %");
+  control().query(std::string("SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON "
+                              "a.pid = l.pid WHERE ") +
+                    key_rows + " AND l.granted AND a.application_name LIKE $3)",
+                  params, [this](Answer& a) {
+                    Outcome outcome{Op::renew, a.error, false, {}, {}};
+                    outcome.held = !a.error && a.rows.count() == 1 && a.rows.truth(0, 0);
+                    m_ready.push_back(std::move(outcome));
+                  });
+}
+
+void PostgresStore::start_release(const lock::LockName& name, const std::string& token)
+{
+  Named* n = find(name);
+  if (!token.empty() && n != nullptr && n->held && n->token == token) {
+    std::string key = name.str();
+    n->held = false;
+    n->granted_by_wait = false;
+    if (n->session->broken()) {
+      m_ready.push_back(Outcome{Op::release, std::nullopt, false, {}, {}});
+      return;
+    }
+    n->session->query(fmt::format("SELECT pg_advisory_unlock{}($1)",
+                                  n->kind.mode == lock::LockKind::Mode::shared ? "_shared" : ""),
+                      {std::to_string(n->key.key)}, [this](Answer& a) {
+                        Outcome outcome{Op::release, std::nullopt, false, {}, {}};
+                        if (a.error && a.sqlstate.empty()) {
+                          // the session ended: the server freed the lock
+                        } else if (a.error) {
+                          outcome.error = a.error;
+                        } else {
+                          outcome.held = a.rows.count() == 1 && a.rows.truth(0, 0);
+                        }
+                        m_ready.push_back(std::move(outcome));
+                      });
+    return;
+  }
+  // --force (no token), or a token another process holds: end the holding session.
+  AdvisoryKey key = AdvisoryKey::of(m_prefix + name.str());
+  std::vector<std::string> params = key_params(key);
+  std::string sql = std::string("SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN "
+                                "pg_stat_activity a ON a.pid = l.pid WHERE ") +
+                    key_rows + " AND l.granted";
+  if (!token.empty()) {
+    sql += " AND a.application_name LIKE $3";
+    params.push_back("dlock " + token_fingerprint(token) + " %");
+  }
+  control().query(sql, params, [this](Answer& a) {
+    Outcome outcome{Op::release, a.error, false, {}, {}};
+    if (a.error && a.sqlstate == "42501") {
+      outcome.error = Error(ExitCode::auth,
+                            "release --force on PostgreSQL ends the holder's session, which needs "
+                            "the pg_signal_backend role or superuser: {}",
+                            a.error->what());
+    }
+    outcome.held = !a.error && a.rows.count() > 0;
+    m_ready.push_back(std::move(outcome));
+  });
+}
+
+void PostgresStore::start_withdraw(const lock::LockName&, const lock::WaitTicket&)
+{
+  m_ready.push_back(Outcome{Op::withdraw, std::nullopt, false, {}, {}});
+}
+
+void PostgresStore::start_raise_fence(const lock::LockName&, std::int64_t)
+{
+  m_ready.push_back(Outcome{Op::raise_fence, std::nullopt, false, {}, {}});
+}
+
+void PostgresStore::start_gate(const lock::LockName&, const lock::GateRequest&)
+{
+  answer(Op::gate, lock::refusal(*this, lock::Feature::coordinate));
+}
+
+void PostgresStore::start_set_latch(const lock::LockName&, std::int64_t, Millis)
+{
+  answer(Op::set_latch, lock::refusal(*this, lock::Feature::coordinate));
+}
+
+void PostgresStore::start_count_down(const lock::LockName&)
+{
+  answer(Op::count_down, lock::refusal(*this, lock::Feature::coordinate));
+}
+
+void PostgresStore::watch(util::EventLoop& loop)
+{
+  if (!m_ready.empty()) {
+    loop.wake_at(util::monotonic_now());
+  }
+  for (auto& [name, n] : m_named) {
+    if (n.session->owned()) {
+      n.session->watch(loop);
+    }
+  }
+  if (m_control && m_control->owned()) {
+    m_control->watch(loop);
+  }
+}
+
+std::optional<Outcome> PostgresStore::next_outcome()
+{
+  if (m_ready.empty()) {
+    return std::nullopt;
+  }
+  Outcome outcome = std::move(m_ready.front());
+  m_ready.pop_front();
+  return outcome;
+}
+
+void PostgresStore::abandon() noexcept
+{
+  for (auto it = m_named.begin(); it != m_named.end();) {
+    Named& n = it->second;
+    if (n.session->owned() && n.held && !n.session->broken()) {
+      n.session->forget_queries();
+      ++it;
+    } else {
+      n.session->cancel();
+      it = m_named.erase(it);
+    }
+  }
+  if (m_control) {
+    m_control->cancel();
+    m_control.reset();
+  }
+  m_ready.clear();
+}
+
+Error PostgresStore::timed_out() noexcept
+{
+  std::string what = "did not answer in time";
+  for (auto& [name, n] : m_named) {
+    if (n.session->owned() && n.session->connecting()) {
+      what = "did not accept a connection in time";
+    }
+  }
+  if (m_control && m_control->connecting()) {
+    what = "did not accept a connection in time";
+  }
+  abandon();
+  return Error(ExitCode::unavailable, "PostgreSQL at {} {}", m_params.shown, what);
+}
+
+void PostgresStore::limit_blocking(Millis) noexcept
+{
+  // libpq connects without blocking; only a cancel request (abandon) connects in the open.
+}
+
+Answer PostgresStore::ask(const std::string& sql, std::vector<std::string> params,
+                          util::TimePoint deadline)
+{
+  std::optional<Answer> got;
+  control().query(sql, std::move(params), [&got](Answer& a) { got = std::move(a); });
+  while (!got) {
+    if (util::monotonic_now() >= deadline) {
+      throw timed_out();
+    }
+    util::EventLoop loop;
+    m_control->watch(loop);
+    loop.wake_at(deadline);
+    loop.wait();
+  }
+  return std::move(*got);
+}
+
+lock::LockStatus PostgresStore::status(const lock::LockName& name, util::TimePoint deadline)
+{
+  AdvisoryKey key = AdvisoryKey::of(m_prefix + name.str());
+  lock::LockStatus status;
+  status.name = name.str();
+  status.ttl_ms = -1;
+  Answer now = ask("SELECT " + now_ms_sql(), {}, deadline);
+  if (now.error) {
+    throw *now.error;
+  }
+  status.server_time_ms = now.rows.number(0, 0);
+  Answer rows = ask(holders_sql(key_rows), key_params(key), deadline);
+  if (rows.error) {
+    throw *rows.error;
+  }
+  Holders holders = read_holders(rows.rows);
+  status.waiters = holders.waiting;
+  Answer fence = ask("SELECT fence, floor(extract(epoch from acquired_at) * 1000)::bigint FROM "
+                     "dlock_fence WHERE lock_key = $1",
+                     {std::to_string(key.key)}, deadline);
+  std::int64_t acquired_ms = 0;
+  if (!fence.error && fence.rows.count() == 1) {
+    status.last_fence = fence.rows.number(0, 0);
+    acquired_ms = fence.rows.number(0, 1);
+  } else if (fence.error && fence.sqlstate != "42P01" && fence.sqlstate != "42501") {
+    throw *fence.error;
+  }
+  if (holders.granted.empty()) {
+    return status;
+  }
+  status.held = true;
+  status.holder = holders.granted.front();
+  status.holder.fence = status.last_fence;
+  status.holder.acquired_ms = acquired_ms;
+  if (holders.shared) {
+    status.kind = lock::LockKind::shared();
+    for (const lock::HolderInfo& holder : holders.granted) {
+      status.slots.push_back(lock::SlotHolder{holder, -1});
+    }
+  }
+  return status;
+}
+
+std::vector<lock::LockStatus> PostgresStore::list(std::string_view pattern, Millis timeout)
+{
+  util::TimePoint deadline = util::deadline_after(timeout);
+  // dlock_fence names the keys dlock took; locks taken without it (no right to create the
+  // table) cannot be named, and are not listed.
+  Answer rows = ask("SELECT f.name, l.pid, l.granted, l.mode, coalesce(a.application_name, ''), "
+                    "coalesce(a.usename::text, ''), coalesce(host(a.client_addr), ''), f.fence, "
+                    "floor(extract(epoch from f.acquired_at) * 1000)::bigint, " +
+                      now_ms_sql() +
+                      " FROM pg_locks l JOIN dlock_fence f ON f.lock_key = "
+                      "((l.classid::bigint << 32) | l.objid::bigint) "
+                      "LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
+                      "WHERE l.locktype = 'advisory' AND l.objsubid = 1 "
+                      "AND left(f.name, length($1)) = $1 ORDER BY f.name, l.granted DESC, "
+                      "a.backend_start",
+                    {m_prefix}, deadline);
+  if (rows.error && (rows.sqlstate == "42P01" || rows.sqlstate == "42501")) {
+    util::log_verbose("no locks to list: {}", rows.error->what());
+    return {};
+  }
+  if (rows.error) {
+    throw *rows.error;
+  }
+  std::vector<lock::LockStatus> found;
+  const Rows& r = rows.rows;
+  for (int i = 0; i < r.count(); ++i) {
+    std::string name = r.text(i, 0).substr(m_prefix.size());
+    if (found.empty() || found.back().name != name) {
+      lock::LockStatus status;
+      status.name = name;
+      status.ttl_ms = -1;
+      status.last_fence = r.number(i, 7);
+      status.server_time_ms = r.number(i, 9);
+      found.push_back(std::move(status));
+    }
+    lock::LockStatus& status = found.back();
+    if (!r.truth(i, 2)) {
+      ++status.waiters;
+      continue;
+    }
+    lock::HolderInfo holder = holder_of_session(r.text(i, 4), r.text(i, 5), r.text(i, 6), r.number(i, 1));
+    if (!status.held) {
+      status.held = true;
+      status.holder = holder;
+      status.holder.fence = status.last_fence;
+      status.holder.acquired_ms = r.number(i, 8);
+    }
+    if (r.text(i, 3) == "ShareLock") {
+      status.kind = lock::LockKind::shared();
+      status.slots.push_back(lock::SlotHolder{holder, -1});
+    }
+  }
+  std::string glob(pattern);
+  std::erase_if(found, [&](const lock::LockStatus& status) {
+    return !status.held || ::fnmatch(glob.c_str(), status.name.c_str(), 0) != 0;
+  });
+  return found;
+}
+
+} // namespace dlock::postgres

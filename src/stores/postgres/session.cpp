@@ -1,0 +1,314 @@
+#include "stores/postgres/session.hpp"
+
+#include "util/clock.hpp"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <charconv>
+
+namespace dlock::postgres {
+
+namespace {
+
+// libpq's messages end with a newline and may span lines: one line for dlock's diagnostics.
+std::string one_line(const char* message)
+{
+  std::string text = message != nullptr ? message : "";
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) {
+    text.pop_back();
+  }
+  for (char& c : text) {
+    if (c == '\n' || c == '\t') {
+      c = ' ';
+    }
+  }
+  return text;
+}
+
+// The exit code of a failed query, from its SQLSTATE's class.
+ExitCode query_error_code(const std::string& sqlstate)
+{
+  std::string cls = sqlstate.substr(0, 2);
+  if (cls == "08" || cls == "53" || cls == "57" || cls == "58") {
+    return ExitCode::unavailable; // connection, resources, operator intervention, system
+  }
+  if (cls == "22") {
+    return ExitCode::usage; // data exception: a lock name the database's encoding refuses
+  }
+  if (cls == "28" || sqlstate == "42501") {
+    return ExitCode::auth; // authorization, insufficient privilege
+  }
+  if (sqlstate == "3D000") {
+    return ExitCode::config; // no such database
+  }
+  return ExitCode::internal;
+}
+
+void ignore_notice(void*, const char*) {}
+
+} // namespace
+
+std::int64_t Rows::number(int row, int column) const
+{
+  if (null(row, column)) {
+    return 0;
+  }
+  std::string value = text(row, column);
+  std::int64_t n = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || end != value.data() + value.size()) {
+    throw Error(ExitCode::internal, "PostgreSQL answered '{}' where dlock expected a number", value);
+  }
+  return n;
+}
+
+Error connect_error(const std::string& shown, const std::string& message)
+{
+  auto has = [&](const char* text) { return message.find(text) != std::string::npos; };
+  ExitCode code = ExitCode::unavailable;
+  if (has("authentication failed") || has("no password supplied") || has("pg_hba.conf") ||
+      (has("role \"") && has("does not exist")) || has("permission denied")) {
+    code = ExitCode::auth;
+  } else if (has("database \"") && has("does not exist")) {
+    code = ExitCode::config;
+  }
+  return Error(code, "PostgreSQL at {}: {}", shown, message);
+}
+
+Session::Session(const ConnectParams& params) : m_owner(::getpid()), m_shown(params.shown)
+{
+  std::vector<const char*> keywords;
+  std::vector<const char*> values;
+  for (const auto& [keyword, value] : params.values) {
+    keywords.push_back(keyword.c_str());
+    values.push_back(value.c_str());
+  }
+  keywords.push_back(nullptr);
+  values.push_back(nullptr);
+  m_conn = pq().PQconnectStartParams(keywords.data(), values.data(), 1);
+  if (m_conn == nullptr) {
+    m_broken = Error(ExitCode::internal, "PostgreSQL at {}: out of memory", m_shown);
+    m_connecting = false;
+  } else if (pq().PQstatus(m_conn) == CONNECTION_BAD) {
+    m_broken = connect_error(m_shown, one_line(pq().PQerrorMessage(m_conn)));
+    m_connecting = false;
+  }
+}
+
+Session::~Session()
+{
+  if (m_conn == nullptr) {
+    return;
+  }
+  if (owned()) {
+    pq().PQfinish(m_conn);
+  } else if (int fd = pq().PQsocket(m_conn); fd >= 0) {
+    ::close(fd); // PQfinish would end the session, and free the parent's locks
+  }
+}
+
+bool Session::owned() const noexcept { return ::getpid() == m_owner; }
+
+void Session::query(std::string sql, std::vector<std::string> params, Callback done, bool first)
+{
+  Query q{std::move(sql), std::move(params), std::move(done)};
+  if (first) {
+    m_queue.push_front(std::move(q));
+  } else {
+    m_queue.push_back(std::move(q));
+  }
+  if (!m_connecting && !m_in_flight && !m_broken) {
+    send_next();
+  }
+}
+
+void Session::watch(util::EventLoop& loop)
+{
+  if (m_broken) {
+    if (!m_queue.empty()) {
+      fail(*m_broken); // answers queries queued after the end
+      loop.wake_at(util::monotonic_now());
+    }
+    return;
+  }
+  short events = POLLIN;
+  if (m_connecting) {
+    events = m_poll == PGRES_POLLING_WRITING ? POLLOUT : POLLIN;
+  } else if (m_flushing) {
+    events |= POLLOUT;
+  }
+  int fd = pq().PQsocket(m_conn);
+  loop.watch(fd, events, [this](short revents) { on_io(revents); });
+}
+
+void Session::on_io(short revents)
+{
+  if (m_broken) {
+    return;
+  }
+  if (m_connecting) {
+    advance_connect();
+    return;
+  }
+  if (m_flushing && (revents & POLLOUT) != 0) {
+    int flushed = pq().PQflush(m_conn);
+    if (flushed < 0) {
+      fail(Error(ExitCode::unavailable, "PostgreSQL at {}: {}", m_shown,
+                 one_line(pq().PQerrorMessage(m_conn))));
+      return;
+    }
+    m_flushing = flushed == 1;
+  }
+  if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+    read_answers();
+  }
+}
+
+void Session::advance_connect()
+{
+  m_poll = pq().PQconnectPoll(m_conn);
+  if (m_poll == PGRES_POLLING_FAILED) {
+    m_connecting = false;
+    fail(connect_error(m_shown, one_line(pq().PQerrorMessage(m_conn))));
+    return;
+  }
+  if (m_poll != PGRES_POLLING_OK) {
+    return;
+  }
+  m_connecting = false;
+  pq().PQsetnonblocking(m_conn, 1);
+  pq().PQsetNoticeProcessor(m_conn, ignore_notice, nullptr);
+  if (!m_queue.empty()) {
+    send_next();
+  }
+}
+
+void Session::send_next()
+{
+  if (m_queue.empty() || m_broken) {
+    return;
+  }
+  m_current = std::move(m_queue.front());
+  m_queue.pop_front();
+  int sent = 0;
+  if (m_current->params.empty()) {
+    sent = pq().PQsendQuery(m_conn, m_current->sql.c_str()); // may hold several statements
+  } else {
+    std::vector<const char*> values;
+    for (const std::string& param : m_current->params) {
+      values.push_back(param.c_str());
+    }
+    sent = pq().PQsendQueryParams(m_conn, m_current->sql.c_str(), int(values.size()), nullptr,
+                                  values.data(), nullptr, nullptr, 0);
+  }
+  if (sent == 0) {
+    fail(Error(ExitCode::unavailable, "PostgreSQL at {}: {}", m_shown,
+               one_line(pq().PQerrorMessage(m_conn))));
+    return;
+  }
+  m_in_flight = true;
+  m_answer = Answer{};
+  int flushed = pq().PQflush(m_conn);
+  m_flushing = flushed == 1;
+  if (flushed < 0) {
+    fail(Error(ExitCode::unavailable, "PostgreSQL at {}: {}", m_shown,
+               one_line(pq().PQerrorMessage(m_conn))));
+  }
+}
+
+void Session::read_answers()
+{
+  if (pq().PQconsumeInput(m_conn) == 0 || pq().PQstatus(m_conn) == CONNECTION_BAD) {
+    fail(Error(ExitCode::unavailable, "PostgreSQL at {}: the session ended ({})", m_shown,
+               one_line(pq().PQerrorMessage(m_conn))));
+    return;
+  }
+  while (m_in_flight && pq().PQisBusy(m_conn) == 0) {
+    PGresult* result = pq().PQgetResult(m_conn);
+    if (result == nullptr) { // the query is answered
+      m_in_flight = false;
+      std::optional<Query> done = std::move(m_current);
+      m_current.reset();
+      Answer answer = std::move(m_answer);
+      m_answer = Answer{};
+      if (done && done->done) {
+        done->done(answer);
+      }
+      if (m_broken) {
+        return;
+      }
+      send_next();
+      if (!m_in_flight) {
+        return;
+      }
+      continue;
+    }
+    ExecStatusType status = pq().PQresultStatus(result);
+    if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
+      if (!m_answer.error) {
+        m_answer.rows = Rows(result);
+        continue;
+      }
+    } else if (!m_answer.error) {
+      const char* state = pq().PQresultErrorField(result, PG_DIAG_SQLSTATE);
+      m_answer.sqlstate = state != nullptr ? state : "";
+      m_answer.error = Error(query_error_code(m_answer.sqlstate), "PostgreSQL at {}: {}", m_shown,
+                             one_line(pq().PQresultErrorMessage(result)));
+    }
+    pq().PQclear(result);
+  }
+}
+
+void Session::fail(const Error& error)
+{
+  if (!m_broken) {
+    m_broken = error;
+    if (m_on_end) {
+      m_on_end(error);
+    }
+  }
+  m_connecting = false;
+  m_flushing = false;
+  std::deque<Query> owed;
+  if (m_in_flight && m_current) {
+    owed.push_back(std::move(*m_current));
+  }
+  m_in_flight = false;
+  m_current.reset();
+  // Callbacks may queue follow-ups, which fail in turn.
+  while (!owed.empty() || !m_queue.empty()) {
+    if (owed.empty()) {
+      owed.swap(m_queue);
+    }
+    Query q = std::move(owed.front());
+    owed.pop_front();
+    Answer answer;
+    answer.error = *m_broken;
+    if (q.done) {
+      q.done(answer);
+    }
+  }
+}
+
+void Session::forget_queries() noexcept
+{
+  m_queue.clear();
+  if (m_current) {
+    m_current->done = nullptr;
+  }
+}
+
+void Session::cancel() noexcept
+{
+  if (m_conn == nullptr || !m_in_flight || !owned()) {
+    return;
+  }
+  if (PGcancel* cancel = pq().PQgetCancel(m_conn)) {
+    char message[256];
+    pq().PQcancel(cancel, message, sizeof message);
+    pq().PQfreeCancel(cancel);
+  }
+}
+
+} // namespace dlock::postgres

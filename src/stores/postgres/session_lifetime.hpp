@@ -1,0 +1,35 @@
+#pragma once
+
+#include "util/duration.hpp"
+
+#include <optional>
+#include <string>
+
+namespace dlock::postgres {
+
+// The server settings after which PostgreSQL may end a session that is idle or whose client
+// cannot be reached, each as the server reports it for dlock's own session (0: off, or the
+// operating system's default for the keepalive ones). Ending the session frees its locks, so
+// a lease (the time dlock lets a command run on one confirmation) must not be longer.
+struct SessionSettings {
+  util::Millis idle_session_timeout{0};
+  util::Millis tcp_user_timeout{0};
+  std::int64_t keepalives_idle_s = 0;
+  std::int64_t keepalives_interval_s = 0;
+  std::int64_t keepalives_count = 0;
+  bool over_tcp = true; // keepalives and the user timeout apply to TCP connections only
+};
+
+// The soonest the server could end an unreachable or idle session, and the setting that says
+// so ("idle_session_timeout 1m"); nullopt if nothing ends it. With keepalives, 0 is Linux's
+// default (idle 7200 s, interval 75 s, 9 probes), which the server's kernel is assumed to keep.
+struct SessionLimit {
+  util::Millis after{0};
+  std::string setting;
+};
+std::optional<SessionLimit> session_limit(const SessionSettings& settings);
+
+// Refuses (Error(usage), one line) a TTL longer than the limit, naming the setting.
+void check_ttl(util::Millis ttl, const SessionSettings& settings);
+
+} // namespace dlock::postgres
