@@ -260,8 +260,9 @@ std::vector<std::string> environment_urls()
 void add_global_options(CLI::App& app, Arguments& args)
 {
   app.add_option("-u,--url", args.urls,
-                 "Redis URL: redis://[[user][:pass]@]host[:port][/db], rediss://..., "
-                 "unix:///path.sock[?db=N], redis-sentinel://host[:port][,host[:port]...][/db]#MASTER; "
+                 "Lock store URL: redis://[[user][:pass]@]host[:port][/db], rediss://..., "
+                 "unix:///path.sock[?db=N], redis-sentinel://host[:port][,host[:port]...][/db]#MASTER, "
+                 "postgres://[user@]host[:port]/db (a libpq URI); "
                  "one per -u; env DLOCK_URL (separated by blanks)")
     // One value per occurrence (the words after it are the command's), any number of them;
     // without expected(1) --help would also show "URL ...".

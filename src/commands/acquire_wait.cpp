@@ -44,6 +44,9 @@ WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
   if (policy.kind.mode == lock::LockKind::Mode::limit) {
     lock::require(store, lock::Feature::limit);
   }
+  if (policy.replicas.replicas > 0) {
+    lock::require(store, lock::Feature::replicas);
+  }
   lock::AcquireRequest request{token, ttl, me, {}, policy.replicas, policy.kind};
   lock::WaitTicket& ticket = request.ticket;
   ticket.mode = policy.no_wait ? lock::WaitMode::once

@@ -29,6 +29,8 @@ Row row(Feature feature)
   case Feature::detached:
     return {"acquire (a lock that outlives the dlock process that took it)",
             "Redis or Redlock, whose lease is not tied to a connection; use dlock run"};
+  case Feature::replicas:
+    return {"--wait-replicas", "Redis, whose WAIT counts the replicas a write reached"};
   }
   return {"?", "?"};
 }

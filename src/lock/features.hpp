@@ -14,6 +14,7 @@ enum class Feature {
   limit,      // --limit N: a counting semaphore
   coordinate, // wait, barrier, latch: one state per name besides the lock
   detached,   // acquire (--keep or not): a lock that outlives the dlock process that took it
+  replicas,   // --wait-replicas N: a write acknowledged by the store's replicas
 };
 
 // Refuses (throws refusal()) a feature the store lacks. Called once, before anything is

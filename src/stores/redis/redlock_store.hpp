@@ -49,7 +49,7 @@ public:
   // without consensus. A lease outlives the process, as on one server.
   bool supports(lock::Feature feature) const noexcept override
   {
-    return feature == lock::Feature::detached;
+    return feature == lock::Feature::detached || feature == lock::Feature::replicas;
   }
   std::string store_name() const override { return "Redlock (several --url)"; }
 
