@@ -165,7 +165,11 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
   if (!group) {
     group.emplace(signals.original_mask()); // not forked yet (never: the first attempt forks it)
   }
-  util::log_verbose("acquired lock '{}' (fencing token {})", shown, outcome.fence);
+  if (outcome.fence != 0) {
+    util::log_verbose("acquired lock '{}' (fencing token {})", shown, outcome.fence);
+  } else {
+    util::log_verbose("acquired lock '{}'", shown); // the store said once why it has none
+  }
   // who, without the command line: its arguments may hold what a log must not
   report.acquired(fmt::format("{}@{} pid {}", me.user, me.host, me.pid), outcome.fences.empty() ? std::vector<std::int64_t>{outcome.fence} : outcome.fences);
   HeldLock held(context, names, token, options.ttl);

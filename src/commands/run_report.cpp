@@ -5,6 +5,7 @@
 #include "util/log.hpp"
 #include "util/syslog.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 namespace dlock::commands {
@@ -41,7 +42,9 @@ std::string RunReport::fence_text() const
   for (std::int64_t fence : m_fences) {
     text += (text.empty() ? "" : " ") + std::to_string(fence);
   }
-  return text;
+  // token 0: a store without fencing (a database without dlock_fence)
+  bool none = std::all_of(m_fences.begin(), m_fences.end(), [](std::int64_t f) { return f == 0; });
+  return none ? "none" : text;
 }
 
 void RunReport::acquired(const std::string& holder, const std::vector<std::int64_t>& fences)

@@ -253,8 +253,15 @@ void Session::read_answers()
     } else if (!m_answer.error) {
       const char* state = pq().PQresultErrorField(result, PG_DIAG_SQLSTATE);
       m_answer.sqlstate = state != nullptr ? state : "";
+      // The primary message and its detail; not the statement or a caret under it.
+      const char* primary = pq().PQresultErrorField(result, PG_DIAG_MESSAGE_PRIMARY);
+      const char* detail = pq().PQresultErrorField(result, PG_DIAG_MESSAGE_DETAIL);
+      std::string message = one_line(primary != nullptr ? primary : pq().PQresultErrorMessage(result));
+      if (detail != nullptr) {
+        message += " (" + one_line(detail) + ")";
+      }
       m_answer.error = Error(query_error_code(m_answer.sqlstate), "PostgreSQL at {}: {}", m_shown,
-                             one_line(pq().PQresultErrorMessage(result)));
+                             message);
     }
     pq().PQclear(result);
   }
