@@ -53,8 +53,8 @@ public:
       try {
         release();
       } catch (const Error& error) {
-        util::log_warning("could not release lock '{}' ({}); it expires within {}",
-                          lock::join_names(m_names), error.what(), util::format_duration(m_ttl));
+        util::log_warning("could not release lock '{}' ({}); {}", lock::join_names(m_names),
+                          error.what(), m_context.store.left_behind(m_ttl));
       } catch (...) {
       }
     }
@@ -213,8 +213,8 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
   try {
     released = held.release();
   } catch (const Error& error) {
-    util::log_warning("could not release lock '{}' ({}); it expires within {}", shown,
-                      error.what(), util::format_duration(options.ttl));
+    util::log_warning("could not release lock '{}' ({}); {}", shown, error.what(),
+                      context.store.left_behind(options.ttl));
   }
   if (released == true) {
     util::log_verbose("released lock '{}'", shown);

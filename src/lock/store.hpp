@@ -194,6 +194,12 @@ public:
     (void)feature;
     return true;
   }
+  // What becomes of a lock whose release did not get through, for the warning that says so:
+  // a lease ends with its TTL; a database session's lock, when the server ends the session.
+  virtual std::string left_behind(util::Millis ttl) const
+  {
+    return "it expires within " + util::format_duration(ttl);
+  }
   // The store as messages name it: "Redis", "Redlock (several --url)", "PostgreSQL".
   virtual std::string store_name() const = 0;
 

@@ -361,11 +361,11 @@ void PostgresStore::start_wait_for_wake(const lock::LockName& name, const lock::
   std::string key = name.str();
   // Blocks until the holder lets go (the server grants it to this session then) or
   // lock_timeout ends the wait (55P03); the simple protocol sends both statements at once.
-  n->session->query(
+  n->session->query_blocking(
     fmt::format("SET lock_timeout = {}; SELECT pg_advisory_lock{}({})",
                 std::max<std::int64_t>(1, block.count()),
                 n->kind.mode == lock::LockKind::Mode::shared ? "_shared" : "", n->key.key),
-    {}, [this, key](Answer& a) {
+    [this, key](Answer& a) {
       Outcome outcome{Op::wait_for_wake, std::nullopt, false, {}, {}};
       if (!a.error) {
         Named& granted = m_named.at(key);
@@ -493,6 +493,12 @@ void PostgresStore::start_set_latch(const lock::LockName&, std::int64_t, Millis)
 void PostgresStore::start_count_down(const lock::LockName&)
 {
   answer(Op::count_down, lock::refusal(*this, lock::Feature::coordinate));
+}
+
+std::string PostgresStore::left_behind(Millis) const
+{
+  return "the server frees it when it ends dlock's session: at once if the connection closed "
+         "cleanly, else when its TCP keepalive or idle_session_timeout gives up on it";
 }
 
 void PostgresStore::watch(util::EventLoop& loop)

@@ -59,6 +59,7 @@ public:
     return feature == lock::Feature::shared;
   }
   std::string store_name() const override { return "PostgreSQL (postgres://)"; }
+  std::string left_behind(util::Millis ttl) const override;
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <future>
+#include <thread>
 
 namespace dlock::postgres {
 
@@ -46,6 +48,9 @@ ExitCode query_error_code(const std::string& sqlstate)
 }
 
 void ignore_notice(void*, const char*) {}
+
+// The longest dlock waits for a cancel request to reach the server.
+constexpr std::chrono::milliseconds cancel_limit{500};
 
 } // namespace
 
@@ -118,6 +123,14 @@ void Session::query(std::string sql, std::vector<std::string> params, Callback d
   } else {
     m_queue.push_back(std::move(q));
   }
+  if (!m_connecting && !m_in_flight && !m_broken) {
+    send_next();
+  }
+}
+
+void Session::query_blocking(std::string sql, Callback done)
+{
+  m_queue.push_back(Query{std::move(sql), {}, std::move(done), true});
   if (!m_connecting && !m_in_flight && !m_broken) {
     send_next();
   }
@@ -308,13 +321,27 @@ void Session::forget_queries() noexcept
 
 void Session::cancel() noexcept
 {
-  if (m_conn == nullptr || !m_in_flight || !owned()) {
+  if (m_conn == nullptr || !m_in_flight || !m_current || !m_current->blocks || !owned()) {
     return;
   }
-  if (PGcancel* cancel = pq().PQgetCancel(m_conn)) {
-    char message[256];
-    pq().PQcancel(cancel, message, sizeof message);
-    pq().PQfreeCancel(cancel);
+  PGcancel* request = pq().PQgetCancel(m_conn);
+  if (request == nullptr) {
+    return;
+  }
+  // PQcancel blocks until the server took the request: a thread sends it, and dlock waits
+  // for it at most cancel_limit (an unfinished thread ends with the process).
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> sent = done->get_future();
+  try {
+    std::thread([request, done] {
+      char message[256];
+      pq().PQcancel(request, message, sizeof message);
+      pq().PQfreeCancel(request);
+      done->set_value();
+    }).detach();
+    sent.wait_for(cancel_limit);
+  } catch (const std::system_error&) {
+    pq().PQfreeCancel(request); // no thread: the server ends the wait at lock_timeout
   }
 }
 

@@ -65,12 +65,16 @@ public:
 
   // Queues a query ($1, $2… are params); first: before whatever is queued (an op's next step).
   void query(std::string sql, std::vector<std::string> params, Callback done, bool first = false);
+  // Queues a query that blocks in the server (pg_advisory_lock), which cancel() interrupts.
+  void query_blocking(std::string sql, Callback done);
   // Has loop watch the socket for this round (an idle session too: to see it end).
   void watch(util::EventLoop& loop);
   // Forgets what is queued and the callback of the query in flight, whose answer is read and
   // dropped; the session and its locks stay.
   void forget_queries() noexcept;
-  // Asks the server to cancel the query in flight (a blocked pg_advisory_lock), best effort.
+  // Asks the server to cancel a blocking query in flight, so that a waiter that gives up does
+  // not stay in the lock's queue (where it holds back shared holders). Best effort, and
+  // bounded: the cancel request needs a connection of its own, which a partition would hang.
   void cancel() noexcept;
   // Called once when the connection ends, before the answers it still owes (which fail).
   void on_end(std::function<void(const Error&)> ended) { m_on_end = std::move(ended); }
@@ -89,6 +93,7 @@ private:
     std::string sql;
     std::vector<std::string> params;
     Callback done;
+    bool blocks = false;
   };
 
   void on_io(short revents);
