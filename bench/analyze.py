@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Number crunching and printing for bench/run.sh.
+"""Number crunching and printing for bench/run.sh and bench/stores.sh.
 
 Each subcommand reads the raw files one step of run.sh produced, prints that step's table and
 records its figures in a JSON results file, from which `summary` prints the final table.
@@ -491,6 +491,40 @@ def cmd_summary(results, mode):
             print(f"    process start baseline: spawn->main {b['spawn_to_main']['median']:.2f} ms,"
                   f" sh -c 'date +%s%N' {b['sh_date_median']:.2f} ms (medians)")
     print(f"    mode: {mode}")
+
+
+def cmd_stores(results, *tools):
+    """bench/stores.sh's closing table: one row per tool, every section side by side."""
+    d = load(results)
+    u = d.get("uncontended", {}).get("rows", {})
+    c = d.get("contention", {})
+    ho = d.get("handover", {})
+    rss = d.get("rss", {})
+
+    def cell(value, fmt):
+        return fmt % value if value is not None else "-"
+
+    print(f"  {'tool':<18} {'uncontended cycle':>19} {'8 workers contending':>21}"
+          f" {'hand-over':>19} {'peak RSS':>9}  failed runs")
+    print(f"  {'':<18} {'median / mean ms':>19} {'ms per section':>21} {'median / p90 ms':>19}"
+          f" {'MB':>9}")
+    for t in tools:
+        un, co, h, r = u.get(t), c.get(t), ho.get(t), rss.get(t)
+        cycle = f"{un['median']:.2f} / {un['mean']:.2f}" if un else "-"
+        per = cell(co["ms_per_cs"] if co else None, "%.2f")
+        hand = f"{h['median']:.2f} / {h['p90']:.2f}" if h and h.get("n") else "-"
+        mem = cell(r["max_kb"] / 1024 if r else None, "%.2f")
+        failed = co["failed"] if co else 0
+        overlaps = h.get("overlaps", 0) if h else 0
+        print(f"  {t:<18} {cycle:>19} {per:>21} {hand:>19} {mem:>9}  {failed}"
+              + (f"  MUTUAL EXCLUSION VIOLATED ({overlaps} overlaps)" if overlaps else ""))
+    base = u.get("true (no lock: process start)")
+    if base:
+        print(f"  process start alone (true): {base['median']:.2f} ms median")
+    la = d.get("load", {})
+    if la:
+        print(f"  load average (1 min) at start {la.get('start', '?')}, at end {la.get('end', '?')},"
+              f" on {la.get('cpus', '?')} CPUs")
 
 
 def main():

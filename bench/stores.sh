@@ -1,0 +1,261 @@
+#!/usr/bin/env bash
+# Benchmarks dlock on each lock store it speaks, side by side with flock(1) and etcdctl lock, in
+# one run: Redis, PostgreSQL and (when this dlock has the mysql:// store) MariaDB.
+#
+# Usage: bench/stores.sh [--quick] [--no-deps] [--out DIR]
+#   --quick     smaller counts (about 1-2 minutes instead of about 4-6)
+#   --no-deps   do not run packaging/install-deps.sh bench first
+#   --out DIR   keep the raw data (hyperfine JSON, stamps, results.json) in DIR
+# Environment: DLOCK_BIN (default: build/src/dlock of this repository), TMPDIR.
+#
+# It starts its own servers, each with its packaged defaults except where said, on free loopback
+# ports with data in a temporary directory, and stops them by pid on exit: redis-server (no
+# persistence), PostgreSQL (initdb, trust on loopback), MariaDB (mariadb-install-db, binary
+# log off) and a single-node etcd. Run as root, the database servers run as their own users
+# (postgres, mysql). No traffic leaves 127.0.0.1.
+#
+# Sections: 1 uncontended cycle, 2 contention (8 workers), 3 hand-over latency, 4 peak RSS; then
+# one table with a row per store.
+set -euo pipefail
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(dirname "$BENCH_DIR")
+DLOCK_BIN=${DLOCK_BIN:-$REPO/build/src/dlock}
+
+usage() { sed -n '5,9s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+
+quick=0 deps=1 out=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) quick=1 ;;
+    --no-deps) deps=0 ;;
+    --out) out=${2:?--out needs a directory}; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage >&2; exit 64 ;;
+  esac
+  shift
+done
+
+if [ "$quick" = 1 ]; then
+  MODE=quick HF_RUNS=20 CONT_ROUNDS=1 CONT_CYCLES=4 HANDOVERS=30 RSS_RUNS=3
+else
+  MODE=full HF_RUNS=100 CONT_ROUNDS=3 CONT_CYCLES=8 HANDOVERS=120 RSS_RUNS=10
+fi
+WORKERS=8          # section 2: workers on one lock
+HO_WORKERS=3       # section 3: one holder and (nearly always) two waiters
+HO_HOLD_MS=100     # section 3: how long the command holds the lock, so the waiters are blocked
+HO_PAUSE_MS=40     # section 3: pause of each worker between its lock processes
+STEP_LIMIT=240     # seconds: upper bound of any one measured step
+
+say() { printf '%s\n' "$*"; }
+header() { printf '\n== %s   [at %d s]\n' "$*" "$SECONDS"; }
+die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
+now_ns() { date +%s%N; }
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+q() { printf '%q' "$1"; } # quoting for hyperfine -N (shell-words)
+
+# ------------------------------------------------------------------------------------ dependencies
+[ "$deps" = 0 ] || "$REPO/packaging/install-deps.sh" bench >/dev/null
+for tool in hyperfine redis-server redis-cli etcd etcdctl flock python3 cc timeout; do
+  command -v "$tool" >/dev/null || die "$tool is missing (packaging/install-deps.sh bench)"
+done
+[ -x /usr/bin/time ] || die "GNU time (/usr/bin/time) is missing (packaging/install-deps.sh bench)"
+PG_BIN=$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -1)
+[ -n "$PG_BIN" ] && [ -x "$PG_BIN/initdb" ] || die "PostgreSQL's server is missing (apt-get install postgresql)"
+[ -x "$DLOCK_BIN" ] || die "no dlock binary at $DLOCK_BIN (cmake --build build -j2, or set DLOCK_BIN)"
+
+# --------------------------------------------------------------------------------- private servers
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/dlock-bench-stores.XXXXXX")
+chmod 755 "$TMP" # the database servers' own users reach their directories in here
+RES=${out:+$out/results.json}
+RES=${RES:-$TMP/results.json}
+[ -z "$out" ] || mkdir -p "$out"
+REDIS_PID="" ETCD_PID="" PG_DATA="" MARIADB_PID=""
+cleanup() {
+  set +e
+  local p
+  for p in $(jobs -p); do kill "$p" 2>/dev/null; done
+  [ -z "$PG_DATA" ] || as_db postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" stop -m immediate >/dev/null 2>&1
+  for p in $REDIS_PID $ETCD_PID $MARIADB_PID; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  [ -z "$out" ] || cp "$TMP"/*.json "$TMP"/handover-*.log "$out"/ 2>/dev/null
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'say "bench: stopped by SIGTERM" >&2; exit 143' TERM
+
+as_db() { # USER COMMAND...: as that user when root (the servers refuse to run as root)
+  local user=$1
+  shift
+  if [ "$(id -u)" = 0 ]; then runuser -u "$user" -- "$@"; else "$@"; fi
+}
+wait_until() { # SECONDS DESCRIPTION COMMAND...: retries COMMAND every 50 ms
+  local limit=$1 what=$2 deadline
+  shift 2
+  deadline=$(($(date +%s) + limit))
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$deadline" ] || die "timed out after ${limit}s waiting for $what"
+    sleep 0.05
+  done
+}
+read -r REDIS_PORT PG_PORT MARIADB_PORT ETCD_PORT ETCD_PEER_PORT < <(python3 -c '
+import socket
+socks = [socket.socket() for _ in range(5)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in socks])')
+
+redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no --dir "$TMP" \
+  --logfile "$TMP/redis.log" --daemonize no &
+REDIS_PID=$!
+wait_until 10 "redis-server" sh -c "[ \"\$(redis-cli -p $REDIS_PORT ping)\" = PONG ]"
+
+mkdir "$TMP/pg"
+[ "$(id -u)" != 0 ] || chown postgres "$TMP/pg"
+as_db postgres "$PG_BIN/initdb" -D "$TMP/pg/data" -A trust -U postgres >"$TMP/pg/initdb.log" 2>&1 ||
+  die "initdb failed: $(tail -3 "$TMP/pg/initdb.log")"
+PG_DATA=$TMP/pg/data
+as_db postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$TMP/pg/log" -w \
+  -o "-p $PG_PORT -k $TMP/pg -c listen_addresses=127.0.0.1" start >/dev/null ||
+  die "PostgreSQL did not start: $(tail -3 "$TMP/pg/log")"
+PG_URL=postgres://postgres@127.0.0.1:$PG_PORT/postgres
+
+MYSQL_URL=""
+if "$DLOCK_BIN" --version 2>&1 | grep -qi mariadb && command -v mariadbd >/dev/null; then
+  mkdir "$TMP/mariadb"
+  [ "$(id -u)" != 0 ] || chown mysql "$TMP/mariadb"
+  as_db mysql mariadb-install-db --datadir="$TMP/mariadb/data" --auth-root-authentication-method=normal \
+    >"$TMP/mariadb/install.log" 2>&1 || die "mariadb-install-db failed: $(tail -3 "$TMP/mariadb/install.log")"
+  as_db mysql mariadbd --no-defaults --datadir="$TMP/mariadb/data" --socket="$TMP/mariadb/sock" \
+    --port="$MARIADB_PORT" --bind-address=127.0.0.1 --skip-log-bin --pid-file="$TMP/mariadb/pid" \
+    --log-error="$TMP/mariadb/log" &
+  MARIADB_PID=$!
+  wait_until 30 "MariaDB" mariadb --no-defaults -S "$TMP/mariadb/sock" -uroot -e 'select 1'
+  mariadb --no-defaults -S "$TMP/mariadb/sock" -uroot -e \
+    "CREATE DATABASE dlock; CREATE USER dlock@'127.0.0.1' IDENTIFIED BY 'bench'; GRANT ALL ON dlock.* TO dlock@'127.0.0.1'"
+  MYSQL_URL=mysql://dlock:bench@127.0.0.1:$MARIADB_PORT/dlock
+fi
+
+ETCD_URL=http://127.0.0.1:$ETCD_PORT
+etcd --name bench --data-dir "$TMP/etcd" \
+  --listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
+  --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-cluster "bench=http://127.0.0.1:$ETCD_PEER_PORT" --initial-cluster-state new \
+  >"$TMP/etcd.log" 2>&1 &
+ETCD_PID=$!
+export ETCDCTL_API=3
+wait_until 20 "etcd" etcdctl --endpoints="$ETCD_URL" endpoint health
+
+# Measure one fixed copy: the build directory may be rebuilt while this runs.
+cp "$DLOCK_BIN" "$TMP/dlock" && "$TMP/dlock" --version >/dev/null 2>&1 || die "could not copy a working $DLOCK_BIN"
+[ ! -e "$(dirname "$DLOCK_BIN")/dlock-tls.so" ] || cp "$(dirname "$DLOCK_BIN")/dlock-tls.so" "$TMP/"
+DLOCK=$TMP/dlock
+unset DLOCK_URL DLOCK_PREFIX DLOCK_PASSWORD DLOCK_CONFIG
+export DLOCK_CONFIG='' # no config file of this machine's
+
+HELPER=$TMP/helper
+cc -O2 -static -o "$HELPER" "$BENCH_DIR/helper.c" 2>/dev/null || cc -O2 -o "$HELPER" "$BENCH_DIR/helper.c"
+analyze() { python3 "$BENCH_DIR/analyze.py" "$1" "$RES" "${@:2}"; }
+
+# The tools: NAME and the lock command's prefix (the command follows it), one per line. The same
+# key or file for every section: each section's last process has let go before the next starts.
+TOOLS=("dlock Redis" "dlock PostgreSQL")
+declare -A PREFIX=(
+  ["dlock Redis"]="$(q "$DLOCK") -u redis://127.0.0.1:$REDIS_PORT run -k bench-stores --"
+  ["dlock PostgreSQL"]="$(q "$DLOCK") -u $PG_URL run -k bench-stores --"
+  ["flock"]="flock $(q "$TMP/bench.lock")"
+  ["etcdctl lock"]="etcdctl --endpoints=$ETCD_URL lock bench-stores"
+)
+if [ -n "$MYSQL_URL" ]; then
+  TOOLS+=("dlock MariaDB")
+  PREFIX["dlock MariaDB"]="$(q "$DLOCK") -u $MYSQL_URL run -k bench-stores --"
+fi
+TOOLS+=("flock" "etcdctl lock")
+prefix_words() { eval "WORDS=(${PREFIX[$1]})"; } # TOOL: its prefix as an array in WORDS
+
+say "dlock stores benchmark ($MODE) - $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(uname -sr), $(nproc) CPUs"
+say "  dlock:      $DLOCK_BIN ($("$DLOCK" --version 2>&1 | head -1)), copied to the temporary directory"
+say "  Redis:      $(redis-server --version | awk '{print $3}'), 127.0.0.1:$REDIS_PORT, --save '' --appendonly no"
+say "  PostgreSQL: $("$PG_BIN/postgres" --version | awk '{print $3}'), 127.0.0.1:$PG_PORT, packaged defaults (fsync on: each acquisition's fencing upsert commits)"
+if [ -n "$MYSQL_URL" ]; then
+  say "  MariaDB:    $(mariadbd --version | awk '{print $3}'), 127.0.0.1:$MARIADB_PORT, packaged defaults, binary log off"
+else
+  say "  MariaDB:    no row (this dlock has no mysql:// store, or mariadbd is not installed)"
+fi
+say "  etcd:       $(etcd --version | head -1 | awk '{print $3}'), single node, 127.0.0.1:$ETCD_PORT, data in $TMP"
+say "  flock:      $(flock --version 2>&1 | head -1); hyperfine $(hyperfine --version | awk '{print $2}')"
+say "  every dlock row connects over TCP to 127.0.0.1; load average at start: $(loadavg)"
+analyze load start "$(cut -d' ' -f1 /proc/loadavg)" "$(nproc)"
+
+# ------------------------------------------------------------------------ 1. uncontended cycle
+header "1. Uncontended lock cycle: acquire, run true, release (hyperfine -N, $HF_RUNS runs, 5 warm-up)"
+hf=()
+for tool in "${TOOLS[@]}"; do hf+=(-n "$tool" "${PREFIX[$tool]} true"); done
+timeout -k 5 "$STEP_LIMIT" hyperfine -N --warmup 5 --runs "$HF_RUNS" --style basic \
+  --export-json "$TMP/uncontended.json" "${hf[@]}" -n "true (no lock: process start)" true \
+  >"$TMP/uncontended.log" 2>&1 || { cat "$TMP/uncontended.log"; die "hyperfine failed"; }
+analyze uncontended "$TMP/uncontended.json"
+
+# ------------------------------------------------------------------------------- 2. contention
+header "2. Contention: $WORKERS workers x $CONT_CYCLES cycles of 'true' on one lock, started together; $CONT_ROUNDS round(s), tools interleaved"
+say "  wall time / critical sections; CPU: the workers' processes (lock tool and command) only"
+for ((round = 1; round <= CONT_ROUNDS; round++)); do
+  for tool in "${TOOLS[@]}"; do
+    prefix_words "$tool"
+    tag=$(printf '%s' "$tool-$round" | tr -c 'a-zA-Z0-9' '_')
+    start=$(($(now_ns) + 500000000)) # all workers sleep until then
+    pids=() outs=()
+    for ((w = 1; w <= WORKERS; w++)); do
+      timeout -k 5 "$STEP_LIMIT" "$HELPER" loop "$start" "$CONT_CYCLES" 0 -- "${WORDS[@]}" true \
+        >"$TMP/contend-$tag-$w.out" 2>>"$TMP/contend-$tag.err" &
+      pids+=($!)
+      outs+=("$TMP/contend-$tag-$w.out")
+    done
+    for p in "${pids[@]}"; do wait "$p" || true; done
+    analyze contention "$tool" "round $round" "$start" "$CONT_CYCLES" 0 "${outs[@]}"
+    [ ! -s "$TMP/contend-$tag.err" ] || say "    stderr of $tool: $(head -2 "$TMP/contend-$tag.err")"
+  done
+done
+
+# -------------------------------------------------------------------------- 3. hand-over latency
+header "3. Hand-over latency: next holder's command start - previous holder's command end ($HO_WORKERS workers, ~$HANDOVERS hand-overs)"
+say "  The command holds the lock $HO_HOLD_MS ms and each worker pauses $HO_PAUSE_MS ms before its next lock"
+say "  process, so the waiters are already blocked (dlock: in the store) when the holder lets go. The"
+say "  figure includes the command's exit, the release, waking the waiter, its acquisition (the fencing"
+say "  token too) and its fork+exec of the next command up to main()."
+per=$(((HANDOVERS + HO_WORKERS - 1) / HO_WORKERS + 3))
+for tool in "${TOOLS[@]}"; do
+  prefix_words "$tool"
+  tag=$(printf '%s' "$tool" | tr -c 'a-zA-Z0-9' '_')
+  start=$(($(now_ns) + 500000000))
+  pids=()
+  for ((w = 1; w <= HO_WORKERS; w++)); do
+    timeout -k 5 "$STEP_LIMIT" "$HELPER" loop "$start" "$per" "$HO_PAUSE_MS" -- "${WORDS[@]}" \
+      "$HELPER" stamp "$TMP/handover-$tag.log" "w$w" "$HO_HOLD_MS" \
+      >"$TMP/handover-$tag-$w.out" 2>>"$TMP/handover-$tag.err" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || true; done
+  analyze handover "$tool" "$TMP/handover-$tag.log"
+  failed=$(awk '{ s += $2 } END { print s + 0 }' "$TMP"/handover-"$tag"-*.out)
+  [ "$failed" = 0 ] || say "    $failed runs of $tool exited non-zero; stderr: $(head -2 "$TMP/handover-$tag.err")"
+done
+
+# -------------------------------------------------------------------------------- 4. peak RSS
+header "4. Peak RSS of the lock process running true ($RSS_RUNS runs each, /usr/bin/time -f %M)"
+for tool in "${TOOLS[@]}"; do
+  prefix_words "$tool"
+  vals=()
+  for ((i = 0; i < RSS_RUNS; i++)); do
+    /usr/bin/time -f '%M' -o "$TMP/rss.txt" "${WORDS[@]}" true >/dev/null
+    vals+=("$(tail -1 "$TMP/rss.txt")")
+  done
+  analyze rss "$tool" "${vals[@]}"
+done
+
+# --------------------------------------------------------------------------------------- table
+analyze load end "$(cut -d' ' -f1 /proc/loadavg)" "$(nproc)"
+header "Result ($MODE; load average at the end: $(loadavg))"
+analyze stores "${TOOLS[@]}"
