@@ -221,7 +221,7 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
   }
   report.released(released, end.status);
   lock::RunVerdict verdict = supervisor.watchdog().verdict(released);
-  std::string notice = verdict.notice ? lock::describe(*verdict.notice, shown) : "";
+  std::string notice = verdict.notice ? lock::describe(*verdict.notice, shown, context.store.loss_cause()) : "";
   if (verdict.notice) {
     util::log_error("{}", notice);
   }

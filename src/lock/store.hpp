@@ -200,6 +200,9 @@ public:
   {
     return "it expires within " + util::format_duration(ttl);
   }
+  // How a lock is lost in this store, for the message that says it was: a lease expires; a
+  // database session's lock goes with the session.
+  virtual std::string loss_cause() const { return "it expired or was released by someone else"; }
   // The store as messages name it: "Redis", "Redlock (several --url)", "PostgreSQL".
   virtual std::string store_name() const = 0;
 

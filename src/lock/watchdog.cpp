@@ -226,7 +226,7 @@ RunVerdict Watchdog::verdict(std::optional<bool> released) const
   return verdict;
 }
 
-std::string describe(const Notice& notice, std::string_view name)
+std::string describe(const Notice& notice, std::string_view name, std::string_view loss_cause)
 {
   std::string duration = util::format_duration(notice.duration);
   switch (notice.kind) {
@@ -243,13 +243,10 @@ std::string describe(const Notice& notice, std::string_view name)
                        "command goes on unprotected (--on-lost ignore)",
                        name);
   case Notice::Kind::lost:
-    return fmt::format("lost lock '{}': it expired or was released by someone else; stopping "
-                       "the command",
-                       name);
+    return fmt::format("lost lock '{}': {}; stopping the command", name, loss_cause);
   case Notice::Kind::lost_ignored:
-    return fmt::format("lost lock '{}': it expired or was released by someone else; the command "
-                       "goes on unprotected (--on-lost ignore)",
-                       name);
+    return fmt::format("lost lock '{}': {}; the command goes on unprotected (--on-lost ignore)",
+                       name, loss_cause);
   case Notice::Kind::frozen:
     return fmt::format("dlock did not confirm the lease on lock '{}' in time (was it frozen?); "
                        "its guard stopped the command before the lease could expire",
@@ -263,9 +260,8 @@ std::string describe(const Notice& notice, std::string_view name)
                        "(--wait-replicas): it does not extend the lease; retrying",
                        name, notice.count, duration);
   case Notice::Kind::lost_before_release:
-    return fmt::format("lock '{}' had already been lost when the command ended (it expired or "
-                       "was released by someone else)",
-                       name);
+    return fmt::format("lock '{}' had already been lost when the command ended ({})", name,
+                       loss_cause);
   }
   return {};
 }

@@ -124,8 +124,9 @@ private:
   std::optional<util::TimePoint> m_kill_at; // SIGKILL after SIGTERM, per --kill-after
 };
 
-// The message for a notice about lock name, and whether it is an error, a warning or detail.
-std::string describe(const Notice& notice, std::string_view name);
+// The message for a notice about lock name, and whether it is an error, a warning or detail;
+// loss_cause says how the store loses a lock (Store::loss_cause).
+std::string describe(const Notice& notice, std::string_view name, std::string_view loss_cause);
 enum class NoticeLevel { error, warning, verbose };
 NoticeLevel level(Notice::Kind kind);
 

@@ -60,6 +60,11 @@ public:
   }
   std::string store_name() const override { return "PostgreSQL (postgres://)"; }
   std::string left_behind(util::Millis ttl) const override;
+  std::string loss_cause() const override
+  {
+    return "its database session ended (terminated, timed out or cut off) or it was released by "
+           "someone else";
+  }
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
