@@ -192,6 +192,30 @@ died_of() {
   run -0 "$DLOCK" run -k lose -n -- true
 }
 
+@test "$STORE: the session ended by the server or by release --force: the command is stopped within 500 ms" {
+  # The session is the lease: once the server ended it, another client can take the lock, so
+  # dlock stops the command as soon as the server's goodbye arrives (man dlock, DATABASE
+  # STORES: "usually within milliseconds"), not at the next renewal.
+  local how slow=0
+  for how in end_sessions "\"\$DLOCK\" release --force -k prompt >/dev/null"; do
+    rm -f "$T/cmd.pid" "$T/termed"
+    start_bg holder "$DLOCK" run -k prompt -t 30s -- sh -c 'trap "date +%s%3N >\"\$T/termed\"; exit 143" TERM
+      echo $$ >"$T/cmd.pid"; while :; do sleep 0.01; done'
+    local holder=$BG_PID
+    wait_for "[ -s '$T/cmd.pid' ]" 10
+    eval "$how" >/dev/null
+    local ended=$(now_ms) st=0
+    wait "$holder" || st=$?
+    [ "$st" -eq 76 ]
+    wait_for "[ -s '$T/termed' ]" 1
+    local took=$(($(cat "$T/termed") - ended))
+    echo "$how: the command got SIGTERM $took ms after the session ended"
+    cat "$T/holder.err"
+    [ "$took" -lt 500 ] || slow=$((slow + 1))
+  done
+  [ "$slow" -eq 0 ]
+}
+
 @test "$STORE: dlock SIGKILLed: its command is killed and the lock is free at once" {
   start_bg holder "$DLOCK" run -k crash -- sh -c 'echo $$ >"$T/cmd.pid"; exec sleep 60'
   local holder=$BG_PID
