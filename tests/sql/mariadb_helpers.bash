@@ -5,7 +5,8 @@
 # and bats' directories are root's alone), then mariadbd on a loopback port the kernel hands
 # out (free_port) and on a unix socket in that directory, without binary log. Accounts and
 # database:
-#   root            over the unix socket only, by socket authentication (mysql_admin)
+#   root            over the unix socket only, by socket authentication (mysql_admin; not
+#                   root: the account of the user running the tests, made the same way)
 #   dlock           password MY_PASSWORD, every right on the databases dlock% (so that a
 #                   missing database dlock_missing is unknown, not forbidden)
 #   dlock_nofence   password MY_PASSWORD, SELECT only on dlock: may take locks (GET_LOCK
@@ -86,6 +87,8 @@ start_mariadb() {
   if [ -z "${MY_PID:-}" ]; then
     echo "mariadbd did not start:" >&2
     cat "$MY_DIR/error.log" >&2
+    # one that started but did not answer
+    [ ! -s "$MY_DIR/mysqld.pid" ] || kill -KILL "$(cat "$MY_DIR/mysqld.pid")" 2>/dev/null || true
     return 1
   fi
   mysql_admin <<SQL
@@ -122,8 +125,9 @@ stop_mariadb() {
   fi
 }
 
-# mysql_admin [mariadb args...]: the client as root over the unix socket, no default database;
+# mysql_admin [mariadb args...]: the client as root (or the user running the tests, the one
+# mariadb-install-db made the socket-authenticated administrator) over the unix socket, no default database;
 # batch mode (tab-separated, no column names), which stops at the first error.
 mysql_admin() {
-  "$MARIADB_CLIENT" --no-defaults -S "$MY_SOCK" -u root -B -N "$@"
+  "$MARIADB_CLIENT" --no-defaults -S "$MY_SOCK" -u "$(id -un)" -B -N "$@"
 }
