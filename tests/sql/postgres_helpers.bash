@@ -59,7 +59,7 @@ start_postgres() {
   if [ -n "${PG_HBA_EXTRA:-}" ]; then
     printf '%s\n' "$PG_HBA_EXTRA" >>"$PG_DIR/data/pg_hba.conf"
   fi
-  local try i
+  local try
   for try in 1 2 3 4 5; do
     PG_PORT=$(free_port)
     rm -f "$PG_DIR/server.log"
