@@ -3,7 +3,7 @@
 # the entry points postgres.bats and mysql.bats (symbolic links to this file: the store is the
 # name the file was run by, or DLOCK_SQL_STORE). Each file starts its own server
 # (postgres_helpers.bash, mariadb_helpers.bash) on a loopback port and a unix socket; dlock
-# connects over TCP as the role or user dlock (DLOCK_URL).
+# connects over TCP as the role or user dlock (DLOCK_URL, its password in DLOCK_PASSWORD_FILE).
 #
 # Bounds leave room for a loaded 2-core machine; the hand-over bound (1 s) is the requirement.
 
