@@ -49,7 +49,8 @@ fi
 
 build=(g++ cmake make pkg-config git "${hiredis[@]}" libssl-dev libcli11-dev libfmt-dev libpq-dev)
 test=(libgtest-dev dpkg-dev redis-server redis-tools bats bats-assert bats-support procps util-linux
-  python3 python3-prometheus-client openssl man-db bc lintian tmux iptables iproute2 parallel)
+  python3 python3-prometheus-client openssl man-db bc lintian tmux iptables iproute2 parallel
+  postgresql mariadb-server mariadb-client)
 bench=(hyperfine etcd-server etcd-client util-linux time)
 
 wanted=("${build[@]}")
@@ -73,7 +74,8 @@ fi
 
 echo "installing: ${missing[*]}" >&2
 apt_update
-# policy-rc.d keeps the packaged redis-server, valkey and etcd from starting services.
+# policy-rc.d keeps the packaged redis-server, valkey, etcd, postgresql and mariadb from
+# starting services (the tests start servers of their own).
 if [ ! -e /usr/sbin/policy-rc.d ]; then
   printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee /usr/sbin/policy-rc.d >/dev/null
   "${sudo[@]}" chmod +x /usr/sbin/policy-rc.d

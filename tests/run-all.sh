@@ -3,7 +3,9 @@
 # the unit tests, the bats end-to-end tests (which start their own redis-server) and the fault
 # tests (tests/faults: a network partition, a restart and a failover; the partition needs root
 # and skips itself otherwise) and the high-availability tests (tests/ha: a Sentinel group and a
-# Redis Cluster, each file starting its own; run once, not under the sanitizers). When
+# Redis Cluster, each file starting its own; run once, not under the sanitizers) and the
+# database store tests (tests/sql: PostgreSQL and MariaDB servers of their own, a partition
+# from PostgreSQL as root; run once, not under the sanitizers). When
 # valkey-server is installed, the end-to-end tests run against Valkey too. Then an AddressSanitizer + UndefinedBehaviorSanitizer build runs the unit tests and the
 # core suites (CTest label core: dlock run, its lease, its processes, the terminal, waiting,
 # lock kinds, wait/barrier/latch).
@@ -87,7 +89,7 @@ else
 fi
 if build "release build" build; then
   unit_tests "release build" build
-  run_bats "release build" build -L 'e2e|faults|ha'
+  run_bats "release build" build -L 'e2e|faults|ha|sql'
   if command -v valkey-server >/dev/null; then
     REDIS_SERVER=valkey-server run_bats "Valkey" build -L e2e
   fi

@@ -1,0 +1,478 @@
+#!/usr/bin/env bats
+# The database lock stores, black box: one set of scenarios for every SQL store, run through
+# the entry points postgres.bats and mysql.bats (symbolic links to this file: the store is the
+# name the file was run by, or DLOCK_SQL_STORE). Each file starts its own server
+# (postgres_helpers.bash, mariadb_helpers.bash) on a loopback port and a unix socket; dlock
+# connects over TCP as the role or user dlock (DLOCK_URL, its password in DLOCK_PASSWORD_FILE).
+#
+# Bounds leave room for a loaded 2-core machine; the hand-over bound (1 s) is the requirement.
+
+load ../e2e/helpers
+load postgres_helpers
+load mariadb_helpers
+
+STORE=${DLOCK_SQL_STORE:-$(basename "$BATS_TEST_FILENAME" .bats)}
+
+setup_file() {
+  case $STORE in
+    postgres)
+      if "$DLOCK" --version 2>&1 | grep -qi 'libpq not'; then
+        skip_file "postgres:// needs libpq: $("$DLOCK" --version 2>&1 | grep -io 'libpq not[^;)]*')"
+        return 0
+      fi
+      start_postgres
+      ;;
+    mysql)
+      if ! "$DLOCK" --version 2>&1 | grep -qi 'mariadb\|mysql'; then
+        skip_file "mysql:// store not built (dlock --version does not mention libmariadb or libmysqlclient)"
+        return 0
+      fi
+      start_mariadb
+      [ -z "${SQL_SKIP:-}" ] || return 0
+      local st=0
+      "$DLOCK" status probe >"$BATS_FILE_TMPDIR/probe.out" 2>&1 || st=$?
+      if [ "$st" -gt 1 ]; then
+        skip_file "mysql:// store not built: dlock status answered $st: $(head -n 1 "$BATS_FILE_TMPDIR/probe.out")"
+      fi
+      ;;
+    *)
+      skip_file "run tests/sql/postgres.bats or tests/sql/mysql.bats (or set DLOCK_SQL_STORE), not $STORE"
+      ;;
+  esac
+}
+
+teardown_file() {
+  case $STORE in
+    postgres) stop_postgres ;;
+    mysql) stop_mariadb ;;
+  esac
+  true
+}
+
+setup() {
+  skip_if_file_skipped
+  dlock_setup
+}
+teardown() { dlock_teardown; }
+
+# The URL of this file's server with another user, password, port or database.
+url_with() { # USER PASSWORD PORT DATABASE
+  echo "$STORE://$1:$2@127.0.0.1:$3/$4"
+}
+password() { if [ "$STORE" = postgres ]; then echo "$PG_PASSWORD"; else echo "$MY_PASSWORD"; fi; }
+port() { if [ "$STORE" = postgres ]; then echo "$PG_PORT"; else echo "$MY_PORT"; fi; }
+
+# end_sessions: the server ends every session of the user dlock that dlock opened
+# (pg_terminate_backend, KILL CONNECTION); prints how many it ended.
+end_sessions() {
+  if [ "$STORE" = postgres ]; then
+    psql_admin -c "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                   WHERE usename = 'dlock' AND application_name LIKE 'dlock %'"
+  else
+    local id n=0
+    for id in $(mysql_admin -e "SELECT id FROM information_schema.processlist WHERE user = 'dlock'"); do
+      mysql_admin -e "KILL CONNECTION $id" && n=$((n + 1))
+    done
+    echo "$n"
+  fi
+}
+
+# hold_until KEY FILE [dlock run options...]: a background dlock run (start_bg hold: BG_PID)
+# whose command writes its pid to $T/held.pid and lets go once FILE exists; returns once the
+# command runs (so the lock is held).
+hold_until() {
+  local key=$1 file=$2
+  shift 2
+  rm -f "$T/held.pid"
+  start_bg hold "$DLOCK" run -k "$key" "$@" -- sh -c 'echo $$ >"$1.tmp"; mv "$1.tmp" "$1"
+    until [ -e "$2" ]; do sleep 0.02; done' sh "$T/held.pid" "$file"
+  wait_for "[ -s '$T/held.pid' ]" 10
+}
+
+# died_of COMMAND...: runs it from python and prints its return code (negative: the signal
+# that killed it; a shell shows death by SIGINT as 130).
+died_of() {
+  python3 -c 'import subprocess, sys; print(subprocess.run(sys.argv[1:]).returncode)' "$@"
+}
+
+# ---------------------------------------------------------------------------------------------
+# running under the lock
+
+@test "$STORE: the command's exit status is passed through" {
+  run -0 "$DLOCK" run -k pass -- true
+  run -3 "$DLOCK" run -k pass -- sh -c 'exit 3'
+  run -0 --separate-stderr "$DLOCK" run -k pass -- sh -c 'echo "out $DLOCK_KEY"'
+  assert_output "out pass"
+  run -127 "$DLOCK" run -k pass -- "$T/no-such-command"
+  # killed by a signal: 128+N
+  run -0 died_of "$DLOCK" run -k pass -- sh -c 'kill -TERM $$'
+  assert_output 143
+}
+
+@test "$STORE: -n against a held lock exits 75 and does not run the command" {
+  hold_until busy "$T/release"
+  local holder=$BG_PID
+  run -75 --separate-stderr "$DLOCK" run -k busy -n -- touch "$T/ran"
+  [ ! -e "$T/ran" ]
+  # -E changes the code; -v names the holder (user@host, dlock's pid)
+  run -9 --separate-stderr "$DLOCK" -v run -k busy -n -E 9 -- touch "$T/ran"
+  [ ! -e "$T/ran" ]
+  echo "$stderr"
+  [[ $stderr == *"$(id -un)@$(uname -n)"*"$holder"* ]]
+  touch "$T/release"
+  wait "$holder"
+  run -0 "$DLOCK" run -k busy -n -- touch "$T/ran"
+  [ -e "$T/ran" ]
+}
+
+@test "$STORE: a waiter starts within 1 s of the holder's end; -w 1 times out with 75" {
+  start_bg holder "$DLOCK" run -k wake -- sh -c 'echo $$ >"$T/held.pid"; sleep 1.5; date +%s%3N >"$T/end"'
+  local holder=$BG_PID
+  wait_for "[ -s '$T/held.pid' ]" 10
+  run -0 "$DLOCK" run -k wake -- sh -c 'date +%s%3N >"$T/start"'
+  wait "$holder"
+  local gap=$(($(cat "$T/start") - $(cat "$T/end")))
+  echo "hand-over took $gap ms"
+  [ "$gap" -ge 0 ] && [ "$gap" -lt 1000 ]
+
+  hold_until wake "$T/release"
+  local start took
+  start=$(now_ms)
+  run -75 "$DLOCK" run -k wake -w 1 -- touch "$T/ran"
+  took=$(($(now_ms) - start))
+  echo "-w 1 gave up after $took ms"
+  [ ! -e "$T/ran" ]
+  [ "$took" -ge 1000 ] && [ "$took" -lt 3000 ]
+}
+
+@test "$STORE: two contending jobs of 10 runs each never overlap (read, sleep, write counter)" {
+  echo 0 >"$T/counter"
+  local job
+  for job in a b; do
+    start_bg "job-$job" sh -c 'for i in 1 2 3 4 5 6 7 8 9 10; do
+        "$DLOCK" run -k count -w 30s -- sh -c '\''
+          [ -e "$T/inside" ] && echo overlap >>"$T/overlaps"
+          touch "$T/inside"
+          n=$(cat "$T/counter"); sleep 0.05; echo $((n + 1)) >"$T/counter"
+          rm "$T/inside"'\'' || echo "run $i: $?" >>"$T/failures"
+      done'
+  done
+  wait_for "[ \"\$(cat '$T/counter')\" = 20 ] || [ -e '$T/failures' ]" 40
+  wait
+  [ ! -e "$T/failures" ] || { cat "$T/failures"; false; }
+  [ ! -e "$T/overlaps" ]
+  [ "$(cat "$T/counter")" = 20 ]
+}
+
+# ---------------------------------------------------------------------------------------------
+# losing the lock
+
+@test "$STORE: the server ends the holder's session: the command (and its child) stopped, exit 76" {
+  start_bg holder "$DLOCK" run -k lose -t 30s -- sh -c 'sleep 60 & echo $! >"$T/child.pid"
+    echo $$ >"$T/cmd.pid"; wait'
+  local holder=$BG_PID
+  wait_for "[ -s '$T/cmd.pid' ] && [ -s '$T/child.pid' ]" 10
+  local cmd child
+  cmd=$(cat "$T/cmd.pid")
+  child=$(cat "$T/child.pid")
+  local start=$(now_ms)
+  run -0 end_sessions
+  echo "sessions ended: $output"
+  [ "$output" -ge 1 ]
+  local st=0
+  wait "$holder" || st=$?
+  local took=$(($(now_ms) - start))
+  echo "dlock exited $st after $took ms"
+  cat "$T/holder.err"
+  [ "$st" -eq 76 ]
+  # within a third of the TTL (the next renewal) and the kill-after grace at the latest
+  [ "$took" -lt 12000 ]
+  wait_for "gone $cmd && gone $child" 5
+  # and the lock is free
+  run -0 "$DLOCK" run -k lose -n -- true
+}
+
+@test "$STORE: the session ended by the server or by release --force: the command is stopped within 500 ms" {
+  # The session is the lease: once the server ended it, another client can take the lock, so
+  # dlock stops the command as soon as the server's goodbye arrives (man dlock, DATABASE
+  # STORES: "usually within milliseconds"), not at the next renewal.
+  local how slow=0
+  for how in end_sessions "\"\$DLOCK\" release --force -k prompt >/dev/null"; do
+    rm -f "$T/cmd.pid" "$T/termed"
+    start_bg holder "$DLOCK" run -k prompt -t 30s -- sh -c 'trap "date +%s%3N >\"\$T/termed\"; exit 143" TERM
+      echo $$ >"$T/cmd.pid"; while :; do sleep 0.01; done'
+    local holder=$BG_PID
+    wait_for "[ -s '$T/cmd.pid' ]" 10
+    eval "$how" >/dev/null
+    local ended=$(now_ms) st=0
+    wait "$holder" || st=$?
+    [ "$st" -eq 76 ]
+    wait_for "[ -s '$T/termed' ]" 1
+    local took=$(($(cat "$T/termed") - ended))
+    echo "$how: the command got SIGTERM $took ms after the session ended"
+    cat "$T/holder.err"
+    [ "$took" -lt 500 ] || slow=$((slow + 1))
+  done
+  [ "$slow" -eq 0 ]
+}
+
+@test "$STORE: dlock SIGKILLed: its command is killed and the lock is free at once" {
+  start_bg holder "$DLOCK" run -k crash -- sh -c 'echo $$ >"$T/cmd.pid"; exec sleep 60'
+  local holder=$BG_PID
+  wait_for "[ -s '$T/cmd.pid' ]" 10
+  local start=$(now_ms)
+  { kill -KILL "$holder" && wait "$holder"; } 2>/dev/null || true
+  run -0 "$DLOCK" run -k crash -w 10s -- true
+  local took=$(($(now_ms) - start))
+  echo "the next run got the lock after $took ms"
+  [ "$took" -lt 1000 ]
+  wait_for "gone $(cat "$T/cmd.pid")" 5
+}
+
+@test "$STORE: release --force ends the holder: it exits 76, the lock is free" {
+  start_bg holder "$DLOCK" run -k force -- sh -c 'echo $$ >"$T/cmd.pid"; exec sleep 60'
+  local holder=$BG_PID
+  wait_for "[ -s '$T/cmd.pid' ]" 10
+  run -0 "$DLOCK" release --force -k force
+  local st=0
+  wait "$holder" || st=$?
+  cat "$T/holder.err"
+  [ "$st" -eq 76 ]
+  wait_for "gone $(cat "$T/cmd.pid")" 5
+  run -0 "$DLOCK" run -k force -n -- true
+  # a free lock: nothing to end, still 0
+  run -0 "$DLOCK" release --force -k force
+}
+
+# ---------------------------------------------------------------------------------------------
+# who holds it
+
+@test "$STORE: status and list show the holder (user@host, pid), in text and JSON" {
+  run -1 "$DLOCK" status who
+  hold_until who "$T/release"
+  local holder=$BG_PID
+  run -0 --separate-stderr "$DLOCK" status who
+  echo "$output"
+  assert_line --regexp '^state: +held$'
+  assert_line --regexp "^holder: +$(id -un)@$(uname -n) pid $holder\$"
+  run -0 --separate-stderr "$DLOCK" status who --json
+  echo "$output"
+  json_ok '
+assert d["key"] == "who" and d["held"] is True, d
+h = d["holder"]
+assert h["pid"] == int(A[0]) and h["user"] == A[1] and h["host"] == A[2], h
+assert is_int(d["fencing_token"]) and d["fencing_token"] >= 1, d
+' "$holder" "$(id -un)" "$(uname -n)"
+  run -0 --separate-stderr "$DLOCK" list
+  echo "$output"
+  assert_line --regexp "^who .*$(id -un)@$(uname -n).*$holder"
+  run -0 --separate-stderr "$DLOCK" list --json
+  json_ok '
+locks = [s for s in d["locks"] if s["key"] == "who"]
+assert len(locks) == 1, d
+h = locks[0]["holder"]
+assert h["pid"] == int(A[0]) and h["user"] == A[1] and h["host"] == A[2], h
+' "$holder" "$(id -un)" "$(uname -n)"
+  touch "$T/release"
+  wait "$holder"
+  run -1 "$DLOCK" status who
+}
+
+# ---------------------------------------------------------------------------------------------
+# fencing
+
+@test "$STORE: DLOCK_FENCING_TOKEN is set and strictly increasing across runs" {
+  local i
+  for i in 1 2 3 4 5; do
+    "$DLOCK" run -k fence -- sh -c 'echo "${DLOCK_FENCING_TOKEN-unset}" >>"$T/tokens"'
+  done
+  cat "$T/tokens"
+  run -0 python3 -c '
+import sys
+t = [int(x) for x in open(sys.argv[1]).read().split()]
+assert len(t) == 5 and all(a < b for a, b in zip(t, t[1:])) and t[0] >= 1, t
+' "$T/tokens"
+}
+
+@test "$STORE: a user that cannot create or write the fencing table: no DLOCK_FENCING_TOKEN, -v says why" {
+  # the table exists (made by dlock), and the other user has no right on it
+  run -0 "$DLOCK" run -k nofence -- true
+  run -0 --separate-stderr "$DLOCK" -u "$NOFENCE_URL" -v run -k nofence -- sh -c 'echo "${DLOCK_FENCING_TOKEN-unset}"'
+  echo "$stderr"
+  assert_output unset
+  [[ $stderr == *"no fencing token"* ]]
+  # quiet without -v; the lock itself still works against the other user's holders
+  run -0 --separate-stderr "$DLOCK" -u "$NOFENCE_URL" run -k nofence -- true
+  [ -z "$stderr" ]
+  hold_until nofence "$T/release"
+  run -75 "$DLOCK" -u "$NOFENCE_URL" run -k nofence -n -- true
+}
+
+# ---------------------------------------------------------------------------------------------
+# lock kinds and features
+
+@test "$STORE: --shared: two shared holders run together, an exclusive one waits (mysql: 64)" {
+  if [ "$STORE" != postgres ]; then
+    run -64 --separate-stderr "$DLOCK" run -k sh --shared -- touch "$T/ran"
+    echo "$stderr"
+    [ ! -e "$T/ran" ]
+    [ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+    [[ $stderr == *redis* || $stderr == *postgres* || $stderr == *PostgreSQL* || $stderr == *Redis* ]]
+    return
+  fi
+  hold_until sh "$T/release" --shared
+  local first=$BG_PID
+  run -0 "$DLOCK" run -k sh --shared -n -- touch "$T/second-ran"
+  [ -e "$T/second-ran" ]
+  run -75 "$DLOCK" run -k sh -n -- true
+  start_bg excl "$DLOCK" run -k sh -w 20s -- sh -c 'date +%s%3N >"$T/excl-start"'
+  local excl=$BG_PID
+  sleep 1
+  [ ! -e "$T/excl-start" ]
+  # a waiting exclusive run holds back new shared ones (PostgreSQL's queue)
+  run -75 "$DLOCK" run -k sh --shared -n -- true
+  local released=$(now_ms)
+  touch "$T/release"
+  wait "$first"
+  wait "$excl"
+  local gap=$(($(cat "$T/excl-start") - released))
+  echo "exclusive started $gap ms after the shared holder was told to go"
+  [ "$gap" -lt 1500 ]
+}
+
+@test "$STORE: --limit, --fair, wait, barrier and latch are refused: 64 and one line" {
+  local args
+  for args in "run -k f --limit 2 -- touch $T/ran" "run -k f --fair -- touch $T/ran" \
+    "wait -k f -w 1s" "barrier -k f --parties 2 -w 1s" "latch -k f --count 2" \
+    "latch -k f --down" "latch -k f --wait 1s"; do
+    # shellcheck disable=SC2086
+    run -64 --separate-stderr "$DLOCK" $args
+    echo "$args: $stderr"
+    [ "${#stderr_lines[@]}" -eq 1 ]
+    [[ $stderr == dlock:* ]]
+  done
+  [ ! -e "$T/ran" ]
+}
+
+# ---------------------------------------------------------------------------------------------
+# errors before the lock
+
+@test "$STORE: a password in the URL works (one warning); bad password 77, refused port 69, unknown database 78" {
+  local pw port
+  pw=$(password)
+  port=$(port)
+  # the URL's password alone (no DLOCK_PASSWORD_FILE, which would win over it)
+  run -0 --separate-stderr env -u DLOCK_PASSWORD_FILE "$DLOCK" -u "$(url_with dlock "$pw" "$port" dlock)" run -k e -- true
+  echo "$stderr"
+  [ "${#stderr_lines[@]}" -eq 1 ]
+  [[ $stderr == *"password in --url"* ]]
+  [[ $stderr != *"$pw"* ]]
+  run -77 --separate-stderr env -u DLOCK_PASSWORD_FILE "$DLOCK" -u "$(url_with dlock wrong-password "$port" dlock)" run -k e -- touch "$T/ran"
+  echo "$stderr"
+  [[ $stderr != *wrong-password* ]]
+  # the same through DLOCK_PASSWORD
+  DLOCK_PASSWORD=wrong-password run -77 --separate-stderr env -u DLOCK_PASSWORD_FILE "$DLOCK" run -k e -- touch "$T/ran"
+  run -69 --separate-stderr "$DLOCK" -u "$STORE://dlock@127.0.0.1:$CLOSED_PORT/dlock" run -k e -- touch "$T/ran"
+  echo "$stderr"
+  run -78 --separate-stderr "$DLOCK" -u "$STORE://dlock@127.0.0.1:$port/dlock_missing" run -k e -- touch "$T/ran"
+  echo "$stderr"
+  [ ! -e "$T/ran" ]
+}
+
+@test "$STORE: a malformed URL is a usage error (64): an unclosed [ or a port that is not a number" {
+  local bad
+  for bad in "$STORE://dlock@[::1/dlock" "$STORE://dlock@127.0.0.1:notaport/dlock"; do
+    run --separate-stderr "$DLOCK" -u "$bad" run -k e -- touch "$T/ran"
+    echo "$bad: exit $status: $stderr"
+    [ "$status" -eq 64 ]
+  done
+  [ ! -e "$T/ran" ]
+}
+
+@test "$STORE: a --ttl longer than the server keeps an unreachable session is refused with 64" {
+  # a server setting that ends sessions after 5 s: PostgreSQL's idle_session_timeout for a
+  # role of its own; MariaDB's TCP keepalives (3 s + 1 s x 2) for every new session
+  local url=$DLOCK_URL setting
+  if [ "$STORE" = postgres ]; then
+    psql_admin -d postgres -c "CREATE ROLE dlock_idle LOGIN PASSWORD '$PG_PASSWORD'" \
+      -c "ALTER ROLE dlock_idle SET idle_session_timeout = '5s'" \
+      -c "GRANT ALL ON DATABASE dlock TO dlock_idle"
+    url="postgres://dlock_idle@127.0.0.1:$PG_PORT/dlock"
+    setting=idle_session_timeout
+  else
+    local before
+    before=$(mysql_admin -e 'SELECT @@global.tcp_keepalive_time, @@global.tcp_keepalive_interval, @@global.tcp_keepalive_probes')
+    echo "keepalives before: $before"
+    mysql_admin -e 'SET GLOBAL tcp_keepalive_time = 3, GLOBAL tcp_keepalive_interval = 1, GLOBAL tcp_keepalive_probes = 2'
+    setting=tcp_keepalive_time
+  fi
+  local st_long=0 st_short=0
+  "$DLOCK" -u "$url" run -k idle -t 10s -- touch "$T/ran-long" 2>"$T/long.err" || st_long=$?
+  "$DLOCK" -u "$url" run -k idle -t 4s -- touch "$T/ran-short" 2>"$T/short.err" || st_short=$?
+  if [ "$STORE" != postgres ]; then
+    # shellcheck disable=SC2086
+    set -- $before
+    mysql_admin -e "SET GLOBAL tcp_keepalive_time = $1, GLOBAL tcp_keepalive_interval = $2, GLOBAL tcp_keepalive_probes = $3"
+  fi
+  cat "$T/long.err" "$T/short.err"
+  [ "$st_long" -eq 64 ]
+  [ ! -e "$T/ran-long" ]
+  [ "$(wc -l <"$T/long.err")" -eq 1 ]
+  grep -q "$setting" "$T/long.err"
+  # within the limit it runs
+  [ "$st_short" -eq 0 ]
+  [ -e "$T/ran-short" ]
+}
+
+# ---------------------------------------------------------------------------------------------
+# signals, names, nesting
+
+@test "$STORE: Ctrl-C (SIGINT) while waiting: dlock dies of SIGINT (130), the lock stays usable" {
+  hold_until intr "$T/release"
+  local holder=$BG_PID
+  run -0 python3 -c 'import subprocess, sys, time, signal
+p = subprocess.Popen(sys.argv[1:]); time.sleep(1); p.send_signal(signal.SIGINT); print(p.wait())' \
+    "$DLOCK" run -k intr -w 20s -- touch "$T/ran"
+  echo "return code: $output (-2: died of SIGINT, 130 in a shell)"
+  [ "$output" = -2 ] || [ "$output" = 130 ]
+  [ ! -e "$T/ran" ]
+  # the holder still holds it, and the interrupted waiter does not take it afterwards
+  run -0 "$DLOCK" status intr
+  touch "$T/release"
+  wait "$holder"
+  run -0 "$DLOCK" run -k intr -n -- touch "$T/ran"
+  [ -e "$T/ran" ]
+}
+
+@test "$STORE: lock names longer than 64 characters, or differing only in case, are distinct locks" {
+  local base long1 long2
+  base=$(printf 'n%.0s' $(seq 64))
+  long1=${base}-first-$(printf 'x%.0s' $(seq 150))
+  long2=${base}-second-$(printf 'x%.0s' $(seq 150))
+  run -0 --separate-stderr "$DLOCK" run -k "$long1" -- sh -c 'echo "$DLOCK_KEY"'
+  assert_output "$long1"
+  hold_until "$long1" "$T/release"
+  run -75 "$DLOCK" run -k "$long1" -n -- true
+  # the same first 64 characters: another lock
+  run -0 "$DLOCK" run -k "$long2" -n -- true
+  run -0 --separate-stderr "$DLOCK" status "$long1" --json
+  json_ok 'assert d["key"] == A[0] and d["held"] is True, d' "$long1"
+  run -1 "$DLOCK" status "$long2"
+  touch "$T/release"
+  wait "$BG_PID"
+  # names that differ only in case are other locks (MySQL compares GET_LOCK names without case)
+  hold_until Deploy "$T/release2"
+  run -0 "$DLOCK" run -k deploy -n -- true
+  run -0 "$DLOCK" run -k DEPLOY -n -- true
+  run -75 "$DLOCK" run -k Deploy -n -- true
+}
+
+@test "$STORE: a nested run on the same key (DLOCK_TOKEN) runs at once under the outer lock" {
+  run -0 --separate-stderr "$DLOCK" run -k nest -- sh -c '
+    "$DLOCK" run -k nest -n -- sh -c "echo inner \$DLOCK_KEY"
+    # without the outer token it is just another contender
+    env -u DLOCK_TOKEN "$DLOCK" run -k nest -n -- true; echo "untokened $?"'
+  echo "$stderr"
+  assert_line "inner nest"
+  assert_line "untokened 75"
+}
