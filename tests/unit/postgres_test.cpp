@@ -1,6 +1,7 @@
 // The pure parts of the PostgreSQL store: SHA-256, the advisory key of a name, the holder read
 // back from a session's application_name, and the TTL the server's settings allow.
 #include "stores/postgres/advisory.hpp"
+#include "stores/postgres/postgres_store.hpp"
 #include "stores/postgres/session_lifetime.hpp"
 #include "util/error.hpp"
 #include "util/sha256.hpp"
@@ -99,4 +100,21 @@ TEST(SessionLifetime, AUnixSocketHasNoKeepalives)
   EXPECT_FALSE(postgres::session_limit(settings));
   settings.tcp_user_timeout = 1s; // reported, but not for a unix socket
   EXPECT_FALSE(postgres::session_limit(settings));
+}
+
+TEST(PostgresUrl, AMistypedPortIsAUsageErrorBeforeAnyConnection)
+{
+  stores::StoreConfig config;
+  EXPECT_EQ(postgres::connect_params("postgres://u@db.example:5433/app", config).shown,
+            "postgres://u@db.example:5433/app");
+  EXPECT_NO_THROW(postgres::connect_params("postgres://u@a:5433,b:5434/app", config));
+  for (const char* url : {"postgres://u@127.0.0.1:notaport/app", "postgres://u@h:0/app",
+                          "postgres://u@h:65536/app", "postgres://u@a:5433,b:x/app"}) {
+    try {
+      postgres::connect_params(url, config);
+      ADD_FAILURE() << url << " was taken";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ExitCode::usage) << url;
+    }
+  }
 }

@@ -6,6 +6,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 namespace dlock::postgres {
@@ -59,6 +60,26 @@ std::string holders_sql(const std::string& where)
          where + " ORDER BY l.granted DESC, a.backend_start";
 }
 
+// Whether port is libpq's port list (a number from 1 to 65535 per host, comma-separated):
+// libpq's parser takes any text and rejects it only when it connects, which would read as an
+// unreachable server (69) rather than a mistyped URL (64).
+bool valid_ports(std::string_view ports)
+{
+  for (std::string_view rest = ports;;) {
+    std::string_view one = rest.substr(0, rest.find(','));
+    int number = 0;
+    auto [end, error] = std::from_chars(one.data(), one.data() + one.size(), number);
+    if (!one.empty() && (error != std::errc{} || end != one.data() + one.size() || number < 1 ||
+                         number > 65535)) {
+      return false;
+    }
+    if (one.size() == rest.size()) {
+      return true;
+    }
+    rest.remove_prefix(one.size() + 1);
+  }
+}
+
 } // namespace
 
 bool is_postgres_url(const std::string& url)
@@ -97,6 +118,10 @@ ConnectParams connect_params(const std::string& url, const stores::StoreConfig& 
     }
   }
   pq().PQconninfoFree(options);
+  if (!valid_ports(port)) {
+    throw Error(ExitCode::usage, "bad PostgreSQL URL: port '{}' is not a number from 1 to 65535",
+                port);
+  }
   ConnectParams params;
   params.shown = "postgres://" + (user.empty() ? "" : user + "@") + host +
                  (port.empty() ? "" : ":" + port) + "/" + dbname;
