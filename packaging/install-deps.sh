@@ -47,9 +47,11 @@ if [ "${ID:-}" = debian ] && [ "${VERSION_CODENAME:-}" = bookworm ] && [ "${DLOC
   fi
 fi
 
-build=(g++ cmake make pkg-config git "${hiredis[@]}" libssl-dev libcli11-dev libfmt-dev libpq-dev)
+build=(g++ cmake make pkg-config git "${hiredis[@]}" libssl-dev libcli11-dev libfmt-dev libpq-dev
+  libmariadb-dev)
 test=(libgtest-dev dpkg-dev redis-server redis-tools bats bats-assert bats-support procps util-linux
-  python3 python3-prometheus-client openssl man-db bc lintian tmux iptables iproute2 parallel)
+  python3 python3-prometheus-client openssl man-db bc lintian tmux iptables iproute2 parallel
+  mariadb-server mariadb-client)
 bench=(hyperfine etcd-server etcd-client util-linux time)
 
 wanted=("${build[@]}")
