@@ -366,14 +366,14 @@ void Session::answer(Answer& a)
 
 void Session::fail(const Error& error)
 {
-  m_step = Step::broken;
-  m_wait = 0;
   if (!m_broken) {
     m_broken = error;
     if (m_on_end) {
-      m_on_end(error);
+      m_on_end(error); // busy() still says whether a query in flight will hear of it
     }
   }
+  m_step = Step::broken;
+  m_wait = 0;
   std::deque<Query> owed;
   if (m_current) {
     owed.push_back(std::move(*m_current));
