@@ -268,6 +268,14 @@ void Session::connected(bool ok)
   if (!ok) {
     unsigned errnum = mariadb().mysql_errno(m_conn);
     m_step = Step::broken;
+    if (errnum == ER_DBACCESS_DENIED_ERROR) {
+      // The URL's database, refused: MySQL does not say whether it is missing or this user's
+      // to use, so it is the configuration's (78), as a Redis database index the server refuses.
+      fail(Error(ExitCode::config, "MySQL at {}: {} (it does not exist, or this user may not "
+                                   "use it)",
+                 m_shown, one_line(mariadb().mysql_error(m_conn))));
+      return;
+    }
     fail(Error(error_code(errnum), "MySQL at {}: {}", m_shown,
                one_line(mariadb().mysql_error(m_conn))));
     return;
