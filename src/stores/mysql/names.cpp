@@ -53,7 +53,10 @@ std::string sql_bytes(std::string_view bytes)
 
 lock::HolderInfo holder_of_session(const SessionRow& row)
 {
-  std::string where = row.client_host.empty() ? "an unknown client" : row.client_host;
+  // Without the PROCESS privilege, PROCESSLIST shows only the user's own sessions.
+  std::string where = row.client_host.empty()
+                        ? "a client this user cannot see (PROCESSLIST needs PROCESS)"
+                        : row.client_host;
   if (row.written) {
     lock::HolderInfo holder = *row.written;
     if (holder.command.empty()) {
@@ -62,7 +65,7 @@ lock::HolderInfo holder_of_session(const SessionRow& row)
     return holder;
   }
   lock::HolderInfo holder;
-  holder.user = row.user;
+  holder.user = row.user.empty() ? "?" : row.user;
   std::string host = row.client_host;
   std::size_t colon = host.rfind(':');
   if (colon != std::string::npos && colon + 1 < host.size() &&
