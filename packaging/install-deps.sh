@@ -47,7 +47,8 @@ if [ "${ID:-}" = debian ] && [ "${VERSION_CODENAME:-}" = bookworm ] && [ "${DLOC
   fi
 fi
 
-build=(g++ cmake make pkg-config git "${hiredis[@]}" libssl-dev libcli11-dev libfmt-dev libpq-dev)
+build=(g++ cmake make pkg-config git "${hiredis[@]}" libssl-dev libcli11-dev libfmt-dev libpq-dev
+  libmariadb-dev)
 test=(libgtest-dev dpkg-dev redis-server redis-tools bats bats-assert bats-support procps util-linux
   python3 python3-prometheus-client openssl man-db bc lintian tmux iptables iproute2 parallel
   postgresql mariadb-server mariadb-client)

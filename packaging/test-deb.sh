@@ -67,6 +67,7 @@ if dpkg-deb --contents "$deb" | grep -q 'dlock-tls.so'; then
   [[ $depends == *libhiredi* ]] || fail "Depends lacks libhiredis (or libhiredict) for the TLS module: $depends"
 fi
 [[ $depends == *libpq5* ]] || fail "Depends lacks libpq5 (dlopened for postgres://): $depends"
+[[ $depends == *libmariadb3* ]] || fail "Depends lacks libmariadb3 (dlopened for mysql://): $depends"
 [ "$(dpkg-deb --field "$deb" Recommends)" = redis-tools ] || fail "Recommends is not redis-tools"
 
 step "lintian"

@@ -186,7 +186,7 @@ public:
       }
       while (std::optional<lock::Outcome> outcome = m_context.store.next_outcome()) {
         if (outcome->op == lock::Outcome::Op::disconnected) {
-          lease.renew_soon(now());
+          lease.renew_soon(now(), outcome->lease_ended);
           continue;
         }
         if (outcome->op != lock::Outcome::Op::renew) {

@@ -100,7 +100,7 @@ void Supervisor::take_outcomes()
       util::log_verbose("lost the connection to the lock store ({}); renewing the lease on lock "
                         "'{}' soon",
                         outcome->error ? outcome->error->what() : "closed", m_shown);
-      m_watchdog.store_disconnected(t);
+      m_watchdog.store_disconnected(t, outcome->lease_ended);
       continue;
     }
     if (outcome->op == lock::Outcome::Op::renew) {

@@ -73,10 +73,10 @@ void Lease::renewal_failed(TimePoint now)
   m_next_renewal = now + m_policy.retry_interval();
 }
 
-void Lease::renew_soon(TimePoint now)
+void Lease::renew_soon(TimePoint now, bool at_once)
 {
   if (!m_in_flight_since) {
-    m_next_renewal = std::min(m_next_renewal, now + m_policy.retry_interval());
+    m_next_renewal = std::min(m_next_renewal, at_once ? now : now + m_policy.retry_interval());
   }
 }
 

@@ -70,8 +70,9 @@ public:
   // The in-flight renewal failed or timed out at now: retry soon.
   void renewal_failed(util::TimePoint now);
   // The store dropped its connection at now with no renewal in flight: renew soon, since the
-  // lock may have gone with the server (a restart), rather than at the next regular turn.
-  void renew_soon(util::TimePoint now);
+  // lock may have gone with the server (a restart), rather than at the next regular turn;
+  // at once when the connection was the lease (a database session: the lock is gone).
+  void renew_soon(util::TimePoint now, bool at_once = false);
 
   const LeasePolicy& policy() const { return m_policy; }
 

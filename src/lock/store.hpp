@@ -126,6 +126,9 @@ struct Outcome {
   // gate; withdraw of a barrier party (open: it tripped before the withdrawal, which then
   // withdrew nothing); count_down (count: what is left, -1: no latch).
   GateResult gate{};
+  // disconnected: the connection was the lease (a database session), so the lock went with
+  // it; the holder confirms at once instead of after a retry interval.
+  bool lease_ended = false;
 };
 
 // The lock protocol of one store, non-blocking: start operations, let an EventLoop watch the

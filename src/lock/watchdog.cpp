@@ -136,10 +136,10 @@ Actions Watchdog::renewal_failed(TimePoint t)
   return {};
 }
 
-void Watchdog::store_disconnected(TimePoint t)
+void Watchdog::store_disconnected(TimePoint t, bool lease_ended)
 {
   if (m_renewing) {
-    m_lease.renew_soon(t);
+    m_lease.renew_soon(t, lease_ended);
   }
 }
 

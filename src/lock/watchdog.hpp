@@ -82,8 +82,9 @@ public:
   Actions renewal_refused(util::TimePoint t);
   // The renewal in flight failed (no connection, an error reply): retry soon.
   Actions renewal_failed(util::TimePoint t);
-  // The store dropped its connection while no renewal was in flight: renew soon.
-  void store_disconnected(util::TimePoint t);
+  // The store dropped its connection while no renewal was in flight: renew soon (at once when
+  // the connection was the lease, Outcome::lease_ended).
+  void store_disconnected(util::TimePoint t, bool lease_ended = false);
   // The store's connection was used by another process (the renewer): what was in flight is
   // unknown, so it counts as failed.
   void forget_in_flight(util::TimePoint t);

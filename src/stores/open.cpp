@@ -1,5 +1,7 @@
 #include "stores/open.hpp"
 
+#include "stores/mysql/libmariadb.hpp"
+#include "stores/mysql/mysql_store.hpp"
 #include "stores/postgres/libpq.hpp"
 #include "stores/postgres/postgres_store.hpp"
 #include "stores/redis/redis_store.hpp"
@@ -46,6 +48,16 @@ std::unique_ptr<lock::Store> open_store(const StoreConfig& config)
                                    "URLs are Redlock's independent Redis masters): give it alone");
     }
   }
+  for (const std::string& url : config.urls) {
+    if (mysql::is_mysql_url(url) && config.urls.size() > 1) {
+      throw Error(ExitCode::usage, "a mysql:// URL cannot be one of several --url (several "
+                                   "URLs are Redlock's independent Redis masters): give it alone");
+    }
+  }
+  if (config.urls.size() == 1 && mysql::is_mysql_url(config.urls.front())) {
+    return std::make_unique<mysql::MysqlStore>(
+      mysql::connect_params(config.urls.front(), config), config.prefix);
+  }
   if (config.urls.size() == 1 && postgres::is_postgres_url(config.urls.front())) {
     return std::make_unique<postgres::PostgresStore>(
       postgres::connect_params(config.urls.front(), config), config.prefix);
@@ -78,8 +90,9 @@ std::unique_ptr<lock::Store> open_store(const StoreConfig& config)
 
 std::string library_versions()
 {
-  return fmt::format("hiredis {}.{}.{}; TLS: {}; {}", HIREDIS_MAJOR, HIREDIS_MINOR,
-                     HIREDIS_PATCH, redis::tls_description(), postgres::libpq_version());
+  return fmt::format("hiredis {}.{}.{}; TLS: {}; {}; {}", HIREDIS_MAJOR, HIREDIS_MINOR,
+                     HIREDIS_PATCH, redis::tls_description(), postgres::libpq_version(),
+                     mysql::libmariadb_version());
 }
 
 } // namespace dlock::stores

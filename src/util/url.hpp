@@ -28,6 +28,10 @@ std::optional<PasswordSpan> password_span(std::string_view url);
 // Whether a URL string carries a password, so the CLI can warn that argv shows it.
 bool url_has_password(std::string_view url);
 
+// Decodes the %XX escapes of a URL part (a '@', ':' or '/' in a user name, password or
+// path must be escaped); nullopt when an escape is malformed.
+std::optional<std::string> percent_decode(std::string_view text);
+
 // The URL with its password replaced by "***", safe for messages.
 std::string url_redacted(std::string_view url);
 

@@ -178,6 +178,17 @@ TEST(Watchdog, ADroppedConnectionBringsTheNextRenewalForward)
   EXPECT_EQ(dog.lease().next_renewal_at(), regular);
 }
 
+TEST(Watchdog, AnEndedSessionIsConfirmedAtOnce)
+{
+  FakeClock clock;
+  TimePoint start = clock.now();
+  Watchdog dog(policy(), start, start);
+  clock.advance(500ms); // a database session ended: the lock went with it
+  dog.store_disconnected(clock.now(), true);
+  EXPECT_EQ(dog.next_wakeup(clock.now()), clock.now());
+  EXPECT_TRUE(dog.on_time(clock.now()).send_renewal);
+}
+
 TEST(Watchdog, ARenewalTooFewReplicasHaveDoesNotExtendTheLease)
 {
   FakeClock clock;

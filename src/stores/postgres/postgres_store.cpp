@@ -175,7 +175,9 @@ PostgresStore::Named& PostgresStore::named(const lock::LockName& name, const std
   n.session->on_end([this, key](const Error& error) {
     auto found = m_named.find(key);
     if (found != m_named.end() && found->second.held && !found->second.session->busy()) {
-      m_ready.push_back(Outcome{Op::disconnected, error, false, {}, {}});
+      Outcome ended{Op::disconnected, error, false, {}, {}};
+      ended.lease_ended = true; // the session was the lease: the lock went with it
+      m_ready.push_back(std::move(ended));
     }
   });
   return m_named.insert_or_assign(key, std::move(n)).first->second;

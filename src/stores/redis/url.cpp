@@ -10,42 +10,7 @@ namespace dlock::redis {
 
 namespace {
 
-int hex_value(char c)
-{
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  if (c >= 'a' && c <= 'f') {
-    return c - 'a' + 10;
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1;
-}
-
-// Decodes %XX escapes in user names and passwords (a '@' or ':' in a password must be escaped).
-std::optional<std::string> percent_decode(std::string_view text)
-{
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%') {
-      if (i + 2 >= text.size()) {
-        return std::nullopt;
-      }
-      int hi = hex_value(text[i + 1]);
-      int lo = hex_value(text[i + 2]);
-      if (hi < 0 || lo < 0) {
-        return std::nullopt;
-      }
-      out.push_back(static_cast<char>(hi * 16 + lo));
-      i += 2;
-    } else {
-      out.push_back(text[i]);
-    }
-  }
-  return out;
-}
+using util::percent_decode;
 
 std::optional<int> parse_int(std::string_view text, int min, int max)
 {

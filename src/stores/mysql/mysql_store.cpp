@@ -1,0 +1,698 @@
+#include "stores/mysql/mysql_store.hpp"
+
+#include "util/clock.hpp"
+#include "util/log.hpp"
+
+#include <mysqld_error.h>
+
+#include <fnmatch.h>
+
+#include <algorithm>
+
+namespace dlock::mysql {
+
+using lock::Outcome;
+using util::Millis;
+
+namespace {
+
+// The longest a waiter blocks in one GET_LOCK before it asks again.
+constexpr Millis longest_block{30'000};
+
+// How often, and how many times, release --force looks whether the killed session let go.
+constexpr const char* freed_pause = "DO SLEEP(0.01)";
+constexpr int freed_tries = 300;
+
+const char* now_ms_sql = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
+
+// dlock_fence: one row per lock name dlock took, with its last fencing token and who took it.
+const char* create_fence_sql =
+  "CREATE TABLE IF NOT EXISTS dlock_fence ("
+  "lock_name VARBINARY(64) NOT NULL PRIMARY KEY, " // GET_LOCK's name (names.hpp)
+  "name VARBINARY(3072) NOT NULL, "               // prefix + lock name
+  "fence BIGINT NOT NULL, "
+  "acquired_ms BIGINT NOT NULL, "                 // Unix time in ms, the server's clock
+  "connection_id BIGINT NOT NULL, "               // the holding session
+  "holder_user VARBINARY(255) NOT NULL, holder_host VARBINARY(255) NOT NULL, "
+  "holder_pid BIGINT NOT NULL, command VARBINARY(1024) NOT NULL)";
+
+// Errors that say dlock_fence cannot be used: no right to create or write it, a read-only
+// server, or no such table after all.
+bool fence_unavailable(unsigned errnum)
+{
+  switch (errnum) {
+  case ER_TABLEACCESS_DENIED_ERROR:
+  case ER_DBACCESS_DENIED_ERROR:
+  case ER_SPECIFIC_ACCESS_DENIED_ERROR:
+  case ER_OPTION_PREVENTS_STATEMENT:
+  case ER_OPEN_AS_READONLY:
+  case ER_READ_ONLY_MODE:
+  case ER_READ_ONLY_TRANSACTION:
+  case ER_NO_SUCH_TABLE:
+  case ER_NO_DB_ERROR:
+    return true;
+  default:
+    return false;
+  }
+}
+
+// The holder of a lock, its fencing row and the server's clock, in one row:
+// id, USER, HOST, now, fence, acquired_ms, connection_id, holder_user, holder_host,
+// holder_pid, command (the last six NULL without dlock_fence).
+std::string holder_sql(const std::string& server_name, bool with_fence)
+{
+  std::string name = sql_bytes(server_name);
+  std::string sql = std::string("SELECT u.id, p.USER, p.HOST, ") + now_ms_sql + ", ";
+  if (with_fence) {
+    sql += "f.fence, f.acquired_ms, f.connection_id, f.holder_user, f.holder_host, f.holder_pid, "
+           "f.command ";
+  } else {
+    sql += "NULL, NULL, NULL, NULL, NULL, NULL, NULL ";
+  }
+  sql += "FROM (SELECT IS_USED_LOCK(" + name + ") AS id) u "
+         "LEFT JOIN information_schema.PROCESSLIST p ON p.ID = u.id";
+  if (with_fence) {
+    sql += " LEFT JOIN dlock_fence f ON f.lock_name = " + name;
+  }
+  return sql;
+}
+
+// The holder from a row whose columns from first on are id, USER, HOST and, from fence on,
+// fence, acquired_ms, connection_id, holder_user, holder_host, holder_pid, command.
+lock::HolderInfo read_holder(const Rows& rows, int row, int first, int fence)
+{
+  SessionRow session;
+  session.connection = rows.number(row, first);
+  session.user = rows.text(row, first + 1);
+  session.client_host = rows.text(row, first + 2);
+  if (!rows.null(row, fence + 2) && rows.number(row, fence + 2) == session.connection) {
+    lock::HolderInfo written;
+    written.fence = rows.number(row, fence);
+    written.acquired_ms = rows.number(row, fence + 1);
+    written.user = rows.text(row, fence + 3);
+    written.host = rows.text(row, fence + 4);
+    written.pid = rows.number(row, fence + 5);
+    written.command = rows.text(row, fence + 6);
+    session.written = written;
+  }
+  return holder_of_session(session);
+}
+
+} // namespace
+
+MysqlStore::MysqlStore(ConnectParams params, std::string prefix)
+  : m_params(std::move(params)), m_prefix(std::move(prefix))
+{
+}
+
+MysqlStore::Named* MysqlStore::find(const lock::LockName& name)
+{
+  auto found = m_named.find(name.str());
+  if (found == m_named.end() || !found->second.session->owned()) {
+    return nullptr;
+  }
+  return &found->second;
+}
+
+MysqlStore::Named& MysqlStore::named(const lock::LockName& name)
+{
+  Named* existing = find(name);
+  if (existing != nullptr && !existing->session->broken() && !existing->closing) {
+    return *existing;
+  }
+  m_named.erase(name.str()); // ended, released, or opened by the process this one was forked from
+  Named n;
+  n.prefixed = m_prefix + name.str();
+  n.server_name = server_lock_name(n.prefixed);
+  n.session = std::make_unique<Session>(m_params);
+  std::string key = name.str();
+  n.session->on_end([this, key](const Error& error) {
+    auto found = m_named.find(key);
+    if (found != m_named.end() && found->second.held && !found->second.session->busy()) {
+      Outcome ended{Op::disconnected, error, false, {}, {}};
+      ended.lease_ended = true; // the session was the lease: the lock went with it
+      m_ready.push_back(std::move(ended));
+    }
+  });
+  return m_named.insert_or_assign(key, std::move(n)).first->second;
+}
+
+Session& MysqlStore::control()
+{
+  if (!m_control || m_control->broken() || !m_control->owned()) {
+    m_control.reset();
+    m_control = std::make_unique<Session>(m_params);
+  }
+  return *m_control;
+}
+
+void MysqlStore::start_acquire(const lock::LockName& name, const lock::AcquireRequest& request)
+{
+  Named& n = named(name);
+  n.token = request.token;
+  n.holder = request.holder;
+  if (n.held) {
+    // Granted through a wait, or asked again for a lock this session holds (a retry after a
+    // lost answer): it is ours. GET_LOCK again would count it twice.
+    n.granted_by_wait = false;
+    take_fence(name.str(), false);
+    return;
+  }
+  if (!n.settings) {
+    read_settings(name.str(), request);
+    return;
+  }
+  try {
+    check_ttl(request.ttl, *n.settings);
+  } catch (const Error& error) {
+    answer(Op::acquire, error);
+    return;
+  }
+  try_lock(name.str(), request);
+}
+
+void MysqlStore::read_settings(const std::string& name, const lock::AcquireRequest& request)
+{
+  Session& session = *m_named.at(name).session;
+  // The session is the lease: an idle one must outlive any TTL, so dlock raises its
+  // wait_timeout (the server keeps the largest it allows), then reads what it got.
+  session.query(
+    fmt::format("SET SESSION wait_timeout = {}", wanted_wait_timeout_s),
+    [this, name, request](Answer& set) {
+      Named& n = m_named.at(name);
+      if (set.error && n.session->broken()) {
+        answer(Op::acquire, *set.error);
+        return;
+      }
+      n.session->query(
+        "SHOW SESSION VARIABLES WHERE Variable_name IN ('wait_timeout', 'tcp_keepalive_time', "
+        "'tcp_keepalive_interval', 'tcp_keepalive_probes')",
+        [this, name, request](Answer& a) {
+          if (a.error) {
+            answer(Op::acquire, *a.error);
+            return;
+          }
+          Named& got = m_named.at(name);
+          SessionSettings settings;
+          settings.over_tcp = got.session->over_tcp();
+          for (int i = 0; i < a.rows.count(); ++i) {
+            std::string variable = a.rows.text(i, 0);
+            std::int64_t value = a.rows.number(i, 1);
+            if (variable == "wait_timeout") {
+              settings.wait_timeout = Millis(value * 1000);
+            } else if (variable == "tcp_keepalive_time") {
+              settings.keepalive_time_s = value;
+            } else if (variable == "tcp_keepalive_interval") {
+              settings.keepalive_interval_s = value;
+            } else if (variable == "tcp_keepalive_probes") {
+              settings.keepalive_probes = value;
+            }
+          }
+          got.settings = settings;
+          try {
+            check_ttl(request.ttl, settings);
+          } catch (const Error& error) {
+            answer(Op::acquire, error);
+            return;
+          }
+          try_lock(name, request);
+        },
+        true);
+    },
+    true);
+}
+
+void MysqlStore::try_lock(const std::string& name, const lock::AcquireRequest& request)
+{
+  Named& n = m_named.at(name);
+  n.session->query(
+    "SELECT GET_LOCK(" + sql_bytes(n.server_name) + ", 0)",
+    [this, name, request](Answer& a) {
+      if (a.error) {
+        answer(Op::acquire, *a.error);
+        return;
+      }
+      if (a.rows.count() != 1 || a.rows.null(0, 0)) {
+        answer(Op::acquire, Error(ExitCode::internal, "MySQL at {}: GET_LOCK answered NULL",
+                                  m_params.shown));
+        return;
+      }
+      if (a.rows.number(0, 0) == 1) {
+        m_named.at(name).held = true;
+        take_token_lock(name, [this, name] { take_fence(name, false); });
+      } else {
+        report_holder(name, request, m_fencing);
+      }
+    },
+    true);
+}
+
+void MysqlStore::take_token_lock(const std::string& name, std::function<void()> then)
+{
+  Named& n = m_named.at(name);
+  // Without it another process given the token could not find this session; the lock
+  // itself is held either way.
+  n.session->query("SELECT GET_LOCK(" + sql_bytes(token_lock_name(n.token)) + ", 0)",
+                   [then](Answer&) { then(); }, true);
+}
+
+void MysqlStore::take_fence(const std::string& name, bool created_table)
+{
+  Named& n = m_named.at(name);
+  auto acquired = [this](std::int64_t fence) {
+    Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+    outcome.acquire.acquired = true;
+    outcome.acquire.fence = fence;
+    m_ready.push_back(std::move(outcome));
+  };
+  auto no_fencing = [this, acquired](const Answer& a) {
+    m_fencing = false;
+    util::log_verbose("no fencing token: {}", a.error->what());
+    acquired(0);
+  };
+  if (!m_fencing) {
+    acquired(0);
+    return;
+  }
+  // LAST_INSERT_ID(expr) hands the new token to this session's LAST_INSERT_ID(), whether the
+  // row is new (1) or counted up.
+  std::string sql = fmt::format(
+    "INSERT INTO dlock_fence (lock_name, name, fence, acquired_ms, connection_id, holder_user, "
+    "holder_host, holder_pid, command) VALUES ({}, {}, LAST_INSERT_ID(1), {}, CONNECTION_ID(), "
+    "{}, {}, {}, {}) ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1), "
+    "name = VALUES(name), acquired_ms = VALUES(acquired_ms), "
+    "connection_id = VALUES(connection_id), holder_user = VALUES(holder_user), "
+    "holder_host = VALUES(holder_host), holder_pid = VALUES(holder_pid), "
+    "command = VALUES(command)",
+    sql_bytes(n.server_name), sql_bytes(n.prefixed), now_ms_sql, sql_bytes(n.holder.user),
+    sql_bytes(n.holder.host), n.holder.pid, sql_bytes(n.holder.command));
+  n.session->query(
+    sql,
+    [this, name, created_table, acquired, no_fencing](Answer& a) {
+      Named& held = m_named.at(name);
+      if (a.error && a.errnum == ER_NO_SUCH_TABLE && !created_table) { // no table yet: make it
+        held.session->query(
+          create_fence_sql,
+          [this, name, no_fencing](Answer& created) {
+            if (created.error && created.errnum != ER_TABLE_EXISTS_ERROR &&
+                fence_unavailable(created.errnum)) {
+              no_fencing(created);
+              return;
+            }
+            if (created.error && created.errnum != ER_TABLE_EXISTS_ERROR) {
+              answer(Op::acquire, *created.error);
+              return;
+            }
+            take_fence(name, true);
+          },
+          true);
+        return;
+      }
+      if (a.error && fence_unavailable(a.errnum)) {
+        no_fencing(a);
+        return;
+      }
+      if (a.error) {
+        answer(Op::acquire, *a.error);
+        return;
+      }
+      held.session->query(
+        "SELECT LAST_INSERT_ID()",
+        [this, acquired](Answer& id) {
+          if (id.error) {
+            answer(Op::acquire, *id.error);
+            return;
+          }
+          acquired(id.rows.count() == 1 ? id.rows.number(0, 0) : 0);
+        },
+        true);
+    },
+    true);
+}
+
+void MysqlStore::report_holder(const std::string& name, const lock::AcquireRequest& request,
+                               bool with_fence)
+{
+  Named& n = m_named.at(name);
+  n.session->query(
+    holder_sql(n.server_name, with_fence),
+    [this, name, request, with_fence](Answer& a) {
+      if (a.error && with_fence && fence_unavailable(a.errnum)) {
+        report_holder(name, request, false);
+        return;
+      }
+      if (a.error) {
+        answer(Op::acquire, *a.error);
+        return;
+      }
+      Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+      lock::AcquireResult& result = outcome.acquire;
+      result.holder_ttl_ms = -1; // a session has no expiry
+      if (a.rows.count() == 1 && !a.rows.null(0, 0)) {
+        result.holder = read_holder(a.rows, 0, 0, 4);
+        result.holders = 1;
+      }
+      Millis cap = request.ticket.max_block > Millis(0) ? request.ticket.max_block : longest_block;
+      result.block = std::min(cap, longest_block);
+      m_ready.push_back(std::move(outcome));
+    },
+    true);
+}
+
+void MysqlStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
+                                     Millis block)
+{
+  (void)ticket;
+  Named* n = find(name);
+  if (n == nullptr || n->session->broken() || n->held) {
+    m_ready.push_back(Outcome{Op::wait_for_wake, std::nullopt, false, {}, {}});
+    return;
+  }
+  std::string key = name.str();
+  // Blocks in the server until the holder lets go (it is this session's then) or the
+  // time-out ends the wait (0); the timeout takes fractions of a second on MariaDB, whole
+  // seconds on MySQL, which rounds it.
+  double seconds = double(std::max<std::int64_t>(1, block.count())) / 1000.0;
+  n->session->query(
+    fmt::format("SELECT GET_LOCK({}, {:.3f})", sql_bytes(n->server_name), seconds),
+    [this, key](Answer& a) {
+      Outcome outcome{Op::wait_for_wake, std::nullopt, false, {}, {}};
+      if (!a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1) {
+        Named& granted = m_named.at(key);
+        granted.held = true;
+        granted.granted_by_wait = true;
+        take_token_lock(key, [this, outcome] { m_ready.push_back(outcome); });
+        return;
+      }
+      if (a.error && a.errnum != ER_QUERY_INTERRUPTED && a.errnum != ER_STATEMENT_TIMEOUT) {
+        outcome.error = a.error;
+      }
+      m_ready.push_back(std::move(outcome));
+    });
+}
+
+void MysqlStore::start_renew(const lock::LockName& name, const lock::RenewRequest& request)
+{
+  Named* n = find(name);
+  if (n != nullptr && n->held && n->token == request.token) {
+    Outcome outcome{Op::renew, std::nullopt, false, {}, {}};
+    if (n->session->broken()) {
+      m_ready.push_back(outcome); // the session that held it ended: a new one would not hold it
+      return;
+    }
+    std::string key = name.str();
+    n->session->query(
+      "SELECT IS_USED_LOCK(" + sql_bytes(n->server_name) + ") <=> CONNECTION_ID()",
+      [this, key, outcome](Answer& a) mutable {
+        Named& held = m_named.at(key);
+        if (a.error && held.session->broken()) {
+          held.held = false;
+        } else if (a.error) {
+          outcome.error = a.error;
+        } else {
+          outcome.held = a.rows.count() == 1 && a.rows.number(0, 0) == 1;
+          held.held = outcome.held;
+        }
+        m_ready.push_back(std::move(outcome));
+      });
+    return;
+  }
+  // Held by another process (a nested run checks its parent's token, the renewer of a
+  // stopped job): the holding session also holds the token's lock (names.hpp).
+  std::string lock = sql_bytes(server_lock_name(m_prefix + name.str()));
+  control().query("SELECT IS_USED_LOCK(" + lock + ") IS NOT NULL AND IS_USED_LOCK(" + lock +
+                    ") = IS_USED_LOCK(" + sql_bytes(token_lock_name(request.token)) + ")",
+                  [this](Answer& a) {
+                    Outcome outcome{Op::renew, a.error, false, {}, {}};
+                    outcome.held = !a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1;
+                    m_ready.push_back(std::move(outcome));
+                  });
+}
+
+void MysqlStore::start_release(const lock::LockName& name, const std::string& token)
+{
+  Named* n = find(name);
+  if (!token.empty() && n != nullptr && n->held && n->token == token) {
+    std::string key = name.str();
+    n->held = false;
+    n->granted_by_wait = false;
+    if (n->session->broken()) {
+      m_ready.push_back(Outcome{Op::release, std::nullopt, false, {}, {}});
+      return;
+    }
+    n->session->query("SELECT RELEASE_LOCK(" + sql_bytes(n->server_name) + ")",
+                      [this, key](Answer& a) {
+                        Outcome outcome{Op::release, std::nullopt, false, {}, {}};
+                        Named& released = m_named.at(key);
+                        if (a.error && released.session->broken()) {
+                          // the session ended: the server freed the lock
+                        } else if (a.error) {
+                          outcome.error = a.error;
+                        } else {
+                          outcome.held = a.rows.count() == 1 && a.rows.number(0, 0) == 1;
+                        }
+                        // Ending the session lets go of the token's lock too, and of any
+                        // count GET_LOCK kept.
+                        released.closing = true;
+                        m_ready.push_back(std::move(outcome));
+                      });
+    return;
+  }
+  // --force (no token), or a token another process holds: end the holding session.
+  std::string lock = server_lock_name(m_prefix + name.str());
+  std::string sql = "SELECT IS_USED_LOCK(" + sql_bytes(lock) + "), " +
+                    (token.empty() ? std::string("IS_USED_LOCK(") + sql_bytes(lock) + ")"
+                                   : "IS_USED_LOCK(" + sql_bytes(token_lock_name(token)) + ")");
+  control().query(sql, [this, lock](Answer& a) {
+    if (a.error) {
+      answer(Op::release, *a.error);
+      return;
+    }
+    if (a.rows.count() != 1 || a.rows.null(0, 0) || a.rows.text(0, 0) != a.rows.text(0, 1)) {
+      m_ready.push_back(Outcome{Op::release, std::nullopt, false, {}, {}}); // not held (by it)
+      return;
+    }
+    kill_holder(lock, a.rows.number(0, 0));
+  });
+}
+
+void MysqlStore::kill_holder(const std::string& server_name, std::int64_t connection)
+{
+  control().query(fmt::format("KILL CONNECTION {}", connection),
+                  [this, server_name, connection](Answer& a) {
+                    if (a.error && a.errnum == ER_NO_SUCH_THREAD) {
+                      // it ended meanwhile
+                    } else if (a.error && error_code(a.errnum) == ExitCode::auth) {
+                      answer(Op::release,
+                             Error(ExitCode::auth,
+                                   "release --force on MySQL ends the holder's session with KILL, "
+                                   "which needs the CONNECTION ADMIN or SUPER privilege (or the "
+                                   "holder's own user): {}",
+                                   a.error->what()));
+                      return;
+                    } else if (a.error) {
+                      answer(Op::release, *a.error);
+                      return;
+                    }
+                    confirm_freed(server_name, connection, freed_tries);
+                  });
+}
+
+void MysqlStore::confirm_freed(const std::string& server_name, std::int64_t connection, int tries)
+{
+  // KILL only marks the session: the lock is free once its thread has noticed (at once when
+  // idle, within moments when busy).
+  control().query(fmt::format("SELECT IS_USED_LOCK({}) <=> {}", sql_bytes(server_name), connection),
+                  [this, server_name, connection, tries](Answer& a) {
+                    bool still = !a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1;
+                    if (!still || tries <= 0) {
+                      Outcome outcome{Op::release, std::nullopt, true, {}, {}};
+                      m_ready.push_back(std::move(outcome));
+                      return;
+                    }
+                    control().query(freed_pause, [this, server_name, connection, tries](Answer&) {
+                      confirm_freed(server_name, connection, tries - 1);
+                    });
+                  });
+}
+
+void MysqlStore::start_withdraw(const lock::LockName&, const lock::WaitTicket&)
+{
+  m_ready.push_back(Outcome{Op::withdraw, std::nullopt, false, {}, {}});
+}
+
+void MysqlStore::start_raise_fence(const lock::LockName&, std::int64_t)
+{
+  m_ready.push_back(Outcome{Op::raise_fence, std::nullopt, false, {}, {}});
+}
+
+void MysqlStore::start_gate(const lock::LockName&, const lock::GateRequest&)
+{
+  answer(Op::gate, lock::refusal(*this, lock::Feature::coordinate));
+}
+
+void MysqlStore::start_set_latch(const lock::LockName&, std::int64_t, Millis)
+{
+  answer(Op::set_latch, lock::refusal(*this, lock::Feature::coordinate));
+}
+
+void MysqlStore::start_count_down(const lock::LockName&)
+{
+  answer(Op::count_down, lock::refusal(*this, lock::Feature::coordinate));
+}
+
+std::string MysqlStore::left_behind(Millis) const
+{
+  return "the server frees it when it ends dlock's session: at once if the connection closed "
+         "cleanly, else when its TCP keepalive or wait_timeout gives up on it";
+}
+
+void MysqlStore::watch(util::EventLoop& loop)
+{
+  for (auto it = m_named.begin(); it != m_named.end();) {
+    Named& n = it->second;
+    if (n.closing && !n.session->busy()) {
+      it = m_named.erase(it); // released: ending the session frees what else it holds
+      continue;
+    }
+    if (n.session->owned()) {
+      n.session->watch(loop);
+    }
+    ++it;
+  }
+  if (m_control && m_control->owned()) {
+    m_control->watch(loop);
+  }
+  if (!m_ready.empty()) {
+    loop.wake_at(util::monotonic_now());
+  }
+}
+
+std::optional<Outcome> MysqlStore::next_outcome()
+{
+  if (m_ready.empty()) {
+    return std::nullopt;
+  }
+  Outcome outcome = std::move(m_ready.front());
+  m_ready.pop_front();
+  return outcome;
+}
+
+void MysqlStore::abandon() noexcept
+{
+  for (auto it = m_named.begin(); it != m_named.end();) {
+    Named& n = it->second;
+    if (n.session->owned() && n.held && !n.session->broken()) {
+      n.session->forget_queries();
+      ++it;
+    } else {
+      it = m_named.erase(it); // ends a GET_LOCK that waits: the server drops the waiter
+    }
+  }
+  m_control.reset();
+  m_ready.clear();
+}
+
+Error MysqlStore::timed_out() noexcept
+{
+  std::string what = "did not answer in time";
+  for (auto& [name, n] : m_named) {
+    if (n.session->owned() && n.session->connecting()) {
+      what = "did not accept a connection in time";
+    }
+  }
+  if (m_control && m_control->connecting()) {
+    what = "did not accept a connection in time";
+  }
+  abandon();
+  return Error(ExitCode::unavailable, "MySQL at {} {}", m_params.shown, what);
+}
+
+void MysqlStore::limit_blocking(Millis) noexcept
+{
+  // The library connects without blocking once the host name is looked up.
+}
+
+Answer MysqlStore::ask(const std::string& sql, util::TimePoint deadline)
+{
+  std::optional<Answer> got;
+  control().query(sql, [&got](Answer& a) { got = std::move(a); });
+  while (!got) {
+    if (util::monotonic_now() >= deadline) {
+      throw timed_out();
+    }
+    util::EventLoop loop;
+    m_control->watch(loop);
+    loop.wake_at(deadline);
+    loop.wait();
+  }
+  return std::move(*got);
+}
+
+lock::LockStatus MysqlStore::status(const lock::LockName& name, util::TimePoint deadline)
+{
+  std::string server_name = server_lock_name(m_prefix + name.str());
+  lock::LockStatus status;
+  status.name = name.str();
+  status.ttl_ms = -1;
+  Answer a = ask(holder_sql(server_name, true), deadline);
+  if (a.error && fence_unavailable(a.errnum)) {
+    a = ask(holder_sql(server_name, false), deadline);
+  }
+  if (a.error) {
+    throw *a.error;
+  }
+  if (a.rows.count() != 1) {
+    throw Error(ExitCode::internal, "MySQL at {}: no row for the lock's holder", m_params.shown);
+  }
+  status.server_time_ms = a.rows.number(0, 3);
+  status.last_fence = a.rows.number(0, 4);
+  if (a.rows.null(0, 0)) {
+    return status;
+  }
+  status.held = true;
+  status.holder = read_holder(a.rows, 0, 0, 4);
+  return status;
+}
+
+std::vector<lock::LockStatus> MysqlStore::list(std::string_view pattern, Millis timeout)
+{
+  util::TimePoint deadline = util::deadline_after(timeout);
+  // dlock_fence names the locks dlock took; locks taken without it (no right to create the
+  // table) cannot be named, and are not listed.
+  Answer a = ask(std::string("SELECT f.name, IS_USED_LOCK(f.lock_name) AS id, p.USER, p.HOST, ") +
+                   now_ms_sql +
+                   ", f.fence, f.acquired_ms, f.connection_id, f.holder_user, f.holder_host, "
+                   "f.holder_pid, f.command FROM dlock_fence f LEFT JOIN "
+                   "information_schema.PROCESSLIST p ON p.ID = IS_USED_LOCK(f.lock_name) "
+                   "WHERE LEFT(f.name, " +
+                   std::to_string(m_prefix.size()) + ") = " + sql_bytes(m_prefix) +
+                   " ORDER BY f.name",
+                 deadline);
+  if (a.error && fence_unavailable(a.errnum)) {
+    util::log_verbose("no locks to list: {}", a.error->what());
+    return {};
+  }
+  if (a.error) {
+    throw *a.error;
+  }
+  std::string glob(pattern);
+  std::vector<lock::LockStatus> found;
+  for (int i = 0; i < a.rows.count(); ++i) {
+    std::string name = a.rows.text(i, 0).substr(m_prefix.size());
+    if (a.rows.null(i, 1) || ::fnmatch(glob.c_str(), name.c_str(), 0) != 0) {
+      continue;
+    }
+    lock::LockStatus status;
+    status.name = name;
+    status.ttl_ms = -1;
+    status.held = true;
+    status.server_time_ms = a.rows.number(i, 4);
+    status.last_fence = a.rows.number(i, 5);
+    status.holder = read_holder(a.rows, i, 1, 5);
+    found.push_back(std::move(status));
+  }
+  return found;
+}
+
+} // namespace dlock::mysql

@@ -1,0 +1,81 @@
+#include "stores/mysql/names.hpp"
+
+#include "util/sha256.hpp"
+
+#include <fmt/format.h>
+
+namespace dlock::mysql {
+
+namespace {
+
+// The longest GET_LOCK name MySQL accepts (MariaDB has no limit).
+constexpr std::size_t longest_name = 64;
+
+bool kept_as_is(char c) { return c >= ' ' && c <= '~' && !(c >= 'A' && c <= 'Z'); }
+
+} // namespace
+
+std::string server_lock_name(std::string_view prefixed_name)
+{
+  bool plain = prefixed_name.size() <= longest_name;
+  for (char c : prefixed_name) {
+    plain = plain && kept_as_is(c);
+  }
+  if (plain) {
+    return std::string(prefixed_name);
+  }
+  std::string shown;
+  for (char c : prefixed_name) {
+    if (c < ' ' || c > '~' || shown.size() == 31) {
+      break;
+    }
+    shown.push_back(c);
+  }
+  return shown + "~" + util::sha256_hex(prefixed_name).substr(0, 32);
+}
+
+std::string token_lock_name(std::string_view token)
+{
+  return "dlock token " + util::sha256_hex(token).substr(0, 48);
+}
+
+std::string sql_bytes(std::string_view bytes)
+{
+  if (bytes.empty()) {
+    return "''";
+  }
+  std::string literal = "X'";
+  for (unsigned char c : bytes) {
+    literal += fmt::format("{:02x}", c);
+  }
+  return literal + "'";
+}
+
+lock::HolderInfo holder_of_session(const SessionRow& row)
+{
+  // Without the PROCESS privilege, PROCESSLIST shows only the user's own sessions.
+  std::string where = row.client_host.empty()
+                        ? "a client this user cannot see (PROCESSLIST needs PROCESS)"
+                        : row.client_host;
+  if (row.written) {
+    lock::HolderInfo holder = *row.written;
+    if (holder.command.empty()) {
+      holder.command = fmt::format("MySQL connection {}", row.connection);
+    }
+    return holder;
+  }
+  lock::HolderInfo holder;
+  holder.user = row.user.empty() ? "?" : row.user;
+  std::string host = row.client_host;
+  std::size_t colon = host.rfind(':');
+  if (colon != std::string::npos && colon + 1 < host.size() &&
+      host.find_first_not_of("0123456789", colon + 1) == std::string::npos) {
+    host.resize(colon); // "10.0.0.5:51234": the client's port says nothing to a reader
+  }
+  holder.host = host.empty() ? "?" : host;
+  holder.pid = row.connection;
+  holder.command = fmt::format("MySQL connection {} from {}", row.connection, where);
+  return holder;
+}
+
+} // namespace dlock::mysql

@@ -1,0 +1,42 @@
+#pragma once
+
+#include "lock/holder.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace dlock::mysql {
+
+// The name dlock passes to GET_LOCK for prefix + lock name. MySQL allows 64 characters and
+// compares names without regard to case (MariaDB 10.11 compares them as given), so a name is
+// used as it is only if it has at most 64 characters, all printable ASCII, no upper-case
+// letter; any other becomes its first printable ASCII characters (up to 31) + "~" + the first
+// 32 hex digits of SHA-256 of the whole name: 64 characters at most, different for each name.
+//   "dlock:nightly-backup" -> "dlock:nightly-backup"
+//   "dlock:Deploy"         -> "dlock:Deploy~" + left(sha2('dlock:Deploy', 256), 32)
+std::string server_lock_name(std::string_view prefixed_name);
+
+// The second lock a holding session takes, whose name is made of the token's fingerprint
+// ("dlock token " + 48 hex digits of SHA-256 of the token): another dlock process that was
+// given the token (a nested run, the renewer of a stopped job, release --token) finds the
+// holding session by it, as IS_USED_LOCK of both names is then the same connection. The
+// token itself never reaches the server; no table or privilege is needed.
+std::string token_lock_name(std::string_view token);
+
+// bytes as an SQL literal that no character set or sql_mode can misread: X'...' (hex).
+std::string sql_bytes(std::string_view bytes);
+
+// Who holds a lock, from what the server knows: the holder that dlock wrote in dlock_fence
+// when that row is the holding connection's, else the connection's user and client host from
+// information_schema.PROCESSLIST (empty when the server does not show it to dlock's user).
+struct SessionRow {
+  std::int64_t connection = 0;
+  std::string user;        // PROCESSLIST.USER
+  std::string client_host; // PROCESSLIST.HOST: "host:port" or "localhost"
+  std::optional<lock::HolderInfo> written; // dlock_fence's holder of that connection
+};
+lock::HolderInfo holder_of_session(const SessionRow& row);
+
+} // namespace dlock::mysql

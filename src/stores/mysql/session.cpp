@@ -1,0 +1,414 @@
+#include "stores/mysql/session.hpp"
+
+#include "stores/mysql/libmariadb.hpp"
+
+#include <errmsg.h>
+#include <mysqld_error.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <charconv>
+
+namespace dlock::mysql {
+
+namespace {
+
+std::string one_line(const char* message)
+{
+  std::string text = message != nullptr ? message : "";
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) {
+    text.pop_back();
+  }
+  for (char& c : text) {
+    if (c == '\n' || c == '\t') {
+      c = ' ';
+    }
+  }
+  return text;
+}
+
+} // namespace
+
+ExitCode error_code(unsigned errnum)
+{
+  switch (errnum) {
+  case ER_ACCESS_DENIED_ERROR:     // 1045: bad user or password
+  case ER_DBACCESS_DENIED_ERROR:   // 1044: no right to the database
+  case ER_TABLEACCESS_DENIED_ERROR:
+  case ER_SPECIFIC_ACCESS_DENIED_ERROR:
+  case ER_KILL_DENIED_ERROR:
+  case ER_ACCESS_DENIED_NO_PASSWORD_ERROR:
+  case ER_NOT_SUPPORTED_AUTH_MODE:
+    return ExitCode::auth;
+  case ER_BAD_DB_ERROR: // 1049: no such database
+    return ExitCode::config;
+  case ER_CON_COUNT_ERROR:
+  case ER_TOO_MANY_USER_CONNECTIONS:
+  case ER_SERVER_SHUTDOWN:
+  case ER_HOST_IS_BLOCKED:
+  case ER_HOST_NOT_PRIVILEGED:
+  case ER_OUT_OF_RESOURCES:
+  case ER_LOCK_WAIT_TIMEOUT:
+    return ExitCode::unavailable;
+  default:
+    // 2000 and up: the client library's own (cannot connect, server gone, lost connection)
+    return errnum >= CR_MIN_ERROR && errnum <= CR_MAX_ERROR ? ExitCode::unavailable
+                                                            : ExitCode::internal;
+  }
+}
+
+std::int64_t Rows::number(int row, int column) const
+{
+  if (null(row, column)) {
+    return 0;
+  }
+  std::string value = text(row, column);
+  std::int64_t n = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || end != value.data() + value.size()) {
+    throw Error(ExitCode::internal, "MySQL answered '{}' where dlock expected a number", value);
+  }
+  return n;
+}
+
+Session::Session(const ConnectParams& params) : m_owner(::getpid()), m_shown(params.shown)
+{
+  const LibMariaDb& lib = mariadb();
+  m_conn = lib.mysql_init(nullptr);
+  if (m_conn == nullptr) {
+    m_step = Step::broken;
+    m_broken = Error(ExitCode::internal, "MySQL at {}: out of memory", m_shown);
+    return;
+  }
+  lib.mysql_options(m_conn, MYSQL_OPT_NONBLOCK, nullptr);
+  unsigned timeout = params.connect_timeout_s;
+  lib.mysql_options(m_conn, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
+  lib.mysql_options(m_conn, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+  const char* password = params.password ? params.password->c_str() : nullptr;
+  MYSQL* ret = nullptr;
+  int status = lib.mysql_real_connect_start(
+    &ret, m_conn, params.host.c_str(), params.user.empty() ? nullptr : params.user.c_str(),
+    password, params.database.c_str(), params.port,
+    params.socket.empty() ? nullptr : params.socket.c_str(), 0);
+  if (status == 0) {
+    connected(ret != nullptr);
+  } else {
+    waiting_for(status);
+  }
+}
+
+Session::~Session()
+{
+  if (m_conn == nullptr) {
+    return;
+  }
+  if (!owned()) {
+    // mysql_close would end the session, and free the parent's locks: close this copy only
+    // (the library's memory stays, for the little while a forked process lives).
+    if (int fd = int(mariadb().mysql_get_socket(m_conn)); fd >= 0) {
+      ::close(fd);
+    }
+    return;
+  }
+  if (m_step != Step::idle && m_step != Step::broken) {
+    // A step in flight (a GET_LOCK that waits): the library cannot say goodbye in the middle
+    // of it; shutting the socket down ends the session, and the server notices at once.
+    if (int fd = int(mariadb().mysql_get_socket(m_conn)); fd >= 0) {
+      ::shutdown(fd, SHUT_RDWR);
+    }
+  }
+  mariadb().mysql_close(m_conn);
+}
+
+bool Session::over_tcp() const noexcept
+{
+  if (m_conn == nullptr) {
+    return false;
+  }
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  int fd = int(mariadb().mysql_get_socket(m_conn));
+  if (fd < 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    return true;
+  }
+  return address.ss_family != AF_UNIX;
+}
+
+void Session::query(std::string sql, Callback done, bool first)
+{
+  Query q{std::move(sql), std::move(done)};
+  if (first) {
+    m_queue.push_front(std::move(q));
+  } else {
+    m_queue.push_back(std::move(q));
+  }
+  if (m_step == Step::idle) {
+    send_next();
+  }
+}
+
+void Session::watch(util::EventLoop& loop)
+{
+  if (m_broken) {
+    if (!m_queue.empty()) {
+      fail(*m_broken); // answers queries queued after the end
+      loop.wake_at(util::monotonic_now());
+    }
+    return;
+  }
+  if ((m_wait & MYSQL_WAIT_TIMEOUT) != 0 && util::monotonic_now() >= m_timeout_at) {
+    resume(MYSQL_WAIT_TIMEOUT);
+    loop.wake_at(util::monotonic_now()); // its answer may be ready for the caller
+    if (m_broken) {
+      return;
+    }
+  }
+  short events = 0;
+  if (m_step == Step::idle) {
+    events = POLLIN; // nothing is owed: data or an end is the server ending the session
+  } else {
+    if ((m_wait & MYSQL_WAIT_READ) != 0) {
+      events |= POLLIN;
+    }
+    if ((m_wait & MYSQL_WAIT_WRITE) != 0) {
+      events |= POLLOUT;
+    }
+    if ((m_wait & MYSQL_WAIT_EXCEPT) != 0) {
+      events |= POLLPRI;
+    }
+    if ((m_wait & MYSQL_WAIT_TIMEOUT) != 0) {
+      loop.wake_at(m_timeout_at);
+    }
+  }
+  int fd = int(mariadb().mysql_get_socket(m_conn));
+  loop.watch(fd, events, [this](short revents) { on_io(revents); });
+}
+
+void Session::on_io(short revents)
+{
+  if (m_broken) {
+    return;
+  }
+  if (m_step == Step::idle) {
+    char byte = 0;
+    ssize_t got = ::recv(int(mariadb().mysql_get_socket(m_conn)), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      return;
+    }
+    // The server closed the connection, or sent what nobody asked for (the error packet of a
+    // session it ends): either way the session is over.
+    fail(Error(ExitCode::unavailable, "MySQL at {}: the server ended the session", m_shown));
+    return;
+  }
+  int ready = 0;
+  if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+    ready |= MYSQL_WAIT_READ;
+  }
+  if ((revents & (POLLOUT | POLLHUP | POLLERR)) != 0) {
+    ready |= MYSQL_WAIT_WRITE;
+  }
+  if ((revents & POLLPRI) != 0) {
+    ready |= MYSQL_WAIT_EXCEPT;
+  }
+  resume(ready);
+}
+
+void Session::resume(int ready)
+{
+  const LibMariaDb& lib = mariadb();
+  switch (m_step) {
+  case Step::connecting: {
+    MYSQL* ret = nullptr;
+    int status = lib.mysql_real_connect_cont(&ret, m_conn, ready);
+    if (status == 0) {
+      connected(ret != nullptr);
+    } else {
+      waiting_for(status);
+    }
+    return;
+  }
+  case Step::querying: {
+    int failed = 0;
+    int status = lib.mysql_real_query_cont(&failed, m_conn, ready);
+    if (status == 0) {
+      sent(failed);
+    } else {
+      waiting_for(status);
+    }
+    return;
+  }
+  case Step::storing: {
+    MYSQL_RES* result = nullptr;
+    int status = lib.mysql_store_result_cont(&result, m_conn, ready);
+    if (status == 0) {
+      stored(result);
+    } else {
+      waiting_for(status);
+    }
+    return;
+  }
+  case Step::idle:
+  case Step::broken:
+    return;
+  }
+}
+
+void Session::waiting_for(int status)
+{
+  m_wait = status;
+  if ((status & MYSQL_WAIT_TIMEOUT) != 0) {
+    m_timeout_at = util::deadline_after(
+      util::Millis(mariadb().mysql_get_timeout_value_ms(m_conn)));
+  }
+}
+
+void Session::connected(bool ok)
+{
+  m_wait = 0;
+  if (!ok) {
+    unsigned errnum = mariadb().mysql_errno(m_conn);
+    m_step = Step::broken;
+    if (errnum == ER_DBACCESS_DENIED_ERROR) {
+      // The URL's database, refused: MySQL does not say whether it is missing or this user's
+      // to use, so it is the configuration's (78), as a Redis database index the server refuses.
+      fail(Error(ExitCode::config, "MySQL at {}: {} (it does not exist, or this user may not "
+                                   "use it)",
+                 m_shown, one_line(mariadb().mysql_error(m_conn))));
+      return;
+    }
+    fail(Error(error_code(errnum), "MySQL at {}: {}", m_shown,
+               one_line(mariadb().mysql_error(m_conn))));
+    return;
+  }
+  m_step = Step::idle;
+  send_next();
+}
+
+void Session::send_next()
+{
+  if (m_queue.empty() || m_broken || m_step != Step::idle) {
+    return;
+  }
+  m_current = std::move(m_queue.front());
+  m_queue.pop_front();
+  m_step = Step::querying;
+  int failed = 0;
+  int status = mariadb().mysql_real_query_start(&failed, m_conn, m_current->sql.data(),
+                                                m_current->sql.size());
+  if (status == 0) {
+    sent(failed);
+  } else {
+    waiting_for(status);
+  }
+}
+
+void Session::sent(int failed)
+{
+  m_wait = 0;
+  if (failed != 0) {
+    stored(nullptr);
+    return;
+  }
+  m_step = Step::storing;
+  MYSQL_RES* result = nullptr;
+  int status = mariadb().mysql_store_result_start(&result, m_conn);
+  if (status == 0) {
+    stored(result);
+  } else {
+    waiting_for(status);
+  }
+}
+
+Error Session::query_error() const
+{
+  unsigned errnum = mariadb().mysql_errno(m_conn);
+  return Error(error_code(errnum), "MySQL at {}: {}", m_shown,
+               one_line(mariadb().mysql_error(m_conn)));
+}
+
+void Session::stored(MYSQL_RES* result)
+{
+  const LibMariaDb& lib = mariadb();
+  m_wait = 0;
+  Answer a;
+  if (result != nullptr) {
+    unsigned fields = lib.mysql_num_fields(result);
+    while (MYSQL_ROW row = lib.mysql_fetch_row(result)) {
+      unsigned long* lengths = lib.mysql_fetch_lengths(result);
+      Rows::Row values;
+      for (unsigned i = 0; i < fields; ++i) {
+        if (row[i] == nullptr) {
+          values.emplace_back();
+        } else {
+          values.emplace_back(std::string(row[i], lengths[i]));
+        }
+      }
+      a.rows.add(std::move(values));
+    }
+    lib.mysql_free_result(result);
+  } else if (unsigned errnum = lib.mysql_errno(m_conn); errnum != 0) {
+    a.errnum = errnum;
+    a.error = query_error();
+    if ((errnum >= CR_MIN_ERROR && errnum <= CR_MAX_ERROR) || errnum == ER_CONNECTION_KILLED) {
+      // the connection is gone (server gone away, lost, killed): so is the session
+      fail(Error(ExitCode::unavailable, "MySQL at {}: the session ended ({})", m_shown,
+                 one_line(lib.mysql_error(m_conn))));
+      return;
+    }
+  }
+  m_step = Step::idle;
+  answer(a);
+}
+
+void Session::answer(Answer& a)
+{
+  std::optional<Query> done = std::move(m_current);
+  m_current.reset();
+  if (done && done->done) {
+    done->done(a);
+  }
+  if (!m_broken) {
+    send_next();
+  }
+}
+
+void Session::fail(const Error& error)
+{
+  if (!m_broken) {
+    m_broken = error;
+    if (m_on_end) {
+      m_on_end(error); // busy() still says whether a query in flight will hear of it
+    }
+  }
+  m_step = Step::broken;
+  m_wait = 0;
+  std::deque<Query> owed;
+  if (m_current) {
+    owed.push_back(std::move(*m_current));
+    m_current.reset();
+  }
+  // Callbacks may queue follow-ups, which fail in turn.
+  while (!owed.empty() || !m_queue.empty()) {
+    if (owed.empty()) {
+      owed.swap(m_queue);
+    }
+    Query q = std::move(owed.front());
+    owed.pop_front();
+    Answer a;
+    a.error = *m_broken;
+    a.errnum = CR_SERVER_LOST;
+    if (q.done) {
+      q.done(a);
+    }
+  }
+}
+
+void Session::forget_queries() noexcept
+{
+  m_queue.clear();
+  if (m_current) {
+    m_current->done = nullptr;
+  }
+}
+
+} // namespace dlock::mysql
