@@ -277,13 +277,13 @@ void add_global_options(CLI::App& app, Arguments& args)
   app.add_option("--sentinel-password-file", args.sentinel_password_file,
                  "read the Sentinels' own password from FILE (or set DLOCK_SENTINEL_PASSWORD)")
     ->type_name("FILE");
-  app.add_option("--tls-ca", args.tls_ca, "CA bundle for rediss://")
+  app.add_option("--tls-ca", args.tls_ca, "CA bundle for rediss://, postgres:// and mysql://")
     ->envname("DLOCK_TLS_CA")
     ->type_name("FILE");
-  app.add_option("--tls-cert", args.tls_cert, "client certificate for rediss://")
+  app.add_option("--tls-cert", args.tls_cert, "client certificate for rediss://, postgres:// and mysql://")
     ->envname("DLOCK_TLS_CERT")
     ->type_name("FILE");
-  app.add_option("--tls-key", args.tls_key, "client key for rediss://")
+  app.add_option("--tls-key", args.tls_key, "client key for rediss://, postgres:// and mysql://")
     ->envname("DLOCK_TLS_KEY")
     ->type_name("FILE");
   app.add_option("--tls-server-name", args.tls_server_name, "expected server name for rediss://")

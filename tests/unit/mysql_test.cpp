@@ -183,3 +183,17 @@ TEST(MysqlSessionLifetime, AUnixSocketHasNoKeepalives)
   settings.wait_timeout = 1h;
   EXPECT_EQ(mysql::session_limit(settings)->after, 1h);
 }
+
+TEST(MysqlUrl, TlsFilesAndNoServerName)
+{
+  stores::StoreConfig config;
+  config.tls.ca_file = "/etc/ssl/ca.pem";
+  config.tls.cert_file = "/etc/ssl/client.pem";
+  config.tls.key_file = "/etc/ssl/client.key";
+  mysql::ConnectParams p = mysql::connect_params("mysql://h/db", config);
+  EXPECT_EQ(p.tls_ca, "/etc/ssl/ca.pem");
+  EXPECT_EQ(p.tls_cert, "/etc/ssl/client.pem");
+  EXPECT_EQ(p.tls_key, "/etc/ssl/client.key");
+  config.tls.server_name = "db.internal";
+  EXPECT_THROW(mysql::connect_params("mysql://h/db", config), Error);
+}

@@ -16,6 +16,9 @@ using util::Millis;
 
 namespace {
 
+// MySQL's ER_QUERY_TIMEOUT (max_execution_time), which MariaDB's headers do not name.
+constexpr unsigned mysql_query_timeout = 3024;
+
 // The longest a waiter blocks in one GET_LOCK before it asks again.
 constexpr Millis longest_block{30'000};
 
@@ -384,7 +387,10 @@ void MysqlStore::start_wait_for_wake(const lock::LockName& name, const lock::Wai
         take_token_lock(key, [this, outcome] { m_ready.push_back(outcome); });
         return;
       }
-      if (a.error && a.errnum != ER_QUERY_INTERRUPTED && a.errnum != ER_STATEMENT_TIMEOUT) {
+      // A server's statement time-out (MariaDB's max_statement_time, MySQL's
+      // max_execution_time: 3024) or KILL QUERY ended the wait early: ask again.
+      if (a.error && a.errnum != ER_QUERY_INTERRUPTED && a.errnum != ER_STATEMENT_TIMEOUT &&
+          a.errnum != mysql_query_timeout) {
         outcome.error = a.error;
       }
       m_ready.push_back(std::move(outcome));

@@ -84,6 +84,25 @@ Session::Session(const ConnectParams& params) : m_owner(::getpid()), m_shown(par
   unsigned timeout = params.connect_timeout_s;
   lib.mysql_options(m_conn, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
   lib.mysql_options(m_conn, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+  if (params.port != 0 && params.socket.empty()) {
+    // A port means TCP, even to localhost (which the library would take for its socket).
+    unsigned protocol = MYSQL_PROTOCOL_TCP;
+    lib.mysql_options(m_conn, MYSQL_OPT_PROTOCOL, &protocol);
+  }
+  if (!params.tls_ca.empty() || !params.tls_cert.empty() || !params.tls_key.empty()) {
+    my_bool on = 1;
+    lib.mysql_options(m_conn, MYSQL_OPT_SSL_ENFORCE, &on);
+    if (!params.tls_ca.empty()) {
+      lib.mysql_options(m_conn, MYSQL_OPT_SSL_CA, params.tls_ca.c_str());
+      lib.mysql_options(m_conn, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &on);
+    }
+    if (!params.tls_cert.empty()) {
+      lib.mysql_options(m_conn, MYSQL_OPT_SSL_CERT, params.tls_cert.c_str());
+    }
+    if (!params.tls_key.empty()) {
+      lib.mysql_options(m_conn, MYSQL_OPT_SSL_KEY, params.tls_key.c_str());
+    }
+  }
   const char* password = params.password ? params.password->c_str() : nullptr;
   MYSQL* ret = nullptr;
   int status = lib.mysql_real_connect_start(

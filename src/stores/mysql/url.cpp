@@ -121,6 +121,13 @@ ConnectParams connect_params(const std::string& url, const stores::StoreConfig& 
   if (config.password) {
     params.password = config.password;
   }
+  params.tls_ca = config.tls.ca_file;
+  params.tls_cert = config.tls.cert_file;
+  params.tls_key = config.tls.key_file;
+  if (!config.tls.server_name.empty()) {
+    throw Error(ExitCode::usage, "--tls-server-name is not available for mysql:// (the server's "
+                                 "certificate is checked against the URL's host)");
+  }
   params.connect_timeout_s =
     unsigned(std::max<std::int64_t>(1, (config.request_timeout.count() + 999) / 1000));
   params.shown = std::string(url.substr(0, start)) + (params.user.empty() ? "" : params.user + "@") +

@@ -12,13 +12,18 @@ bool is_mysql_url(const std::string& url);
 
 // How to reach the server, for mysql_real_connect.
 struct ConnectParams {
-  std::string host;     // "localhost" (with no port): the unix socket
+  std::string host;     // "localhost" (with no port): the unix socket; a port means TCP
   unsigned port = 0;    // 0: the library's default (3306)
   std::string socket;   // ?socket=/path: this unix socket
   std::string user;     // empty: the library's default (the login name)
   std::optional<std::string> password;
   std::string database;
   unsigned connect_timeout_s = 2;
+  // --tls-ca: TLS required, the server's certificate checked against it and the host name;
+  // --tls-cert, --tls-key: a client certificate (TLS required too). All empty: no TLS.
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
   std::string shown;    // the URL without its password, for messages
 };
 
