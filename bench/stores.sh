@@ -129,9 +129,9 @@ if "$DLOCK_BIN" --version 2>&1 | grep -qi mariadb && command -v mariadbd >/dev/n
     >"$TMP/mariadb/install.log" 2>&1 || die "mariadb-install-db failed: $(tail -3 "$TMP/mariadb/install.log")"
   as_db mysql mariadbd --no-defaults --datadir="$TMP/mariadb/data" --socket="$TMP/mariadb/sock" \
     --port="$MARIADB_PORT" --bind-address=127.0.0.1 --skip-log-bin --pid-file="$TMP/mariadb/pid" \
-    --log-error="$TMP/mariadb/log" &
-  MARIADB_PID=$!
+    --log-error="$TMP/mariadb/log" </dev/null >/dev/null 2>&1 &
   wait_until 30 "MariaDB" mariadb --no-defaults -S "$TMP/mariadb/sock" -uroot -e 'select 1'
+  MARIADB_PID=$(cat "$TMP/mariadb/pid") # mariadbd's own, not runuser's (which does not pass SIGTERM on)
   mariadb --no-defaults -S "$TMP/mariadb/sock" -uroot -e \
     "CREATE DATABASE dlock; CREATE USER dlock@'127.0.0.1' IDENTIFIED BY 'bench'; GRANT ALL ON dlock.* TO dlock@'127.0.0.1'"
   MYSQL_URL=mysql://dlock:bench@127.0.0.1:$MARIADB_PORT/dlock
