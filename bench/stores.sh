@@ -134,7 +134,8 @@ if "$DLOCK_BIN" --version 2>&1 | grep -qi mariadb && command -v mariadbd >/dev/n
   MARIADB_PID=$(cat "$TMP/mariadb/pid") # mariadbd's own, not runuser's (which does not pass SIGTERM on)
   mariadb --no-defaults -S "$TMP/mariadb/sock" -uroot -e \
     "CREATE DATABASE dlock; CREATE USER dlock@'127.0.0.1' IDENTIFIED BY 'bench'; GRANT ALL ON dlock.* TO dlock@'127.0.0.1'"
-  MYSQL_URL=mysql://dlock:bench@127.0.0.1:$MARIADB_PORT/dlock
+  printf 'bench\n' >"$TMP/mariadb.password"
+  MYSQL_URL=mysql://dlock@127.0.0.1:$MARIADB_PORT/dlock
 fi
 
 ETCD_URL=http://127.0.0.1:$ETCD_PORT
@@ -170,7 +171,7 @@ declare -A PREFIX=(
 )
 if [ -n "$MYSQL_URL" ]; then
   TOOLS+=("dlock MariaDB")
-  PREFIX["dlock MariaDB"]="$(q "$DLOCK") -u $MYSQL_URL run -k bench-stores --"
+  PREFIX["dlock MariaDB"]="$(q "$DLOCK") -u $MYSQL_URL --password-file $(q "$TMP/mariadb.password") run -k bench-stores --"
 fi
 TOOLS+=("flock" "etcdctl lock")
 prefix_words() { eval "WORDS=(${PREFIX[$1]})"; } # TOOL: its prefix as an array in WORDS
