@@ -77,4 +77,18 @@ std::string printable(std::string_view text)
   return out;
 }
 
+std::string one_line(const char* message)
+{
+  std::string text = message != nullptr ? message : "";
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) {
+    text.pop_back();
+  }
+  for (char& c : text) {
+    if (c == '\n' || c == '\t') {
+      c = ' ';
+    }
+  }
+  return text;
+}
+
 } // namespace dlock::util

@@ -185,6 +185,8 @@ died_of() {
   echo "dlock exited $st after $took ms"
   cat "$T/holder.err"
   [ "$st" -eq 76 ]
+  # the message says how a database lock is lost: with its session, not by expiring
+  grep -q "lost lock 'lose': its database session ended" "$T/holder.err"
   # within a third of the TTL (the next renewal) and the kill-after grace at the latest
   [ "$took" -lt 12000 ]
   wait_for "gone $cmd && gone $child" 5

@@ -104,7 +104,7 @@ lock::HolderInfo read_holder(const Rows& rows, int row, int first, int fence)
 } // namespace
 
 MysqlStore::MysqlStore(ConnectParams params, std::string prefix)
-  : m_params(std::move(params)), m_prefix(std::move(prefix))
+  : SessionStore("wait_timeout"), m_params(std::move(params)), m_prefix(std::move(prefix))
 {
 }
 
@@ -134,7 +134,7 @@ MysqlStore::Named& MysqlStore::named(const lock::LockName& name)
     if (found != m_named.end() && found->second.held && !found->second.session->busy()) {
       Outcome ended{Op::disconnected, error, false, {}, {}};
       ended.lease_ended = true; // the session was the lease: the lock went with it
-      m_ready.push_back(std::move(ended));
+      answer(std::move(ended));
     }
   });
   return m_named.insert_or_assign(key, std::move(n)).first->second;
@@ -266,7 +266,7 @@ void MysqlStore::take_fence(const std::string& name, bool created_table)
     Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
     outcome.acquire.acquired = true;
     outcome.acquire.fence = fence;
-    m_ready.push_back(std::move(outcome));
+    answer(std::move(outcome));
   };
   auto no_fencing = [this, acquired](const Answer& a) {
     m_fencing = false;
@@ -357,7 +357,7 @@ void MysqlStore::report_holder(const std::string& name, const lock::AcquireReque
       }
       Millis cap = request.ticket.max_block > Millis(0) ? request.ticket.max_block : longest_block;
       result.block = std::min(cap, longest_block);
-      m_ready.push_back(std::move(outcome));
+      answer(std::move(outcome));
     },
     true);
 }
@@ -368,7 +368,7 @@ void MysqlStore::start_wait_for_wake(const lock::LockName& name, const lock::Wai
   (void)ticket;
   Named* n = find(name);
   if (n == nullptr || n->session->broken() || n->held) {
-    m_ready.push_back(Outcome{Op::wait_for_wake, std::nullopt, false, {}, {}});
+    answer(Op::wait_for_wake);
     return;
   }
   std::string key = name.str();
@@ -384,7 +384,7 @@ void MysqlStore::start_wait_for_wake(const lock::LockName& name, const lock::Wai
         Named& granted = m_named.at(key);
         granted.held = true;
         granted.granted_by_wait = true;
-        take_token_lock(key, [this, outcome] { m_ready.push_back(outcome); });
+        take_token_lock(key, [this, outcome] { answer(outcome); });
         return;
       }
       // A server's statement time-out (MariaDB's max_statement_time, MySQL's
@@ -393,7 +393,7 @@ void MysqlStore::start_wait_for_wake(const lock::LockName& name, const lock::Wai
           a.errnum != mysql_query_timeout) {
         outcome.error = a.error;
       }
-      m_ready.push_back(std::move(outcome));
+      answer(std::move(outcome));
     });
 }
 
@@ -403,7 +403,7 @@ void MysqlStore::start_renew(const lock::LockName& name, const lock::RenewReques
   if (n != nullptr && n->held && n->token == request.token) {
     Outcome outcome{Op::renew, std::nullopt, false, {}, {}};
     if (n->session->broken()) {
-      m_ready.push_back(outcome); // the session that held it ended: a new one would not hold it
+      answer(outcome); // the session that held it ended: a new one would not hold it
       return;
     }
     std::string key = name.str();
@@ -419,7 +419,7 @@ void MysqlStore::start_renew(const lock::LockName& name, const lock::RenewReques
           outcome.held = a.rows.count() == 1 && a.rows.number(0, 0) == 1;
           held.held = outcome.held;
         }
-        m_ready.push_back(std::move(outcome));
+        answer(std::move(outcome));
       });
     return;
   }
@@ -431,7 +431,7 @@ void MysqlStore::start_renew(const lock::LockName& name, const lock::RenewReques
                   [this](Answer& a) {
                     Outcome outcome{Op::renew, a.error, false, {}, {}};
                     outcome.held = !a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1;
-                    m_ready.push_back(std::move(outcome));
+                    answer(std::move(outcome));
                   });
 }
 
@@ -443,7 +443,7 @@ void MysqlStore::start_release(const lock::LockName& name, const std::string& to
     n->held = false;
     n->granted_by_wait = false;
     if (n->session->broken()) {
-      m_ready.push_back(Outcome{Op::release, std::nullopt, false, {}, {}});
+      answer(Op::release);
       return;
     }
     n->session->query("SELECT RELEASE_LOCK(" + sql_bytes(n->server_name) + ")",
@@ -460,7 +460,7 @@ void MysqlStore::start_release(const lock::LockName& name, const std::string& to
                         // Ending the session lets go of the token's lock too, and of any
                         // count GET_LOCK kept.
                         released.closing = true;
-                        m_ready.push_back(std::move(outcome));
+                        answer(std::move(outcome));
                       });
     return;
   }
@@ -475,7 +475,7 @@ void MysqlStore::start_release(const lock::LockName& name, const std::string& to
       return;
     }
     if (a.rows.count() != 1 || a.rows.null(0, 0) || a.rows.text(0, 0) != a.rows.text(0, 1)) {
-      m_ready.push_back(Outcome{Op::release, std::nullopt, false, {}, {}}); // not held (by it)
+      answer(Op::release); // not held (by it)
       return;
     }
     kill_holder(lock, a.rows.number(0, 0));
@@ -513,7 +513,7 @@ void MysqlStore::confirm_freed(const std::string& server_name, std::int64_t conn
                     bool still = !a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1;
                     if (!still || tries <= 0) {
                       Outcome outcome{Op::release, std::nullopt, true, {}, {}};
-                      m_ready.push_back(std::move(outcome));
+                      answer(std::move(outcome));
                       return;
                     }
                     control().query(freed_pause, [this, server_name, connection, tries](Answer&) {
@@ -522,36 +522,11 @@ void MysqlStore::confirm_freed(const std::string& server_name, std::int64_t conn
                   });
 }
 
-void MysqlStore::start_withdraw(const lock::LockName&, const lock::WaitTicket&)
-{
-  m_ready.push_back(Outcome{Op::withdraw, std::nullopt, false, {}, {}});
-}
 
-void MysqlStore::start_raise_fence(const lock::LockName&, std::int64_t)
-{
-  m_ready.push_back(Outcome{Op::raise_fence, std::nullopt, false, {}, {}});
-}
 
-void MysqlStore::start_gate(const lock::LockName&, const lock::GateRequest&)
-{
-  answer(Op::gate, lock::refusal(*this, lock::Feature::coordinate));
-}
 
-void MysqlStore::start_set_latch(const lock::LockName&, std::int64_t, Millis)
-{
-  answer(Op::set_latch, lock::refusal(*this, lock::Feature::coordinate));
-}
 
-void MysqlStore::start_count_down(const lock::LockName&)
-{
-  answer(Op::count_down, lock::refusal(*this, lock::Feature::coordinate));
-}
 
-std::string MysqlStore::left_behind(Millis) const
-{
-  return "the server frees it when it ends dlock's session: at once if the connection closed "
-         "cleanly, else when its TCP keepalive or wait_timeout gives up on it";
-}
 
 void MysqlStore::watch(util::EventLoop& loop)
 {
@@ -569,20 +544,11 @@ void MysqlStore::watch(util::EventLoop& loop)
   if (m_control && m_control->owned()) {
     m_control->watch(loop);
   }
-  if (!m_ready.empty()) {
+  if (has_answers()) {
     loop.wake_at(util::monotonic_now());
   }
 }
 
-std::optional<Outcome> MysqlStore::next_outcome()
-{
-  if (m_ready.empty()) {
-    return std::nullopt;
-  }
-  Outcome outcome = std::move(m_ready.front());
-  m_ready.pop_front();
-  return outcome;
-}
 
 void MysqlStore::abandon() noexcept
 {
@@ -596,7 +562,7 @@ void MysqlStore::abandon() noexcept
     }
   }
   m_control.reset();
-  m_ready.clear();
+  forget_answers();
 }
 
 Error MysqlStore::timed_out() noexcept

@@ -4,6 +4,7 @@
 #include "stores/mysql/names.hpp"
 #include "stores/mysql/session.hpp"
 #include "stores/mysql/session_lifetime.hpp"
+#include "stores/sql/session_store.hpp"
 #include "stores/mysql/url.hpp"
 
 #include <deque>
@@ -20,7 +21,7 @@ namespace dlock::mysql {
 // has lost it. Waiting blocks in GET_LOCK(name, seconds): the server wakes the waiter when
 // the holder lets go. Fencing tokens come from the table dlock_fence where dlock may create
 // it (man dlock, DATABASE STORES). Exclusive locks only.
-class MysqlStore final : public lock::Store {
+class MysqlStore final : public sql::SessionStore {
 public:
   MysqlStore(ConnectParams params, std::string prefix);
 
@@ -29,16 +30,8 @@ public:
                            util::Millis block) override;
   void start_renew(const lock::LockName& name, const lock::RenewRequest& request) override;
   void start_release(const lock::LockName& name, const std::string& token) override;
-  // Nothing is registered while waiting: these answer at once.
-  void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
-  void start_raise_fence(const lock::LockName& name, std::int64_t at_least) override;
-  // Refused (Feature::coordinate).
-  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
-  void start_set_latch(const lock::LockName& name, std::int64_t count, util::Millis expire) override;
-  void start_count_down(const lock::LockName& name) override;
 
   void watch(util::EventLoop& loop) override;
-  std::optional<lock::Outcome> next_outcome() override;
   // Keeps every session that holds a lock (ending it would free the lock under a running
   // command); the others are closed, which ends a GET_LOCK that waits.
   void abandon() noexcept override;
@@ -49,7 +42,6 @@ public:
   // session's process.
   bool supports(lock::Feature) const noexcept override { return false; }
   std::string store_name() const override { return "MySQL or MariaDB (mysql://)"; }
-  std::string left_behind(util::Millis ttl) const override;
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
@@ -74,7 +66,6 @@ private:
   Named* find(const lock::LockName& name);
   // The session for status, list, --force and tokens held by another process.
   Session& control();
-  void answer(Op op, const Error& error) { m_ready.push_back(lock::Outcome{op, error, false, {}, {}}); }
   // The steps of an acquisition, each run from the previous one's answer.
   void read_settings(const std::string& name, const lock::AcquireRequest& request);
   void try_lock(const std::string& name, const lock::AcquireRequest& request);
@@ -91,7 +82,6 @@ private:
   std::string m_prefix;
   std::map<std::string, Named> m_named; // by lock name
   std::unique_ptr<Session> m_control;
-  std::deque<lock::Outcome> m_ready;
   bool m_fencing = true; // false once dlock_fence turned out not writable
 };
 

@@ -1,6 +1,7 @@
 #include "stores/mysql/session.hpp"
 
 #include "stores/mysql/libmariadb.hpp"
+#include "util/text.hpp"
 
 #include <errmsg.h>
 #include <mysqld_error.h>
@@ -10,24 +11,6 @@
 #include <charconv>
 
 namespace dlock::mysql {
-
-namespace {
-
-std::string one_line(const char* message)
-{
-  std::string text = message != nullptr ? message : "";
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) {
-    text.pop_back();
-  }
-  for (char& c : text) {
-    if (c == '\n' || c == '\t') {
-      c = ' ';
-    }
-  }
-  return text;
-}
-
-} // namespace
 
 ExitCode error_code(unsigned errnum)
 {
@@ -292,11 +275,11 @@ void Session::connected(bool ok)
       // to use, so it is the configuration's (78), as a Redis database index the server refuses.
       fail(Error(ExitCode::config, "MySQL at {}: {} (it does not exist, or this user may not "
                                    "use it)",
-                 m_shown, one_line(mariadb().mysql_error(m_conn))));
+                 m_shown, util::one_line(mariadb().mysql_error(m_conn))));
       return;
     }
     fail(Error(error_code(errnum), "MySQL at {}: {}", m_shown,
-               one_line(mariadb().mysql_error(m_conn))));
+               util::one_line(mariadb().mysql_error(m_conn))));
     return;
   }
   m_step = Step::idle;
@@ -342,7 +325,7 @@ Error Session::query_error() const
 {
   unsigned errnum = mariadb().mysql_errno(m_conn);
   return Error(error_code(errnum), "MySQL at {}: {}", m_shown,
-               one_line(mariadb().mysql_error(m_conn)));
+               util::one_line(mariadb().mysql_error(m_conn)));
 }
 
 void Session::stored(MYSQL_RES* result)
@@ -371,7 +354,7 @@ void Session::stored(MYSQL_RES* result)
     if ((errnum >= CR_MIN_ERROR && errnum <= CR_MAX_ERROR) || errnum == ER_CONNECTION_KILLED) {
       // the connection is gone (server gone away, lost, killed): so is the session
       fail(Error(ExitCode::unavailable, "MySQL at {}: the session ended ({})", m_shown,
-                 one_line(lib.mysql_error(m_conn))));
+                 util::one_line(lib.mysql_error(m_conn))));
       return;
     }
   }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "stores/sql/session_store.hpp"
 #include "util/duration.hpp"
 
 #include <cstdint>
@@ -26,10 +27,7 @@ inline constexpr std::int64_t wanted_wait_timeout_s = 31'536'000;
 
 // The soonest the server could end an idle or unreachable session, and the setting that says
 // so; nullopt if nothing ends it. Keepalives at 0 are Linux's defaults (7200 s, 75 s, 9).
-struct SessionLimit {
-  util::Millis after{0};
-  std::string setting;
-};
+using sql::SessionLimit;
 std::optional<SessionLimit> session_limit(const SessionSettings& settings);
 
 // Refuses (Error(usage), one line) a TTL longer than the limit, naming the setting.

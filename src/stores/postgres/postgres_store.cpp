@@ -144,7 +144,7 @@ ConnectParams connect_params(const std::string& url, const stores::StoreConfig& 
 }
 
 PostgresStore::PostgresStore(ConnectParams params, std::string prefix)
-  : m_params(std::move(params)), m_prefix(std::move(prefix))
+  : SessionStore("idle_session_timeout"), m_params(std::move(params)), m_prefix(std::move(prefix))
 {
 }
 
@@ -177,7 +177,7 @@ PostgresStore::Named& PostgresStore::named(const lock::LockName& name, const std
     if (found != m_named.end() && found->second.held && !found->second.session->busy()) {
       Outcome ended{Op::disconnected, error, false, {}, {}};
       ended.lease_ended = true; // the session was the lease: the lock went with it
-      m_ready.push_back(std::move(ended));
+      answer(std::move(ended));
     }
   });
   return m_named.insert_or_assign(key, std::move(n)).first->second;
@@ -291,7 +291,7 @@ void PostgresStore::take_fence(const std::string& name, bool created_table)
     Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
     outcome.acquire.acquired = true;
     outcome.acquire.fence = fence;
-    m_ready.push_back(std::move(outcome));
+    answer(std::move(outcome));
   };
   if (!m_fencing) {
     acquired(0);
@@ -371,7 +371,7 @@ void PostgresStore::report_holder(const std::string& name, const lock::AcquireRe
                      Millis cap = request.ticket.max_block > Millis(0) ? request.ticket.max_block
                                                                         : longest_block;
                      result.block = std::min(cap, longest_block);
-                     m_ready.push_back(std::move(outcome));
+                     answer(std::move(outcome));
                    },
                    true);
 }
@@ -382,7 +382,7 @@ void PostgresStore::start_wait_for_wake(const lock::LockName& name, const lock::
   (void)ticket;
   Named* n = find(name);
   if (n == nullptr || n->session->broken() || n->held) {
-    m_ready.push_back(Outcome{Op::wait_for_wake, std::nullopt, false, {}, {}});
+    answer(Op::wait_for_wake);
     return;
   }
   std::string key = name.str();
@@ -401,7 +401,7 @@ void PostgresStore::start_wait_for_wake(const lock::LockName& name, const lock::
       } else if (a.sqlstate != "55P03" && a.sqlstate != "57014") { // not a lock or statement timeout
         outcome.error = a.error;
       }
-      m_ready.push_back(std::move(outcome));
+      answer(std::move(outcome));
     });
   n->session->query("RESET lock_timeout", {}, nullptr);
 }
@@ -413,7 +413,7 @@ void PostgresStore::start_renew(const lock::LockName& name, const lock::RenewReq
     Outcome outcome{Op::renew, std::nullopt, false, {}, {}};
     outcome.slot = n->kind.has_slots();
     if (n->session->broken()) {
-      m_ready.push_back(outcome); // the session that held it ended: a new one would not hold it
+      answer(outcome); // the session that held it ended: a new one would not hold it
       return;
     }
     std::string key = name.str();
@@ -429,7 +429,7 @@ void PostgresStore::start_renew(const lock::LockName& name, const lock::RenewReq
           outcome.held = a.rows.count() == 1 && a.rows.truth(0, 0);
           m_named.at(key).held = outcome.held;
         }
-        m_ready.push_back(std::move(outcome));
+        answer(std::move(outcome));
       });
     return;
   }
@@ -444,7 +444,7 @@ void PostgresStore::start_renew(const lock::LockName& name, const lock::RenewReq
                   params, [this](Answer& a) {
                     Outcome outcome{Op::renew, a.error, false, {}, {}};
                     outcome.held = !a.error && a.rows.count() == 1 && a.rows.truth(0, 0);
-                    m_ready.push_back(std::move(outcome));
+                    answer(std::move(outcome));
                   });
 }
 
@@ -456,7 +456,7 @@ void PostgresStore::start_release(const lock::LockName& name, const std::string&
     n->held = false;
     n->granted_by_wait = false;
     if (n->session->broken()) {
-      m_ready.push_back(Outcome{Op::release, std::nullopt, false, {}, {}});
+      answer(Op::release);
       return;
     }
     n->session->query(fmt::format("SELECT pg_advisory_unlock{}($1)",
@@ -470,7 +470,7 @@ void PostgresStore::start_release(const lock::LockName& name, const std::string&
                         } else {
                           outcome.held = a.rows.count() == 1 && a.rows.truth(0, 0);
                         }
-                        m_ready.push_back(std::move(outcome));
+                        answer(std::move(outcome));
                       });
     return;
   }
@@ -493,44 +493,19 @@ void PostgresStore::start_release(const lock::LockName& name, const std::string&
                             a.error->what());
     }
     outcome.held = !a.error && a.rows.count() > 0;
-    m_ready.push_back(std::move(outcome));
+    answer(std::move(outcome));
   });
 }
 
-void PostgresStore::start_withdraw(const lock::LockName&, const lock::WaitTicket&)
-{
-  m_ready.push_back(Outcome{Op::withdraw, std::nullopt, false, {}, {}});
-}
 
-void PostgresStore::start_raise_fence(const lock::LockName&, std::int64_t)
-{
-  m_ready.push_back(Outcome{Op::raise_fence, std::nullopt, false, {}, {}});
-}
 
-void PostgresStore::start_gate(const lock::LockName&, const lock::GateRequest&)
-{
-  answer(Op::gate, lock::refusal(*this, lock::Feature::coordinate));
-}
 
-void PostgresStore::start_set_latch(const lock::LockName&, std::int64_t, Millis)
-{
-  answer(Op::set_latch, lock::refusal(*this, lock::Feature::coordinate));
-}
 
-void PostgresStore::start_count_down(const lock::LockName&)
-{
-  answer(Op::count_down, lock::refusal(*this, lock::Feature::coordinate));
-}
 
-std::string PostgresStore::left_behind(Millis) const
-{
-  return "the server frees it when it ends dlock's session: at once if the connection closed "
-         "cleanly, else when its TCP keepalive or idle_session_timeout gives up on it";
-}
 
 void PostgresStore::watch(util::EventLoop& loop)
 {
-  if (!m_ready.empty()) {
+  if (has_answers()) {
     loop.wake_at(util::monotonic_now());
   }
   for (auto& [name, n] : m_named) {
@@ -543,15 +518,6 @@ void PostgresStore::watch(util::EventLoop& loop)
   }
 }
 
-std::optional<Outcome> PostgresStore::next_outcome()
-{
-  if (m_ready.empty()) {
-    return std::nullopt;
-  }
-  Outcome outcome = std::move(m_ready.front());
-  m_ready.pop_front();
-  return outcome;
-}
 
 void PostgresStore::abandon() noexcept
 {
@@ -569,7 +535,7 @@ void PostgresStore::abandon() noexcept
     m_control->cancel();
     m_control.reset();
   }
-  m_ready.clear();
+  forget_answers();
 }
 
 Error PostgresStore::timed_out() noexcept

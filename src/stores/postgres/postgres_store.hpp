@@ -5,6 +5,7 @@
 #include "stores/postgres/advisory.hpp"
 #include "stores/postgres/session.hpp"
 #include "stores/postgres/session_lifetime.hpp"
+#include "stores/sql/session_store.hpp"
 
 #include <deque>
 #include <map>
@@ -27,7 +28,7 @@ ConnectParams connect_params(const std::string& url, const stores::StoreConfig& 
 // it. Waiting blocks in pg_advisory_lock under lock_timeout: the server wakes the waiter when
 // the holder lets go. Fencing tokens come from the table dlock_fence where dlock may create
 // it (man dlock, DATABASE STORES).
-class PostgresStore final : public lock::Store {
+class PostgresStore final : public sql::SessionStore {
 public:
   PostgresStore(ConnectParams params, std::string prefix);
 
@@ -36,16 +37,8 @@ public:
                            util::Millis block) override;
   void start_renew(const lock::LockName& name, const lock::RenewRequest& request) override;
   void start_release(const lock::LockName& name, const std::string& token) override;
-  // Nothing is registered while waiting: these answer at once.
-  void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
-  void start_raise_fence(const lock::LockName& name, std::int64_t at_least) override;
-  // Refused (Feature::coordinate).
-  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
-  void start_set_latch(const lock::LockName& name, std::int64_t count, util::Millis expire) override;
-  void start_count_down(const lock::LockName& name) override;
 
   void watch(util::EventLoop& loop) override;
-  std::optional<lock::Outcome> next_outcome() override;
   // Keeps every session that holds a lock (ending it would free the lock under a running
   // command); the others are cancelled and closed.
   void abandon() noexcept override;
@@ -59,12 +52,6 @@ public:
     return feature == lock::Feature::shared;
   }
   std::string store_name() const override { return "PostgreSQL (postgres://)"; }
-  std::string left_behind(util::Millis ttl) const override;
-  std::string loss_cause() const override
-  {
-    return "its database session ended (terminated, timed out or cut off) or it was released by "
-           "someone else";
-  }
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
@@ -88,7 +75,6 @@ private:
   Named* find(const lock::LockName& name);
   // The session for status, list, --force and tokens held by another process.
   Session& control();
-  void answer(Op op, const Error& error) { m_ready.push_back(lock::Outcome{op, error, false, {}, {}}); }
   // The steps of an acquisition, each run from the previous one's answer.
   void read_settings(const std::string& name, const lock::AcquireRequest& request);
   void try_lock(const std::string& name, const lock::AcquireRequest& request);
@@ -101,7 +87,6 @@ private:
   std::string m_prefix;
   std::map<std::string, Named> m_named; // by lock name
   std::unique_ptr<Session> m_control;
-  std::deque<lock::Outcome> m_ready;
   bool m_fencing = true; // false once dlock_fence turned out not writable
 };
 

@@ -1,6 +1,7 @@
 #include "stores/postgres/session.hpp"
 
 #include "util/clock.hpp"
+#include "util/text.hpp"
 
 #include <poll.h>
 #include <unistd.h>
@@ -12,21 +13,6 @@
 namespace dlock::postgres {
 
 namespace {
-
-// libpq's messages end with a newline and may span lines: one line for dlock's diagnostics.
-std::string one_line(const char* message)
-{
-  std::string text = message != nullptr ? message : "";
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) {
-    text.pop_back();
-  }
-  for (char& c : text) {
-    if (c == '\n' || c == '\t') {
-      c = ' ';
-    }
-  }
-  return text;
-}
 
 // The exit code of a failed query, from its SQLSTATE's class.
 ExitCode query_error_code(const std::string& sqlstate)
@@ -96,7 +82,7 @@ Session::Session(const ConnectParams& params) : m_owner(::getpid()), m_shown(par
     m_broken = Error(ExitCode::internal, "PostgreSQL at {}: out of memory", m_shown);
     m_connecting = false;
   } else if (pq().PQstatus(m_conn) == CONNECTION_BAD) {
-    m_broken = connect_error(m_shown, one_line(pq().PQerrorMessage(m_conn)));
+    m_broken = connect_error(m_shown, util::one_line(pq().PQerrorMessage(m_conn)));
     m_connecting = false;
   }
 }
@@ -168,7 +154,7 @@ void Session::on_io(short revents)
     int flushed = pq().PQflush(m_conn);
     if (flushed < 0) {
       fail(Error(ExitCode::unavailable, "PostgreSQL at {}: {}", m_shown,
-                 one_line(pq().PQerrorMessage(m_conn))));
+                 util::one_line(pq().PQerrorMessage(m_conn))));
       return;
     }
     m_flushing = flushed == 1;
@@ -183,7 +169,7 @@ void Session::advance_connect()
   m_poll = pq().PQconnectPoll(m_conn);
   if (m_poll == PGRES_POLLING_FAILED) {
     m_connecting = false;
-    fail(connect_error(m_shown, one_line(pq().PQerrorMessage(m_conn))));
+    fail(connect_error(m_shown, util::one_line(pq().PQerrorMessage(m_conn))));
     return;
   }
   if (m_poll != PGRES_POLLING_OK) {
@@ -217,7 +203,7 @@ void Session::send_next()
   }
   if (sent == 0) {
     fail(Error(ExitCode::unavailable, "PostgreSQL at {}: {}", m_shown,
-               one_line(pq().PQerrorMessage(m_conn))));
+               util::one_line(pq().PQerrorMessage(m_conn))));
     return;
   }
   m_in_flight = true;
@@ -226,7 +212,7 @@ void Session::send_next()
   m_flushing = flushed == 1;
   if (flushed < 0) {
     fail(Error(ExitCode::unavailable, "PostgreSQL at {}: {}", m_shown,
-               one_line(pq().PQerrorMessage(m_conn))));
+               util::one_line(pq().PQerrorMessage(m_conn))));
   }
 }
 
@@ -234,7 +220,7 @@ void Session::read_answers()
 {
   if (pq().PQconsumeInput(m_conn) == 0 || pq().PQstatus(m_conn) == CONNECTION_BAD) {
     fail(Error(ExitCode::unavailable, "PostgreSQL at {}: the session ended ({})", m_shown,
-               one_line(pq().PQerrorMessage(m_conn))));
+               util::one_line(pq().PQerrorMessage(m_conn))));
     return;
   }
   while (m_in_flight && pq().PQisBusy(m_conn) == 0) {
@@ -269,9 +255,9 @@ void Session::read_answers()
       // The primary message and its detail; not the statement or a caret under it.
       const char* primary = pq().PQresultErrorField(result, PG_DIAG_MESSAGE_PRIMARY);
       const char* detail = pq().PQresultErrorField(result, PG_DIAG_MESSAGE_DETAIL);
-      std::string message = one_line(primary != nullptr ? primary : pq().PQresultErrorMessage(result));
+      std::string message = util::one_line(primary != nullptr ? primary : pq().PQresultErrorMessage(result));
       if (detail != nullptr) {
-        message += " (" + one_line(detail) + ")";
+        message += " (" + util::one_line(detail) + ")";
       }
       m_answer.error = Error(query_error_code(m_answer.sqlstate), "PostgreSQL at {}: {}", m_shown,
                              message);

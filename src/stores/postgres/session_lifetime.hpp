@@ -1,5 +1,6 @@
 #pragma once
 
+#include "stores/sql/session_store.hpp"
 #include "util/duration.hpp"
 
 #include <optional>
@@ -23,10 +24,7 @@ struct SessionSettings {
 // The soonest the server could end an unreachable or idle session, and the setting that says
 // so ("idle_session_timeout 1m"); nullopt if nothing ends it. With keepalives, 0 is Linux's
 // default (idle 7200 s, interval 75 s, 9 probes), which the server's kernel is assumed to keep.
-struct SessionLimit {
-  util::Millis after{0};
-  std::string setting;
-};
+using sql::SessionLimit;
 std::optional<SessionLimit> session_limit(const SessionSettings& settings);
 
 // Refuses (Error(usage), one line) a TTL longer than the limit, naming the setting.

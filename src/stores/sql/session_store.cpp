@@ -1,0 +1,102 @@
+#include "stores/sql/session_store.hpp"
+
+#include "lock/features.hpp"
+#include "util/duration.hpp"
+
+#include <fmt/format.h>
+
+namespace dlock::sql {
+
+using lock::Outcome;
+using Op = lock::Outcome::Op;
+
+SessionStore::SessionStore(std::string idle_timeout_setting)
+  : m_idle_timeout_setting(std::move(idle_timeout_setting))
+{
+}
+
+void SessionStore::answer(Op op, std::optional<Error> error)
+{
+  m_ready.push_back(Outcome{op, std::move(error), false, {}, {}});
+}
+
+void SessionStore::start_withdraw(const lock::LockName&, const lock::WaitTicket&)
+{
+  answer(Op::withdraw);
+}
+
+void SessionStore::start_raise_fence(const lock::LockName&, std::int64_t)
+{
+  answer(Op::raise_fence);
+}
+
+void SessionStore::start_gate(const lock::LockName&, const lock::GateRequest&)
+{
+  answer(Op::gate, lock::refusal(*this, lock::Feature::coordinate));
+}
+
+void SessionStore::start_set_latch(const lock::LockName&, std::int64_t, util::Millis)
+{
+  answer(Op::set_latch, lock::refusal(*this, lock::Feature::coordinate));
+}
+
+void SessionStore::start_count_down(const lock::LockName&)
+{
+  answer(Op::count_down, lock::refusal(*this, lock::Feature::coordinate));
+}
+
+std::optional<Outcome> SessionStore::next_outcome()
+{
+  if (m_ready.empty()) {
+    return std::nullopt;
+  }
+  Outcome outcome = std::move(m_ready.front());
+  m_ready.pop_front();
+  return outcome;
+}
+
+std::string SessionStore::left_behind(util::Millis) const
+{
+  return fmt::format("the server frees it when it ends dlock's session: at once if the "
+                     "connection closed cleanly, else when its TCP keepalive or {} gives up on it",
+                     m_idle_timeout_setting);
+}
+
+std::string SessionStore::loss_cause() const
+{
+  return "its database session ended (terminated, timed out or cut off) or it was released by "
+         "someone else";
+}
+
+void SoonestLimit::consider(util::Millis after, std::string setting)
+{
+  if (after > util::Millis(0) && (!m_soonest || after < m_soonest->after)) {
+    m_soonest = SessionLimit{after, std::move(setting)};
+  }
+}
+
+void SoonestLimit::consider_keepalives(std::int64_t idle_s, std::int64_t interval_s,
+                                       std::int64_t count, const char* idle_name,
+                                       const char* interval_name, const char* count_name)
+{
+  idle_s = idle_s > 0 ? idle_s : 7200;
+  interval_s = interval_s > 0 ? interval_s : 75;
+  count = count > 0 ? count : 9;
+  consider(util::Millis((idle_s + interval_s * count) * 1000),
+           fmt::format("{} {} s + {} {} s x {} {}", idle_name, idle_s, interval_name, interval_s,
+                       count_name, count));
+}
+
+void check_ttl(util::Millis ttl, const std::optional<SessionLimit>& limit, std::string_view server)
+{
+  if (limit && ttl > limit->after) {
+    throw Error(ExitCode::usage,
+                "--ttl {} is unsafe on this {} server: its {} could end dlock's session, and "
+                "free the lock, before the lease runs out; use --ttl {} or less (man dlock, "
+                "DATABASE STORES)",
+                util::format_duration(ttl), server, limit->setting,
+                util::format_duration(limit->after));
+  }
+}
+
+} // namespace dlock::sql

@@ -1,0 +1,69 @@
+#pragma once
+
+#include "lock/store.hpp"
+#include "util/clock.hpp"
+
+#include <deque>
+#include <optional>
+#include <string>
+
+namespace dlock::sql {
+
+// What the database stores (postgres://, mysql://) share: a lock is held by a database
+// session, not a lease with a TTL, so there is nothing to withdraw or raise, no coordination
+// state, and a lock is lost or left behind with its session. Answers wait in a queue that
+// next_outcome() empties.
+class SessionStore : public lock::Store {
+public:
+  // Nothing is registered while waiting and fencing counters are the database's: at once.
+  void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
+  void start_raise_fence(const lock::LockName& name, std::int64_t at_least) override;
+  // Refused (Feature::coordinate): a latch or barrier would outlive the sessions.
+  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
+  void start_set_latch(const lock::LockName& name, std::int64_t count, util::Millis expire) override;
+  void start_count_down(const lock::LockName& name) override;
+
+  std::optional<lock::Outcome> next_outcome() override;
+  std::string left_behind(util::Millis ttl) const override;
+  std::string loss_cause() const override;
+
+protected:
+  // idle_timeout_setting: the server setting that ends an idle session, named in messages.
+  explicit SessionStore(std::string idle_timeout_setting);
+
+  // Queues the answer to op: done, or failed with error.
+  void answer(lock::Outcome::Op op, std::optional<Error> error = std::nullopt);
+  void answer(lock::Outcome outcome) { m_ready.push_back(std::move(outcome)); }
+  bool has_answers() const { return !m_ready.empty(); }
+  void forget_answers() noexcept { m_ready.clear(); }
+
+private:
+  std::string m_idle_timeout_setting;
+  std::deque<lock::Outcome> m_ready;
+};
+
+// The soonest a database server may end dlock's session on its own (an idle time-out, a
+// dead-peer detection), with the setting that decides it, for the TTL check.
+struct SessionLimit {
+  util::Millis after{0};
+  std::string setting; // "idle_session_timeout 30s", as messages name it
+};
+
+// Keeps the soonest of the limits it is shown (zero: the setting is off).
+class SoonestLimit {
+public:
+  void consider(util::Millis after, std::string setting);
+  // TCP keepalives (idle + interval x count seconds; 0 takes Linux's default, 7200, 75, 9).
+  void consider_keepalives(std::int64_t idle_s, std::int64_t interval_s, std::int64_t count,
+                           const char* idle_name, const char* interval_name, const char* count_name);
+  const std::optional<SessionLimit>& soonest() const { return m_soonest; }
+
+private:
+  std::optional<SessionLimit> m_soonest;
+};
+
+// Refuses (Error(usage), one line) a TTL longer than limit, naming the setting and server
+// ("PostgreSQL", "MySQL"): the server could free the lock before the lease runs out.
+void check_ttl(util::Millis ttl, const std::optional<SessionLimit>& limit, std::string_view server);
+
+} // namespace dlock::sql
