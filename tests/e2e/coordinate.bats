@@ -55,7 +55,9 @@ client_calls() {
   [ "$(status_of w)" = 0 ]
   local woke=$(( $(ended_at w) - before ))
   echo "release took $(( (after - before) / 1000 )) ms; wait returned $(( woke / 1000 )) ms after it began"
-  [ "$woke" -lt 100000 ]
+  # counted from the release's return, not its start: starting a process (an ASan build on a
+  # slow VM: 0.7 s) is not the wake-up's latency
+  [ $(( $(ended_at w) - after )) -lt 100000 ]
   # the waiter: one check after the wake-up; the release: one script (EVALSHA, and EVAL
   # after the NOSCRIPT the setup's SCRIPT FLUSH causes).
   local calls
@@ -149,7 +151,8 @@ client_calls() {
 # dlock barrier
 
 # barrier_round KEY ROUND: 5 parties started 0.5 s apart (over 2 s); all must return 0 within
-# 50 ms of each other, none before the last one started.
+# 50 ms of each other (200 ms for an ASan build, whose exit runs a leak check), none before
+# the last one started.
 barrier_round() {
   local key=$1 round=$2 i last_start first=0 last=0 at
   for i in 1 2 3 4 5; do
@@ -167,7 +170,9 @@ barrier_round() {
   done
   echo "round $round: all 5 returned within $(( (last - first) / 1000 )) ms of each other," \
     "$(( (last - last_start) / 1000 )) ms after the last party started"
-  [ $(( last - first )) -le 50000 ]
+  local spread=50000
+  [ -z "${ASAN_OPTIONS:-}" ] || spread=200000
+  [ $(( last - first )) -le "$spread" ]
 }
 
 @test "a barrier of 5 parties started over 2 s: all return together, twice in a row" {
