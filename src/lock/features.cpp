@@ -18,9 +18,11 @@ Row row(Feature feature)
 {
   switch (feature) {
   case Feature::fair:
-    return {"--fair", "one Redis server, Sentinel or Cluster (redis://, rediss://, unix://)"};
+    return {"--fair", "one Redis server, Sentinel or Cluster (redis://, rediss://, unix://), or "
+                      "ZooKeeper (zk://)"};
   case Feature::shared:
-    return {"--shared", "one Redis server, Sentinel or Cluster, and PostgreSQL (postgres://)"};
+    return {"--shared", "one Redis server, Sentinel or Cluster, PostgreSQL (postgres://) and "
+                        "ZooKeeper (zk://)"};
   case Feature::limit:
     return {"--limit", "one Redis server, Sentinel or Cluster (redis://, rediss://, unix://)"};
   case Feature::coordinate:

@@ -9,6 +9,8 @@
 #include "stores/redis/sentinel.hpp"
 #include "stores/redis/tls.hpp"
 #include "stores/redis/url.hpp"
+#include "stores/zookeeper/libzookeeper.hpp"
+#include "stores/zookeeper/zookeeper_store.hpp"
 
 #include <hiredis/hiredis.h>
 
@@ -54,6 +56,16 @@ std::unique_ptr<lock::Store> open_store(const StoreConfig& config)
                                    "URLs are Redlock's independent Redis masters): give it alone");
     }
   }
+  for (const std::string& url : config.urls) {
+    if (zookeeper::is_zookeeper_url(url) && config.urls.size() > 1) {
+      throw Error(ExitCode::usage, "a zk:// URL cannot be one of several --url: give the "
+                                   "ensemble's servers in one, zk://host:port,host:port/chroot");
+    }
+  }
+  if (config.urls.size() == 1 && zookeeper::is_zookeeper_url(config.urls.front())) {
+    return std::make_unique<zookeeper::ZookeeperStore>(
+      zookeeper::connect_params(config.urls.front(), config), config.request_timeout, config.prefix);
+  }
   if (config.urls.size() == 1 && mysql::is_mysql_url(config.urls.front())) {
     return std::make_unique<mysql::MysqlStore>(
       mysql::connect_params(config.urls.front(), config), config.prefix);
@@ -90,9 +102,9 @@ std::unique_ptr<lock::Store> open_store(const StoreConfig& config)
 
 std::string library_versions()
 {
-  return fmt::format("hiredis {}.{}.{}; TLS: {}; {}; {}", HIREDIS_MAJOR, HIREDIS_MINOR,
+  return fmt::format("hiredis {}.{}.{}; TLS: {}; {}; {}; {}", HIREDIS_MAJOR, HIREDIS_MINOR,
                      HIREDIS_PATCH, redis::tls_description(), postgres::libpq_version(),
-                     mysql::libmariadb_version());
+                     mysql::libmariadb_version(), zookeeper::libzookeeper_version());
 }
 
 } // namespace dlock::stores

@@ -1,0 +1,57 @@
+#pragma once
+
+#include <zookeeper/zookeeper.h>
+
+#include <string>
+
+namespace dlock::zookeeper {
+
+// The ZooKeeper C client functions dlock calls. Every one the store uses is listed here.
+#define DLOCK_ZOO_FUNCTIONS(X)                                                                     \
+  X(zookeeper_init)                                                                                \
+  X(zookeeper_close)                                                                               \
+  X(zoo_state)                                                                                     \
+  X(zoo_recv_timeout)                                                                              \
+  X(zoo_client_id)                                                                                 \
+  X(zoo_acreate2)                                                                                  \
+  X(zoo_adelete)                                                                                   \
+  X(zoo_aexists)                                                                                   \
+  X(zoo_awexists)                                                                                  \
+  X(zoo_aget)                                                                                      \
+  X(zoo_aget_children)                                                                             \
+  X(zoo_add_auth)                                                                                  \
+  X(zoo_set_debug_level)                                                                           \
+  X(zerror)
+
+// The library's constants, which it exports as data rather than macros.
+#define DLOCK_ZOO_CONSTANTS(X)                                                                     \
+  X(ZOO_CONNECTED_STATE)                                                                           \
+  X(ZOO_CONNECTING_STATE)                                                                          \
+  X(ZOO_ASSOCIATING_STATE)                                                                         \
+  X(ZOO_EXPIRED_SESSION_STATE)                                                                     \
+  X(ZOO_AUTH_FAILED_STATE)                                                                         \
+  X(ZOO_SESSION_EVENT)                                                                             \
+  X(ZOO_DELETED_EVENT)                                                                             \
+  X(ZOO_PERSISTENT)                                                                                \
+  X(ZOO_CONTAINER)                                                                                 \
+  X(ZOO_EPHEMERAL_SEQUENTIAL)
+
+// libzookeeper_mt, loaded on first use (dlopen of libzookeeper_mt.so.2) rather than linked,
+// as libpq is: a Redis run then neither loads it nor pays for its start-up.
+struct LibZookeeper {
+#define DLOCK_ZOO_POINTER(name) decltype(&::name) name = nullptr;
+  DLOCK_ZOO_FUNCTIONS(DLOCK_ZOO_POINTER)
+#undef DLOCK_ZOO_POINTER
+#define DLOCK_ZOO_CONSTANT(name) int name = 0;
+  DLOCK_ZOO_CONSTANTS(DLOCK_ZOO_CONSTANT)
+#undef DLOCK_ZOO_CONSTANT
+  struct ACL_vector* open_acl = nullptr; // ZOO_OPEN_ACL_UNSAFE (world:anyone, all rights)
+};
+
+// Loads the library once; throws Error(config) naming the package to install when it is missing.
+const LibZookeeper& zoo();
+
+// "ZooKeeper C client 3.8.0", or why it cannot be loaded, for --version.
+std::string libzookeeper_version();
+
+} // namespace dlock::zookeeper

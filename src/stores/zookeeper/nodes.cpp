@@ -1,0 +1,234 @@
+#include "stores/zookeeper/nodes.hpp"
+
+#include "util/random.hpp"
+#include "util/sha256.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+namespace dlock::zookeeper {
+
+namespace {
+
+constexpr std::string_view protected_mark = "_c_";
+constexpr std::size_t uuid_length = 36;
+constexpr std::size_t sequence_digits = 10;
+
+std::string_view marker(Role role)
+{
+  switch (role) {
+  case Role::exclusive:
+    return "lock-";
+  case Role::read:
+    return "__READ__";
+  case Role::write:
+    return "__WRIT__";
+  }
+  return "lock-";
+}
+
+bool escaped(unsigned char c) { return c <= ' ' || c >= 0x7f || c == '/' || c == '%'; }
+
+int hex_value(char c)
+{
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
+  return -1; // lower case is never made, so never read
+}
+
+} // namespace
+
+std::string encode_name(std::string_view prefixed)
+{
+  if (prefixed == "." || prefixed == "..") {
+    return prefixed == "." ? "%2E" : "%2E%2E";
+  }
+  std::string out;
+  for (char c : prefixed) {
+    auto byte = static_cast<unsigned char>(c);
+    if (escaped(byte)) {
+      out += fmt::format("%{:02X}", byte);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> decode_name(std::string_view name)
+{
+  std::string out;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    auto byte = static_cast<unsigned char>(name[i]);
+    if (byte != '%') {
+      if (escaped(byte)) {
+        return std::nullopt;
+      }
+      out += name[i];
+      continue;
+    }
+    if (i + 2 >= name.size()) {
+      return std::nullopt;
+    }
+    int high = hex_value(name[i + 1]);
+    int low = hex_value(name[i + 2]);
+    if (high < 0 || low < 0) {
+      return std::nullopt;
+    }
+    out += static_cast<char>(high * 16 + low);
+    i += 2;
+  }
+  if (out.empty()) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+std::string random_uuid()
+{
+  std::string hex = util::random_token(); // 32 hex digits from the kernel's CSPRNG
+  hex[12] = '4';                          // version 4
+  hex[16] = "89ab"[hex_value(static_cast<char>(std::toupper(hex[16]))) & 3]; // RFC 4122 variant
+  return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
+         hex.substr(16, 4) + "-" + hex.substr(20, 12);
+}
+
+std::string contender_prefix(std::string_view uuid, Role role)
+{
+  return std::string(protected_mark) + std::string(uuid) + "-" + std::string(marker(role));
+}
+
+std::optional<Contender> parse_contender(std::string_view name)
+{
+  if (name.size() < sequence_digits) {
+    return std::nullopt;
+  }
+  std::string_view digits = name.substr(name.size() - sequence_digits);
+  std::string_view head = name.substr(0, name.size() - sequence_digits);
+  Contender contender;
+  auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(),
+                                      contender.sequence);
+  if (error != std::errc{} || end != digits.data() + digits.size() || digits.front() == '-') {
+    return std::nullopt;
+  }
+  bool known = false;
+  for (Role role : {Role::exclusive, Role::read, Role::write}) {
+    if (head.ends_with(marker(role))) {
+      contender.role = role;
+      known = true;
+    }
+  }
+  if (!known) {
+    return std::nullopt;
+  }
+  if (head.starts_with(protected_mark) && head.size() > protected_mark.size() + uuid_length &&
+      head[protected_mark.size() + uuid_length] == '-') {
+    contender.uuid = std::string(head.substr(protected_mark.size(), uuid_length));
+  }
+  contender.name = std::string(name);
+  return contender;
+}
+
+std::vector<Contender> sorted_contenders(const std::vector<std::string>& children)
+{
+  std::vector<Contender> queue;
+  for (const std::string& child : children) {
+    if (std::optional<Contender> contender = parse_contender(child)) {
+      queue.push_back(std::move(*contender));
+    }
+  }
+  std::sort(queue.begin(), queue.end(), [](const Contender& a, const Contender& b) {
+    return a.sequence != b.sequence ? a.sequence < b.sequence : a.name < b.name;
+  });
+  return queue;
+}
+
+Verdict judge(const std::vector<Contender>& queue, std::size_t ours)
+{
+  if (queue.at(ours).role != Role::read) {
+    return ours == 0 ? Verdict{true, 0} : Verdict{false, ours - 1};
+  }
+  for (std::size_t i = 0; i < ours; ++i) {
+    if (queue[i].role != Role::read) {
+      return Verdict{false, i};
+    }
+  }
+  return Verdict{true, 0};
+}
+
+std::vector<std::size_t> holding(const std::vector<Contender>& queue)
+{
+  std::vector<std::size_t> holders;
+  for (std::size_t i = 0; i < queue.size(); ++i) {
+    if (judge(queue, i).holds) {
+      holders.push_back(i);
+    } else {
+      break;
+    }
+  }
+  return holders;
+}
+
+std::string holder_record(const lock::HolderInfo& holder, std::string_view fingerprint)
+{
+  std::string command = holder.command;
+  std::replace(command.begin(), command.end(), '\n', ' ');
+  return fmt::format("dlock=1\nuser={}\nhost={}\npid={}\ntoken={}\nttl_ms={}\ncommand={}\n",
+                     holder.user, holder.host, holder.pid, fingerprint, holder.ttl_ms, command);
+}
+
+lock::HolderInfo parse_holder_record(std::string_view data, std::string* fingerprint)
+{
+  lock::HolderInfo holder;
+  if (!data.starts_with("dlock=1\n")) {
+    std::string shown;
+    for (char c : data.substr(0, 64)) {
+      shown += static_cast<unsigned char>(c) < ' ' ? '?' : c;
+    }
+    holder.command = shown.empty() ? "(not a dlock holder)" : "(not a dlock holder: " + shown + ")";
+    return holder;
+  }
+  while (!data.empty()) {
+    std::string_view line = data.substr(0, data.find('\n'));
+    data.remove_prefix(std::min(data.size(), line.size() + 1));
+    std::size_t equals = line.find('=');
+    if (equals == std::string_view::npos) {
+      continue;
+    }
+    std::string_view key = line.substr(0, equals);
+    std::string_view value = line.substr(equals + 1);
+    auto number = [&value] {
+      std::int64_t n = 0;
+      std::from_chars(value.data(), value.data() + value.size(), n);
+      return n;
+    };
+    if (key == "user") {
+      holder.user = value;
+    } else if (key == "host") {
+      holder.host = value;
+    } else if (key == "pid") {
+      holder.pid = number();
+    } else if (key == "ttl_ms") {
+      holder.ttl_ms = number();
+    } else if (key == "command") {
+      holder.command = value;
+    } else if (key == "token" && fingerprint != nullptr) {
+      *fingerprint = value;
+    }
+  }
+  return holder;
+}
+
+std::string token_fingerprint(const std::string& token)
+{
+  return util::sha256_hex(token).substr(0, 16);
+}
+
+} // namespace dlock::zookeeper

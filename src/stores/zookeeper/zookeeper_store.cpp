@@ -1,0 +1,930 @@
+#include "stores/zookeeper/zookeeper_store.hpp"
+
+#include "lock/features.hpp"
+#include "util/clock.hpp"
+#include "util/log.hpp"
+
+#include <fnmatch.h>
+
+#include <chrono>
+
+namespace dlock::zookeeper {
+
+using lock::Outcome;
+using util::Millis;
+
+namespace {
+
+// The session timeout asked for by a process that takes no lock (status, list, release).
+constexpr Millis inspect_session{10'000};
+// How often one acquisition may find its node gone, or the lock's node deleted under it,
+// before it stops trying.
+constexpr int max_steps = 20;
+
+std::string basename_of(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+std::int64_t unix_now_ms()
+{
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
+}
+
+Role role_of(const lock::LockKind& kind)
+{
+  return kind.mode == lock::LockKind::Mode::shared ? Role::read : Role::exclusive;
+}
+
+} // namespace
+
+ZkUrl connect_params(const std::string& url, const stores::StoreConfig& config)
+{
+  ZkUrl parsed = parse_url(url);
+  if (config.password) {
+    if (parsed.user.empty()) {
+      throw Error(ExitCode::usage, "a password for ZooKeeper needs a user name in the URL "
+                                   "(zk://user@host:port/…, digest authentication)");
+    }
+    parsed.password = config.password;
+  }
+  return parsed;
+}
+
+ZookeeperStore::ZookeeperStore(ZkUrl url, Millis request_timeout, std::string prefix)
+  : m_url(std::move(url)), m_request_timeout(request_timeout), m_prefix(std::move(prefix))
+{
+}
+
+std::string ZookeeperStore::dir_of(const lock::LockName& name) const
+{
+  return m_url.chroot + "/" + encode_name(m_prefix + name.str());
+}
+
+ZookeeperStore::Named* ZookeeperStore::find(const lock::LockName& name)
+{
+  auto found = m_named.find(name.str());
+  return found == m_named.end() ? nullptr : &found->second;
+}
+
+ZookeeperStore::Named& ZookeeperStore::named(const lock::LockName& name)
+{
+  auto found = m_named.find(name.str());
+  if (found != m_named.end()) {
+    return found->second;
+  }
+  Named n;
+  n.dir = dir_of(name);
+  n.uuid = random_uuid();
+  return m_named.emplace(name.str(), std::move(n)).first->second;
+}
+
+Client& ZookeeperStore::client(Millis session_timeout)
+{
+  if (m_client && !m_client->owned()) {
+    (void)m_client.release(); // the parent's: its destructor must not run here
+  }
+  bool idle = true;
+  for (const auto& [key, n] : m_named) {
+    idle = idle && n.node.empty() && !n.maybe_created;
+  }
+  if (m_client && (m_dead || (idle && session_timeout != m_asked_timeout && !m_client->busy()))) {
+    m_client.reset(); // expired, or asked for another timeout with nothing to keep
+  }
+  if (!m_client) {
+    m_dead = false;
+    m_was_connected = false;
+    m_asked_timeout = session_timeout;
+    m_client = std::make_unique<Client>(m_url.hosts, session_timeout,
+                                        [this](const WatchEvent& event) { on_event(event); });
+    if (!m_url.user.empty()) {
+      // The digest scheme takes any user:password and adds it to the session's identities;
+      // a wrong one shows as ZNOAUTH where an ACL wants another.
+      m_client->add_auth("digest", m_url.user + ":" + m_url.password.value_or(""),
+                         [this](Reply& reply) {
+                           if (reply.rc != ZOK) {
+                             util::log_verbose("ZooKeeper refused digest authentication: {}",
+                                               describe(reply.rc));
+                           }
+                         });
+    }
+  }
+  return *m_client;
+}
+
+void ZookeeperStore::when_ready(std::function<void(std::optional<Error>)> then)
+{
+  if (m_client->connected()) {
+    m_was_connected = true;
+    then(std::nullopt);
+    return;
+  }
+  m_on_ready.push_back(std::move(then));
+}
+
+void ZookeeperStore::on_event(const WatchEvent& event)
+{
+  const LibZookeeper& lib = zoo();
+  if (event.type == lib.ZOO_SESSION_EVENT) {
+    std::optional<Error> failed;
+    bool lease_ended = false;
+    if (event.state == lib.ZOO_CONNECTED_STATE) {
+      m_was_connected = true;
+    } else if (event.state == lib.ZOO_EXPIRED_SESSION_STATE) {
+      m_dead = true;
+      lease_ended = true;
+      failed = Error(ExitCode::unavailable, "ZooKeeper at {} expired dlock's session", m_url.shown);
+    } else if (event.state == lib.ZOO_AUTH_FAILED_STATE) {
+      m_dead = true;
+      lease_ended = true;
+      failed = Error(ExitCode::auth, "ZooKeeper at {} refused dlock's authentication", m_url.shown);
+    } else if (event.state == lib.ZOO_CONNECTING_STATE && m_was_connected) {
+      bool holds = false;
+      for (const auto& [key, n] : m_named) {
+        holds = holds || n.held;
+      }
+      if (holds) {
+        Outcome lost{Op::disconnected, Error(ExitCode::unavailable, "lost the connection to "
+                                             "ZooKeeper at {}", m_url.shown), false, {}, {}};
+        answer(std::move(lost));
+      }
+      return;
+    } else {
+      return;
+    }
+    std::vector<std::function<void(std::optional<Error>)>> waiting;
+    waiting.swap(m_on_ready);
+    for (auto& then : waiting) {
+      then(failed);
+    }
+    if (failed) {
+      bool holds = false;
+      for (auto& [key, n] : m_named) {
+        holds = holds || n.held;
+        if (n.wake_by) {
+          n.wake_by.reset();
+          answer(Op::wait_for_wake);
+        }
+        n.woken = true;
+      }
+      if (holds) {
+        Outcome lost{Op::disconnected, failed, false, {}, {}};
+        lost.lease_ended = lease_ended; // the session was the lease: its nodes are gone
+        answer(std::move(lost));
+      }
+    }
+    return;
+  }
+  for (auto& [key, n] : m_named) {
+    if (!n.node.empty() && event.path == n.node && n.held) {
+      Outcome lost{Op::disconnected,
+                   Error(ExitCode::lost, "the node of lock '{}' changed or was deleted", key),
+                   false, {}, {}};
+      lost.lease_ended = true; // confirm at once: a deleted node is a lost lock
+      answer(std::move(lost));
+    }
+    if (!n.watching.empty() && event.path == n.watching) {
+      n.watching.clear();
+      n.woken = true;
+      if (n.wake_by) {
+        n.wake_by.reset();
+        answer(Op::wait_for_wake);
+      }
+    }
+  }
+}
+
+std::optional<Error> ZookeeperStore::check_session(Millis ttl) const
+{
+  Millis granted = m_client->session_timeout();
+  if (granted > ttl) {
+    return Error(ExitCode::usage,
+                 "--ttl {} is shorter than the shortest session ZooKeeper at {} grants ({}, its "
+                 "minSessionTimeout): dlock's lease is the session; use --ttl {} or more",
+                 util::format_duration(ttl), m_url.shown, util::format_duration(granted),
+                 util::format_duration(granted));
+  }
+  if (granted < ttl) {
+    return Error(ExitCode::usage,
+                 "--ttl {} is longer than the longest session ZooKeeper at {} grants ({}, its "
+                 "maxSessionTimeout): it would end dlock's session, and free the lock, before the "
+                 "lease runs out; use --ttl {} or less",
+                 util::format_duration(ttl), m_url.shown, util::format_duration(granted),
+                 util::format_duration(granted));
+  }
+  return std::nullopt;
+}
+
+Error ZookeeperStore::error_of(int rc, std::string_view what) const
+{
+  switch (rc) {
+  case ZNOAUTH:
+  case ZAUTHFAILED:
+    return Error(ExitCode::auth, "ZooKeeper at {} refused to {}: {}{}", m_url.shown, what,
+                 describe(rc),
+                 m_url.user.empty() ? " (give user:password@ in the URL)" : "");
+  case ZCONNECTIONLOSS:
+  case ZOPERATIONTIMEOUT:
+  case ZSESSIONEXPIRED:
+  case ZSESSIONMOVED:
+  case ZCLOSING:
+  case ZINVALIDSTATE:
+    return Error(ExitCode::unavailable, "ZooKeeper at {} could not {}: {}", m_url.shown, what,
+                 describe(rc));
+  case ZNOCHILDRENFOREPHEMERALS:
+    return Error(ExitCode::config, "ZooKeeper at {}: cannot {}: the chroot is an ephemeral node",
+                 m_url.shown, what);
+  default:
+    return Error(ExitCode::internal, "ZooKeeper at {} could not {}: {}", m_url.shown, what,
+                 describe(rc));
+  }
+}
+
+void ZookeeperStore::answer(Op op, std::optional<Error> error)
+{
+  m_ready.push_back(Outcome{op, std::move(error), false, {}, {}});
+}
+
+// --- acquisition -------------------------------------------------------------------------
+
+void ZookeeperStore::start_acquire(const lock::LockName& name, const lock::AcquireRequest& request)
+{
+  Named& n = named(name);
+  n.token = request.token;
+  n.kind = request.kind;
+  n.request = request;
+  n.request.holder.ttl_ms = request.ttl.count();
+  n.attempts = 0;
+  n.woken = false;
+  n.wake_by.reset();
+  if (request.kind.mode == lock::LockKind::Mode::limit) {
+    answer(Op::acquire, lock::refusal(*this, lock::Feature::limit));
+    return;
+  }
+  try {
+    client(request.ttl);
+  } catch (const Error& error) {
+    answer(Op::acquire, error);
+    return;
+  }
+  if (n.held && !m_dead && n.session == m_client->session_id()) {
+    // Asked again for a lock this session holds (a retry after a lost answer): it is ours.
+    Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+    outcome.acquire.acquired = true;
+    outcome.acquire.fence = n.fence;
+    answer(std::move(outcome));
+    return;
+  }
+  n.held = false;
+  std::string key = name.str();
+  Millis ttl = request.ttl;
+  when_ready([this, key, ttl](std::optional<Error> error) {
+    if (!error) {
+      error = check_session(ttl);
+    }
+    if (error) {
+      answer(Op::acquire, error);
+      return;
+    }
+    place(key);
+  });
+}
+
+void ZookeeperStore::place(const std::string& key)
+{
+  Named& n = m_named.at(key);
+  if (++n.attempts > max_steps) {
+    answer(Op::acquire, Error(ExitCode::unavailable, "ZooKeeper at {}: the node of lock '{}' "
+                              "kept disappearing", m_url.shown, key));
+    return;
+  }
+  if (!n.node.empty() && n.session != m_client->session_id()) {
+    n.node.clear(); // made by a session that ended: the server deleted it
+  }
+  if (!n.node.empty()) {
+    judge(key);
+    return;
+  }
+  if (!n.maybe_created) {
+    create(key);
+    return;
+  }
+  // A create whose answer was lost may have made our node: find it by its uuid.
+  m_client->get_children(n.dir, [this, key](Reply& reply) {
+    auto found = m_named.find(key);
+    if (found == m_named.end()) {
+      return;
+    }
+    Named& e = found->second;
+    if (reply.rc != ZOK && reply.rc != ZNONODE) {
+      answer(Op::acquire, error_of(reply.rc, "list the contenders of lock '" + key + "'"));
+      return;
+    }
+    e.maybe_created = false;
+    for (const Contender& c : sorted_contenders(reply.children)) {
+      if (c.uuid == e.uuid) {
+        e.node = e.dir + "/" + c.name;
+        e.session = m_client->session_id();
+        e.fence = 0; // read again by judge
+      }
+    }
+    place(key);
+  });
+}
+
+void ZookeeperStore::create(const std::string& key)
+{
+  Named& n = m_named.at(key);
+  std::string path = n.dir + "/" + contender_prefix(n.uuid, role_of(n.kind));
+  std::string record = holder_record(n.request.holder, token_fingerprint(n.token));
+  n.creating = true;
+  m_client->create(path, record, zoo().ZOO_EPHEMERAL_SEQUENTIAL, [this, key](Reply& reply) {
+    auto found = m_named.find(key);
+    if (found == m_named.end()) {
+      return;
+    }
+    Named& e = found->second;
+    e.creating = false;
+    if (reply.rc == ZOK) {
+      e.node = reply.value;
+      e.session = m_client->session_id();
+      e.fence = reply.stat ? reply.stat->czxid : 0;
+      judge(key);
+      return;
+    }
+    if (reply.rc == ZNONODE) {
+      make_path(e.dir, [this, key](std::optional<Error> error) {
+        if (error) {
+          answer(Op::acquire, error);
+        } else if (m_named.contains(key)) {
+          place(key);
+        }
+      });
+      return;
+    }
+    if (reply.rc == ZCONNECTIONLOSS || reply.rc == ZOPERATIONTIMEOUT) {
+      e.maybe_created = true;
+    }
+    answer(Op::acquire, error_of(reply.rc, "create a node for lock '" + key + "'"));
+  });
+}
+
+void ZookeeperStore::judge(const std::string& key)
+{
+  Named& n = m_named.at(key);
+  m_client->get_children(n.dir, [this, key](Reply& reply) {
+    auto found = m_named.find(key);
+    if (found == m_named.end()) {
+      return;
+    }
+    Named& e = found->second;
+    if (reply.rc != ZOK && reply.rc != ZNONODE) {
+      answer(Op::acquire, error_of(reply.rc, "list the contenders of lock '" + key + "'"));
+      return;
+    }
+    std::vector<Contender> queue = sorted_contenders(reply.children);
+    std::string ours = basename_of(e.node);
+    std::optional<std::size_t> index;
+    for (std::size_t i = 0; i < queue.size(); ++i) {
+      if (queue[i].name == ours) {
+        index = i;
+      }
+    }
+    if (!index) {
+      e.node.clear(); // deleted under us (release --force of a waiter, or the session ended)
+      place(key);
+      return;
+    }
+    Verdict verdict = zookeeper::judge(queue, *index);
+    if (verdict.holds) {
+      // Watch our own node: its deletion (release --force, the session's end) is the lock's loss.
+      m_client->exists(e.node, true, [this, key](Reply& seen) {
+        auto again = m_named.find(key);
+        if (again == m_named.end()) {
+          return;
+        }
+        Named& h = again->second;
+        if (seen.rc == ZNONODE) {
+          h.node.clear();
+          place(key);
+          return;
+        }
+        if (seen.rc != ZOK || !seen.stat) {
+          answer(Op::acquire, error_of(seen.rc, "watch the node of lock '" + key + "'"));
+          return;
+        }
+        h.held = true;
+        h.fence = seen.stat->czxid;
+        h.watching.clear();
+        Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+        outcome.acquire.acquired = true;
+        outcome.acquire.fence = h.fence;
+        answer(std::move(outcome));
+      });
+      return;
+    }
+    if (e.request.ticket.mode == lock::WaitMode::once) {
+      // --no-wait: leave the queue at once, then say who holds it.
+      std::string node = e.node;
+      e.node.clear();
+      m_client->remove(node, [this, key, queue](Reply& seen) {
+        if (seen.rc != ZOK && seen.rc != ZNONODE) {
+          answer(Op::acquire, error_of(seen.rc, "delete the node of lock '" + key + "'"));
+          return;
+        }
+        report_holder(key, queue);
+      });
+      return;
+    }
+    // Wait for the node before ours only (no herd): its deletion wakes this waiter.
+    e.watching = e.dir + "/" + queue[verdict.wait_for].name;
+    e.woken = false;
+    m_client->exists(e.watching, true, [this, key, queue](Reply& seen) {
+      auto again = m_named.find(key);
+      if (again == m_named.end()) {
+        return;
+      }
+      if (seen.rc == ZNONODE) {
+        again->second.watching.clear();
+        place(key); // gone already: look again
+        return;
+      }
+      if (seen.rc != ZOK) {
+        answer(Op::acquire, error_of(seen.rc, "watch the contenders of lock '" + key + "'"));
+        return;
+      }
+      report_holder(key, queue);
+    });
+  });
+}
+
+void ZookeeperStore::report_holder(const std::string& key, const std::vector<Contender>& queue)
+{
+  std::vector<std::size_t> holders = holding(queue);
+  Named& n = m_named.at(key);
+  auto not_acquired = [this, key, holders](std::optional<lock::HolderInfo> holder) {
+    auto found = m_named.find(key);
+    Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+    outcome.acquire.holder_ttl_ms = -1; // a session, not a lease with a TTL
+    outcome.acquire.block =
+      found != m_named.end() ? found->second.request.ticket.max_block : Millis(1000);
+    if (holder) {
+      outcome.acquire.holder = *holder;
+    }
+    outcome.acquire.holders = static_cast<std::int64_t>(holders.size());
+    answer(std::move(outcome));
+  };
+  if (holders.empty()) {
+    not_acquired(std::nullopt);
+    return;
+  }
+  m_client->get(n.dir + "/" + queue[holders.front()].name, [not_acquired](Reply& reply) {
+    if (reply.rc != ZOK) {
+      not_acquired(std::nullopt); // released meanwhile
+      return;
+    }
+    lock::HolderInfo holder = parse_holder_record(reply.value);
+    if (reply.stat) {
+      holder.fence = reply.stat->czxid;
+      holder.acquired_ms = reply.stat->ctime;
+    }
+    not_acquired(holder);
+  });
+}
+
+void ZookeeperStore::make_path(const std::string& path,
+                               std::function<void(std::optional<Error>)> then)
+{
+  // Every ancestor from the top, then path itself.
+  std::vector<std::string> paths;
+  for (std::size_t slash = path.find('/', 1); slash != std::string::npos;
+       slash = path.find('/', slash + 1)) {
+    paths.push_back(path.substr(0, slash));
+  }
+  paths.push_back(path);
+  create_paths(std::make_shared<std::vector<std::string>>(std::move(paths)), 0, std::move(then));
+}
+
+void ZookeeperStore::create_paths(std::shared_ptr<std::vector<std::string>> paths, std::size_t i,
+                                  std::function<void(std::optional<Error>)> then)
+{
+  if (i == paths->size()) {
+    then(std::nullopt);
+    return;
+  }
+  int flags = i + 1 == paths->size() ? zoo().ZOO_CONTAINER : zoo().ZOO_PERSISTENT;
+  std::string path = (*paths)[i];
+  m_client->create(path, "", flags, [this, paths, i, then, path](Reply& reply) {
+    if (reply.rc != ZOK && reply.rc != ZNODEEXISTS) {
+      then(error_of(reply.rc, "create " + path));
+      return;
+    }
+    create_paths(paths, i + 1, then);
+  });
+}
+
+void ZookeeperStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket&,
+                                         Millis block)
+{
+  Named* n = find(name);
+  if (n == nullptr || n->woken || n->watching.empty()) {
+    if (n != nullptr) {
+      n->woken = false;
+    }
+    answer(Op::wait_for_wake);
+    return;
+  }
+  n->wake_by = util::monotonic_now() + block;
+}
+
+// --- holding -----------------------------------------------------------------------------
+
+void ZookeeperStore::start_renew(const lock::LockName& name, const lock::RenewRequest& request)
+{
+  Named* n = find(name);
+  if (n != nullptr && n->held && n->token == request.token) {
+    Outcome outcome{Op::renew, std::nullopt, false, {}, {}};
+    outcome.slot = n->kind.has_slots();
+    if (!m_client || !m_client->owned() || m_dead || m_client->session_id() != n->session) {
+      n->held = false;
+      answer(outcome); // the session that held it ended: its node went with it
+      return;
+    }
+    std::string key = name.str();
+    m_client->exists(n->node, false, [this, key, outcome](Reply& reply) mutable {
+      auto found = m_named.find(key);
+      if (found == m_named.end()) {
+        answer(outcome);
+        return;
+      }
+      Named& e = found->second;
+      if (reply.rc == ZOK && reply.stat) {
+        outcome.held = reply.stat->ephemeralOwner == e.session;
+      } else if (reply.rc == ZNONODE || reply.rc == ZSESSIONEXPIRED || reply.rc == ZINVALIDSTATE ||
+                 reply.rc == ZAUTHFAILED) {
+        outcome.held = false;
+      } else {
+        outcome.error = error_of(reply.rc, "confirm lock '" + key + "'");
+        answer(std::move(outcome));
+        return;
+      }
+      e.held = outcome.held;
+      answer(std::move(outcome));
+    });
+    return;
+  }
+  // Held by another process (a nested run checks its parent's token): its node's record
+  // carries the token's fingerprint.
+  try {
+    client(inspect_session);
+  } catch (const Error& error) {
+    answer(Op::renew, error);
+    return;
+  }
+  std::string fingerprint = token_fingerprint(request.token);
+  bool slot = request.slot;
+  inspect(dir_of(name), [this, fingerprint, slot](Inspection& found) {
+    Outcome outcome{Op::renew, found.error, false, {}, {}};
+    outcome.slot = slot;
+    for (const std::string& f : found.fingerprints) {
+      outcome.held = outcome.held || f == fingerprint;
+    }
+    answer(std::move(outcome));
+  });
+}
+
+void ZookeeperStore::start_release(const lock::LockName& name, const std::string& token)
+{
+  Named* n = find(name);
+  std::string key = name.str();
+  if (!token.empty() && n != nullptr && n->token == token && !n->node.empty()) {
+    bool held = n->held;
+    std::string node = n->node;
+    bool alive = m_client && m_client->owned() && !m_dead && m_client->session_id() == n->session;
+    m_named.erase(key);
+    if (!alive) {
+      answer(Op::release); // the session ended: the server deleted the node
+      return;
+    }
+    m_client->remove(node, [this, held, key](Reply& reply) {
+      Outcome outcome{Op::release, std::nullopt, false, {}, {}};
+      if (reply.rc == ZOK) {
+        outcome.held = held;
+      } else if (reply.rc != ZNONODE && reply.rc != ZSESSIONEXPIRED && reply.rc != ZINVALIDSTATE) {
+        outcome.error = error_of(reply.rc, "delete the node of lock '" + key + "'");
+      }
+      answer(std::move(outcome));
+    });
+    return;
+  }
+  // --force (no token), or a token another process holds: delete the holders' nodes; each
+  // holder's watch on its own node tells it at once.
+  try {
+    client(inspect_session);
+  } catch (const Error& error) {
+    answer(Op::release, error);
+    return;
+  }
+  std::string fingerprint = token.empty() ? "" : token_fingerprint(token);
+  std::string dir = dir_of(name);
+  inspect(dir, [this, fingerprint, dir](Inspection& found) {
+    if (found.error) {
+      answer(Op::release, found.error);
+      return;
+    }
+    std::vector<std::string> paths;
+    for (std::size_t i = 0; i < found.holding.size(); ++i) {
+      if (fingerprint.empty() || found.fingerprints[i] == fingerprint) {
+        paths.push_back(dir + "/" + found.queue[found.holding[i]].name);
+      }
+    }
+    remove_all(paths, [this](int removed, std::optional<Error> error) {
+      Outcome outcome{Op::release, std::move(error), false, {}, {}};
+      outcome.held = removed > 0;
+      answer(std::move(outcome));
+    });
+  });
+}
+
+void ZookeeperStore::remove_all(std::vector<std::string> paths,
+                                std::function<void(int, std::optional<Error>)> then, int removed)
+{
+  if (paths.empty()) {
+    then(removed, std::nullopt);
+    return;
+  }
+  std::string path = paths.back();
+  paths.pop_back();
+  m_client->remove(path, [this, paths, then, removed, path](Reply& reply) {
+    if (reply.rc != ZOK && reply.rc != ZNONODE) {
+      then(removed, error_of(reply.rc, "delete " + path));
+      return;
+    }
+    remove_all(paths, then, removed + (reply.rc == ZOK ? 1 : 0));
+  });
+}
+
+void ZookeeperStore::start_withdraw(const lock::LockName& name, const lock::WaitTicket&)
+{
+  Named* n = find(name);
+  if (n == nullptr || n->held || n->node.empty() || !m_client || m_dead ||
+      m_client->session_id() != n->session) {
+    if (n != nullptr && !n->held) {
+      m_named.erase(name.str());
+    }
+    answer(Op::withdraw);
+    return;
+  }
+  std::string node = n->node;
+  m_named.erase(name.str());
+  m_client->remove(node, [this](Reply&) { answer(Op::withdraw); });
+}
+
+void ZookeeperStore::start_raise_fence(const lock::LockName&, std::int64_t)
+{
+  answer(Op::raise_fence); // czxid needs no raising: it grows across the whole ensemble
+}
+
+void ZookeeperStore::start_gate(const lock::LockName&, const lock::GateRequest&)
+{
+  answer(Op::gate, lock::refusal(*this, lock::Feature::coordinate));
+}
+
+void ZookeeperStore::start_set_latch(const lock::LockName&, std::int64_t, Millis)
+{
+  answer(Op::set_latch, lock::refusal(*this, lock::Feature::coordinate));
+}
+
+void ZookeeperStore::start_count_down(const lock::LockName&)
+{
+  answer(Op::count_down, lock::refusal(*this, lock::Feature::coordinate));
+}
+
+// --- the loop ------------------------------------------------------------------------------
+
+void ZookeeperStore::watch(util::EventLoop& loop)
+{
+  if (!m_ready.empty()) {
+    loop.wake_at(util::monotonic_now());
+  }
+  if (m_client && m_client->owned()) {
+    m_client->watch(loop);
+  }
+  for (const auto& [key, n] : m_named) {
+    if (n.wake_by) {
+      loop.wake_at(*n.wake_by);
+    }
+  }
+}
+
+std::optional<Outcome> ZookeeperStore::next_outcome()
+{
+  if (m_client && m_client->owned()) {
+    m_client->drain();
+  }
+  util::TimePoint now = util::monotonic_now();
+  for (auto& [key, n] : m_named) {
+    if (n.wake_by && *n.wake_by <= now) {
+      n.wake_by.reset();
+      answer(Op::wait_for_wake); // the block ended: the waiter asks again
+    }
+  }
+  if (m_ready.empty()) {
+    return std::nullopt;
+  }
+  Outcome outcome = std::move(m_ready.front());
+  m_ready.pop_front();
+  return outcome;
+}
+
+void ZookeeperStore::abandon() noexcept
+{
+  if (m_client && m_client->owned()) {
+    m_client->forget();
+  }
+  m_on_ready.clear();
+  for (auto& [key, n] : m_named) {
+    if (n.creating) {
+      n.maybe_created = true; // its answer is dropped: look for it by its uuid next time
+      n.creating = false;
+    }
+    n.wake_by.reset();
+  }
+  m_ready.clear();
+  if (m_client && m_client->owned() && m_client->session_id() == 0) {
+    m_client.reset(); // never connected: stop its retries; the next operation starts afresh
+    for (auto& [key, n] : m_named) {
+      n.maybe_created = false; // no session, no node
+    }
+  }
+}
+
+Error ZookeeperStore::timed_out() noexcept
+{
+  bool connecting = !m_client || !m_client->owned() || !m_client->connected();
+  std::string what = connecting && !m_was_connected ? "did not accept a connection in time"
+                     : connecting                   ? "lost the connection and did not come back in time"
+                                                    : "did not answer in time";
+  abandon();
+  return Error(ExitCode::unavailable, "ZooKeeper at {} {}", m_url.shown, what);
+}
+
+std::string ZookeeperStore::left_behind(Millis ttl) const
+{
+  return "ZooKeeper deletes its node when dlock's session ends: at once when dlock closes it, "
+         "else once the session times out (" + util::format_duration(ttl) + ")";
+}
+
+std::string ZookeeperStore::loss_cause() const
+{
+  return "its ZooKeeper session expired or its node was deleted (release --force)";
+}
+
+// --- status and list ---------------------------------------------------------------------
+
+void ZookeeperStore::inspect(const std::string& dir, std::function<void(Inspection&)> then)
+{
+  m_client->get_children(dir, [this, dir, then](Reply& reply) {
+    auto found = std::make_shared<Inspection>();
+    if (reply.rc == ZNONODE) {
+      then(*found);
+      return;
+    }
+    if (reply.rc != ZOK) {
+      found->error = error_of(reply.rc, "list the contenders under " + dir);
+      then(*found);
+      return;
+    }
+    found->queue = sorted_contenders(reply.children);
+    found->holding = holding(found->queue);
+    if (found->holding.empty()) {
+      then(*found);
+      return;
+    }
+    read_holders(dir, found, then);
+  });
+}
+
+void ZookeeperStore::read_holders(const std::string& dir, std::shared_ptr<Inspection> found,
+                                  std::function<void(Inspection&)> then)
+{
+  std::size_t i = found->holders.size();
+  if (i == found->holding.size()) {
+    then(*found);
+    return;
+  }
+  m_client->get(dir + "/" + found->queue[found->holding[i]].name,
+                [this, dir, then, found](Reply& reply) {
+                  std::string fingerprint;
+                  lock::HolderInfo holder;
+                  if (reply.rc == ZOK) {
+                    holder = parse_holder_record(reply.value, &fingerprint);
+                    if (reply.stat) {
+                      holder.fence = reply.stat->czxid;
+                      holder.acquired_ms = reply.stat->ctime;
+                    }
+                  } else if (reply.rc != ZNONODE) {
+                    found->error = error_of(reply.rc, "read a holder under " + dir);
+                    then(*found);
+                    return;
+                  }
+                  found->holders.push_back(holder);
+                  found->fingerprints.push_back(fingerprint);
+                  read_holders(dir, found, then);
+                });
+}
+
+void ZookeeperStore::block_until(const bool& done, util::TimePoint deadline)
+{
+  while (!done) {
+    if (util::monotonic_now() >= deadline) {
+      throw timed_out();
+    }
+    util::EventLoop loop;
+    m_client->watch(loop);
+    loop.wake_at(deadline);
+    loop.wait();
+  }
+}
+
+lock::LockStatus ZookeeperStore::status(const lock::LockName& name, util::TimePoint deadline)
+{
+  client(inspect_session);
+  bool done = false;
+  Inspection found;
+  inspect(dir_of(name), [&](Inspection& got) {
+    found = got;
+    done = true;
+  });
+  block_until(done, deadline);
+  if (found.error) {
+    throw *found.error;
+  }
+  lock::LockStatus status;
+  status.name = name.str();
+  status.ttl_ms = -1;
+  status.server_time_ms = unix_now_ms(); // ZooKeeper has no clock to ask: this host's
+  status.waiters = static_cast<std::int64_t>(found.queue.size() - found.holding.size());
+  if (found.holding.empty()) {
+    return status;
+  }
+  status.held = true;
+  status.holder = found.holders.front();
+  status.last_fence = status.holder.fence;
+  if (found.queue[found.holding.front()].role == Role::read) {
+    status.kind = lock::LockKind::shared();
+    for (const lock::HolderInfo& holder : found.holders) {
+      status.slots.push_back(lock::SlotHolder{holder, -1});
+    }
+  }
+  return status;
+}
+
+std::vector<lock::LockStatus> ZookeeperStore::list(std::string_view pattern, Millis timeout)
+{
+  util::TimePoint deadline = util::deadline_after(timeout);
+  client(inspect_session);
+  bool done = false;
+  Reply children;
+  std::string top = m_url.chroot.empty() ? "/" : m_url.chroot;
+  m_client->get_children(top, [&](Reply& reply) {
+    children = std::move(reply);
+    done = true;
+  });
+  block_until(done, deadline);
+  if (children.rc == ZNONODE) {
+    return {};
+  }
+  if (children.rc != ZOK) {
+    throw error_of(children.rc, "list " + top);
+  }
+  std::vector<std::string> names;
+  std::string glob(pattern);
+  for (const std::string& child : children.children) {
+    std::optional<std::string> decoded = decode_name(child);
+    if (!decoded || !decoded->starts_with(m_prefix) || decoded->size() == m_prefix.size()) {
+      continue;
+    }
+    std::string name = decoded->substr(m_prefix.size());
+    if (::fnmatch(glob.c_str(), name.c_str(), 0) == 0) {
+      names.push_back(name);
+    }
+  }
+  std::sort(names.begin(), names.end());
+  std::vector<lock::LockStatus> found;
+  for (const std::string& name : names) {
+    try {
+      lock::LockStatus status = this->status(lock::LockName::parse(name), deadline);
+      if (status.held) {
+        found.push_back(std::move(status));
+      }
+    } catch (const Error& error) {
+      if (error.code() == ExitCode::usage) {
+        continue; // a node whose name is no lock name (not dlock's)
+      }
+      throw;
+    }
+  }
+  return found;
+}
+
+} // namespace dlock::zookeeper

@@ -1,0 +1,144 @@
+#pragma once
+
+#include "lock/store.hpp"
+#include "stores/config.hpp"
+#include "stores/zookeeper/client.hpp"
+#include "stores/zookeeper/nodes.hpp"
+#include "stores/zookeeper/url.hpp"
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+
+namespace dlock::zookeeper {
+
+// The ensemble of a zk:// URL; --password-file wins over a password in the URL.
+ZkUrl connect_params(const std::string& url, const stores::StoreConfig& config);
+
+// Locks as Apache Curator's lock recipes lay them out (nodes.hpp), so that dlock and Curator
+// users share locks. The lease is the ZooKeeper session: its timeout is the TTL (the server
+// must grant exactly that: see check_session), its ephemeral node goes when the session ends
+// (dlock exits, is killed and the session times out, or the server expires it), and a renewal
+// confirms that the node still exists and belongs to this session. The holder watches its own
+// node, so a `release --force` or an expired session reaches it at once; a waiter watches
+// only the node before it (no herd), so the queue is first come, first served. The fencing
+// token is the node's czxid: the ensemble's transaction id when it was created, increasing
+// across the whole ensemble, whatever becomes of the lock's node in between.
+class ZookeeperStore final : public lock::Store {
+public:
+  ZookeeperStore(ZkUrl url, util::Millis request_timeout, std::string prefix);
+
+  void start_acquire(const lock::LockName& name, const lock::AcquireRequest& request) override;
+  void start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
+                           util::Millis block) override;
+  void start_renew(const lock::LockName& name, const lock::RenewRequest& request) override;
+  void start_release(const lock::LockName& name, const std::string& token) override;
+  void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
+  void start_raise_fence(const lock::LockName& name, std::int64_t at_least) override;
+  // Refused (Feature::coordinate): a latch or barrier that outlives nobody needs its own recipe.
+  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
+  void start_set_latch(const lock::LockName& name, std::int64_t count, util::Millis expire) override;
+  void start_count_down(const lock::LockName& name) override;
+
+  void watch(util::EventLoop& loop) override;
+  std::optional<lock::Outcome> next_outcome() override;
+  // Keeps the session and every node (held or queued: the next attempt finds them again).
+  void abandon() noexcept override;
+  Error timed_out() noexcept override;
+  void limit_blocking(util::Millis) noexcept override {}
+
+  // Exclusive, shared (Curator's read/write lock) and the fair queue; no semaphore (Curator's
+  // is another recipe), no coordination state, and no lock outlives its session's process.
+  bool supports(lock::Feature feature) const noexcept override
+  {
+    return feature == lock::Feature::fair || feature == lock::Feature::shared;
+  }
+  std::string left_behind(util::Millis ttl) const override;
+  std::string loss_cause() const override;
+  std::string store_name() const override { return "ZooKeeper (zk://)"; }
+
+  lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
+  std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
+
+private:
+  using Op = lock::Outcome::Op;
+
+  // One lock name's contender node, if any, and what it holds.
+  struct Named {
+    std::string dir;           // the lock's node: chroot + "/" + encoded prefix + name
+    std::string uuid;          // protected-mode id of this process's contender
+    std::string node;          // our contender's full path ("" when none)
+    std::int64_t session = 0;  // the session that made node
+    std::int64_t fence = 0;    // node's czxid
+    std::string token;
+    lock::LockKind kind{};
+    lock::AcquireRequest request; // of the last acquisition
+    bool held = false;
+    bool creating = false;      // a create is in flight
+    bool maybe_created = false; // a create whose answer was lost: look for uuid first
+    std::string watching;       // the node waited for (a waiter)
+    bool woken = false;         // it changed since the last attempt
+    std::optional<util::TimePoint> wake_by; // a wait_for_wake in progress ends then
+    int attempts = 0;           // steps of the current acquisition (bounds its retries)
+  };
+
+  // What inspect() found under a lock's node.
+  struct Inspection {
+    std::optional<Error> error;
+    std::vector<Contender> queue;
+    std::vector<std::size_t> holding;
+    std::vector<lock::HolderInfo> holders;   // of holding, in order
+    std::vector<std::string> fingerprints;   // their tokens' fingerprints
+  };
+
+  Named& named(const lock::LockName& name);
+  Named* find(const lock::LockName& name);
+  std::string dir_of(const lock::LockName& name) const;
+  // The session, started (asking for session_timeout) if there is none that can be used.
+  Client& client(util::Millis session_timeout);
+  // Runs then once the session is up (error: it could not be).
+  void when_ready(std::function<void(std::optional<Error>)> then);
+  void on_event(const WatchEvent& event);
+  // Refuses a TTL the server's session timeout does not match.
+  std::optional<Error> check_session(util::Millis ttl) const;
+
+  // The steps of an acquisition, each from the previous one's answer.
+  void place(const std::string& key);
+  void create(const std::string& key);
+  void judge(const std::string& key);
+  void report_holder(const std::string& key, const std::vector<Contender>& queue);
+  // Creates path's missing ancestors and itself (the lock's node as a container, which the
+  // server deletes once empty, as Curator does; the chroot's nodes as persistent ones).
+  void make_path(const std::string& path, std::function<void(std::optional<Error>)> then);
+  void create_paths(std::shared_ptr<std::vector<std::string>> paths, std::size_t i,
+                    std::function<void(std::optional<Error>)> then);
+  // What is under a lock's node: the queue and its holders' records.
+  void inspect(const std::string& dir, std::function<void(Inspection&)> then);
+  void read_holders(const std::string& dir, std::shared_ptr<Inspection> found,
+                    std::function<void(Inspection&)> then);
+  // Deletes paths one by one; then gets how many were there.
+  void remove_all(std::vector<std::string> paths, std::function<void(int, std::optional<Error>)> then,
+                  int removed = 0);
+
+  void answer(lock::Outcome outcome) { m_ready.push_back(std::move(outcome)); }
+  void answer(Op op, std::optional<Error> error = std::nullopt);
+  // The error of a failed request, with the exit code its return code means.
+  Error error_of(int rc, std::string_view what) const;
+  // Runs the loop until done or deadline (status, list).
+  void block_until(const bool& done, util::TimePoint deadline);
+
+  ZkUrl m_url;
+  util::Millis m_request_timeout;
+  std::string m_prefix;
+  std::unique_ptr<Client> m_client;
+  util::Millis m_asked_timeout{0};  // the session timeout m_client asked for
+  bool m_was_connected = false;     // m_client's session came up once
+  bool m_dead = false;              // m_client's session expired or its authentication failed
+  std::vector<std::function<void(std::optional<Error>)>> m_on_ready;
+  std::map<std::string, Named> m_named; // by lock name
+  std::deque<lock::Outcome> m_ready;
+};
+
+} // namespace dlock::zookeeper
