@@ -1,0 +1,170 @@
+// The pure parts of the ZooKeeper store: zk:// URLs, lock node names, Curator's contender
+// names and their order, who holds and whom each waiter watches, and the holder record.
+#include "stores/zookeeper/nodes.hpp"
+#include "stores/zookeeper/url.hpp"
+#include "util/error.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace dlock;
+using namespace dlock::zookeeper;
+
+namespace {
+
+ExitCode url_error(const std::string& url)
+{
+  try {
+    parse_url(url);
+  } catch (const Error& error) {
+    return error.code();
+  }
+  return ExitCode::ok;
+}
+
+} // namespace
+
+TEST(ZkUrl, HostsPortsAndChroot)
+{
+  ZkUrl url = parse_url("zk://a:2182,b,c:3000/app/locks/");
+  EXPECT_EQ(url.hosts, "a:2182,b:2181,c:3000");
+  EXPECT_EQ(url.chroot, "/app/locks");
+  EXPECT_EQ(url.user, "");
+  EXPECT_FALSE(url.password);
+  EXPECT_EQ(url.shown, "zk://a:2182,b:2181,c:3000/app/locks");
+  EXPECT_EQ(parse_url("zk://h").chroot, "");
+  EXPECT_EQ(parse_url("zk://h/").chroot, "");
+  EXPECT_EQ(parse_url("zk://[::1]:2181/x").hosts, "[::1]:2181");
+  EXPECT_EQ(parse_url("zk://[::1]").hosts, "[::1]:2181");
+}
+
+TEST(ZkUrl, DigestCredentialsAreKeptOutOfTheShownUrl)
+{
+  ZkUrl url = parse_url("zk://bob:s%40cret@h:1/c");
+  EXPECT_EQ(url.user, "bob");
+  ASSERT_TRUE(url.password);
+  EXPECT_EQ(*url.password, "s@cret");
+  EXPECT_EQ(url.shown, "zk://bob@h:1/c");
+  EXPECT_EQ(url.shown.find("cret"), std::string::npos);
+}
+
+TEST(ZkUrl, MalformedIsAUsageError)
+{
+  for (const char* bad : {"zk://", "zk:///chroot", "zk://h:0", "zk://h:65536", "zk://h:x",
+                          "zk://h:", "zk://a,,b", "zk://h/a//b", "zk://h/a/../b", "zk://h/./a",
+                          "zk://h?x=1", "zk://:pw@h", "zk://h/%zz", "redis://h"}) {
+    EXPECT_EQ(url_error(bad), ExitCode::usage) << bad;
+  }
+}
+
+TEST(NodeName, EveryLockNameIsOneSafePathComponent)
+{
+  EXPECT_EQ(encode_name("dlock:job-1"), "dlock:job-1");
+  EXPECT_EQ(encode_name("dlock:a/b"), "dlock:a%2Fb");
+  EXPECT_EQ(encode_name("100%"), "100%25");
+  EXPECT_EQ(encode_name("a b"), "a%20b");
+  EXPECT_EQ(encode_name("."), "%2E");
+  EXPECT_EQ(encode_name(".."), "%2E%2E");
+  EXPECT_EQ(encode_name("caf\xc3\xa9"), "caf%C3%A9");
+  for (const char* name : {"dlock:x", "a/b/../c", ".", "..", "%41", "caf\xc3\xa9", "x y"}) {
+    std::string encoded = encode_name(name);
+    EXPECT_EQ(encoded.find('/'), std::string::npos) << name;
+    ASSERT_TRUE(decode_name(encoded)) << name;
+    EXPECT_EQ(*decode_name(encoded), name);
+  }
+  EXPECT_FALSE(decode_name("a%2"));
+  EXPECT_FALSE(decode_name("a%zz"));
+  EXPECT_FALSE(decode_name("a b")); // encode_name never leaves a space
+  EXPECT_FALSE(decode_name(""));
+}
+
+TEST(Contender, CuratorProtectedNames)
+{
+  std::string uuid = random_uuid();
+  ASSERT_EQ(uuid.size(), 36u);
+  EXPECT_EQ(uuid[14], '4');
+  EXPECT_EQ(uuid[8], '-');
+  EXPECT_NE(uuid, random_uuid());
+  EXPECT_EQ(contender_prefix(uuid, Role::exclusive), "_c_" + uuid + "-lock-");
+  EXPECT_EQ(contender_prefix(uuid, Role::read), "_c_" + uuid + "-__READ__");
+  EXPECT_EQ(contender_prefix(uuid, Role::write), "_c_" + uuid + "-__WRIT__");
+
+  auto c = parse_contender("_c_" + uuid + "-lock-0000000042");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->sequence, 42);
+  EXPECT_EQ(c->role, Role::exclusive);
+  EXPECT_EQ(c->uuid, uuid);
+  auto plain = parse_contender("lock-0000000007"); // Curator without protection
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->sequence, 7);
+  EXPECT_EQ(plain->uuid, "");
+  auto reader = parse_contender("_c_" + uuid + "-__READ__0000000003");
+  ASSERT_TRUE(reader);
+  EXPECT_EQ(reader->role, Role::read);
+  EXPECT_FALSE(parse_contender("leases"));
+  EXPECT_FALSE(parse_contender("other-0000000001"));
+  EXPECT_FALSE(parse_contender("lock-00000000x1"));
+}
+
+TEST(Contender, SortedBySequenceNotByName)
+{
+  // The uuid prefix would order by name: the sequence is the queue.
+  std::vector<Contender> queue = sorted_contenders(
+    {"_c_ffffffff-ffff-4fff-8fff-ffffffffffff-lock-0000000001", "lock-0000000010",
+     "_c_00000000-0000-4000-8000-000000000000-lock-0000000003", "junk"});
+  ASSERT_EQ(queue.size(), 3u);
+  EXPECT_EQ(queue[0].sequence, 1);
+  EXPECT_EQ(queue[1].sequence, 3);
+  EXPECT_EQ(queue[2].sequence, 10);
+}
+
+TEST(Judge, EachWaiterWatchesOnlyItsPredecessor)
+{
+  std::vector<Contender> queue = sorted_contenders(
+    {"lock-0000000001", "lock-0000000002", "lock-0000000003", "lock-0000000004"});
+  EXPECT_TRUE(judge(queue, 0).holds);
+  for (std::size_t i = 1; i < queue.size(); ++i) {
+    Verdict v = judge(queue, i);
+    EXPECT_FALSE(v.holds);
+    EXPECT_EQ(v.wait_for, i - 1); // no herd: one watcher per node
+  }
+  EXPECT_EQ(holding(queue), std::vector<std::size_t>{0});
+}
+
+TEST(Judge, ReadersShareUntilTheFirstWriter)
+{
+  std::vector<Contender> queue =
+    sorted_contenders({"x-__READ__0000000001", "x-__READ__0000000002", "x-__WRIT__0000000003",
+                       "x-__READ__0000000004", "x-lock-0000000005"});
+  EXPECT_TRUE(judge(queue, 0).holds);
+  EXPECT_TRUE(judge(queue, 1).holds);
+  EXPECT_FALSE(judge(queue, 2).holds); // a writer waits for every earlier node
+  EXPECT_EQ(judge(queue, 2).wait_for, 1u);
+  EXPECT_FALSE(judge(queue, 3).holds); // a reader waits for the first writer before it
+  EXPECT_EQ(judge(queue, 3).wait_for, 2u);
+  EXPECT_EQ(judge(queue, 4).wait_for, 3u);
+  EXPECT_EQ(holding(queue), (std::vector<std::size_t>{0, 1}));
+  EXPECT_TRUE(holding({}).empty());
+}
+
+TEST(HolderRecord, RoundTripsWithoutTheToken)
+{
+  lock::HolderInfo me;
+  me.user = "ann";
+  me.host = "web1";
+  me.pid = 4242;
+  me.ttl_ms = 10'000;
+  me.command = "backup\n--all";
+  std::string token = "0123456789abcdef0123456789abcdef";
+  std::string record = holder_record(me, token_fingerprint(token));
+  EXPECT_EQ(record.find(token), std::string::npos);
+  std::string fingerprint;
+  lock::HolderInfo back = parse_holder_record(record, &fingerprint);
+  EXPECT_EQ(back.user, "ann");
+  EXPECT_EQ(back.host, "web1");
+  EXPECT_EQ(back.pid, 4242);
+  EXPECT_EQ(back.ttl_ms, 10'000);
+  EXPECT_EQ(back.command, "backup --all");
+  EXPECT_EQ(fingerprint, token_fingerprint(token));
+  // Curator's InterProcessMutex stores the client's address.
+  EXPECT_EQ(parse_holder_record("10.0.0.7").command, "(not a dlock holder: 10.0.0.7)");
+}
