@@ -738,23 +738,32 @@ std::optional<Outcome> ZookeeperStore::next_outcome()
 
 void ZookeeperStore::abandon() noexcept
 {
+  m_on_ready.clear();
+  m_ready.clear();
+  bool holds = false;
+  for (auto& [key, n] : m_named) {
+    holds = holds || n.held;
+  }
+  if (!holds) {
+    // Nothing to keep: close the session, so that the server deletes the nodes it queued at
+    // once (a waiter that gives up or is interrupted leaves no one waiting for it), and the
+    // next operation starts afresh.
+    if (m_client && !m_client->owned()) {
+      (void)m_client.release(); // the parent's: its destructor must not run here
+    }
+    m_client.reset();
+    m_named.clear();
+    return;
+  }
   if (m_client && m_client->owned()) {
     m_client->forget();
   }
-  m_on_ready.clear();
   for (auto& [key, n] : m_named) {
     if (n.creating) {
       n.maybe_created = true; // its answer is dropped: look for it by its uuid next time
       n.creating = false;
     }
     n.wake_by.reset();
-  }
-  m_ready.clear();
-  if (m_client && m_client->owned() && m_client->session_id() == 0) {
-    m_client.reset(); // never connected: stop its retries; the next operation starts afresh
-    for (auto& [key, n] : m_named) {
-      n.maybe_created = false; // no session, no node
-    }
   }
 }
 

@@ -44,7 +44,8 @@ public:
 
   void watch(util::EventLoop& loop) override;
   std::optional<lock::Outcome> next_outcome() override;
-  // Keeps the session and every node (held or queued: the next attempt finds them again).
+  // Holding a lock: keeps the session and every node (the next attempt finds them again).
+  // Holding none: closes the session, which deletes this process's queued nodes at once.
   void abandon() noexcept override;
   Error timed_out() noexcept override;
   void limit_blocking(util::Millis) noexcept override {}
