@@ -100,8 +100,12 @@ void on_watch(zhandle_t*, int type, int state, const char* path, void* context)
 
 } // namespace
 
-Client::Client(const std::string& hosts, util::Millis session_timeout, OnEvent on_event)
-  : m_inbox(std::make_shared<Inbox>()), m_owner(::getpid()), m_on_event(std::move(on_event))
+Client::Client(const std::string& hosts, util::Millis session_timeout, OnEvent on_event,
+               bool private_nodes)
+  : m_inbox(std::make_shared<Inbox>()),
+    m_owner(::getpid()),
+    m_on_event(std::move(on_event)),
+    m_private_nodes(private_nodes)
 {
   m_inbox->event_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (m_inbox->event_fd < 0) {
@@ -149,7 +153,8 @@ void Client::create(const std::string& path, const std::string& data, int flags,
   std::uint64_t id = submit(std::move(done));
   auto* ticket = new Ticket{m_inbox, id};
   int rc = zoo().zoo_acreate2(m_handle, path.c_str(), data.data(), static_cast<int>(data.size()),
-                              zoo().open_acl, flags, on_string_stat, ticket);
+                              m_private_nodes ? zoo().creator_acl : zoo().open_acl, flags,
+                              on_string_stat, ticket);
   if (rc != ZOK) {
     delete ticket;
     refused(id, rc);

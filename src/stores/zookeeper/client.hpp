@@ -47,7 +47,10 @@ public:
 
   // Starts connecting to hosts ("h1:2181,h2:2181"), asking for session_timeout; nothing blocks.
   // Throws Error(unavailable) if the client cannot even start (a host name that does not resolve).
-  Client(const std::string& hosts, util::Millis session_timeout, OnEvent on_event);
+  // private_nodes: the nodes it creates get ZOO_CREATOR_ALL_ACL (only the session's
+  // authenticated identities may use them) rather than world:anyone.
+  Client(const std::string& hosts, util::Millis session_timeout, OnEvent on_event,
+         bool private_nodes = false);
   // Closes the session (the server deletes its ephemeral nodes at once); in a process forked
   // after it was opened, does nothing (the session and threads are the parent's).
   ~Client();
@@ -91,6 +94,7 @@ private:
   zhandle_t* m_handle = nullptr;
   pid_t m_owner = 0;
   OnEvent m_on_event;
+  bool m_private_nodes = false;
   std::uint64_t m_next_id = 1;
   std::map<std::uint64_t, Done> m_pending;
 };

@@ -41,6 +41,10 @@ const LibZookeeper& zoo()
     if (lib.open_acl == nullptr) {
       note("ZOO_OPEN_ACL_UNSAFE");
     }
+    lib.creator_acl = static_cast<struct ACL_vector*>(::dlsym(handle, "ZOO_CREATOR_ALL_ACL"));
+    if (lib.creator_acl == nullptr) {
+      note("ZOO_CREATOR_ALL_ACL");
+    }
     if (!missing.empty()) {
       throw Error(ExitCode::config, "zk:// needs ZooKeeper's C client 3.5 or later; the "
                                     "installed one lacks {}", missing);

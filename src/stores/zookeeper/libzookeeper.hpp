@@ -45,7 +45,8 @@ struct LibZookeeper {
 #define DLOCK_ZOO_CONSTANT(name) int name = 0;
   DLOCK_ZOO_CONSTANTS(DLOCK_ZOO_CONSTANT)
 #undef DLOCK_ZOO_CONSTANT
-  struct ACL_vector* open_acl = nullptr; // ZOO_OPEN_ACL_UNSAFE (world:anyone, all rights)
+  struct ACL_vector* open_acl = nullptr;    // ZOO_OPEN_ACL_UNSAFE (world:anyone, all rights)
+  struct ACL_vector* creator_acl = nullptr; // ZOO_CREATOR_ALL_ACL (the creator's identities)
 };
 
 // Loads the library once; throws Error(config) naming the package to install when it is missing.

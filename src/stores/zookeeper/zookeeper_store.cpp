@@ -94,8 +94,11 @@ Client& ZookeeperStore::client(Millis session_timeout)
     m_dead = false;
     m_was_connected = false;
     m_asked_timeout = session_timeout;
+    // With digest credentials, dlock's nodes are that user's alone (Curator's ACLProvider
+    // does the same when asked); without, anyone's, as Curator's default.
     m_client = std::make_unique<Client>(m_url.hosts, session_timeout,
-                                        [this](const WatchEvent& event) { on_event(event); });
+                                        [this](const WatchEvent& event) { on_event(event); },
+                                        !m_url.user.empty());
     if (!m_url.user.empty()) {
       // The digest scheme takes any user:password and adds it to the session's identities;
       // a wrong one shows as ZNOAUTH where an ACL wants another.
