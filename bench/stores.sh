@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks dlock on each lock store it speaks, side by side with flock(1) and etcdctl lock, in
-# one run: Redis, PostgreSQL and (when this dlock has the mysql:// store) MariaDB.
+# one run: Redis, PostgreSQL, (when this dlock has the mysql:// store) MariaDB and (zk://)
+# ZooKeeper.
 #
 # Usage: bench/stores.sh [--quick] [--no-deps] [--out DIR]
 #   --quick     smaller counts (about 1-2 minutes instead of about 4-6)
@@ -76,7 +77,7 @@ cleanup() {
   local p
   for p in $(jobs -p); do kill "$p" 2>/dev/null; done
   [ -z "$PG_DATA" ] || as_db postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" stop -m immediate >/dev/null 2>&1
-  for p in $REDIS_PID $ETCD_PID $MARIADB_PID; do kill "$p" 2>/dev/null; done
+  for p in $REDIS_PID $ETCD_PID $MARIADB_PID ${ZK_PID:-}; do kill "$p" 2>/dev/null; done
   wait 2>/dev/null
   [ -z "$out" ] || cp "$TMP"/*.json "$TMP"/handover-*.log "$out"/ 2>/dev/null
   rm -rf "$TMP"
@@ -138,6 +139,23 @@ if "$DLOCK_BIN" --version 2>&1 | grep -qi mariadb && command -v mariadbd >/dev/n
   MYSQL_URL=mysql://dlock@127.0.0.1:$MARIADB_PORT/dlock
 fi
 
+ZK_URL="" ZK_PID=""
+if "$DLOCK_BIN" --version 2>&1 | grep -q 'ZooKeeper C client [0-9]' && command -v java >/dev/null &&
+  [ -e /usr/share/java/zookeeper.jar ]; then
+  ZK_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  mkdir "$TMP/zk"
+  printf '%s\n' tickTime=2000 "dataDir=$TMP/zk/data" "clientPort=$ZK_PORT" clientPortAddress=127.0.0.1 \
+    admin.enableServer=false 4lw.commands.whitelist=ruok >"$TMP/zk/zoo.cfg"
+  zk_cp=$(for j in zookeeper zookeeper-jute slf4j-api slf4j-nop netty-handler netty-common netty-transport \
+    netty-buffer netty-resolver netty-codec netty-transport-native-epoll netty-transport-native-unix-common \
+    metrics-core commons-cli snappy-java; do printf '/usr/share/java/%s.jar:' "$j"; done)
+  java -cp "$zk_cp" -Dzookeeper.admin.enableServer=false org.apache.zookeeper.server.quorum.QuorumPeerMain \
+    "$TMP/zk/zoo.cfg" >"$TMP/zk/log" 2>&1 &
+  ZK_PID=$!
+  wait_until 60 "ZooKeeper" bash -c "exec 3<>/dev/tcp/127.0.0.1/$ZK_PORT && echo ruok >&3 && grep -q imok <&3"
+  ZK_URL=zk://127.0.0.1:$ZK_PORT/dlock-bench
+fi
+
 ETCD_URL=http://127.0.0.1:$ETCD_PORT
 etcd --name bench --data-dir "$TMP/etcd" \
   --listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
@@ -173,6 +191,10 @@ if [ -n "$MYSQL_URL" ]; then
   TOOLS+=("dlock MariaDB")
   PREFIX["dlock MariaDB"]="$(q "$DLOCK") -u $MYSQL_URL --password-file $(q "$TMP/mariadb.password") run -k bench-stores --"
 fi
+if [ -n "$ZK_URL" ]; then
+  TOOLS+=("dlock ZooKeeper") # a 30 s session (--ttl's default: within tickTime 2 s's 4-40 s)
+  PREFIX["dlock ZooKeeper"]="$(q "$DLOCK") -u $ZK_URL run -k bench-stores --"
+fi
 TOOLS+=("flock" "etcdctl lock")
 prefix_words() { eval "WORDS=(${PREFIX[$1]})"; } # TOOL: its prefix as an array in WORDS
 
@@ -184,6 +206,11 @@ if [ -n "$MYSQL_URL" ]; then
   say "  MariaDB:    $(mariadbd --version | awk '{print $3}'), 127.0.0.1:$MARIADB_PORT, packaged defaults, binary log off"
 else
   say "  MariaDB:    no row (this dlock has no mysql:// store, or mariadbd is not installed)"
+fi
+if [ -n "$ZK_URL" ]; then
+  say "  ZooKeeper:  $(sed -n 's/.*ZooKeeper C client \([0-9.]*\).*/server 3.8, C client \1/p' <<<"$("$DLOCK" --version 2>&1)"), standalone, 127.0.0.1:$ZK_PORT, tickTime 2000 (Debian's default)"
+else
+  say "  ZooKeeper:  no row (this dlock has no zk:// store, or java / the zookeeper package is missing)"
 fi
 say "  etcd:       $(etcd --version | head -1 | awk '{print $3}'), single node, 127.0.0.1:$ETCD_PORT, data in $TMP"
 say "  flock:      $(flock --version 2>&1 | head -1); hyperfine $(hyperfine --version | awk '{print $2}')"
