@@ -263,7 +263,8 @@ void add_global_options(CLI::App& app, Arguments& args)
                  "Lock store URL: redis://[[user][:pass]@]host[:port][/db], rediss://..., "
                  "unix:///path.sock[?db=N], redis-sentinel://host[:port][,host[:port]...][/db]#MASTER, "
                  "postgres://[user@]host[:port]/db (a libpq URI), "
-                 "mysql://[user[:pass]@]host[:port]/db[?socket=/path] (or mariadb://); "
+                 "mysql://[user[:pass]@]host[:port]/db[?socket=/path] (or mariadb://), "
+                 "zk://[user:pass@]host[:port][,host[:port]...][/chroot]; "
                  "one per -u; env DLOCK_URL (separated by blanks)")
     // One value per occurrence (the words after it are the command's), any number of them;
     // without expected(1) --help would also show "URL ...".
