@@ -55,10 +55,12 @@ clientPortAddress=127.0.0.1
 admin.enableServer=false
 4lw.commands.whitelist=ruok,wchp,cons,stat
 CFG
-    java -cp "$ZK_CLASSPATH" -Xmx256m -Dzookeeper.admin.enableServer=false \
+    # from a subshell: not a job of bats' shell, which would report its SIGKILL
+    (java -cp "$ZK_CLASSPATH" -Xmx256m -Dzookeeper.admin.enableServer=false \
       -Dzookeeper.jmx.log4j.disable=true org.apache.zookeeper.server.quorum.QuorumPeerMain \
       "$ZK_DIR/zoo.cfg" >"$ZK_DIR/server.log" 2>&1 3>&- &
-    ZK_PID=$!
+      echo $! >"$ZK_DIR/pid")
+    ZK_PID=$(cat "$ZK_DIR/pid")
     export ZK_PORT ZK_PID
     for i in $(seq 300); do
       [ "$(zk_4lw ruok)" = imok ] && return 0
@@ -66,7 +68,7 @@ CFG
       sleep 0.1
     done
     kill -KILL "$ZK_PID" 2>/dev/null
-    wait "$ZK_PID" 2>/dev/null
+    for _ in $(seq 100); do kill -0 "$ZK_PID" 2>/dev/null && [[ $(ps -o stat= -p "$ZK_PID") != Z* ]] || break; sleep 0.05; done
     grep -qs 'Address already in use' "$ZK_DIR/server.log" || break
   done
   echo "ZooKeeper did not start:" >&2
@@ -79,7 +81,7 @@ stop_zookeeper() {
   if [ -n "${ZK_PID:-}" ]; then
     kill -CONT "$ZK_PID" 2>/dev/null
     kill -KILL "$ZK_PID" 2>/dev/null || true
-    wait "$ZK_PID" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$ZK_PID" 2>/dev/null && [[ $(ps -o stat= -p "$ZK_PID") != Z* ]] || break; sleep 0.05; done
   fi
   if [ -n "${ZK_DIR:-}" ] && [[ $ZK_DIR == /tmp/dlock-zk.* ]]; then
     rm -rf "$ZK_DIR"
