@@ -1,5 +1,7 @@
 #include "stores/open.hpp"
 
+#include "stores/etcd/etcd_store.hpp"
+#include "stores/etcd/libcurl.hpp"
 #include "stores/mysql/libmariadb.hpp"
 #include "stores/mysql/mysql_store.hpp"
 #include "stores/postgres/libpq.hpp"
@@ -54,6 +56,15 @@ std::unique_ptr<lock::Store> open_store(const StoreConfig& config)
                                    "URLs are Redlock's independent Redis masters): give it alone");
     }
   }
+  for (const std::string& url : config.urls) {
+    if (etcd::is_etcd_url(url) && config.urls.size() > 1) {
+      throw Error(ExitCode::usage, "an etcd:// URL cannot be one of several --url: give one, "
+                                   "with the cluster's endpoints separated by commas");
+    }
+  }
+  if (config.urls.size() == 1 && etcd::is_etcd_url(config.urls.front())) {
+    return etcd::open(config.urls.front(), config);
+  }
   if (config.urls.size() == 1 && mysql::is_mysql_url(config.urls.front())) {
     return std::make_unique<mysql::MysqlStore>(
       mysql::connect_params(config.urls.front(), config), config.prefix);
@@ -90,9 +101,9 @@ std::unique_ptr<lock::Store> open_store(const StoreConfig& config)
 
 std::string library_versions()
 {
-  return fmt::format("hiredis {}.{}.{}; TLS: {}; {}; {}", HIREDIS_MAJOR, HIREDIS_MINOR,
+  return fmt::format("hiredis {}.{}.{}; TLS: {}; {}; {}; {}", HIREDIS_MAJOR, HIREDIS_MINOR,
                      HIREDIS_PATCH, redis::tls_description(), postgres::libpq_version(),
-                     mysql::libmariadb_version());
+                     mysql::libmariadb_version(), etcd::libcurl_version());
 }
 
 } // namespace dlock::stores
