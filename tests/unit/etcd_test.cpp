@@ -119,7 +119,7 @@ TEST(EtcdApi, ReadsTheQueueOfATransactionAnswer)
   EXPECT_EQ(who.pid, 42);
   EXPECT_EQ(who.fence, 5);
   EXPECT_EQ(fingerprint_of(keys[0]), token_fingerprint("t"));
-  EXPECT_EQ(holder_of(keys[1]).command, "etcdctl lock"); // an empty value
+  EXPECT_EQ(holder_of(keys[1]).command, "etcdctl lock (lease 0)"); // an empty value
   EXPECT_EQ(txn_range(answer, 0), nullptr);
 }
 

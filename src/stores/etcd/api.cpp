@@ -345,7 +345,8 @@ lock::HolderInfo holder_of(const KeyValue& kv)
   holder.fence = kv.create_revision;
   Json value = Json::parse(kv.value, nullptr, false);
   if (!value.is_object()) {
-    holder.command = kv.value.empty() ? "etcdctl lock" : "(not dlock's)";
+    holder.command = fmt::format("{} (lease {:x})", kv.value.empty() ? "etcdctl lock" : "not dlock",
+                                 static_cast<std::uint64_t>(kv.lease));
     return holder;
   }
   holder.host = value.value("host", "");
