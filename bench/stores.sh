@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks dlock on each lock store it speaks, side by side with flock(1) and etcdctl lock, in
-# one run: Redis, PostgreSQL and (when this dlock has the mysql:// store) MariaDB.
+# one run: Redis, PostgreSQL, (when this dlock has the mysql:// store) MariaDB, and etcd.
 #
 # Usage: bench/stores.sh [--quick] [--no-deps] [--out DIR]
 #   --quick     smaller counts (about 1-2 minutes instead of about 4-6)
@@ -172,6 +172,12 @@ declare -A PREFIX=(
 if [ -n "$MYSQL_URL" ]; then
   TOOLS+=("dlock MariaDB")
   PREFIX["dlock MariaDB"]="$(q "$DLOCK") -u $MYSQL_URL --password-file $(q "$TMP/mariadb.password") run -k bench-stores --"
+fi
+if ! "$DLOCK" --version 2>&1 | grep -qi 'libcurl not'; then
+  # etcd:// (the JSON gateway over libcurl): the key dlock:bench-stores/<lease>, beside
+  # etcdctl's bench-stores/<lease> (another lock, so the rows do not contend).
+  TOOLS+=("dlock etcd")
+  PREFIX["dlock etcd"]="$(q "$DLOCK") -u etcd://127.0.0.1:$ETCD_PORT run -k bench-stores --"
 fi
 TOOLS+=("flock" "etcdctl lock")
 prefix_words() { eval "WORDS=(${PREFIX[$1]})"; } # TOOL: its prefix as an array in WORDS

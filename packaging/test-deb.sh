@@ -68,6 +68,7 @@ if dpkg-deb --contents "$deb" | grep -q 'dlock-tls.so'; then
 fi
 [[ $depends == *libpq5* ]] || fail "Depends lacks libpq5 (dlopened for postgres://): $depends"
 [[ $depends == *libmariadb3* ]] || fail "Depends lacks libmariadb3 (dlopened for mysql://): $depends"
+[[ $depends == *libcurl4* ]] || fail "Depends lacks libcurl4 (dlopened for etcd://): $depends"
 [ "$(dpkg-deb --field "$deb" Recommends)" = redis-tools ] || fail "Recommends is not redis-tools"
 
 step "lintian"

@@ -18,7 +18,8 @@ Row row(Feature feature)
 {
   switch (feature) {
   case Feature::fair:
-    return {"--fair", "one Redis server, Sentinel or Cluster (redis://, rediss://, unix://)"};
+    return {"--fair", "one Redis server, Sentinel or Cluster (redis://, rediss://, unix://), and "
+                      "etcd (etcd://)"};
   case Feature::shared:
     return {"--shared", "one Redis server, Sentinel or Cluster, and PostgreSQL (postgres://)"};
   case Feature::limit:

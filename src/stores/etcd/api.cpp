@@ -282,18 +282,6 @@ Json acquire_txn(const std::string& key, const std::string& value, std::int64_t 
   };
 }
 
-Json delete_if_txn(const std::string& key, std::int64_t revision)
-{
-  return {
-    {"compare",
-     Json::array({{{"key", base64_encode(key)},
-                   {"target", "CREATE"},
-                   {"result", "EQUAL"},
-                   {"create_revision", std::to_string(revision)}}})},
-    {"success", Json::array({{{"request_delete_range", {{"key", base64_encode(key)}}}}})},
-  };
-}
-
 Json watch_deletes_request(const std::string& key, std::int64_t start_revision)
 {
   return {{"create_request",

@@ -73,8 +73,6 @@ Json acquire_txn(const std::string& key, const std::string& value, std::int64_t 
 // Every key under prefix, oldest create revision first.
 Json range_prefix_request(const std::string& prefix);
 Json range_key_request(const std::string& key);
-// Deletes key if its create revision is still revision (it is still the one we made).
-Json delete_if_txn(const std::string& key, std::int64_t revision);
 // A watch of key's deletions from revision on.
 Json watch_deletes_request(const std::string& key, std::int64_t start_revision);
 Json authenticate_request(const std::string& user, const std::string& password);

@@ -382,11 +382,19 @@ void EtcdStore::start_release(const lock::LockName& name, const std::string& tok
     m_client.cancel(mine.wake_watch);
     std::int64_t lease = mine.lease;
     bool owner = mine.owner;
-    m_client.post("/v3/kv/txn", delete_if_txn(mine.key, mine.revision),
-                  [this, lease, owner](Answer& a) {
+    // Whether the key is still ours (a read), then one write: revoking the lease deletes it.
+    std::int64_t revision = mine.revision;
+    m_client.post("/v3/kv/range", range_key_request(mine.key),
+                  [this, lease, owner, revision](Answer& a) {
                     Outcome outcome{Op::release, a.error, false, {}, {}};
-                    outcome.held = owner && !a.error && a.body.value("succeeded", false);
-                    revoke(lease, [this, outcome](Answer&) { answer(outcome); });
+                    std::vector<KeyValue> kvs = a.error ? std::vector<KeyValue>{} : key_values(a.body);
+                    outcome.held = owner && kvs.size() == 1 && kvs.front().create_revision == revision;
+                    revoke(lease, [this, outcome](Answer& r) mutable {
+                      if (r.error && !lease_not_found(r.body) && !outcome.error) {
+                        outcome.error = r.error;
+                      }
+                      answer(outcome);
+                    });
                   });
     return;
   }
