@@ -4,7 +4,9 @@
 # clients on a loopback port the kernel hands out (free_port) and peers on another; started
 # again on new ports if it lost the race for one. Exports ETCD_DIR, ETCD_PORT, ETCD_PID,
 # ETCD_ENDPOINT (http://127.0.0.1:PORT, for etcdctl) and DLOCK_URL (etcd://127.0.0.1:PORT).
-# ETCD_LISTEN (default 127.0.0.1) widens where clients may connect (the partition test).
+# ETCD_LISTEN (default 127.0.0.1) widens where clients may connect (the partition test);
+# ETCD_SCHEME=https serves clients over TLS (with the certificates given as etcd args, and
+# ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY exported for etcdctl).
 # Skips the file when etcd or etcdctl is not installed.
 
 load store_helpers
@@ -31,15 +33,15 @@ start_etcd() {
     rm -rf "$ETCD_DIR/data" "$ETCD_DIR/etcd.log"
     listen=""
     for host in ${ETCD_LISTEN:-127.0.0.1}; do
-      listen+="${listen:+,}http://$host:$ETCD_PORT"
+      listen+="${listen:+,}${ETCD_SCHEME:-http}://$host:$ETCD_PORT"
     done
     "$ETCD" --name dlock-test --data-dir "$ETCD_DIR/data" \
-      --listen-client-urls "$listen" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+      --listen-client-urls "$listen" --advertise-client-urls "${ETCD_SCHEME:-http}://127.0.0.1:$ETCD_PORT" \
       --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
       --initial-cluster "dlock-test=http://127.0.0.1:$peer" --log-level error \
       --unsafe-no-fsync "$@" >"$ETCD_DIR/etcd.log" 2>&1 3>&- &
     ETCD_PID=$!
-    export ETCD_PORT ETCD_PID ETCD_ENDPOINT=http://127.0.0.1:$ETCD_PORT
+    export ETCD_PORT ETCD_PID ETCD_ENDPOINT=${ETCD_SCHEME:-http}://127.0.0.1:$ETCD_PORT
     if wait_for "ectl endpoint health >/dev/null 2>&1 || ! kill -0 $ETCD_PID 2>/dev/null" 20 &&
       kill -0 "$ETCD_PID" 2>/dev/null; then
       break
