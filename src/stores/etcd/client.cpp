@@ -3,6 +3,7 @@
 #include "stores/etcd/libcurl.hpp"
 #include "util/log.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 
 #include <algorithm>
@@ -51,6 +52,17 @@ std::size_t on_data(char* data, std::size_t size, std::size_t count, void* user)
 {
   static_cast<std::string*>(user)->append(data, size * count);
   return size * count;
+}
+
+// Keeps libcurl's sockets out of the command dlock runs (libcurl opens them without
+// SOCK_CLOEXEC).
+int close_on_exec(void*, curl_socket_t fd, curlsocktype)
+{
+  int flags = ::fcntl(fd, F_GETFD);
+  if (flags >= 0) {
+    ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+  }
+  return CURL_SOCKOPT_OK;
 }
 
 // Whether result means that the endpoint could not be reached at all (another may be).
@@ -225,6 +237,7 @@ void Client::send(Transfer& t)
   c.curl_easy_setopt(e, CURLOPT_WRITEDATA, &t.received);
   c.curl_easy_setopt(e, CURLOPT_PRIVATE, reinterpret_cast<void*>(static_cast<std::uintptr_t>(t.id)));
   c.curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  c.curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, &close_on_exec);
   c.curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(m_timeout.count()));
   c.curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, t.streaming ? 0L : static_cast<long>(m_timeout.count()));
   c.curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
