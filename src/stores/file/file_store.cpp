@@ -535,8 +535,10 @@ std::int64_t FileStore::next_fence(const Layout& layout)
     created = false;
     fd.reset(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
   }
-  if (fd && created) {
-    ::fchmod(fd.get(), 0666 & ~[] { mode_t u = ::umask(0); ::umask(u); return u; }());
+  struct stat shared_dir {};
+  if (fd && created && ::stat(layout.meta_dir().c_str(), &shared_dir) == 0 &&
+      (shared_dir.st_mode & S_IWOTH) != 0) {
+    ::fchmod(fd.get(), 0666); // a directory shared by every user: a counter they all advance
   }
   if (!fd || flock_retry(fd.get(), LOCK_EX) != 0) {
     m_fencing = false;
