@@ -4,9 +4,9 @@
 # tests (tests/faults: a network partition, a restart and a failover; the partition needs root
 # and skips itself otherwise) and the high-availability tests (tests/ha: a Sentinel group and a
 # Redis Cluster, each file starting its own; run once, not under the sanitizers) and the
-# database store tests (tests/sql: PostgreSQL and MariaDB servers of their own, a partition
-# from PostgreSQL as root; run once, not under the sanitizers). When
-# valkey-server is installed, the end-to-end tests run against Valkey too. Then an AddressSanitizer + UndefinedBehaviorSanitizer build runs the unit tests and the
+# store tests (tests/stores: the stores other than Redis, each file with servers of its own,
+# partitions as root; run once, not under the sanitizers). When valkey-server is installed,
+# the core suites run against Valkey too. Then an AddressSanitizer + UndefinedBehaviorSanitizer build runs the unit tests and the
 # core suites (CTest label core: dlock run, its lease, its processes, the terminal, waiting,
 # lock kinds, wait/barrier/latch).
 # At the end the .deb is built, checked with lintian, installed, exercised and removed
@@ -89,9 +89,9 @@ else
 fi
 if build "release build" build; then
   unit_tests "release build" build
-  run_bats "release build" build -L 'e2e|faults|ha|sql'
+  run_bats "release build" build -L 'e2e|faults|ha|stores'
   if command -v valkey-server >/dev/null; then
-    REDIS_SERVER=valkey-server run_bats "Valkey" build -L e2e
+    REDIS_SERVER=valkey-server run_bats "Valkey" build -L core
   fi
 fi
 if [ "$sanitize" = 1 ]; then

@@ -133,9 +133,16 @@ holder_report() {
     [ "$st" = 76 ] || fail "dlock exited $st: $(cat "$T/hold.err")"
     gone "$CMD_PID" || fail "dlock exited 76 but its command still runs"
     outcome="stopped with 76 ($(($(now_ms) - killed_at)) ms after the kill)"
-  else
-    alive "$CMD_PID" || fail "the command stopped while dlock runs; $(holder_report)"
+  elif alive "$CMD_PID"; then
     outcome="still running, renewed on the new master"
+  else
+    # dlock stopped the command after the loop last looked (a renewal the replicas did not
+    # confirm in time): it must then exit 76 at once.
+    wait_for "gone $HOLDER" 5 || fail "the command stopped while dlock runs; $(holder_report)"
+    local st=0
+    wait "$HOLDER" || st=$?
+    [ "$st" = 76 ] || fail "dlock exited $st: $(cat "$T/hold.err")"
+    outcome="stopped with 76 after renewing on the new master ($(($(now_ms) - killed_at)) ms after the kill)"
   fi
   echo "# kill -9: promoted after $((${promoted_at:-$now} - killed_at)) ms$([ -z "$promoted_at" ] && echo ' (not seen)');" \
     "first renewal on the new master $([ -n "$renewed_at" ] && echo "$((renewed_at - ${promoted_at:-$killed_at})) ms after the promotion" || echo "not seen");" \

@@ -11,42 +11,14 @@
 
 load ../e2e/helpers
 load postgres_helpers
+load netns_helpers
 
 setup_file() {
-  if [ "$(id -u)" -ne 0 ]; then
-    skip_file "needs root (network namespace, veth pair and iptables); run as root to test a partition from PostgreSQL"
-    return 0
-  fi
-  if ! command -v iptables >/dev/null; then
-    skip_file "needs iptables (packaging/install-deps.sh test installs it)"
-    return 0
-  fi
-  if ! command -v ip >/dev/null; then
-    skip_file "needs ip (iproute2)"
-    return 0
-  fi
-  export NS=dlock-sqlpart-$$
-  if ! ip netns add "$NS" 2>"$BATS_FILE_TMPDIR/netns.err"; then
-    NS=
-    skip_file "cannot create a network namespace here: $(cat "$BATS_FILE_TMPDIR/netns.err")"
-    return 0
-  fi
-  # a /30 of its own, from the pid, so that parallel runs do not share addresses
-  local net=10.213.$(($$ % 250 + 1))
-  export VETH=dlsq$$ SERVER_IP=$net.1 CLIENT_IP=$net.2
-  if ! ip link add "$VETH" type veth peer name "${VETH}n" netns "$NS" 2>"$BATS_FILE_TMPDIR/veth.err"; then
-    skip_file "cannot create a veth pair here: $(cat "$BATS_FILE_TMPDIR/veth.err")"
-    VETH=
-    return 0
-  fi
-  ip addr add "$SERVER_IP/30" dev "$VETH"
-  ip link set "$VETH" up
-  in_ns ip link set lo up
-  in_ns ip addr add "$CLIENT_IP/30" dev "${VETH}n"
-  in_ns ip link set "${VETH}n" up
+  netns_start sqlpart
+  [ -z "${STORE_SKIP:-}" ] || return 0
   PG_LISTEN="127.0.0.1,$SERVER_IP" PG_HBA_EXTRA="host all all $CLIENT_IP/32 scram-sha-256" \
     start_postgres -c tcp_keepalives_idle=3 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=2
-  [ -z "${SQL_SKIP:-}" ] || return 0
+  [ -z "${STORE_SKIP:-}" ] || return 0
   export NS_URL="postgres://dlock@$SERVER_IP:$PG_PORT/dlock"
   # the namespace reaches the server (a stray firewall would make every test below meaningless)
   in_ns "$DLOCK" -u "$NS_URL" run -k reach -t 4s -n -- true
@@ -54,8 +26,7 @@ setup_file() {
 
 teardown_file() {
   stop_postgres
-  [ -z "${VETH:-}" ] || ip link del "$VETH" 2>/dev/null || true
-  [ -z "${NS:-}" ] || ip netns del "$NS" 2>/dev/null || true
+  netns_stop
 }
 
 setup() {
@@ -65,18 +36,9 @@ setup() {
 }
 
 teardown() {
-  [ -n "${SQL_SKIP:-}" ] || heal
+  [ -n "${STORE_SKIP:-}" ] || heal
   dlock_teardown
 }
-
-in_ns() { ip netns exec "$NS" "$@"; }
-
-# partition: inside the namespace, drops every packet to or from the server.
-partition() {
-  in_ns iptables -I INPUT -s "$SERVER_IP" -j DROP
-  in_ns iptables -I OUTPUT -d "$SERVER_IP" -j DROP
-}
-heal() { in_ns iptables -F INPUT 2>/dev/null; in_ns iptables -F OUTPUT 2>/dev/null; true; }
 
 # waiting_sessions: how many sessions wait for an advisory lock.
 waiting_sessions() {

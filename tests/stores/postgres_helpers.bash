@@ -1,4 +1,4 @@
-# A private PostgreSQL server per bats file, for the postgres:// store (tests/sql).
+# A private PostgreSQL server per bats file, for the postgres:// store (tests/stores).
 #
 # start_postgres [-c name=value ...]: initdb into a fresh directory under /tmp (not bats' own
 # temporary directory: the server runs as the postgres user when the tests run as root, and
@@ -18,10 +18,7 @@
 # Skips the file when the binaries are missing or cannot be run (not root: initdb runs as the
 # current user, which works for any user but root).
 
-# skip_file REASON: every test of this file skips itself with REASON (setup calls
-# skip_if_file_skipped): bats 1.8 counts a skip in setup_file as a failure of setup_file.
-skip_file() { export SQL_SKIP=$1; }
-skip_if_file_skipped() { [ -z "${SQL_SKIP:-}" ] || skip "$SQL_SKIP"; }
+load store_helpers
 
 : "${PG_BIN:=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}"
 
@@ -113,4 +110,24 @@ stop_postgres() {
 psql_admin() {
   as_postgres "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -At -h "$PG_SOCK_DIR" -p "$PG_PORT" \
     -U postgres -d dlock "$@"
+}
+
+# The hooks of store.bats (store_helpers.bash).
+STORE_FEATURES="shared session sql"
+STORE_LOSS="its database session ended"
+
+store_start() {
+  if "$DLOCK" --version 2>&1 | grep -qi 'libpq not'; then
+    skip_file "postgres:// needs libpq: $("$DLOCK" --version 2>&1 | grep -io 'libpq not[^;)]*')"
+    return 0
+  fi
+  start_postgres
+}
+
+store_stop() { stop_postgres; }
+
+# Ends every session dlock opened as the role dlock (pg_terminate_backend).
+store_end_sessions() {
+  psql_admin -c "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                 WHERE usename = 'dlock' AND application_name LIKE 'dlock %'"
 }

@@ -1,4 +1,4 @@
-# A private MariaDB server per bats file, for the mysql:// store (tests/sql).
+# A private MariaDB server per bats file, for the mysql:// store (tests/stores).
 #
 # start_mariadb [mariadbd args...]: mariadb-install-db into a fresh directory under /tmp (not
 # bats' own temporary directory: the server runs as the mysql user when the tests run as root,
@@ -15,10 +15,7 @@
 # password), DLOCK_PASSWORD_FILE (the users' password) and NOFENCE_URL (dlock_nofence).
 # Skips the file when the binaries are missing or cannot be run.
 
-# skip_file REASON: every test of this file skips itself with REASON (setup calls
-# skip_if_file_skipped): bats 1.8 counts a skip in setup_file as a failure of setup_file.
-skip_file() { export SQL_SKIP=$1; }
-skip_if_file_skipped() { [ -z "${SQL_SKIP:-}" ] || skip "$SQL_SKIP"; }
+load store_helpers
 
 : "${MARIADBD:=$(command -v mariadbd || command -v mysqld || ls /usr/sbin/mariadbd 2>/dev/null || true)}"
 : "${MARIADB_INSTALL_DB:=$(command -v mariadb-install-db || command -v mysql_install_db || true)}"
@@ -130,4 +127,33 @@ stop_mariadb() {
 # batch mode (tab-separated, no column names), which stops at the first error.
 mysql_admin() {
   "$MARIADB_CLIENT" --no-defaults -S "$MY_SOCK" -u "$(id -un)" -B -N "$@"
+}
+
+# The hooks of store.bats (store_helpers.bash).
+STORE_FEATURES="session sql"
+STORE_LOSS="its database session ended"
+
+store_start() {
+  if ! "$DLOCK" --version 2>&1 | grep -qi 'mariadb\|mysql'; then
+    skip_file "mysql:// store not built (dlock --version does not mention libmariadb or libmysqlclient)"
+    return 0
+  fi
+  start_mariadb
+  [ -z "${STORE_SKIP:-}" ] || return 0
+  local st=0
+  "$DLOCK" status probe >"$BATS_FILE_TMPDIR/probe.out" 2>&1 || st=$?
+  if [ "$st" -gt 1 ]; then
+    skip_file "mysql:// store not built: dlock status answered $st: $(head -n 1 "$BATS_FILE_TMPDIR/probe.out")"
+  fi
+}
+
+store_stop() { stop_mariadb; }
+
+# Ends every session of the user dlock (KILL CONNECTION).
+store_end_sessions() {
+  local id n=0
+  for id in $(mysql_admin -e "SELECT id FROM information_schema.processlist WHERE user = 'dlock'"); do
+    mysql_admin -e "KILL CONNECTION $id" && n=$((n + 1))
+  done
+  echo "$n"
 }
