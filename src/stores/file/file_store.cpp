@@ -249,7 +249,7 @@ std::vector<std::string> files_of(const Layout& layout, const std::vector<std::s
   std::vector<std::string> files;
   std::string slot_prefix = layout.encoded + "+slot.";
   for (const std::string& entry : dir_entries) {
-    if (entry == layout.encoded || entry.starts_with(slot_prefix)) {
+    if (entry == layout.encoded || entry.starts_with(slot_prefix) || entry == layout.encoded + "+queue") {
       files.push_back(layout.dir + "/" + entry);
     }
   }
@@ -264,7 +264,9 @@ Observed observe(const Layout& layout, const std::vector<std::string>& files,
   bool on_slots = false;
   int slot_files = 0;
   for (const std::string& path : files) {
-    bool slot = path.size() > layout.lock_path().size();
+    // The turnstile's holder and waiters all wait for the lock.
+    bool turnstile = path == layout.turnstile_path();
+    bool slot = !turnstile && path.size() > layout.lock_path().size();
     slot_files += slot ? 1 : 0;
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
@@ -274,7 +276,7 @@ Observed observe(const Layout& layout, const std::vector<std::string>& files,
       if (l.inode != st.st_ino || l.dev_major != major(st.st_dev) || l.dev_minor != minor(st.st_dev)) {
         continue;
       }
-      if (l.blocked) {
+      if (l.blocked || turnstile) {
         ++seen.waiters;
       } else {
         granted.push_back(&l);
@@ -334,11 +336,19 @@ struct HelperThread {
   int op;
   int pipe;
   int index;
+  int turnstile; // exclusive and --shared: passed first (held by a waiting exclusive one)
+  int turnstile_op;
 };
 
 [[noreturn]] void helper_wait(const HelperThread& t)
 {
+  if (t.turnstile >= 0 && flock_retry(t.turnstile, t.turnstile_op) != 0) {
+    ::_exit(1);
+  }
   if (flock_retry(t.fd, t.op) == 0) {
+    if (t.turnstile >= 0) {
+      flock_retry(t.turnstile, LOCK_UN);
+    }
     ssize_t ignored = ::write(t.pipe, &t.index, sizeof t.index);
     (void)ignored;
     ::_exit(0);
@@ -351,7 +361,8 @@ void* helper_thread(void* arg)
   helper_wait(*static_cast<HelperThread*>(arg));
 }
 
-[[noreturn]] void helper_main(const std::vector<int>& fds, int op, int pipe, pid_t parent)
+[[noreturn]] void helper_main(const std::vector<int>& fds, int op, int pipe, pid_t parent,
+                              int turnstile)
 {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL); // dlock gone: stop waiting, take nothing
   if (::getppid() != parent) {
@@ -360,7 +371,7 @@ void* helper_thread(void* arg)
   std::vector<HelperThread> threads;
   threads.reserve(fds.size());
   for (std::size_t i = 0; i < fds.size(); ++i) {
-    threads.push_back(HelperThread{fds[i], op, pipe, static_cast<int>(i)});
+    threads.push_back(HelperThread{fds[i], op, pipe, static_cast<int>(i), turnstile, op});
   }
   pthread_attr_t attributes;
   ::pthread_attr_init(&attributes);
@@ -451,6 +462,13 @@ void FileStore::open_candidates(Named& n)
     }
   } else {
     paths.push_back(n.layout.lock_path());
+    std::string turnstile = n.layout.turnstile_path();
+    n.turnstile.reset(::open(turnstile.c_str(), O_RDONLY | O_CREAT | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC, 0666));
+    if (!n.turnstile) {
+      int err = errno;
+      drop_candidates(n);
+      throw io_error(err, "open the lock file", turnstile);
+    }
   }
   for (const std::string& path : paths) {
     // Read-only, as flock(1) opens it: whoever may read a lock file may lock it. Not
@@ -473,6 +491,19 @@ bool FileStore::try_candidates(Named& n, const lock::AcquireRequest& request)
   for (int attempt = 0; attempt < 100; ++attempt) {
     open_candidates(n);
     int locked = n.granted;
+    // A --shared holder passes the turnstile first, which a waiting exclusive holder keeps
+    // (so that shared ones coming and going cannot starve it).
+    bool shared = n.kind.mode == lock::LockKind::Mode::shared;
+    if (locked < 0 && shared && flock_retry(n.turnstile.get(), LOCK_SH | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK) {
+        int err = errno;
+        drop_candidates(n);
+        throw io_error(err, "lock", n.layout.turnstile_path());
+      }
+      n.writer_waiting = true;
+      return false;
+    }
+    n.writer_waiting = false;
     for (std::size_t i = 0; locked < 0 && i < n.candidates.size(); ++i) {
       if (flock_retry(n.candidates[i].get(), op) == 0) {
         locked = static_cast<int>(i);
@@ -481,6 +512,9 @@ bool FileStore::try_candidates(Named& n, const lock::AcquireRequest& request)
         drop_candidates(n);
         throw io_error(err, "lock", n.candidate_paths[i]);
       }
+    }
+    if (shared) {
+      flock_retry(n.turnstile.get(), LOCK_UN);
     }
     if (locked < 0) {
       return false;
@@ -647,7 +681,7 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
       return;
     }
     Observed seen = observe(n.layout, files_of(n.layout, entries(m_dir)), proc_locks(), records);
-    result.holder_ttl_ms = -1; // a process has no expiry
+    result.holder_ttl_ms = n.writer_waiting && seen.holders.empty() ? -3 : -1; // no expiry
     if (!seen.holders.empty()) {
       result.holder = seen.holders.front();
     }
@@ -682,7 +716,7 @@ void FileStore::start_helper(Named& n)
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {
-    helper_main(fds, op, write_end.get(), parent);
+    helper_main(fds, op, write_end.get(), parent, n.turnstile.get());
   }
   if (pid < 0) {
     throw Error(ExitCode::internal, "fork failed: {}", std::strerror(errno));
@@ -757,6 +791,10 @@ void FileStore::drop_candidates(Named& n) noexcept
       flock_retry(fd.get(), LOCK_UN); // whatever the helper may have taken
     }
   }
+  if (n.turnstile && ::getpid() == m_pid) {
+    flock_retry(n.turnstile.get(), LOCK_UN); // a helper's pass, or a waiting exclusive one's
+  }
+  n.turnstile.reset();
   n.candidates.clear();
   n.candidate_paths.clear();
   n.granted = -1;

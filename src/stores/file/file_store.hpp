@@ -83,6 +83,8 @@ private:
     // Waiting: the descriptions waited on (the lock file, or every slot), and the helper
     // process blocked in flock(2) on them.
     std::vector<util::UniqueFd> candidates;
+    util::UniqueFd turnstile; // exclusive and --shared: DIR/ENC+queue
+    bool writer_waiting = false; // --shared: the turnstile is kept by a waiting exclusive one
     std::vector<std::string> candidate_paths;
     pid_t helper = -1;
     util::UniqueFd helper_pipe;

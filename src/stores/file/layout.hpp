@@ -36,6 +36,8 @@ struct Layout {
   std::string lock_path() const { return dir + "/" + encoded; }
   // DIR/ENC+slot.K: slot K of a --limit N semaphore (K from 0 to N-1).
   std::string slot_path(int slot) const { return dir + "/" + encoded + "+slot." + std::to_string(slot); }
+  // DIR/ENC+queue: the turnstile a waiting exclusive holder keeps, which --shared ones pass.
+  std::string turnstile_path() const { return dir + "/" + encoded + "+queue"; }
   // DIR/.dlock: the bookkeeping, out of the way of the lock files.
   std::string meta_dir() const { return dir + "/.dlock"; }
   // DIR/.dlock/ENC+fence: the fencing counter.
