@@ -267,3 +267,23 @@ hold_file() {
   assert_output --partial 'Permission denied'
   [ "${#lines[@]}" -eq 1 ]
 }
+
+@test "the command inherits the locked descriptor, so the lock outlives dlock only as long as the command" {
+  start_bg holder "$DLOCK" run -k k -- sh -c 'echo $$ >"$0"; exec sleep 60' "$T/cmd.pid"
+  wait_for "[ -s '$T/cmd.pid' ]"
+  ls -l "/proc/$(cat "$T/cmd.pid")/fd" | grep -q "$D/k\$"
+}
+
+@test "renew and release --token of another process's holder: 0 while it holds, then 76 for it" {
+  start_bg holder "$DLOCK" run -k k -- sh -c 'echo "$DLOCK_TOKEN" >"$0.tmp"; mv "$0.tmp" "$0"; exec sleep 60' "$T/token"
+  wait_for "[ -s '$T/token' ]"
+  run -0 "$DLOCK" renew -k k --token "$(cat "$T/token")"
+  run "$DLOCK" renew -k k --token not-the-token
+  assert_failure 76
+  run -0 "$DLOCK" release -k k --token "$(cat "$T/token")"
+  local st=0
+  wait "$BG_PID" || st=$?
+  [ "$st" -eq 76 ]
+  run "$DLOCK" renew -k k --token "$(cat "$T/token")"
+  assert_failure 76
+}
