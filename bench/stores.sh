@@ -209,7 +209,7 @@ else
   say "  MariaDB:    no row (this dlock has no mysql:// store, or mariadbd is not installed)"
 fi
 say "  etcd:       $(etcd --version | head -1 | awk '{print $3}'), single node, 127.0.0.1:$ETCD_PORT, data in $TMP"
-say "  file://:    $FILE_DIR ($(findmnt -no FSTYPE --target "$FILE_DIR" 2>/dev/null || echo '?')); flock's file: $TMP/bench.lock"
+say "  file://:    $FILE_DIR ($(findmnt -no FSTYPE --target "$FILE_DIR" 2>/dev/null | head -1)); flock's file: $TMP/bench.lock"
 say "  flock:      $(flock --version 2>&1 | head -1); hyperfine $(hyperfine --version | awk '{print $2}')"
 say "  every dlock row but file:// connects over TCP to 127.0.0.1; load average at start: $(loadavg)"
 analyze load start "$(cut -d' ' -f1 /proc/loadavg)" "$(nproc)"
