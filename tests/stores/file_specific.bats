@@ -287,3 +287,16 @@ hold_file() {
   run "$DLOCK" renew -k k --token "$(cat "$T/token")"
   assert_failure 76
 }
+
+@test "status counts each waiter once (an exclusive one keeps the turnstile while it waits)" {
+  hold_file k --shared
+  start_bg w1 "$DLOCK" run -k k -- true
+  wait_for "[ \"\$(waiters k)\" = 1 ]"
+  start_bg w2 "$DLOCK" run -k k --shared -- true
+  wait_for "[ \"\$(waiters k)\" = 2 ]"
+  sleep 0.2
+  [ "$(waiters k)" = 2 ]
+  touch "$T/go"
+  wait_for "gone $BG_PID"
+  wait_for "[ \"\$(waiters k)\" = 0 ]"
+}

@@ -264,7 +264,7 @@ Observed observe(const Layout& layout, const std::vector<std::string>& files,
   bool on_slots = false;
   int slot_files = 0;
   for (const std::string& path : files) {
-    // The turnstile's holder and waiters all wait for the lock.
+    // The turnstile's holder waits for the lock, as do those blocked on it.
     bool turnstile = path == layout.turnstile_path();
     bool slot = !turnstile && path.size() > layout.lock_path().size();
     slot_files += slot ? 1 : 0;
@@ -276,9 +276,9 @@ Observed observe(const Layout& layout, const std::vector<std::string>& files,
       if (l.inode != st.st_ino || l.dev_major != major(st.st_dev) || l.dev_minor != minor(st.st_dev)) {
         continue;
       }
-      if (l.blocked || turnstile) {
-        ++seen.waiters;
-      } else {
+      if (l.blocked) {
+        ++seen.waiters; // a waiting exclusive one blocks on the lock file, with the turnstile kept
+      } else if (!turnstile) {
         granted.push_back(&l);
         on_slots = on_slots || slot;
       }
