@@ -260,9 +260,13 @@ hold_file() {
   if [ "$(id -u)" -ne 0 ]; then
     skip "the permission case needs root (to run dlock as nobody)"
   fi
-  mkdir -m 755 "$T/rootonly"
-  chmod 755 "$T"
-  run setpriv --reuid=nobody --regid=nogroup --clear-groups "$DLOCK" -u "file://$T/rootonly/locks" run -k k -- true
+  # a directory nobody may enter, but not write
+  local base
+  base=$(mktemp -d /tmp/dlock-file-perm.XXXXXX)
+  echo "$base" >"$T/tmpfs.dir" # removed by the teardown
+  chmod 755 "$base"
+  mkdir -m 755 "$base/rootonly"
+  run setpriv --reuid=nobody --regid=nogroup --clear-groups "$DLOCK" -u "file://$base/rootonly/locks" run -k k -- true
   assert_failure 77
   assert_output --partial 'Permission denied'
   [ "${#lines[@]}" -eq 1 ]
@@ -299,4 +303,20 @@ hold_file() {
   touch "$T/go"
   wait_for "gone $BG_PID"
   wait_for "[ \"\$(waiters k)\" = 0 ]"
+}
+
+@test "a lock file that exists can be taken in a directory dlock may not write (as flock(1) can)" {
+  [ "$(id -u)" -eq 0 ] || skip "needs root (to run dlock as nobody)"
+  local base
+  base=$(mktemp -d /tmp/dlock-file-perm.XXXXXX)
+  echo "$base" >"$T/tmpfs.dir" # removed by the teardown
+  chmod 755 "$base"
+  mkdir -m 755 "$base/ro"
+  touch "$base/ro/k"
+  chmod 644 "$base/ro/k"
+  run setpriv --reuid=nobody --regid=nogroup --clear-groups "$DLOCK" -u "file://$base/ro" run -k k -- sh -c 'echo "ran ${DLOCK_FENCING_TOKEN:-without token}"'
+  assert_success
+  assert_output 'ran without token'
+  run setpriv --reuid=nobody --regid=nogroup --clear-groups "$DLOCK" -u "file://$base/ro" run -k other -- true
+  assert_failure 77
 }

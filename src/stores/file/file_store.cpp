@@ -413,7 +413,9 @@ void FileStore::prepare_directory()
     return;
   }
   // mkdir -p: each missing component with 0777 less the umask.
-  for (std::size_t slash = 1; slash <= m_dir.size(); ++slash) {
+  struct stat existing {};
+  bool exists = ::stat(m_dir.empty() ? "/" : m_dir.c_str(), &existing) == 0 && S_ISDIR(existing.st_mode);
+  for (std::size_t slash = 1; !exists && slash <= m_dir.size(); ++slash) {
     if (slash != m_dir.size() && m_dir[slash] != '/') {
       continue;
     }
@@ -465,9 +467,10 @@ void FileStore::open_candidates(Named& n)
     std::string turnstile = n.layout.turnstile_path();
     n.turnstile.reset(::open(turnstile.c_str(), O_RDONLY | O_CREAT | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC, 0666));
     if (!n.turnstile) {
-      int err = errno;
-      drop_candidates(n);
-      throw io_error(err, "open the lock file", turnstile);
+      // A lock file that exists can be locked in a directory dlock may not write.
+      util::log_verbose("file store: no turnstile (a waiting exclusive holder does not hold back "
+                        "--shared ones): cannot open {}: {}",
+                        turnstile, std::strerror(errno));
     }
   }
   for (const std::string& path : paths) {
@@ -494,6 +497,7 @@ bool FileStore::try_candidates(Named& n, const lock::AcquireRequest& request)
     // A --shared holder passes the turnstile first, which a waiting exclusive holder keeps
     // (so that shared ones coming and going cannot starve it).
     bool shared = n.kind.mode == lock::LockKind::Mode::shared;
+    shared = shared && n.turnstile;
     if (locked < 0 && shared && flock_retry(n.turnstile.get(), LOCK_SH | LOCK_NB) != 0) {
       if (errno != EWOULDBLOCK) {
         int err = errno;
