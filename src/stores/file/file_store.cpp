@@ -452,6 +452,18 @@ void FileStore::prepare_directory()
   m_prepared = true;
 }
 
+void FileStore::open_turnstile(Named& n)
+{
+  std::string turnstile = n.layout.turnstile_path();
+  n.turnstile.reset(::open(turnstile.c_str(), O_RDONLY | O_CREAT | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC, 0666));
+  if (!n.turnstile) {
+    // A lock file that exists can be locked in a directory dlock may not write.
+    util::log_verbose("file store: no turnstile (a waiting exclusive holder does not hold back "
+                      "--shared ones): cannot open {}: {}",
+                      turnstile, std::strerror(errno));
+  }
+}
+
 void FileStore::open_candidates(Named& n)
 {
   if (!n.candidates.empty()) {
@@ -464,13 +476,8 @@ void FileStore::open_candidates(Named& n)
     }
   } else {
     paths.push_back(n.layout.lock_path());
-    std::string turnstile = n.layout.turnstile_path();
-    n.turnstile.reset(::open(turnstile.c_str(), O_RDONLY | O_CREAT | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC, 0666));
-    if (!n.turnstile) {
-      // A lock file that exists can be locked in a directory dlock may not write.
-      util::log_verbose("file store: no turnstile (a waiting exclusive holder does not hold back "
-                        "--shared ones): cannot open {}: {}",
-                        turnstile, std::strerror(errno));
+    if (n.kind.mode == lock::LockKind::Mode::shared) {
+      open_turnstile(n);
     }
   }
   for (const std::string& path : paths) {
@@ -717,6 +724,9 @@ void FileStore::start_helper(Named& n)
     fds.push_back(fd.get());
   }
   int op = n.kind.mode == lock::LockKind::Mode::shared ? LOCK_SH : LOCK_EX;
+  if (n.kind.mode == lock::LockKind::Mode::exclusive && !n.turnstile) {
+    open_turnstile(n); // only once it waits: an uncontended name leaves no NAME+queue
+  }
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {

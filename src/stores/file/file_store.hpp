@@ -102,6 +102,8 @@ private:
   // path names.
   bool try_candidates(Named& n, const lock::AcquireRequest& request);
   void open_candidates(Named& n);
+  // DIR/ENC+queue, for --shared holders and exclusive waiters (none: no writer preference).
+  void open_turnstile(Named& n);
   // Makes candidate i the held lock: the fence, the record, the inotify watches.
   void take(Named& n, int i, const lock::AcquireRequest& request);
   std::int64_t next_fence(const Layout& layout);
