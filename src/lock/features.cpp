@@ -21,9 +21,11 @@ Row row(Feature feature)
     return {"--fair", "one Redis server, Sentinel or Cluster (redis://, rediss://, unix://), and "
                       "etcd (etcd://)"};
   case Feature::shared:
-    return {"--shared", "one Redis server, Sentinel or Cluster, and PostgreSQL (postgres://)"};
+    return {"--shared", "one Redis server, Sentinel or Cluster, PostgreSQL (postgres://) and "
+                       "files (file://)"};
   case Feature::limit:
-    return {"--limit", "one Redis server, Sentinel or Cluster (redis://, rediss://, unix://)"};
+    return {"--limit", "one Redis server, Sentinel or Cluster (redis://, rediss://, unix://) "
+                       "and files (file://)"};
   case Feature::coordinate:
     return {"wait, barrier and latch",
             "one Redis server, Sentinel or Cluster (redis://, rediss://, unix://)"};

@@ -2,6 +2,7 @@
 
 #include "stores/etcd/etcd_store.hpp"
 #include "stores/etcd/libcurl.hpp"
+#include "stores/file/file_store.hpp"
 #include "stores/mysql/libmariadb.hpp"
 #include "stores/mysql/mysql_store.hpp"
 #include "stores/postgres/libpq.hpp"
@@ -64,6 +65,15 @@ std::unique_ptr<lock::Store> open_store(const StoreConfig& config)
   }
   if (config.urls.size() == 1 && etcd::is_etcd_url(config.urls.front())) {
     return etcd::open(config.urls.front(), config);
+  }
+  for (const std::string& url : config.urls) {
+    if (file::is_file_url(url) && config.urls.size() > 1) {
+      throw Error(ExitCode::usage, "a file:// URL cannot be one of several --url (several "
+                                   "URLs are Redlock's independent Redis masters): give it alone");
+    }
+  }
+  if (config.urls.size() == 1 && file::is_file_url(config.urls.front())) {
+    return std::make_unique<file::FileStore>(file::directory_of(config.urls.front()));
   }
   if (config.urls.size() == 1 && mysql::is_mysql_url(config.urls.front())) {
     return std::make_unique<mysql::MysqlStore>(
