@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Benchmarks dlock on each lock store it speaks, side by side with flock(1) and etcdctl lock, in
-# one run: Redis, PostgreSQL, (when this dlock has the mysql:// store) MariaDB and (zk://)
-# ZooKeeper.
+# one run: Redis, PostgreSQL, (when this dlock has the mysql:// store) MariaDB, file://, etcd and
+# (zk://) ZooKeeper.
 #
-# Usage: bench/stores.sh [--quick] [--no-deps] [--out DIR]
+# Usage: bench/stores.sh [--quick] [--no-deps] [--out DIR] [--only ROWS]
 #   --quick     smaller counts (about 1-2 minutes instead of about 4-6)
 #   --no-deps   do not run packaging/install-deps.sh bench first
 #   --out DIR   keep the raw data (hyperfine JSON, stamps, results.json) in DIR
+#   --only ROWS measure only these rows, comma-separated: "dlock file,flock" (servers still start)
 # Environment: DLOCK_BIN (default: build/src/dlock of this repository), TMPDIR.
 #
 # It starts its own servers, each with its packaged defaults except where said, on free loopback
@@ -23,14 +24,15 @@ BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$BENCH_DIR")
 DLOCK_BIN=${DLOCK_BIN:-$REPO/build/src/dlock}
 
-usage() { sed -n '5,9s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '5,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 
-quick=0 deps=1 out=""
+quick=0 deps=1 out="" only=""
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) quick=1 ;;
     --no-deps) deps=0 ;;
     --out) out=${2:?--out needs a directory}; shift ;;
+    --only) only=${2:?--only needs row names}; shift ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; exit 64 ;;
   esac
@@ -81,6 +83,7 @@ cleanup() {
   wait 2>/dev/null
   [ -z "$out" ] || cp "$TMP"/*.json "$TMP"/handover-*.log "$out"/ 2>/dev/null
   rm -rf "$TMP"
+  [[ ${FILE_DIR:-} != /dev/shm/dlock-bench-file.* ]] || rm -rf "$FILE_DIR"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -191,11 +194,37 @@ if [ -n "$MYSQL_URL" ]; then
   TOOLS+=("dlock MariaDB")
   PREFIX["dlock MariaDB"]="$(q "$DLOCK") -u $MYSQL_URL --password-file $(q "$TMP/mariadb.password") run -k bench-stores --"
 fi
+# file://: a directory on tmpfs when there is one, as /run/lock is (the fencing counter's
+# fdatasync then costs nothing; on a disk it is a flush per acquisition).
+FILE_DIR=$TMP/file-locks
+if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+  FILE_DIR=$(mktemp -d /dev/shm/dlock-bench-file.XXXXXX)
+fi
+TOOLS+=("dlock file")
+PREFIX["dlock file"]="$(q "$DLOCK") -u file://$FILE_DIR run -k bench-stores --"
+if ! "$DLOCK" --version 2>&1 | grep -qi 'libcurl not'; then
+  # etcd:// (the JSON gateway over libcurl): the key dlock:bench-stores/<lease>, beside
+  # etcdctl's bench-stores/<lease> (another lock, so the rows do not contend).
+  TOOLS+=("dlock etcd")
+  PREFIX["dlock etcd"]="$(q "$DLOCK") -u etcd://127.0.0.1:$ETCD_PORT run -k bench-stores --"
+fi
 if [ -n "$ZK_URL" ]; then
   TOOLS+=("dlock ZooKeeper") # a 30 s session (--ttl's default: within tickTime 2 s's 4-40 s)
   PREFIX["dlock ZooKeeper"]="$(q "$DLOCK") -u $ZK_URL run -k bench-stores --"
 fi
 TOOLS+=("flock" "etcdctl lock")
+if [ -n "$only" ]; then
+  wanted=() missing=""
+  IFS=, read -r -a rows <<<"$only"
+  for row in "${rows[@]}"; do
+    [ -n "${PREFIX[$row]+x}" ] || missing+=" '$row'"
+  done
+  [ -z "$missing" ] || die "--only: no row$missing (rows: $(printf '%s, ' "${TOOLS[@]}" | sed 's/, $//'))"
+  for tool in "${TOOLS[@]}"; do
+    [[ ",$only," == *",$tool,"* ]] && wanted+=("$tool")
+  done
+  TOOLS=("${wanted[@]}")
+fi
 prefix_words() { eval "WORDS=(${PREFIX[$1]})"; } # TOOL: its prefix as an array in WORDS
 
 say "dlock stores benchmark ($MODE) - $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(uname -sr), $(nproc) CPUs"
@@ -213,8 +242,9 @@ else
   say "  ZooKeeper:  no row (this dlock has no zk:// store, or java / the zookeeper package is missing)"
 fi
 say "  etcd:       $(etcd --version | head -1 | awk '{print $3}'), single node, 127.0.0.1:$ETCD_PORT, data in $TMP"
+say "  file://:    $FILE_DIR ($(findmnt -no FSTYPE --target "$FILE_DIR" 2>/dev/null | head -1)); flock's file: $TMP/bench.lock"
 say "  flock:      $(flock --version 2>&1 | head -1); hyperfine $(hyperfine --version | awk '{print $2}')"
-say "  every dlock row connects over TCP to 127.0.0.1; load average at start: $(loadavg)"
+say "  every dlock row but file:// connects over TCP to 127.0.0.1; load average at start: $(loadavg)"
 analyze load start "$(cut -d' ' -f1 /proc/loadavg)" "$(nproc)"
 
 # ------------------------------------------------------------------------ 1. uncontended cycle

@@ -48,10 +48,11 @@ if [ "${ID:-}" = debian ] && [ "${VERSION_CODENAME:-}" = bookworm ] && [ "${DLOC
 fi
 
 build=(g++ cmake make pkg-config git "${hiredis[@]}" libssl-dev libcli11-dev libfmt-dev libpq-dev
-  libmariadb-dev libzookeeper-mt-dev)
+  libmariadb-dev libcurl4-openssl-dev nlohmann-json3-dev libzookeeper-mt-dev)
 test=(libgtest-dev dpkg-dev redis-server redis-tools bats bats-assert bats-support procps util-linux
   python3 python3-prometheus-client openssl man-db bc lintian tmux iptables iproute2 parallel
-  postgresql mariadb-server mariadb-client zookeeper default-jre-headless)
+  postgresql mariadb-server mariadb-client etcd-server etcd-client zookeeper
+  default-jre-headless)
 bench=(hyperfine etcd-server etcd-client util-linux time)
 
 wanted=("${build[@]}")

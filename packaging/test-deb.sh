@@ -4,6 +4,7 @@
 # the man page renders, then removes the package.
 # Exits non-zero on any failure. Runs as root, or with sudo.
 # Usage: packaging/test-deb.sh [BUILD_DIR]
+#        packaging/test-deb.sh --reuse BUILD_DIR   (packs a build made with build-deb.sh --configure)
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -47,7 +48,11 @@ if [ -e /usr/bin/dlock ] && dpkg-query -W -f='${Status}' dlock 2>/dev/null | gre
 fi
 
 step "building the package"
-deb=$("$src/packaging/build-deb.sh" "${1:-$src/build-pkg}")
+if [ "${1:-}" = --reuse ]; then
+  deb=$("$src/packaging/build-deb.sh" --reuse "${2:?--reuse needs a build directory}")
+else
+  deb=$("$src/packaging/build-deb.sh" "${1:-$src/build-pkg}")
+fi
 [ -f "$deb" ] || fail "build-deb.sh printed no .deb"
 echo "$deb" >&2
 dpkg-deb --info "$deb" >&2
@@ -68,6 +73,7 @@ if dpkg-deb --contents "$deb" | grep -q 'dlock-tls.so'; then
 fi
 [[ $depends == *libpq5* ]] || fail "Depends lacks libpq5 (dlopened for postgres://): $depends"
 [[ $depends == *libmariadb3* ]] || fail "Depends lacks libmariadb3 (dlopened for mysql://): $depends"
+[[ $depends == *libcurl4* ]] || fail "Depends lacks libcurl4 (dlopened for etcd://): $depends"
 [ "$(dpkg-deb --field "$deb" Recommends)" = redis-tools ] || fail "Recommends is not redis-tools"
 
 step "lintian"

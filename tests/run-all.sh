@@ -29,13 +29,21 @@ skipped=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-# build NAME BUILD_DIR CMAKE_ARGS...: configures and builds; 1 if the build failed.
+# build NAME BUILD_DIR CMAKE_ARGS...: configures and builds; 1 if the build failed. The release
+# build is configured as the Debian package's (build-deb.sh --configure: Release, hardening
+# flags), so that the tests run the binary that is packed and the package needs no build of
+# its own.
 build() {
   local name=$1 dir=$2
   shift 2
   echo "=== $name: build ($dir)"
   rm -f "$dir/CMakeCache.txt" # configure afresh against the libraries installed now
-  cmake -S . -B "$dir" -DDLOCK_WERROR=ON "$@" | grep '^-- dlock:' || true
+  if [ "$dir" = build ]; then
+    packaging/build-deb.sh --configure "$dir" -DDLOCK_WERROR=ON -DDLOCK_BUILD_TESTS=ON "$@" |
+      grep '^-- dlock:' || true
+  else
+    cmake -S . -B "$dir" -DDLOCK_WERROR=ON "$@" | grep '^-- dlock:' || true
+  fi
   if ! cmake --build "$dir" -j"$(nproc)" >"$log" 2>&1; then
     cat "$log"
     echo "not ok: $name build failed"
@@ -103,7 +111,9 @@ if [ "$sanitize" = 1 ]; then
   unset ASAN_OPTIONS UBSAN_OPTIONS
 fi
 echo "=== Debian package: build, lintian, install, run, remove"
-if packaging/test-deb.sh; then
+deb_args=()
+[ ! -f build/CMakeCache.txt ] || deb_args=(--reuse build)
+if packaging/test-deb.sh "${deb_args[@]}"; then
   passed=$((passed + 1))
 else
   echo "not ok: packaging/test-deb.sh"

@@ -25,6 +25,22 @@ void release_quietly(lock::Store& store, const lock::LockName& name, const std::
   }
 }
 
+// Forgets a waiter that gives up (a signal): a store that queues waiters (etcd's keys) would
+// otherwise keep its place until the registration expires, ahead of everyone else.
+void withdraw_quietly(lock::Store& store, const lock::LockName& name, const lock::WaitTicket& ticket,
+                      Millis request_timeout)
+{
+  if (ticket.mode == lock::WaitMode::once) {
+    return;
+  }
+  try {
+    store.start_withdraw(name, ticket);
+    lock::await_outcome(store, lock::Outcome::Op::withdraw, util::deadline_after(request_timeout));
+  } catch (const Error&) {
+    // the registration expires by itself
+  }
+}
+
 } // namespace
 
 WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
@@ -79,6 +95,7 @@ WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
       deadline, !overlap_failed, outage, signals, progress, signal);
     if (!attempt) {
       if (signal != 0) {
+        withdraw_quietly(store, name, ticket, policy.request_timeout);
         return WaitOutcome{.signal = signal};
       }
       continue;
@@ -139,6 +156,7 @@ WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
     signal = block_for_wake(store, name, ticket, result.block, deadline, policy, signals, progress,
                             outage);
     if (signal != 0) {
+      withdraw_quietly(store, name, ticket, policy.request_timeout);
       return WaitOutcome{.signal = signal};
     }
   }

@@ -18,13 +18,14 @@ Row row(Feature feature)
 {
   switch (feature) {
   case Feature::fair:
-    return {"--fair", "one Redis server, Sentinel or Cluster (redis://, rediss://, unix://), or "
-                      "ZooKeeper (zk://)"};
+    return {"--fair", "one Redis server, Sentinel or Cluster (redis://, rediss://, unix://), "
+                      "etcd (etcd://) and ZooKeeper (zk://)"};
   case Feature::shared:
-    return {"--shared", "one Redis server, Sentinel or Cluster, PostgreSQL (postgres://) and "
-                        "ZooKeeper (zk://)"};
+    return {"--shared", "one Redis server, Sentinel or Cluster, PostgreSQL (postgres://), "
+                        "files (file://) and ZooKeeper (zk://)"};
   case Feature::limit:
-    return {"--limit", "one Redis server, Sentinel or Cluster (redis://, rediss://, unix://)"};
+    return {"--limit", "one Redis server, Sentinel or Cluster (redis://, rediss://, unix://) "
+                       "and files (file://)"};
   case Feature::coordinate:
     return {"wait, barrier and latch",
             "one Redis server, Sentinel or Cluster (redis://, rediss://, unix://)"};

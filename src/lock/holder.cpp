@@ -43,7 +43,8 @@ HolderInfo HolderInfo::current(const std::string& command_line)
 std::string HolderInfo::describe() const
 {
   if (host.empty() && pid == 0) {
-    return "an unknown holder";
+    // Not a dlock: what the store could say of it (etcd: "etcdctl lock (lease 694d…)").
+    return command.empty() ? "an unknown holder" : util::printable(command);
   }
   return fmt::format("{}@{} pid {} ({})", util::printable(user), util::printable(host), pid,
                      util::printable(command));

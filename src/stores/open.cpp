@@ -1,5 +1,8 @@
 #include "stores/open.hpp"
 
+#include "stores/etcd/etcd_store.hpp"
+#include "stores/etcd/libcurl.hpp"
+#include "stores/file/file_store.hpp"
 #include "stores/mysql/libmariadb.hpp"
 #include "stores/mysql/mysql_store.hpp"
 #include "stores/postgres/libpq.hpp"
@@ -57,6 +60,24 @@ std::unique_ptr<lock::Store> open_store(const StoreConfig& config)
     }
   }
   for (const std::string& url : config.urls) {
+    if (etcd::is_etcd_url(url) && config.urls.size() > 1) {
+      throw Error(ExitCode::usage, "an etcd:// URL cannot be one of several --url: give one, "
+                                   "with the cluster's endpoints separated by commas");
+    }
+  }
+  if (config.urls.size() == 1 && etcd::is_etcd_url(config.urls.front())) {
+    return etcd::open(config.urls.front(), config);
+  }
+  for (const std::string& url : config.urls) {
+    if (file::is_file_url(url) && config.urls.size() > 1) {
+      throw Error(ExitCode::usage, "a file:// URL cannot be one of several --url (several "
+                                   "URLs are Redlock's independent Redis masters): give it alone");
+    }
+  }
+  if (config.urls.size() == 1 && file::is_file_url(config.urls.front())) {
+    return std::make_unique<file::FileStore>(file::directory_of(config.urls.front()));
+  }
+  for (const std::string& url : config.urls) {
     if (zookeeper::is_zookeeper_url(url) && config.urls.size() > 1) {
       throw Error(ExitCode::usage, "a zk:// URL cannot be one of several --url: give the "
                                    "ensemble's servers in one, zk://host:port,host:port/chroot");
@@ -102,9 +123,10 @@ std::unique_ptr<lock::Store> open_store(const StoreConfig& config)
 
 std::string library_versions()
 {
-  return fmt::format("hiredis {}.{}.{}; TLS: {}; {}; {}; {}", HIREDIS_MAJOR, HIREDIS_MINOR,
+  return fmt::format("hiredis {}.{}.{}; TLS: {}; {}; {}; {}; {}", HIREDIS_MAJOR, HIREDIS_MINOR,
                      HIREDIS_PATCH, redis::tls_description(), postgres::libpq_version(),
-                     mysql::libmariadb_version(), zookeeper::libzookeeper_version());
+                     mysql::libmariadb_version(), etcd::libcurl_version(),
+                     zookeeper::libzookeeper_version());
 }
 
 } // namespace dlock::stores

@@ -1,0 +1,411 @@
+#include "stores/etcd/api.hpp"
+
+#include "util/sha256.hpp"
+#include "util/url.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+namespace dlock::etcd {
+
+namespace {
+
+constexpr std::string_view alphabet =
+  "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+// The end of a prefix range: the prefix with its last byte below 0xff incremented.
+std::string prefix_end(std::string prefix)
+{
+  while (!prefix.empty()) {
+    auto last = static_cast<unsigned char>(prefix.back());
+    if (last < 0xff) {
+      prefix.back() = static_cast<char>(last + 1);
+      return prefix;
+    }
+    prefix.pop_back();
+  }
+  return std::string(1, '\0'); // every key
+}
+
+// "host[:port]" of one endpoint, checked, with the default port added.
+std::string endpoint(std::string_view text, std::string_view url)
+{
+  std::string_view host = text, port;
+  if (text.starts_with('[')) {
+    std::size_t close = text.find(']');
+    if (close == std::string_view::npos) {
+      throw Error(ExitCode::usage, "bad etcd URL '{}': unclosed '[' in '{}'",
+                  util::url_redacted(url), text);
+    }
+    host = text.substr(0, close + 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') {
+        throw Error(ExitCode::usage, "bad etcd URL '{}': '{}' is not host:port",
+                    util::url_redacted(url), text);
+      }
+      port = text.substr(close + 2);
+    }
+  } else if (std::size_t colon = text.rfind(':'); colon != std::string_view::npos) {
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (port.empty()) {
+      port = "x"; // "host:" is a mistake, not the default port
+    }
+  }
+  if (host.empty() || host == "[]") {
+    throw Error(ExitCode::usage, "bad etcd URL '{}': an endpoint has no host",
+                util::url_redacted(url));
+  }
+  int number = 2379;
+  if (!port.empty()) {
+    auto [end, error] = std::from_chars(port.data(), port.data() + port.size(), number);
+    if (error != std::errc{} || end != port.data() + port.size() || number < 1 || number > 65535) {
+      throw Error(ExitCode::usage, "bad etcd URL '{}': port '{}' is not a number from 1 to 65535",
+                  util::url_redacted(url), port);
+    }
+  }
+  return fmt::format("{}:{}", host, number);
+}
+
+} // namespace
+
+std::string EtcdUrl::shown() const
+{
+  std::string text = tls ? "etcds://" : "etcd://";
+  for (std::size_t i = 0; i < endpoints.size(); ++i) {
+    text += (i == 0 ? "" : ",") + endpoints[i];
+  }
+  return text;
+}
+
+std::string EtcdUrl::base(std::size_t i) const
+{
+  return (tls ? "https://" : "http://") + endpoints.at(i);
+}
+
+bool is_etcd_url(std::string_view url)
+{
+  return url.starts_with("etcd://") || url.starts_with("etcds://");
+}
+
+EtcdUrl parse_url(std::string_view url)
+{
+  EtcdUrl parsed;
+  parsed.tls = url.starts_with("etcds://");
+  std::string_view rest = url.substr(util::after_scheme(url));
+  if (auto userinfo = util::userinfo_of(url)) {
+    rest.remove_prefix(userinfo->size() + 1);
+    std::size_t colon = userinfo->find(':');
+    auto user = util::percent_decode(userinfo->substr(0, colon));
+    std::optional<std::string> password;
+    if (colon != std::string_view::npos) {
+      password = util::percent_decode(userinfo->substr(colon + 1));
+    }
+    if (!user || (colon != std::string_view::npos && !password)) {
+      throw Error(ExitCode::usage, "bad etcd URL '{}': a malformed %-escape in the user or password",
+                  util::url_redacted(url));
+    }
+    if (!user->empty()) {
+      parsed.user = *user;
+    }
+    if (password && !password->empty()) {
+      parsed.password = *password;
+    }
+  }
+  while (rest.ends_with('/')) {
+    rest.remove_suffix(1);
+  }
+  if (rest.find_first_of("/?#") != std::string_view::npos) {
+    throw Error(ExitCode::usage,
+                "bad etcd URL '{}': etcd:// takes host:port[,host:port…] and no path or query "
+                "(the keys' namespace is --prefix)",
+                util::url_redacted(url));
+  }
+  if (rest.empty()) {
+    throw Error(ExitCode::usage, "bad etcd URL '{}': no host", util::url_redacted(url));
+  }
+  while (true) {
+    std::size_t comma = rest.find(',');
+    parsed.endpoints.push_back(endpoint(rest.substr(0, comma), url));
+    if (comma == std::string_view::npos) {
+      break;
+    }
+    rest.remove_prefix(comma + 1);
+  }
+  return parsed;
+}
+
+std::string base64_encode(std::string_view bytes)
+{
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  std::size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    auto n = (std::uint32_t(std::uint8_t(bytes[i])) << 16) |
+             (std::uint32_t(std::uint8_t(bytes[i + 1])) << 8) | std::uint8_t(bytes[i + 2]);
+    out += alphabet[(n >> 18) & 63];
+    out += alphabet[(n >> 12) & 63];
+    out += alphabet[(n >> 6) & 63];
+    out += alphabet[n & 63];
+  }
+  if (i < bytes.size()) {
+    std::uint32_t n = std::uint32_t(std::uint8_t(bytes[i])) << 16;
+    if (i + 1 < bytes.size()) {
+      n |= std::uint32_t(std::uint8_t(bytes[i + 1])) << 8;
+    }
+    out += alphabet[(n >> 18) & 63];
+    out += alphabet[(n >> 12) & 63];
+    out += i + 1 < bytes.size() ? alphabet[(n >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+std::optional<std::string> base64_decode(std::string_view text)
+{
+  while (text.ends_with('=')) {
+    text.remove_suffix(1);
+  }
+  std::string out;
+  std::uint32_t bits = 0;
+  int count = 0;
+  for (char c : text) {
+    std::size_t value = alphabet.find(c);
+    if (value == std::string_view::npos) {
+      return std::nullopt;
+    }
+    bits = (bits << 6) | std::uint32_t(value);
+    count += 6;
+    if (count >= 8) {
+      count -= 8;
+      out += static_cast<char>((bits >> count) & 0xff);
+    }
+  }
+  return out;
+}
+
+std::int64_t int_field(const Json& object, const char* name)
+{
+  if (!object.is_object()) {
+    return 0;
+  }
+  auto found = object.find(name);
+  if (found == object.end()) {
+    return 0;
+  }
+  if (found->is_number_integer()) {
+    return found->get<std::int64_t>();
+  }
+  if (found->is_string()) {
+    const std::string& text = found->get_ref<const std::string&>();
+    std::int64_t value = 0;
+    std::from_chars(text.data(), text.data() + text.size(), value);
+    return value;
+  }
+  return 0;
+}
+
+std::string lock_prefix(std::string_view prefix, std::string_view name)
+{
+  return std::string(prefix).append(name).append("/");
+}
+
+std::string lock_key(std::string_view lock_prefix, std::int64_t lease)
+{
+  return fmt::format("{}{:x}", lock_prefix, static_cast<std::uint64_t>(lease));
+}
+
+bool is_lock_key(std::string_view key, std::string_view lock_prefix)
+{
+  if (!key.starts_with(lock_prefix) || key.size() == lock_prefix.size()) {
+    return false;
+  }
+  key.remove_prefix(lock_prefix.size());
+  return key.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+KeyValue key_value(const Json& kv)
+{
+  KeyValue out;
+  out.key = base64_decode(kv.value("key", "")).value_or("");
+  out.value = base64_decode(kv.value("value", "")).value_or("");
+  out.create_revision = int_field(kv, "create_revision");
+  out.mod_revision = int_field(kv, "mod_revision");
+  out.lease = int_field(kv, "lease");
+  return out;
+}
+
+std::vector<KeyValue> key_values(const Json& range_response)
+{
+  std::vector<KeyValue> out;
+  if (range_response.is_object() && range_response.contains("kvs") &&
+      range_response["kvs"].is_array()) {
+    for (const Json& kv : range_response["kvs"]) {
+      out.push_back(key_value(kv));
+    }
+  }
+  return out;
+}
+
+Json grant_request(std::int64_t ttl_s) { return {{"TTL", std::to_string(ttl_s)}}; }
+
+Json lease_request(std::int64_t lease) { return {{"ID", std::to_string(lease)}}; }
+
+Json range_prefix_request(const std::string& prefix)
+{
+  return {{"key", base64_encode(prefix)},
+          {"range_end", base64_encode(prefix_end(prefix))},
+          {"sort_order", "ASCEND"},
+          {"sort_target", "CREATE"}};
+}
+
+Json range_key_request(const std::string& key) { return {{"key", base64_encode(key)}}; }
+
+Json acquire_txn(const std::string& key, const std::string& value, std::int64_t lease,
+                 const std::string& lock_prefix)
+{
+  Json range = {{"request_range", range_prefix_request(lock_prefix)}};
+  return {
+    {"compare",
+     Json::array({{{"key", base64_encode(key)},
+                   {"target", "CREATE"},
+                   {"result", "EQUAL"},
+                   {"create_revision", "0"}}})},
+    {"success",
+     Json::array({{{"request_put",
+                    {{"key", base64_encode(key)},
+                     {"value", base64_encode(value)},
+                     {"lease", std::to_string(lease)}}}},
+                  range})},
+    {"failure", Json::array({{{"request_range", range_key_request(key)}}, range})},
+  };
+}
+
+Json watch_deletes_request(const std::string& key, std::int64_t start_revision)
+{
+  return {{"create_request",
+           {{"key", base64_encode(key)},
+            {"start_revision", std::to_string(start_revision)},
+            {"filters", Json::array({"NOPUT"})}}}};
+}
+
+Json authenticate_request(const std::string& user, const std::string& password)
+{
+  return {{"name", user}, {"password", password}};
+}
+
+std::vector<KeyValue> lock_keys(const Json& range_response, const std::string& lock_prefix)
+{
+  std::vector<KeyValue> out = key_values(range_response);
+  std::erase_if(out, [&](const KeyValue& kv) { return !is_lock_key(kv.key, lock_prefix); });
+  return out;
+}
+
+const Json* txn_range(const Json& txn_response, std::size_t i)
+{
+  if (!txn_response.is_object() || !txn_response.contains("responses")) {
+    return nullptr;
+  }
+  const Json& responses = txn_response["responses"];
+  if (!responses.is_array() || i >= responses.size() ||
+      !responses[i].contains("response_range")) {
+    return nullptr;
+  }
+  return &responses[i]["response_range"];
+}
+
+std::string holder_value(const lock::HolderInfo& holder, const std::string& token_fingerprint)
+{
+  Json value = {{"host", holder.host},
+                {"pid", holder.pid},
+                {"user", holder.user},
+                {"command", holder.command},
+                {"acquired_ms", holder.acquired_ms},
+                {"ttl_ms", holder.ttl_ms},
+                {"token", token_fingerprint}};
+  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+lock::HolderInfo holder_of(const KeyValue& kv)
+{
+  lock::HolderInfo holder;
+  holder.fence = kv.create_revision;
+  Json value = Json::parse(kv.value, nullptr, false);
+  if (!value.is_object()) {
+    holder.command = fmt::format("{} (lease {:x})", kv.value.empty() ? "etcdctl lock" : "not dlock",
+                                 static_cast<std::uint64_t>(kv.lease));
+    return holder;
+  }
+  holder.host = value.value("host", "");
+  holder.pid = int_field(value, "pid");
+  holder.user = value.value("user", "");
+  holder.command = value.value("command", "");
+  holder.acquired_ms = int_field(value, "acquired_ms");
+  holder.ttl_ms = int_field(value, "ttl_ms");
+  return holder;
+}
+
+std::string fingerprint_of(const KeyValue& kv)
+{
+  Json value = Json::parse(kv.value, nullptr, false);
+  return value.is_object() ? value.value("token", "") : "";
+}
+
+std::string token_fingerprint(const std::string& token)
+{
+  return util::sha256_hex(token).substr(0, 32);
+}
+
+std::optional<Error> answer_error(long http_status, const Json& body, const std::string& where)
+{
+  if (http_status == 200 && !(body.is_object() && body.contains("error"))) {
+    return std::nullopt;
+  }
+  if (!body.is_object() || !(body.contains("error") || body.contains("message"))) {
+    return Error(ExitCode::unavailable, "{} answered HTTP {} without an etcd error: not an etcd "
+                                        "v3 server?", where, http_status);
+  }
+  std::string message = body.value("message", body.value("error", std::string()));
+  if (message.empty() && body.contains("error") && body["error"].is_object()) {
+    message = body["error"].value("message", "");
+  }
+  std::int64_t code = int_field(body, "code");
+  if (code == 0 && body.contains("error") && body["error"].is_object()) {
+    code = int_field(body["error"], "grpc_code");
+  }
+  bool auth = code == 16 || code == 7 || message.find("authentication failed") != std::string::npos ||
+              message.find("user name is empty") != std::string::npos ||
+              message.find("permission denied") != std::string::npos ||
+              message.find("invalid auth token") != std::string::npos;
+  if (auth) {
+    return Error(ExitCode::auth, "{} refused: {}", where, message);
+  }
+  if (code == 14 || code == 4 || message.find("no leader") != std::string::npos ||
+      message.find("timed out") != std::string::npos) {
+    return Error(ExitCode::unavailable, "{} is unavailable: {}", where, message);
+  }
+  return Error(ExitCode::internal, "{} answered an error dlock cannot explain: {} (code {})", where,
+               message, code);
+}
+
+bool token_invalid(const Json& body)
+{
+  if (!body.is_object()) {
+    return false;
+  }
+  std::string message = body.value("message", body.value("error", std::string()));
+  return message.find("invalid auth token") != std::string::npos ||
+         message.find("user name is empty") != std::string::npos;
+}
+
+bool lease_not_found(const Json& body)
+{
+  if (!body.is_object()) {
+    return false;
+  }
+  std::string message = body.value("message", body.value("error", std::string()));
+  return message.find("lease not found") != std::string::npos;
+}
+
+} // namespace dlock::etcd

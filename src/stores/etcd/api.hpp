@@ -1,0 +1,101 @@
+#pragma once
+
+#include "lock/holder.hpp"
+#include "util/error.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// etcd v3's JSON gateway (the grpc-gateway every etcd server serves beside gRPC): the URL,
+// the request bodies and what the answers mean, with no I/O, so that they are unit-tested.
+namespace dlock::etcd {
+
+using Json = nlohmann::json;
+
+// One etcd://[user[:password]@]host[:port][,host[:port]…] URL (etcds:// for TLS).
+struct EtcdUrl {
+  bool tls = false;
+  std::vector<std::string> endpoints; // "host:port" ("[::1]:2379" for IPv6), in order
+  std::optional<std::string> user;
+  std::optional<std::string> password;
+
+  // "etcd://host:port,host:port" with no user information, for messages.
+  std::string shown() const;
+  // The base of endpoint i's requests: "http://host:port".
+  std::string base(std::size_t i) const;
+};
+
+// Whether a URL names etcd (etcd://, etcds://).
+bool is_etcd_url(std::string_view url);
+// Parses url; throws Error(usage) naming what is wrong (a port, an empty host).
+EtcdUrl parse_url(std::string_view url);
+
+// The gateway's encoding of keys and values.
+std::string base64_encode(std::string_view bytes);
+// nullopt when text is not base64.
+std::optional<std::string> base64_decode(std::string_view text);
+
+// An int64 field, which the gateway writes as a string (or leaves out when 0).
+std::int64_t int_field(const Json& object, const char* name);
+
+// Where a lock name's keys are, the same as `etcdctl lock PFX`: PFX/<lease ID in hex>, with
+// PFX = dlock's --prefix followed by the name (man dlock, ETCD).
+std::string lock_prefix(std::string_view prefix, std::string_view name);
+std::string lock_key(std::string_view lock_prefix, std::int64_t lease);
+// Whether key is one of the lock keys under lock_prefix (PFX/hex), not a key of a longer name
+// ("a/b/…" lies under "a/" too).
+bool is_lock_key(std::string_view key, std::string_view lock_prefix);
+
+// A key as a range answer gives it.
+struct KeyValue {
+  std::string key;
+  std::string value;
+  std::int64_t create_revision = 0;
+  std::int64_t mod_revision = 0;
+  std::int64_t lease = 0;
+};
+KeyValue key_value(const Json& kv);
+// The kvs of a range answer.
+std::vector<KeyValue> key_values(const Json& range_response);
+
+// Request bodies.
+Json grant_request(std::int64_t ttl_s);
+Json lease_request(std::int64_t lease); // keepalive, revoke, timetolive
+// Puts key (with lease) if it does not exist, else reads it; either way reads every key under
+// lock_prefix by create revision in the same transaction.
+Json acquire_txn(const std::string& key, const std::string& value, std::int64_t lease,
+                 const std::string& lock_prefix);
+// Every key under prefix, oldest create revision first.
+Json range_prefix_request(const std::string& prefix);
+Json range_key_request(const std::string& key);
+// A watch of key's deletions from revision on.
+Json watch_deletes_request(const std::string& key, std::int64_t start_revision);
+Json authenticate_request(const std::string& user, const std::string& password);
+
+// The lock keys (is_lock_key) of a range answer, or of the acquire transaction's, oldest first.
+std::vector<KeyValue> lock_keys(const Json& range_response, const std::string& lock_prefix);
+// The range answer inside a transaction's answer (response i of responses).
+const Json* txn_range(const Json& txn_response, std::size_t i);
+
+// What dlock stores as a lock key's value: the holder, and a fingerprint of its token so that
+// `dlock renew`/`release --token` from another process can find its key.
+std::string holder_value(const lock::HolderInfo& holder, const std::string& token_fingerprint);
+// The holder stored in value (etcdctl's keys have an empty value: "etcdctl lock").
+lock::HolderInfo holder_of(const KeyValue& kv);
+std::string fingerprint_of(const KeyValue& kv);
+std::string token_fingerprint(const std::string& token);
+
+// The error an etcd answer carries (HTTP status and body), or nullopt when it is a success:
+// authentication → 77, unavailable → 69, anything else → 70. where names the server.
+std::optional<Error> answer_error(long http_status, const Json& body, const std::string& where);
+// Whether body is the gateway's "the auth token expired or is unknown" (authenticate again).
+bool token_invalid(const Json& body);
+// Whether body is "requested lease not found" (404 / code 5).
+bool lease_not_found(const Json& body);
+
+} // namespace dlock::etcd

@@ -1,0 +1,131 @@
+#pragma once
+
+#include "lock/store.hpp"
+#include "stores/file/layout.hpp"
+#include "util/fd.hpp"
+
+#include <sys/types.h>
+
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dlock::file {
+
+// Locks on this host only, with no server: flock(2) on one file per lock name in a directory
+// (man dlock, FILE STORE). The lease is the holding process: the kernel frees the lock when
+// dlock and its command (which inherits the descriptor, as under flock(1)) have exited, on any
+// path, SIGKILL included. A renewal confirms that the lock file's path still names the inode
+// dlock locked (release --force unlinks it), and inotify reports its removal at once. Waiting
+// blocks in flock(2) in a helper process that shares the descriptor, so the kernel wakes it on
+// release; giving up kills the helper and unlocks the descriptor, so nothing is taken late.
+class FileStore final : public lock::Store {
+public:
+  explicit FileStore(std::string directory);
+  ~FileStore() override;
+  FileStore(const FileStore&) = delete;
+  FileStore& operator=(const FileStore&) = delete;
+
+  void start_acquire(const lock::LockName& name, const lock::AcquireRequest& request) override;
+  void start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
+                           util::Millis block) override;
+  void start_renew(const lock::LockName& name, const lock::RenewRequest& request) override;
+  void start_release(const lock::LockName& name, const std::string& token) override;
+  // Nothing is registered while waiting (the helper is the registration), and the counter is
+  // this directory's own: done at once.
+  void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
+  void start_raise_fence(const lock::LockName& name, std::int64_t at_least) override;
+  // Refused (Feature::coordinate).
+  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
+  void start_set_latch(const lock::LockName& name, std::int64_t count, util::Millis expire) override;
+  void start_count_down(const lock::LockName& name) override;
+
+  void watch(util::EventLoop& loop) override;
+  std::optional<lock::Outcome> next_outcome() override;
+  // Keeps every lock held (dropping it would free it under a running command); stops the
+  // waiting helpers and unlocks what they may have taken.
+  void abandon() noexcept override;
+  Error timed_out() noexcept override;
+  void limit_blocking(util::Millis) noexcept override {}
+
+  // Exclusive, --shared (LOCK_SH) and --limit (slot files); no FIFO order among flock(2)
+  // waiters, no state besides the locks, no lock without its process.
+  bool supports(lock::Feature feature) const noexcept override
+  {
+    return feature == lock::Feature::shared || feature == lock::Feature::limit;
+  }
+  std::string store_name() const override { return "file:// (this host only)"; }
+  std::string left_behind(util::Millis ttl) const override;
+  std::string loss_cause() const override;
+
+  lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
+  std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
+
+private:
+  // One lock name: what this process holds of it, or waits on.
+  struct Named {
+    explicit Named(Layout l) : layout(std::move(l)) {}
+    Layout layout;
+    std::string name;
+    lock::LockKind kind{};
+    std::string token;
+    // Held: the locked description (of the lock file, or of one slot file) and its record.
+    bool held = false;
+    int slot = -1;
+    std::string path; // of the file locked
+    util::UniqueFd lock;
+    util::UniqueFd record;
+    std::string record_path;
+    std::int64_t fence = 0;
+    int watch_lock = -1, watch_record = -1;
+    bool loss_reported = false;
+    // Waiting: the descriptions waited on (the lock file, or every slot), and the helper
+    // process blocked in flock(2) on them.
+    std::vector<util::UniqueFd> candidates;
+    util::UniqueFd turnstile; // exclusive and --shared: DIR/ENC+queue
+    bool writer_waiting = false; // --shared: the turnstile is kept by a waiting exclusive one
+    std::vector<std::string> candidate_paths;
+    pid_t helper = -1;
+    util::UniqueFd helper_pipe;
+    int granted = -1; // candidate the helper locked
+    bool wait_pending = false;
+    util::TimePoint block_until{};
+  };
+  using Op = lock::Outcome::Op;
+
+  Named* find(const lock::LockName& name);
+  void answer(Op op, std::optional<Error> error = std::nullopt);
+  // Creates the directory (and .dlock) if missing; Error naming what is wrong.
+  void prepare_directory();
+  // One NB attempt over the candidates; true when one was locked and is still the file its
+  // path names.
+  bool try_candidates(Named& n, const lock::AcquireRequest& request);
+  void open_candidates(Named& n);
+  // DIR/ENC+queue, for --shared holders and exclusive waiters (none: no writer preference).
+  void open_turnstile(Named& n);
+  // Makes candidate i the held lock: the fence, the record, the inotify watches.
+  void take(Named& n, int i, const lock::AcquireRequest& request);
+  std::int64_t next_fence(const Layout& layout);
+  void write_record(Named& n, const lock::AcquireRequest& request, std::uint64_t inode);
+  void start_helper(Named& n);
+  void on_helper(const std::string& name);
+  void stop_helper(Named& n) noexcept;
+  void drop_candidates(Named& n) noexcept;
+  // Unlocks and closes what n holds; unlinks its record if still its own.
+  void drop_hold(Named& n) noexcept;
+  // Whether the paths still name the inodes n holds (nothing removed or replaced them).
+  bool still_ours(const Named& n) const;
+  void on_inotify();
+
+  std::string m_dir;
+  pid_t m_pid; // the process that opened the store: a forked child never unlocks its locks
+  std::map<std::string, Named> m_named;
+  std::deque<lock::Outcome> m_ready;
+  util::UniqueFd m_inotify;
+  bool m_prepared = false;
+  bool m_fencing = true; // false once the counter turned out not writable
+  bool m_records = true; // false once .dlock turned out not writable
+};
+
+} // namespace dlock::file

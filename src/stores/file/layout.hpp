@@ -1,0 +1,89 @@
+#pragma once
+
+#include "lock/kind.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dlock::file {
+
+// Whether a URL names the file store (file:///dir).
+bool is_file_url(std::string_view url);
+
+// The directory of a file:///dir URL (file://localhost/dir too), %XX decoded, without a
+// trailing '/'. Error(usage) for a relative path, another host, a query or a fragment.
+std::string directory_of(std::string_view url);
+
+// The file name of a lock name inside the directory: bytes A-Z a-z 0-9 _ - kept, '.' kept
+// except first, everything else %XX, so that short names stay readable and every name maps
+// to one name without '/'; an encoding longer than 200 bytes keeps its first 100 bytes and
+// adds '~' and the SHA-256 of the name (file names end at 255 bytes). '+' and '~' are never
+// part of an encoding: dlock's own files use them (man dlock, FILE STORE).
+std::string file_name_of(std::string_view lock_name);
+// The lock name of a file name, nullopt for a hashed name, a slot or anything else.
+std::optional<std::string> lock_name_of(std::string_view file_name);
+
+// The files of one lock name inside a directory.
+struct Layout {
+  std::string dir;     // the store's directory
+  std::string encoded; // file_name_of(name)
+
+  Layout(std::string directory, std::string_view lock_name);
+  // DIR/ENC: flock(1) takes the same lock (exclusive or --shared).
+  std::string lock_path() const { return dir + "/" + encoded; }
+  // DIR/ENC+slot.K: slot K of a --limit N semaphore (K from 0 to N-1).
+  std::string slot_path(int slot) const { return dir + "/" + encoded + "+slot." + std::to_string(slot); }
+  // DIR/ENC+queue: the turnstile a waiting exclusive holder keeps, which --shared ones pass.
+  std::string turnstile_path() const { return dir + "/" + encoded + "+queue"; }
+  // DIR/.dlock: the bookkeeping, out of the way of the lock files.
+  std::string meta_dir() const { return dir + "/.dlock"; }
+  // DIR/.dlock/ENC+fence: the fencing counter.
+  std::string fence_path() const { return meta_dir() + "/" + encoded + "+fence"; }
+  // DIR/.dlock/ENC+by+FP: the holder record of the token whose fingerprint is FP.
+  std::string record_path(std::string_view fingerprint) const
+  {
+    return meta_dir() + "/" + encoded + "+by+" + std::string(fingerprint);
+  }
+  // DIR/.dlock/ENC+new+FP: a record being written (renamed to ENC+by+FP once locked).
+  std::string new_record_path(std::string_view fingerprint) const
+  {
+    return meta_dir() + "/" + encoded + "+new+" + std::string(fingerprint);
+  }
+};
+
+// Who holds a lock, as its holder wrote it in DIR/.dlock/ENC+by+FP (one line, tab-separated).
+struct Record {
+  std::string name;
+  lock::LockKind kind{};
+  int slot = -1;            // --limit: the slot held
+  std::uint64_t inode = 0;  // of the lock or slot file held, to tell a replaced one
+  std::string user, host;
+  std::int64_t pid = 0;
+  std::int64_t acquired_ms = 0;
+  std::int64_t fence = 0;
+  std::int64_t ttl_ms = 0;
+  std::string command;
+
+  std::string serialize() const;
+  static std::optional<Record> parse(std::string_view text);
+};
+
+// The fingerprint of a token that names its record (the token itself never reaches a file).
+std::string token_fingerprint(std::string_view token);
+
+// One line of /proc/locks about a flock(2) lock.
+struct ProcLock {
+  bool blocked = false; // a waiter ("->"), not a holder
+  bool write = false;   // LOCK_EX (else LOCK_SH)
+  std::int64_t pid = 0;
+  unsigned dev_major = 0, dev_minor = 0;
+  std::uint64_t inode = 0;
+};
+
+// The FLOCK lines of /proc/locks' text (POSIX and OFD locks are not dlock's).
+std::vector<ProcLock> parse_proc_locks(std::string_view text);
+
+} // namespace dlock::file
