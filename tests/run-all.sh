@@ -6,11 +6,12 @@
 # Redis Cluster, each file starting its own; run once, not under the sanitizers) and the
 # store tests (tests/stores: the stores other than Redis, each file with servers of its own,
 # partitions as root; run once, not under the sanitizers). When valkey-server is installed,
-# the core suites run against Valkey too. Then an AddressSanitizer + UndefinedBehaviorSanitizer build runs the unit tests and the
-# core suites (CTest label core: dlock run, its lease, its processes, the terminal, waiting,
-# lock kinds, wait/barrier/latch).
-# At the end the .deb is built, checked with lintian, installed, exercised and removed
-# (packaging/test-deb.sh).
+# the core suites run against Valkey too. Then an AddressSanitizer + UndefinedBehaviorSanitizer
+# build (compiled in the background, at the lowest priority, while the release build's tests
+# run) runs the unit tests and the core suites (CTest label core: dlock run, its lease, its
+# processes, the terminal, waiting, lock kinds, wait/barrier/latch).
+# At the end the release build is packed as a .deb, checked with lintian, installed, exercised
+# and removed (packaging/test-deb.sh).
 # The bats files run through CTest, one entry per file (tests/CMakeLists.txt), in parallel (one
 # more than cores in the release pass, one per core under the sanitizers), each with its own
 # servers on their own sockets and ports; a failing file's whole
@@ -30,27 +31,39 @@ skipped=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-# build NAME BUILD_DIR CMAKE_ARGS...: configures and builds; 1 if the build failed. The release
-# build is configured as the Debian package's (build-deb.sh --configure: Release, hardening
-# flags), so that the tests run the binary that is packed and the package needs no build of
-# its own.
-build() {
+# configure NAME BUILD_DIR CMAKE_ARGS...: configures afresh, against the libraries installed
+# now. The release build is configured as the Debian package's (build-deb.sh --configure:
+# -O2, hardening flags), so that the tests run the binary that is packed and the package needs
+# no build of its own.
+configure() {
   local name=$1 dir=$2
   shift 2
   echo "=== $name: build ($dir)"
-  rm -f "$dir/CMakeCache.txt" # configure afresh against the libraries installed now
+  rm -f "$dir/CMakeCache.txt"
   if [ "$dir" = build ]; then
     packaging/build-deb.sh --configure "$dir" -DDLOCK_WERROR=ON -DDLOCK_BUILD_TESTS=ON "$@" |
       grep '^-- dlock:' || true
   else
     cmake -S . -B "$dir" -DDLOCK_WERROR=ON "$@" | grep '^-- dlock:' || true
   fi
-  if ! cmake --build "$dir" -j"$(nproc)" >"$log" 2>&1; then
-    cat "$log"
-    echo "not ok: $name build failed"
+}
+
+# compiled NAME BUILD_LOG STATUS: counts a build that ended with STATUS; 1 if it failed.
+compiled() {
+  if [ "$3" -ne 0 ]; then
+    cat "$2"
+    echo "not ok: $1 build failed"
     failed=$((failed + 1))
     return 1
   fi
+}
+
+# build NAME BUILD_DIR CMAKE_ARGS...: configures and builds; 1 if the build failed.
+build() {
+  local st=0
+  configure "$@"
+  cmake --build "$2" -j"$(nproc)" >"$log" 2>&1 || st=$?
+  compiled "$1" "$log" "$st"
 }
 
 # unit_tests NAME BUILD_DIR: runs the GoogleTest binary, counted.
@@ -98,21 +111,35 @@ else
   failed=$((failed + 1))
 fi
 if build "release build" build; then
+  # The sanitizer build compiles meanwhile, at the lowest priority: the bats files mostly wait
+  # (on servers, leases, sleeps), and their timing bounds allow for a loaded machine.
+  if [ "$sanitize" = 1 ]; then
+    configure "ASan+UBSan build" build-sanitize -DDLOCK_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+    echo "(compiling in the background, at nice 19, during the release build's tests)"
+    sanitize_log=$(mktemp)
+    trap 'rm -f "$log" "$sanitize_log"' EXIT
+    (st=0; nice -n 19 cmake --build build-sanitize -j"$(nproc)" >"$sanitize_log" 2>&1 || st=$?
+      echo "$st" >"$sanitize_log.status") &
+    sanitize_build=$!
+  fi
   unit_tests "release build" build
-  # one file more than cores: bats files mostly wait (on servers, leases, sleeps), and the
-  # timing bounds allow for a loaded machine; the sanitizer pass keeps one per core
+  # one file more than cores: see above
   JOBS=$(($(nproc) + 1)) run_bats "release build" build -L 'e2e|faults|ha|stores'
   if command -v valkey-server >/dev/null; then
     REDIS_SERVER=valkey-server run_bats "Valkey" build -L core
   fi
 fi
-if [ "$sanitize" = 1 ]; then
-  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
-  if build "ASan+UBSan build" build-sanitize -DDLOCK_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug; then
+if [ -n "${sanitize_build:-}" ]; then
+  echo "=== ASan+UBSan build: waiting for its compilation"
+  wait "$sanitize_build" || true
+  status=$(cat "$sanitize_log.status" 2>/dev/null || echo 1)
+  rm -f "$sanitize_log.status"
+  if compiled "ASan+UBSan build" "$sanitize_log" "$status"; then
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
     unit_tests "ASan+UBSan build" build-sanitize
     run_bats "ASan+UBSan build" build-sanitize -L core
+    unset ASAN_OPTIONS UBSAN_OPTIONS
   fi
-  unset ASAN_OPTIONS UBSAN_OPTIONS
 fi
 echo "=== Debian package: build, lintian, install, run, remove"
 deb_args=()

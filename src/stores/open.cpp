@@ -43,57 +43,68 @@ std::unique_ptr<redis::RedisStore> open_redis(const std::string& url, const Stor
   return std::make_unique<redis::RedisStore>(std::move(options), config.prefix, std::move(switches));
 }
 
+// A store other than Redis that one --url names alone (several --url are Redlock's independent
+// Redis masters): how to recognise its URL, what to say when it is one of several, and how to
+// open it.
+struct SingleUrlStore {
+  bool (*matches)(const std::string& url);
+  const char* several; // the message's end: how to give several servers of that store
+  std::unique_ptr<lock::Store> (*open)(const std::string& url, const StoreConfig& config);
+};
+
+const SingleUrlStore single_url_stores[] = {
+    {[](const std::string& url) { return postgres::is_postgres_url(url); }, "give it alone",
+     [](const std::string& url, const StoreConfig& config) -> std::unique_ptr<lock::Store> {
+       return std::make_unique<postgres::PostgresStore>(postgres::connect_params(url, config),
+                                                        config.prefix);
+     }},
+    {[](const std::string& url) { return mysql::is_mysql_url(url); }, "give it alone",
+     [](const std::string& url, const StoreConfig& config) -> std::unique_ptr<lock::Store> {
+       return std::make_unique<mysql::MysqlStore>(mysql::connect_params(url, config),
+                                                  config.prefix);
+     }},
+    {[](const std::string& url) { return etcd::is_etcd_url(url); },
+     "give one, with the cluster's endpoints separated by commas",
+     [](const std::string& url, const StoreConfig& config) { return etcd::open(url, config); }},
+    {[](const std::string& url) { return zookeeper::is_zookeeper_url(url); },
+     "give the ensemble's servers in one, zk://host:port,host:port/chroot",
+     [](const std::string& url, const StoreConfig& config) -> std::unique_ptr<lock::Store> {
+       return std::make_unique<zookeeper::ZookeeperStore>(zookeeper::connect_params(url, config),
+                                                          config.request_timeout, config.prefix);
+     }},
+    {[](const std::string& url) { return file::is_file_url(url); }, "give it alone",
+     [](const std::string& url, const StoreConfig&) -> std::unique_ptr<lock::Store> {
+       return std::make_unique<file::FileStore>(file::directory_of(url));
+     }},
+};
+
+// The URL's scheme with its article, for messages ("a postgres://", "an etcd://").
+std::string scheme_of(const std::string& url)
+{
+  std::size_t end = url.find("://");
+  std::string scheme = end == std::string::npos ? url : url.substr(0, end + 3);
+  bool vowel =
+      !scheme.empty() && std::string_view("aeiou").find(scheme.front()) != std::string_view::npos;
+  return (vowel ? "an " : "a ") + scheme;
+}
+
 } // namespace
 
 std::unique_ptr<lock::Store> open_store(const StoreConfig& config)
 {
-  for (const std::string& url : config.urls) {
-    if (postgres::is_postgres_url(url) && config.urls.size() > 1) {
-      throw Error(ExitCode::usage, "a postgres:// URL cannot be one of several --url (several "
-                                   "URLs are Redlock's independent Redis masters): give it alone");
+  for (const SingleUrlStore& store : single_url_stores) {
+    for (const std::string& url : config.urls) {
+      if (!store.matches(url)) {
+        continue;
+      }
+      if (config.urls.size() > 1) {
+        throw Error(ExitCode::usage,
+                    "{} URL cannot be one of several --url (several URLs are Redlock's "
+                    "independent Redis masters): {}",
+                    scheme_of(url), store.several);
+      }
+      return store.open(url, config);
     }
-  }
-  for (const std::string& url : config.urls) {
-    if (mysql::is_mysql_url(url) && config.urls.size() > 1) {
-      throw Error(ExitCode::usage, "a mysql:// URL cannot be one of several --url (several "
-                                   "URLs are Redlock's independent Redis masters): give it alone");
-    }
-  }
-  for (const std::string& url : config.urls) {
-    if (etcd::is_etcd_url(url) && config.urls.size() > 1) {
-      throw Error(ExitCode::usage, "an etcd:// URL cannot be one of several --url: give one, "
-                                   "with the cluster's endpoints separated by commas");
-    }
-  }
-  if (config.urls.size() == 1 && etcd::is_etcd_url(config.urls.front())) {
-    return etcd::open(config.urls.front(), config);
-  }
-  for (const std::string& url : config.urls) {
-    if (file::is_file_url(url) && config.urls.size() > 1) {
-      throw Error(ExitCode::usage, "a file:// URL cannot be one of several --url (several "
-                                   "URLs are Redlock's independent Redis masters): give it alone");
-    }
-  }
-  if (config.urls.size() == 1 && file::is_file_url(config.urls.front())) {
-    return std::make_unique<file::FileStore>(file::directory_of(config.urls.front()));
-  }
-  for (const std::string& url : config.urls) {
-    if (zookeeper::is_zookeeper_url(url) && config.urls.size() > 1) {
-      throw Error(ExitCode::usage, "a zk:// URL cannot be one of several --url: give the "
-                                   "ensemble's servers in one, zk://host:port,host:port/chroot");
-    }
-  }
-  if (config.urls.size() == 1 && zookeeper::is_zookeeper_url(config.urls.front())) {
-    return std::make_unique<zookeeper::ZookeeperStore>(
-      zookeeper::connect_params(config.urls.front(), config), config.request_timeout, config.prefix);
-  }
-  if (config.urls.size() == 1 && mysql::is_mysql_url(config.urls.front())) {
-    return std::make_unique<mysql::MysqlStore>(
-      mysql::connect_params(config.urls.front(), config), config.prefix);
-  }
-  if (config.urls.size() == 1 && postgres::is_postgres_url(config.urls.front())) {
-    return std::make_unique<postgres::PostgresStore>(
-      postgres::connect_params(config.urls.front(), config), config.prefix);
   }
   if (config.urls.size() <= 1) {
     return open_redis(config.urls.empty() ? "redis://127.0.0.1:6379" : config.urls.front(), config);

@@ -1,33 +1,20 @@
 #include "stores/etcd/libcurl.hpp"
 
 #include "util/error.hpp"
-
-#include <dlfcn.h>
+#include "util/shared_library.hpp"
 
 namespace dlock::etcd {
 
 const LibCurl& curl()
 {
   static const LibCurl loaded = [] {
-    void* handle = ::dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) {
-      throw Error(ExitCode::config, "etcd:// needs libcurl (install the libcurl4 package): {}",
-                  ::dlerror());
-    }
+    util::SharedLibrary library("libcurl.so.4", "etcd://", "libcurl", "libcurl4");
     LibCurl lib;
-    std::string missing;
-#define DLOCK_LIBCURL_RESOLVE(name)                                                                \
-  lib.name = reinterpret_cast<decltype(&::name)>(::dlsym(handle, #name));                          \
-  if (lib.name == nullptr) {                                                                       \
-    missing += std::string(missing.empty() ? "" : ", ") + #name;                                   \
-  }
+#define DLOCK_LIBCURL_RESOLVE(name) library.resolve(lib.name, #name);
     DLOCK_LIBCURL_FUNCTIONS(DLOCK_LIBCURL_RESOLVE)
 #undef DLOCK_LIBCURL_RESOLVE
-    if (!missing.empty()) {
-      throw Error(ExitCode::config, "etcd:// needs libcurl 7.x or later; the installed one lacks {}",
-                  missing);
-    }
-    return lib; // the handle stays open: its functions are used until the process exits
+    library.require_all("7.x");
+    return lib;
   }();
   return loaded;
 }

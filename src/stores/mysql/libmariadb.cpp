@@ -1,34 +1,21 @@
 #include "stores/mysql/libmariadb.hpp"
 
 #include "util/error.hpp"
-
-#include <dlfcn.h>
+#include "util/shared_library.hpp"
 
 namespace dlock::mysql {
 
 const LibMariaDb& mariadb()
 {
   static const LibMariaDb loaded = [] {
-    void* handle = ::dlopen("libmariadb.so.3", RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) {
-      throw Error(ExitCode::config,
-                  "mysql:// needs MariaDB Connector/C (install the libmariadb3 package): {}",
-                  ::dlerror());
-    }
+    util::SharedLibrary library("libmariadb.so.3", "mysql://", "MariaDB Connector/C",
+                                "libmariadb3");
     LibMariaDb lib;
-    std::string missing;
-#define DLOCK_LIBMARIADB_RESOLVE(name)                                                             \
-  lib.name = reinterpret_cast<decltype(&::name)>(::dlsym(handle, #name));                          \
-  if (lib.name == nullptr) {                                                                       \
-    missing += std::string(missing.empty() ? "" : ", ") + #name;                                   \
-  }
+#define DLOCK_LIBMARIADB_RESOLVE(name) library.resolve(lib.name, #name);
     DLOCK_LIBMARIADB_FUNCTIONS(DLOCK_LIBMARIADB_RESOLVE)
 #undef DLOCK_LIBMARIADB_RESOLVE
-    if (!missing.empty()) {
-      throw Error(ExitCode::config, "mysql:// needs MariaDB Connector/C 3.0 or later; the "
-                                    "installed one lacks {}", missing);
-    }
-    return lib; // the handle stays open: its functions are used until the process exits
+    library.require_all("3.0");
+    return lib;
   }();
   return loaded;
 }

@@ -1,33 +1,20 @@
 #include "stores/postgres/libpq.hpp"
 
 #include "util/error.hpp"
-
-#include <dlfcn.h>
+#include "util/shared_library.hpp"
 
 namespace dlock::postgres {
 
 const LibPq& pq()
 {
   static const LibPq loaded = [] {
-    void* handle = ::dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) {
-      throw Error(ExitCode::config, "postgres:// needs libpq (install the libpq5 package): {}",
-                  ::dlerror());
-    }
+    util::SharedLibrary library("libpq.so.5", "postgres://", "libpq", "libpq5");
     LibPq lib;
-    std::string missing;
-#define DLOCK_LIBPQ_RESOLVE(name)                                                                  \
-  lib.name = reinterpret_cast<decltype(&::name)>(::dlsym(handle, #name));                          \
-  if (lib.name == nullptr) {                                                                       \
-    missing += std::string(missing.empty() ? "" : ", ") + #name;                                   \
-  }
+#define DLOCK_LIBPQ_RESOLVE(name) library.resolve(lib.name, #name);
     DLOCK_LIBPQ_FUNCTIONS(DLOCK_LIBPQ_RESOLVE)
 #undef DLOCK_LIBPQ_RESOLVE
-    if (!missing.empty()) {
-      throw Error(ExitCode::config, "postgres:// needs libpq 10 or later; the installed one "
-                                    "lacks {}", missing);
-    }
-    return lib; // the handle stays open: its functions are used until the process exits
+    library.require_all("10");
+    return lib;
   }();
   return loaded;
 }
