@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # What only the ZooKeeper store (zk://) has: Curator's node layout seen with zkCli, a lock lost
-# when its node is deleted or its session cannot be kept (server frozen or killed), the session
+# when its node is deleted or its session cannot be kept (server frozen or killed, the session
+# expired while dlock was frozen), the session
 # timeout as the lease, the queue without a herd, czxid fencing, digest ACLs. A private server
 # per file (zookeeper_helpers.bash: tickTime 500 ms, sessions of 1 s to 60 s).
 
@@ -98,6 +99,34 @@ holder() {
   [ "$took" -lt 3000 ]
   # the lock comes free once the server expires the old session
   run -0 "$DLOCK" run -k frozen -w 10s -- true
+}
+
+@test "zookeeper: the session expired while dlock was frozen: the command stopped before the lock moved on; dlock exits 76" {
+  holder expire -t 2s
+  local dlock_pid=$BG_PID cmd
+  cmd=$(cat "$T/cmd.pid")
+  start_bg waiter "$DLOCK" run -k expire -w 20s -- sh -c 'date +%s%3N >"$T/taken"'
+  local waiter=$BG_PID
+  sleep 1 # the waiter queued, and a renewal or two went through
+  local frozen
+  frozen=$(now_ms)
+  kill -STOP "$dlock_pid"
+  # the server expires the frozen client's session (2 s) and the waiter gets the lock
+  wait_for "[ -s '$T/taken' ]" 15
+  local taken termed
+  taken=$(cat "$T/taken")
+  wait_for "[ -s '$T/termed' ]" 2 || true
+  termed=$(cat "$T/termed" 2>/dev/null || echo never)
+  echo "frozen at 0, the command's SIGTERM at +$((${termed/never/0} - frozen)) ms, the waiter took the lock at +$((taken - frozen)) ms"
+  # dlock's guard stopped the command at the lease's end, before the lock moved on
+  [ "$termed" != never ] && [ "$termed" -le "$taken" ]
+  gone "$cmd"
+  kill -CONT "$dlock_pid"
+  local st=0
+  wait "$dlock_pid" || st=$?
+  cat "$T/holder.err"
+  [ "$st" -eq 76 ]
+  wait "$waiter"
 }
 
 @test "zookeeper: dlock SIGKILLed: the lock is free within the session timeout" {
