@@ -7,7 +7,9 @@
 #     its --ttl, which the server must grant exactly (1 s to 60 s here; 30 s is the default)
 #   admin.enableServer=false (no Jetty port), 4lw.commands.whitelist: ruok (ready), wchp
 #     (watches by path: who waits for whom), cons
-# Exports ZK_DIR, ZK_PORT, ZK_PID and DLOCK_URL (zk://127.0.0.1:PORT/dlock-test: dlock makes
+# ZK_ADDRESS (default 127.0.0.1) is the one address it listens on (a partition test: the veth
+# pair's server end).
+# Exports ZK_DIR, ZK_PORT, ZK_PID and DLOCK_URL (zk://ZK_ADDRESS:PORT/dlock-test: dlock makes
 # the chroot /dlock-test itself). zk_cli runs one zkCli command against it; zk_4lw sends a
 # four-letter word. Skips the file when java or the zookeeper jars are missing.
 
@@ -25,14 +27,14 @@ unset jar
 
 # zk_4lw WORD: the server's answer to a four-letter word.
 zk_4lw() {
-  timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf %s "$2" >&3 && cat <&3' _ "$ZK_PORT" "$1" 2>/dev/null
+  timeout 3 bash -c 'exec 3<>"/dev/tcp/$3/$1" && printf %s "$2" >&3 && cat <&3' _ "$ZK_PORT" "$1" "${ZK_ADDRESS:-127.0.0.1}" 2>/dev/null
 }
 
 # zk_cli COMMAND [ARG...]: one zkCli command (a JVM of its own: about a second), its output
 # without the client's connection chatter.
 zk_cli() {
   java -cp "$ZK_CLASSPATH" -Dzookeeper.jmx.log4j.disable=true org.apache.zookeeper.ZooKeeperMain \
-    -server "127.0.0.1:$ZK_PORT" "$@" 2>/dev/null | grep -v '^$\|^WATCHER::\|^WatchedEvent'
+    -server "${ZK_ADDRESS:-127.0.0.1}:$ZK_PORT" "$@" 2>/dev/null | grep -v '^$\|^WATCHER::\|^WatchedEvent'
 }
 
 start_zookeeper() {
@@ -51,7 +53,7 @@ minSessionTimeout=1000
 maxSessionTimeout=60000
 dataDir=$ZK_DIR/data
 clientPort=$ZK_PORT
-clientPortAddress=127.0.0.1
+clientPortAddress=${ZK_ADDRESS:-127.0.0.1}
 admin.enableServer=false
 4lw.commands.whitelist=ruok,wchp,cons,stat
 CFG
@@ -103,7 +105,7 @@ store_start() {
     return 0
   fi
   start_zookeeper || return 1
-  [ -n "${STORE_SKIP:-}" ] || export DLOCK_URL="zk://127.0.0.1:$ZK_PORT/dlock-test"
+  [ -n "${STORE_SKIP:-}" ] || export DLOCK_URL="zk://${ZK_ADDRESS:-127.0.0.1}:$ZK_PORT/dlock-test"
 }
 
 store_stop() { stop_zookeeper; }
