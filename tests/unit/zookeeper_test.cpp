@@ -51,7 +51,9 @@ TEST(ZkUrl, MalformedIsAUsageError)
 {
   for (const char* bad : {"zk://", "zk:///chroot", "zk://h:0", "zk://h:65536", "zk://h:x",
                           "zk://h:", "zk://a,,b", "zk://h/a//b", "zk://h/a/../b", "zk://h/./a",
-                          "zk://h?x=1", "zk://:pw@h", "zk://h/%zz", "redis://h"}) {
+                          "zk://h?x=1", "zk://:pw@h", "zk://h/%zz", "redis://h",
+                          // an unclosed or stray bracket (not a host the client cannot resolve)
+                          "zk://[::1/x", "zk://[::1:2181", "zk://::1]:2181", "zk://a[b]:1"}) {
     EXPECT_EQ(url_error(bad), ExitCode::usage) << bad;
   }
 }

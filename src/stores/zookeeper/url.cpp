@@ -25,6 +25,13 @@ std::string check_host(std::string_view one)
   if (host.empty() || host == "[]") {
     throw Error(ExitCode::usage, "bad ZooKeeper URL: a host is empty (zk://host:port[,host:port…][/chroot])");
   }
+  bool bracketed = host.front() == '[';
+  if (bracketed ? host.back() != ']' || host.find_first_of("[]", 1) != host.size() - 1
+                : host.find_first_of("[]") != std::string_view::npos) {
+    throw Error(ExitCode::usage, "bad ZooKeeper URL: host '{}' has an unclosed or stray bracket "
+                                 "(an IPv6 address goes in brackets: [::1]:2181)",
+                util::url_redacted(one));
+  }
   for (char c : host) {
     if (static_cast<unsigned char>(c) <= ' ' || c == '@' || c == '/' || c == '?' || c == '#') {
       throw Error(ExitCode::usage, "bad ZooKeeper URL: host '{}' has a character hosts cannot have",
