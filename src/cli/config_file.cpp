@@ -2,9 +2,11 @@
 
 #include "util/duration.hpp"
 #include "util/error.hpp"
+#include "util/files.hpp"
 #include "util/log.hpp"
 #include "util/url.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -12,13 +14,15 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 
 namespace dlock::cli {
 
 namespace {
+
+// Largest config file read: a few dozen lines are usual.
+constexpr std::size_t max_config_file = 1024 * 1024;
 
 std::string_view trimmed(std::string_view text)
 {
@@ -102,7 +106,7 @@ bool set_by_environment(const std::string& section, const std::string& name)
 }
 
 // Warns once per file that holds a password others may read.
-void check_password_exposure(const ConfigFile& file)
+void check_password_exposure(const ConfigFile& file, const struct stat& st)
 {
   bool password = false;
   for (const ConfigSetting& setting : file.settings) {
@@ -112,8 +116,7 @@ void check_password_exposure(const ConfigFile& file)
       }
     }
   }
-  struct stat st {};
-  if (password && ::stat(file.path.c_str(), &st) == 0 && (st.st_mode & (S_IRGRP | S_IROTH)) != 0) {
+  if (password && (st.st_mode & (S_IRGRP | S_IROTH)) != 0) {
     util::log_warning("config file '{}' holds a password and other users can read it (mode {:o}); "
                       "chmod 600 it, or use password-file",
                       file.path, st.st_mode & 07777);
@@ -152,14 +155,29 @@ std::vector<std::string> config_paths(const std::optional<std::string>& given)
 
 ConfigFile read_config_file(const std::string& path)
 {
-  std::error_code ignored;
-  if (std::filesystem::is_directory(path, ignored)) {
-    throw Error(ExitCode::config, "config file '{}' is a directory", path);
-  }
-  std::ifstream input(path);
-  if (!input) {
+  // Followed if a symlink (configuration management links them), never blocking on a FIFO;
+  // then it must be a regular file that only root or the caller could have written, as ssh
+  // requires of its configuration: the file chooses the store, the password file, the TLS keys.
+  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0) {
     throw Error(ExitCode::config, "cannot read config file '{}': {}", path, std::strerror(errno));
   }
+  if (S_ISDIR(st.st_mode)) {
+    throw Error(ExitCode::config, "config file '{}' is a directory", path);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    throw Error(ExitCode::config, "config file '{}' is not a regular file", path);
+  }
+  if (std::optional<std::string> why = util::untrusted_because(st)) {
+    throw Error(ExitCode::config, "config file '{}' is refused: {}", path, *why);
+  }
+  std::optional<std::string> text_read = util::read_bounded(fd.get(), max_config_file);
+  if (!text_read) {
+    throw Error(ExitCode::config, "cannot read config file '{}': {}", path,
+                errno == EFBIG ? fmt::format("larger than {} KiB", max_config_file / 1024) : std::strerror(errno));
+  }
+  std::istringstream input(*text_read);
   // Comments out, and where each setting is, before CLI11 reads the rest.
   std::string text;
   LineIndex index;
@@ -179,9 +197,6 @@ ConfigFile read_config_file(const std::string& path)
     }
     std::size_t equals = content.find('=');
     index.add(section, std::string(trimmed(content.substr(0, equals))), number);
-  }
-  if (input.bad()) {
-    throw Error(ExitCode::config, "cannot read config file '{}': {}", path, std::strerror(errno));
   }
 
   CLI::ConfigTOML reader;
@@ -209,7 +224,7 @@ ConfigFile read_config_file(const std::string& path)
     std::string where = line > 0 ? fmt::format("{}:{}", path, line) : path;
     file.settings.push_back(ConfigSetting{item_section, item.name, std::move(item.inputs), where});
   }
-  check_password_exposure(file);
+  check_password_exposure(file, st);
   return file;
 }
 

@@ -32,8 +32,10 @@ struct ConfigFile {
 // reads none.
 std::vector<std::string> config_paths(const std::optional<std::string>& given);
 
-// Reads one file: Error(config, 78) if it cannot be read, or a line is not a setting, naming
-// the line. Warns when others may read it and it holds a password (in a URL).
+// Reads one file: Error(config, 78) if it cannot be read, is not a regular file, is owned by
+// another user than root and the caller or writable by group or others (ssh's rule: it
+// chooses the store and the secrets), or a line is not a setting, naming the line. Warns when
+// others may read it and it holds a password (in a URL).
 ConfigFile read_config_file(const std::string& path);
 
 // The options of one place settings go to: the global options, or those of `run`; an option

@@ -2,15 +2,18 @@
 
 #include "util/error.hpp"
 #include "util/fd.hpp"
+#include "util/files.hpp"
+#include "util/log.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
-#include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 namespace dlock::commands {
@@ -38,11 +41,29 @@ std::string label_value(std::string_view text)
   return out;
 }
 
-// The counters of the file at path (0 for those it lacks, or if there is none).
-std::map<std::string, std::int64_t> read_counters(const std::string& path)
+// Largest metrics file read back: a few hundred bytes are written; anything far larger was
+// not written by dlock.
+constexpr std::size_t max_metrics_file = 64 * 1024;
+
+// The counters of the file name in dir (0 for those it lacks, or if there is none). A file
+// that is not a regular one of at most max_metrics_file bytes (a symlink, a FIFO, /dev/zero
+// planted by another user) counts from zero again, with a warning.
+std::map<std::string, std::int64_t> read_counters(int dir, const std::string& name, const std::string& shown)
 {
   std::map<std::string, std::int64_t> values;
-  std::ifstream input(path);
+  util::UniqueFd fd = util::open_regular_at(dir, name, O_RDONLY);
+  std::optional<std::string> text;
+  if (fd) {
+    text = util::read_bounded(fd.get(), max_metrics_file);
+  }
+  if (!text) {
+    if (errno != ENOENT) {
+      util::log_warning("metrics file '{}' cannot be read back ({}): its counters start from zero",
+                        shown, std::strerror(errno));
+    }
+    return values;
+  }
+  std::istringstream input(*text);
   std::string line;
   while (std::getline(input, line)) {
     for (const char* counter : counters) {
@@ -59,6 +80,21 @@ std::map<std::string, std::int64_t> read_counters(const std::string& path)
     }
   }
   return values;
+}
+
+// Takes the lock file's flock, waiting at most lock_patience: the file may be another user's
+// (a shared directory), and a run's end must not hang on a lock someone else keeps.
+bool lock_briefly(int fd)
+{
+  constexpr auto lock_patience = std::chrono::seconds(5);
+  auto give_up = std::chrono::steady_clock::now() + lock_patience;
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if ((errno != EWOULDBLOCK && errno != EINTR) || std::chrono::steady_clock::now() >= give_up) {
+      return false;
+    }
+    ::usleep(10'000);
+  }
+  return true;
 }
 
 std::string system_error(std::string_view what, const std::string& path)
@@ -92,13 +128,21 @@ std::string metrics_file_name(const lock::LockName& key)
 void write_run_metrics(const std::string& dir, const lock::LockName& key, const RunMetrics& run)
 {
   const std::string file = metrics_file_name(key);
-  const std::string path = dir + "/" + file;
-  const std::string lock_path = dir + "/." + file.substr(0, file.size() - 5) + ".lock";
-  util::UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  if (!lock || ::flock(lock.get(), LOCK_EX) != 0) {
-    throw Error(ExitCode::internal, "{}", system_error("cannot lock metrics file", lock_path));
+  const std::string lock_name = "." + file.substr(0, file.size() - 5) + ".lock";
+  util::UniqueFd directory = util::open_directory(dir);
+  if (!directory) {
+    throw Error(ExitCode::internal, "{}", system_error("cannot open metrics directory", dir));
   }
-  std::map<std::string, std::int64_t> totals = read_counters(path);
+  // O_CREAT on another user's file in a sticky directory is refused (protected_regular), but
+  // reading it is enough to flock it.
+  util::UniqueFd lock = util::open_regular_at(directory.get(), lock_name, O_RDONLY | O_CREAT, 0644);
+  if (!lock && errno == EACCES) {
+    lock = util::open_regular_at(directory.get(), lock_name, O_RDONLY);
+  }
+  if (!lock || !lock_briefly(lock.get())) {
+    throw Error(ExitCode::internal, "{}", system_error("cannot lock metrics file", dir + "/" + lock_name));
+  }
+  std::map<std::string, std::int64_t> totals = read_counters(directory.get(), file, dir + "/" + file);
   totals["dlock_runs_total"] += 1;
   if (run.outcome == "skipped") {
     totals["dlock_skips_total"] += 1;
@@ -136,18 +180,11 @@ void write_run_metrics(const std::string& dir, const lock::LockName& key, const 
   family("dlock_errors_total", "counter", "Runs ended by an error (store unavailable, refused, ...).");
   out << fmt::format("dlock_errors_total{{{}}} {}\n", labels, totals["dlock_errors_total"]);
 
-  // Written aside (a name the collector ignores), then renamed over: never read half-written.
-  const std::string temporary = fmt::format("{}/.{}.{}.tmp", dir, file, ::getpid());
-  const std::string text = out.str();
-  util::UniqueFd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!fd) {
-    throw Error(ExitCode::internal, "{}", system_error("cannot write metrics file", temporary));
-  }
-  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())
-      || ::fsync(fd.get()) != 0 || ::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::string error = system_error("cannot write metrics file", path);
-    ::unlink(temporary.c_str());
-    throw Error(ExitCode::internal, "{}", error);
+  // Written aside under a random name the collector ignores, then renamed over: never read
+  // half-written, and nothing another user planted in the directory is followed.
+  if (int error = util::replace_file_at(directory.get(), file, out.str(), 0644); error != 0) {
+    errno = error;
+    throw Error(ExitCode::internal, "{}", system_error("cannot write metrics file", dir + "/" + file));
   }
 }
 

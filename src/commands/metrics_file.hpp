@@ -29,8 +29,11 @@ std::string metrics_file_name(const lock::LockName& key);
 
 // Writes key's file in dir: the last run's outcome, exit code, wait and hold time, and the
 // counters of runs, skips, losses and errors carried on from the file it replaces. Atomic
-// (written aside, then renamed over), and serialized with other dlock processes by a lock
-// file (".dlock_NAME.lock", which the collector ignores). Error(internal) if it cannot.
+// (written aside under a random name, then renamed over), and serialized with other dlock
+// processes by a lock file (".dlock_NAME.lock", which the collector ignores). Safe in a
+// directory other users write: no symlink is followed, nothing but a small regular file is
+// read back, and another user's hold on the lock file delays it by seconds at most.
+// Error(internal) if it cannot.
 void write_run_metrics(const std::string& dir, const lock::LockName& key, const RunMetrics& run);
 
 } // namespace dlock::commands

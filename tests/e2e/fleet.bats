@@ -304,7 +304,7 @@ assert m["key"] == "a/b \"c\"", m
 assert m["dlock_runs_total"] == 8, m'
   # a directory that cannot be written: a warning, the run's status stands
   run -0 --separate-stderr "$DLOCK" run -k w --metrics-dir "$T/missing" -- true
-  [[ $stderr == *"cannot lock metrics file"* ]]
+  [[ $stderr == *"cannot open metrics directory '$T/missing'"* ]]
 }
 
 @test "acquire --keep's holder logs to syslog in the same form, with or without --syslog" {
@@ -322,4 +322,63 @@ assert m["dlock_runs_total"] == 8, m'
   assert_output --regexp 'event=released key=kept why=.+ by="acquire --keep"$'
   run -0 cat "$T/syslog"
   refute_output --partial "$token"
+}
+
+@test "--metrics-dir another user owns: no symlink followed, nothing planted read, no hang" {
+  need_root
+  export DLOCK_URL=$URL DLOCK_PASSWORD=$PW
+  nobody_dir
+  local dir=$NOBODY_DIR pid next
+  printf 'secret\n' >"$T/victim"
+  chmod 600 "$T/victim"
+  # The lock file and the next pids' temporary names of the old layout point at root's files.
+  as_nobody ln -s "$T/nologin" "$dir/.dlock_k.lock"
+  next=$(cat /proc/sys/kernel/ns_last_pid)
+  for pid in $(seq "$next" $((next + 400))); do
+    as_nobody ln -s "$T/victim" "$dir/.dlock_k.prom.$pid.tmp"
+  done
+  run -0 --separate-stderr timeout 60 "$DLOCK" run -k k --metrics-dir "$dir" -- true
+  [ ! -e "$T/nologin" ]
+  [ "$(cat "$T/victim")" = secret ]
+  [[ $stderr == *"cannot lock metrics file '$dir/.dlock_k.lock'"* ]]
+  # The metrics file itself a FIFO, then /dev/zero: counted from zero, never read.
+  as_nobody rm -f "$dir/.dlock_k.lock"
+  as_nobody mkfifo "$dir/dlock_k.prom"
+  run -3 --separate-stderr timeout 60 "$DLOCK" run -k k --metrics-dir "$dir" -- sh -c 'exit 3'
+  [[ $stderr == *"metrics file '$dir/dlock_k.prom' cannot be read back"* ]]
+  as_nobody rm -f "$dir/dlock_k.prom"
+  as_nobody ln -s /dev/zero "$dir/dlock_k.prom"
+  run -0 --separate-stderr timeout 60 "$DLOCK" run -k k --metrics-dir "$dir" -- true
+  grep -q '^dlock_runs_total{key="k"} 1$' "$dir/dlock_k.prom"
+  [ ! -L "$dir/dlock_k.prom" ]
+  # Their flock on the lock file delays the run's end by seconds, not forever.
+  rm -f "$dir/.dlock_k.lock"
+  as_nobody touch "$dir/.dlock_k.lock"
+  start_bg squatter as_nobody flock "$dir/.dlock_k.lock" sleep 120
+  wait_for "! flock -n '$dir/.dlock_k.lock' true"
+  run -0 --separate-stderr timeout 60 "$DLOCK" run -k k --metrics-dir "$dir" -- true
+  [[ $stderr == *"cannot lock metrics file"* ]]
+  # Root's only file there is the metrics file (no temporary name left behind).
+  [ "$(find "$dir" -user root | wc -l)" -eq 1 ]
+}
+
+@test "a config file that another user owns or can write is refused (78), as ssh does; a FIFO does not hang" {
+  printf 'url = "%s"\npassword-file = %s\n' "$URL" "$T/password" >"$T/c.conf"
+  chmod 664 "$T/c.conf"
+  run -78 "$DLOCK" --config "$T/c.conf" status k
+  assert_output "dlock: config file '$T/c.conf' is refused: other users can write it (mode 664)"
+  cp "$T/c.conf" "$USER_CONF"
+  chmod 602 "$USER_CONF"
+  run -78 "$DLOCK" status k
+  assert_output --partial "config file '$USER_CONF' is refused: other users can write it"
+  chmod 644 "$USER_CONF"
+  run -1 "$DLOCK" status k
+  mkfifo "$T/fifo.conf"
+  run -78 timeout 20 "$DLOCK" --config "$T/fifo.conf" status k
+  assert_output "dlock: config file '$T/fifo.conf' is not a regular file"
+  need_root
+  chmod 644 "$T/c.conf"
+  chown nobody "$T/c.conf"
+  run -78 "$DLOCK" --config "$T/c.conf" status k
+  assert_output "dlock: config file '$T/c.conf' is refused: it is owned by another user (uid $(id -u nobody))"
 }

@@ -29,6 +29,9 @@ dlock_setup() {
 dlock_teardown() {
   [ -z "${REDIS_PID:-}" ] || kill -CONT "$REDIS_PID" 2>/dev/null || true
   stop_recorded
+  if [ -f "$BATS_TEST_TMPDIR/nobody.dirs" ]; then
+    xargs rm -rf -- <"$BATS_TEST_TMPDIR/nobody.dirs"
+  fi
   if [ -S "$BATS_TEST_TMPDIR/tmux.sock" ]; then
     tmux -S "$BATS_TEST_TMPDIR/tmux.sock" kill-server 2>/dev/null || true
   fi
@@ -203,6 +206,24 @@ stop_recorded() {
     sleep 0.05
   done
   for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+}
+
+# need_root: skips the test, saying why, unless it runs as root (which a test of a hostile
+# second local user needs: dlock as root, the attacker as nobody).
+need_root() {
+  [ "$(id -u)" -eq 0 ] || skip "needs root: dlock runs as root and the attacker as nobody"
+}
+
+# as_nobody COMMAND...: runs COMMAND as the unprivileged user nobody, a hostile neighbour.
+as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"; }
+
+# nobody_dir: a new directory under /tmp owned by nobody (mode 755), removed by the teardown;
+# sets NOBODY_DIR.
+nobody_dir() {
+  NOBODY_DIR=$(mktemp -d /tmp/dlock-nobody.XXXXXX)
+  echo "$NOBODY_DIR" >>"$BATS_TEST_TMPDIR/nobody.dirs"
+  chown nobody:nogroup "$NOBODY_DIR"
+  chmod 755 "$NOBODY_DIR"
 }
 
 # start_bg NAME COMMAND...: runs COMMAND in the background with stdout and stderr in $T/NAME.out
