@@ -222,9 +222,12 @@ std::optional<CommandEnd> Supervisor::on_event(const process::CommandEvent& even
 
 void Supervisor::pause_while_stopped(int sig)
 {
-  if (!m_child.job_control()) {
-    // No shell to continue a stopped job: dlock's caller goes on, a SIGCONT to dlock
-    // continues the command.
+  // A stop is passed on as the terminal would have sent it: Ctrl-Z (SIGTSTP) only while the
+  // terminal's foreground is dlock's or the command's group (else it came from kill(1), and
+  // no shell would continue dlock's caller); a background read or write (SIGTTIN, SIGTTOU)
+  // or SIGSTOP whenever there is a terminal.
+  if (sig == SIGTSTP ? !m_child.job_control() : !m_child.has_terminal()) {
+    // dlock's caller goes on; a SIGCONT to dlock continues the command.
     util::log_verbose("the command was stopped by signal {}; the lease on lock '{}' is still "
                       "renewed",
                       sig, m_shown);

@@ -72,6 +72,8 @@ public:
   // The next report, if one is waiting.
   std::optional<CommandEvent> next_event();
 
+  // Whether dlock has a controlling terminal.
+  bool has_terminal() const noexcept { return m_tty.get() >= 0; }
   // Whether job control applies (see process::job_control): the terminal's foreground group
   // is dlock's or the command's, so that a stop of the command was the terminal's Ctrl-Z.
   bool job_control() const noexcept;

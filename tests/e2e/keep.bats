@@ -160,7 +160,7 @@ assert 0 < d["ttl_ms"] <= 1000, d
     tok=$("$DLOCK" acquire -k quick -t 30s --keep)
     echo "took $(( $(date +%s%3N) - start ))"
     echo "token $tok"
-    until hp=$(cat "$XDG_RUNTIME_DIR"/dlock/*.holder 2>/dev/null); do sleep 0.02; done
+    until hp=$(cut -d" " -f1 "$XDG_RUNTIME_DIR"/dlock/*.holder 2>/dev/null); do sleep 0.02; done
     for fd in /proc/$hp/fd/*; do echo "fd ${fd##*/} $(readlink "$fd")"; done
     start=$(date +%s%3N)
     "$DLOCK" acquire -k quick2 -t 30s --keep | cat >/dev/null
