@@ -7,6 +7,7 @@
 #include "util/event_loop.hpp"
 #include "util/forked.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -17,6 +18,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -236,6 +238,23 @@ void exec_in_place(const CommandSpec& spec)
   }
   argv.push_back(nullptr);
   std::fflush(stdout);
+  // As under the guard, the command gets 0, 1 and 2 alone: the store's client libraries (the
+  // ZooKeeper one) leave descriptors without close-on-exec. Marked, not closed: an exec that
+  // fails returns to a dlock that still has them.
+  if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+    std::vector<int> open;
+    if (DIR* dir = ::opendir("/proc/self/fd")) {
+      while (const dirent* entry = ::readdir(dir)) {
+        open.push_back(std::atoi(entry->d_name)); // "." and "..": 0, below 3
+      }
+      ::closedir(dir);
+    }
+    for (int fd : open) {
+      if (fd > 2) {
+        ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
+      }
+    }
+  }
   ::signal(SIGPIPE, SIG_DFL); // dlock ignores it; a command must not inherit that
   ::execvpe(argv[0], argv.data(), envp.data()); // runs a script without "#!" with /bin/sh
   int error = errno;

@@ -99,8 +99,8 @@ private:
 };
 
 // Replaces dlock with the command, as the shell's exec does (for a run nested in a command
-// that holds its lock already, whose own guard and lease cover it); throws Error (126, 127) if
-// it cannot be run.
+// that holds its lock already, whose own guard and lease cover it), with no descriptor but 0,
+// 1 and 2; throws Error (126, 127) if it cannot be run.
 [[noreturn]] void exec_in_place(const CommandSpec& spec);
 
 } // namespace dlock::process

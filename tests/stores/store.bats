@@ -140,6 +140,11 @@ died_of() {
     [ -z "$extra" ]
   fi
   [ "$(echo "$output" | awk '$1 <= 2' | wc -l)" = 3 ]
+  # A nested run (on the key its caller holds) execs its command in place: 0, 1, 2 alone.
+  run -0 --separate-stderr "$DLOCK" run -k fds -- \
+    "$DLOCK" run -k fds -- sh -c 'find /proc/$$/fd -mindepth 1 -printf "%f %l\n"; :' 3>&-
+  echo "$output"
+  [ "$(echo "$output" | awk '{print $1}' | sort -n | tr '\n' ' ')" = "0 1 2 " ]
 }
 
 # ---------------------------------------------------------------------------------------------
