@@ -202,12 +202,6 @@ pid_t calling_script(pid_t parent)
   }
 }
 
-bool runs_this_program(pid_t pid)
-{
-  std::string exe = proc_exe(pid);
-  return !exe.empty() && exe == proc_exe(::getpid());
-}
-
 std::optional<std::uint64_t> start_time(pid_t pid)
 {
   std::string text = proc_file(pid, "stat");

@@ -25,10 +25,6 @@ bool group_has_siblings();
 // `$(...)` with a redirection, a `( ... )`, a pipeline's part), the first one that is not.
 pid_t calling_script(pid_t parent);
 
-// Whether pid runs the same executable as this process (a pid read from a file may since
-// have been reused by anything else).
-bool runs_this_program(pid_t pid);
-
 // When pid started (clock ticks after boot, from /proc/PID/stat); nullopt if it does not live.
 // With the pid, it names one process: a pid alone may have been reused since it was read.
 std::optional<std::uint64_t> start_time(pid_t pid);
