@@ -414,9 +414,11 @@ needs_password() {
   chmod 755 "$dir"
   cp "$DLOCK" "$dir/dlock"
   chmod 4755 "$dir/dlock"
-  run -78 --separate-stderr setpriv --reuid=nobody --regid=nogroup --clear-groups "$dir/dlock" --version
-  [ "$stderr" = "dlock: refusing to run set-uid or set-gid" ] || { echo "$stderr"; false; }
+  run --separate-stderr setpriv --reuid=nobody --regid=nogroup --clear-groups "$dir/dlock" --version
+  local setuid_status=$status setuid_stderr=$stderr
   chmod 2755 "$dir/dlock"
-  run -78 --separate-stderr setpriv --reuid=nobody --regid=nogroup --clear-groups "$dir/dlock" status k
+  run --separate-stderr setpriv --reuid=nobody --regid=nogroup --clear-groups "$dir/dlock" status k
   rm -rf "$dir"
+  [ "$setuid_status" = 78 ] && [ "$status" = 78 ]
+  [ "$setuid_stderr" = "dlock: refusing to run set-uid or set-gid" ] || { echo "$setuid_stderr"; false; }
 }
