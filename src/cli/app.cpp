@@ -6,14 +6,32 @@
 #include "util/error.hpp"
 #include "util/log.hpp"
 #include "util/syslog.hpp"
+#include "util/url.hpp"
 
 #include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include <iostream>
 
 namespace dlock {
 
 namespace {
+
+// A store password in memory (a password file, DLOCK_PASSWORD, a URL's): no core file may hold
+// it, and no process of the same user (the command, once it dropped privileges to the same
+// uid, say) may read dlock's memory or environment through ptrace or /proc/PID/mem, environ.
+void keep_secrets_out_of_reach(const stores::StoreConfig& store)
+{
+  bool secret = store.password || store.sentinel_password
+                || std::any_of(store.urls.begin(), store.urls.end(),
+                               [](const std::string& url) { return util::url_has_password(url); });
+  if (secret) {
+    ::prctl(PR_SET_DUMPABLE, 0); // the command gets its own again at exec
+  }
+}
 
 // Runs the parsed subcommand; throws Error for every failure.
 int dispatch(const cli::Subcommands& sub, const cli::Arguments& args)
@@ -22,6 +40,7 @@ int dispatch(const cli::Subcommands& sub, const cli::Arguments& args)
       || sub.renew->parsed() || sub.release->parsed() || sub.wait->parsed()
       || sub.barrier->parsed() || sub.latch->parsed()) {
     cli::GlobalOptions global = cli::resolve_global(args);
+    keep_secrets_out_of_reach(global.store);
     // Options are checked before the store is chosen, so that a usage error wins.
     auto with_store = [&](auto command, const auto& options) {
       std::unique_ptr<lock::Store> store = stores::open_store(global.store);
@@ -61,6 +80,13 @@ int dispatch(const cli::Subcommands& sub, const cli::Arguments& args)
 
 int run_main(int argc, char** argv)
 {
+  // dlock reads files and environment its caller chooses (--config, --password-file, DLOCK_*)
+  // and runs the caller's command: set-uid or set-gid, it would do so with privileges the
+  // caller lacks.
+  if (::getuid() != ::geteuid() || ::getgid() != ::getegid()) {
+    util::log_error("refusing to run set-uid or set-gid");
+    return static_cast<int>(ExitCode::config);
+  }
   ::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"dlock: run a command under a distributed lock held in Redis", "dlock"};
   app.set_version_flag("--version", std::function<std::string()>(cli::version_text));

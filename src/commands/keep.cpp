@@ -6,7 +6,9 @@
 #include "process/process_table.hpp"
 #include "process/signals.hpp"
 #include "util/event_loop.hpp"
+#include "util/forked.hpp"
 #include "util/json.hpp"
+#include "util/sha256.hpp"
 #include "util/syslog.hpp"
 
 #include <fcntl.h>
@@ -123,9 +125,22 @@ public:
     }
     ::close(go_fd);
     util::set_syslog(true); // the holder's only voice: it has no terminal
+    try {
+      hold(go);
+    } catch (const std::exception& error) {
+      // The lock is held and no longer renewed: a loss, told as one (and it expires).
+      lose(fmt::format("the holder process failed: {}", error.what()));
+    } catch (...) {
+      lose("the holder process failed");
+    }
+  }
+
+private:
+  [[noreturn]] void hold(const Go& go)
+  {
     process::SignalFd signals({SIGTERM, SIGINT, SIGHUP});
     m_record.holder_started(::getpid());
-    process::ProcessWatch owner(m_owner);
+    process::ProcessWatch& owner = m_owner_watch.emplace(m_owner);
 
     lock::LeasePolicy policy;
     policy.ttl = go.validity_ms >= 0 ? Millis(go.validity_ms) : m_ttl;
@@ -214,7 +229,6 @@ public:
     }
   }
 
-private:
   // Out of the caller's session, terminal and descriptors: `T=$(dlock acquire --keep ...)`
   // returns once dlock exits, and a CI runner that waits for its step's output is not held.
   void detach(int& go_fd)
@@ -252,8 +266,8 @@ private:
     m_record.record_lost(reason);
     util::syslog_event(util::EventLevel::warning, "lost",
                        {{"key", m_shown}, {"reason", reason}, {"by", "acquire --keep"}});
-    if (m_options.on_lost_signal != 0) {
-      ::kill(m_owner, m_options.on_lost_signal);
+    if (m_options.on_lost_signal != 0 && m_owner_watch) {
+      m_owner_watch->signal(m_options.on_lost_signal); // the owner itself, not a pid reused
     }
     m_context.store.abandon();
     ::_exit(0);
@@ -273,12 +287,14 @@ private:
   Millis m_ttl;
   KeepOptions m_options;
   pid_t m_owner;
+  std::optional<process::ProcessWatch> m_owner_watch; // its pidfd, opened once detached
   KeepRecord m_record;
 };
 
 } // namespace
 
 KeepRecord::KeepRecord(const std::string& token)
+  : m_fingerprint(util::sha256_hex("dlock keep holder\n" + token).substr(0, 32))
 {
   std::string dir = state_directory();
   if (!dir.empty()) {
@@ -294,17 +310,26 @@ std::string KeepRecord::path(const char* suffix) const
 void KeepRecord::holder_started(pid_t pid) const
 {
   ::unlink(path(".lost").c_str());
-  write_file(path(".holder"), std::to_string(pid));
+  std::optional<std::uint64_t> start = process::start_time(pid);
+  write_file(path(".holder"), fmt::format("{} {} {}\n", pid, start.value_or(0), m_fingerprint));
 }
 
-std::optional<pid_t> KeepRecord::holder() const
+bool KeepRecord::signal_holder(int sig) const
 {
   std::optional<std::string> text = read_file(path(".holder"));
   if (!text) {
-    return std::nullopt;
+    return false;
   }
-  long pid = std::strtol(text->c_str(), nullptr, 10);
-  return pid > 1 ? std::optional<pid_t>(static_cast<pid_t>(pid)) : std::nullopt;
+  std::istringstream fields(*text);
+  long pid = 0;
+  std::uint64_t start = 0;
+  std::string fingerprint;
+  if (!(fields >> pid >> start >> fingerprint) || pid <= 1 || start == 0
+      || fingerprint != m_fingerprint) {
+    return false;
+  }
+  process::ProcessWatch holder(static_cast<pid_t>(pid));
+  return holder.started_at(start) && holder.signal(sig);
 }
 
 void KeepRecord::mark_released() const { write_file(path(".released"), "1"); }
@@ -342,9 +367,11 @@ Keeper::Keeper(Context& context, std::vector<lock::LockName> names, std::string 
     throw Error(ExitCode::internal, "acquire --keep: fork failed: {}", std::strerror(errno));
   }
   if (m_pid == 0) {
-    ::close(fds[1]);
-    Holder holder(context, std::move(names), std::move(token), ttl, options, owner);
-    holder.run(fds[0]);
+    util::run_forked([&] {
+      ::close(fds[1]);
+      Holder holder(context, std::move(names), std::move(token), ttl, options, owner);
+      holder.run(fds[0]);
+    });
   }
   ::close(fds[0]);
   m_go = fds[1];

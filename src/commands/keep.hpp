@@ -20,9 +20,12 @@ class KeepRecord {
 public:
   explicit KeepRecord(const std::string& token);
 
-  // The holder process started (its pid, for release to stop it).
+  // The holder process started: its pid, when it started and the token's fingerprint, for
+  // release to stop it and no other process.
   void holder_started(pid_t pid) const;
-  std::optional<pid_t> holder() const;
+  // Sends sig to the holder recorded, if it is still that process (through a pidfd, checked
+  // after it is opened: a pid reused since is not signalled); false if it was not sent.
+  bool signal_holder(int sig) const;
   // The lock is being released with the token: the holder must not take the refusal of its
   // next renewal for a loss.
   void mark_released() const;
@@ -37,6 +40,7 @@ public:
 private:
   std::string path(const char* suffix) const;
   std::string m_base; // directory/hash; empty if no safe directory exists
+  std::string m_fingerprint; // of the token, in the holder file: bound to this token alone
 };
 
 // The holder of `acquire --keep`, forked before the lock is asked for (so that the store has

@@ -232,10 +232,7 @@ int release(Context& context, const ReleaseOptions& options)
     record.unmark_released(); // still held: the holder goes on, and a loss is still a loss
     throw;
   }
-  std::optional<pid_t> holder = record.holder();
-  if (holder && process::runs_this_program(*holder)) {
-    ::kill(*holder, SIGTERM);
-  } else {
+  if (!record.signal_holder(SIGTERM)) {
     record.forget();
   }
   return status;

@@ -196,6 +196,7 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
   } else {
     spec.unset.insert(spec.unset.end(), {"DLOCK_FENCING_TOKEN", "DLOCK_FENCING_TOKENS"});
   }
+  spec.inherit = context.store.inherited_descriptors();
   CommandEnd end;
   context.store.limit_blocking(policy.lease.request_timeout());
   Supervisor supervisor(context.store, names, token, options.kind,

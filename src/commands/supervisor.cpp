@@ -1,6 +1,7 @@
 #include "commands/supervisor.hpp"
 
 #include "util/event_loop.hpp"
+#include "util/forked.hpp"
 #include "util/log.hpp"
 
 #include <sys/mman.h>
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <new>
 #include <type_traits>
+#include <utility>
 
 namespace dlock::commands {
 
@@ -179,8 +181,12 @@ void Supervisor::act(const lock::Actions& actions)
 void Supervisor::on_signal(int sig)
 {
   if (sig == SIGCONT) {
-    // fg of a dlock that ran in the background: its command gets the terminal too.
+    // fg of a dlock that ran in the background: its command gets the terminal too; a command
+    // stopped without job control is continued with dlock.
     m_child.hand_terminal_over();
+    if (std::exchange(m_command_stopped, false)) {
+      m_child.resume();
+    }
     return;
   }
   util::log_verbose("forwarding signal {} to the command", sig);
@@ -204,6 +210,7 @@ std::optional<CommandEnd> Supervisor::on_event(const process::CommandEvent& even
     pause_while_stopped(event.value);
     break;
   case Kind::continued:
+    m_command_stopped = false;
     break;
   case Kind::deadline_passed:
     // Only when dlock itself could not act in time (frozen, stopped, swapped out).
@@ -215,10 +222,16 @@ std::optional<CommandEnd> Supervisor::on_event(const process::CommandEvent& even
 
 void Supervisor::pause_while_stopped(int sig)
 {
-  if (!m_child.has_terminal()) {
+  // A stop is passed on as the terminal would have sent it: Ctrl-Z (SIGTSTP) only while the
+  // terminal's foreground is dlock's or the command's group (else it came from kill(1), and
+  // no shell would continue dlock's caller); a background read or write (SIGTTIN, SIGTTOU)
+  // or SIGSTOP whenever there is a terminal.
+  if (sig == SIGTSTP ? !m_child.job_control() : !m_child.has_terminal()) {
+    // dlock's caller goes on; a SIGCONT to dlock continues the command.
     util::log_verbose("the command was stopped by signal {}; the lease on lock '{}' is still "
                       "renewed",
                       sig, m_shown);
+    m_command_stopped = true;
     return;
   }
   // Ctrl-Z: the shell must see dlock stopped, so a renewer process keeps the lease meanwhile.
@@ -232,7 +245,14 @@ void Supervisor::pause_while_stopped(int sig)
   pid_t parent = ::getpid();
   pid_t renewer = ::fork();
   if (renewer == 0) {
-    renew_for_stopped_parent(shared, parent);
+    util::run_forked([&] {
+      try {
+        renew_for_stopped_parent(shared, parent);
+      } catch (...) {
+        ::kill(parent, SIGCONT); // dlock renews again, from what the renewer last published
+        throw;
+      }
+    });
   }
   if (renewer < 0) {
     ::munmap(memory, sizeof(SharedState));

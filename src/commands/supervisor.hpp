@@ -61,6 +61,7 @@ private:
   process::SignalFd& m_signals;
   std::string m_first_error;
   int m_terminal_signal = 0;
+  bool m_command_stopped = false; // by a SIGTSTP without job control: SIGCONT continues it
 };
 
 } // namespace dlock::commands

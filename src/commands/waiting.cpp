@@ -64,11 +64,14 @@ Woken wait_for_wake(lock::Store& store, process::SignalFd& signals, TimePoint un
         if (!sig) {
           break;
         }
-        if (*sig == SIGTSTP) {
+        if (*sig == SIGTSTP && process::job_control()) {
           // Ctrl-Z while waiting: stop as any command would, and go on waiting after fg/bg.
           progress.clear();
           process::stop_like(SIGTSTP);
           progress.redraw();
+        } else if (*sig == SIGTSTP) {
+          util::log_verbose("SIGTSTP ignored while waiting: no job control (no terminal, or "
+                            "not in its foreground) to continue dlock and its caller");
         } else if (*sig != SIGCHLD && *sig != SIGCONT) {
           signal = *sig;
         }

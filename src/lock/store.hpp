@@ -208,6 +208,9 @@ public:
   virtual std::string loss_cause() const { return "it expired or was released by someone else"; }
   // The store as messages name it: "Redis", "Redlock (several --url)", "PostgreSQL".
   virtual std::string store_name() const = 0;
+  // Descriptors the command inherits while the locks are held: file://'s lock files, as
+  // flock(1) gives them to its command; every other descriptor of dlock's is closed for it.
+  virtual std::vector<int> inherited_descriptors() const { return {}; }
 
   // One lock's state (blocking until deadline).
   virtual LockStatus status(const LockName& name, util::TimePoint deadline) = 0;

@@ -2,11 +2,15 @@
 
 #include "process/process_table.hpp"
 #include "process/guard.hpp"
+#include "process/signals.hpp"
 #include "util/error.hpp"
 #include "util/event_loop.hpp"
+#include "util/forked.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -14,6 +18,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -92,16 +97,24 @@ ProcessGroup::ProcessGroup(const sigset_t& child_mask)
     ::close(requests[1]);
     throw Error(ExitCode::internal, "pipe failed: {}", std::strerror(saved));
   }
+  int passing[2];
+  if (::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, passing) != 0) {
+    int saved = errno;
+    for (int fd : {requests[0], requests[1], reports[0], reports[1]}) {
+      ::close(fd);
+    }
+    throw Error(ExitCode::internal, "socketpair failed: {}", std::strerror(saved));
+  }
   pid_t guard = ::fork();
   if (guard == 0) {
-    ::close(requests[1]);
-    ::close(reports[0]);
-    guard::guard_main(requests[0], reports[1], child_mask);
+    util::run_forked([&] { guard::guard_main(requests[0], reports[1], passing[1], child_mask); });
   }
   ::close(requests[0]);
   ::close(reports[1]);
+  ::close(passing[1]);
   m_requests.reset(requests[1]);
   m_reports.reset(reports[0]);
+  m_passing.reset(passing[0]);
   if (guard < 0) {
     throw Error(ExitCode::internal, "fork failed: {}", std::strerror(errno));
   }
@@ -141,6 +154,30 @@ void ProcessGroup::send(const void* data, std::size_t size) const noexcept
   }
 }
 
+void ProcessGroup::pass_descriptors(const std::vector<int>& fds) const noexcept
+{
+  if (fds.empty() || fds.size() > guard::most_inherited) {
+    return;
+  }
+  char byte = 0;
+  iovec data{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * guard::most_inherited)]{};
+  msghdr message{};
+  message.msg_iov = &data;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(header), fds.data(), sizeof(int) * fds.size());
+  while (::sendmsg(m_passing.get(), &message, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+  }
+  // On failure the command runs without them: they only make the kernel keep the lock
+  // while the command lives, and the guard already ends the command before the release.
+}
+
 void ProcessGroup::spawn(const CommandSpec& spec)
 {
   if (spec.argv.empty()) {
@@ -155,9 +192,11 @@ void ProcessGroup::spawn(const CommandSpec& spec)
   request.kind = guard::spawn;
   request.value = static_cast<std::int32_t>(spec.argv.size());
   request.a = static_cast<std::int64_t>(payload.size());
+  request.b = static_cast<std::int64_t>(spec.inherit.size());
 
   m_may_take_terminal = m_tty && !group_has_siblings();
   hand_terminal_over();
+  pass_descriptors(spec.inherit); // queued before the request that says to expect them
   send(&request, sizeof request);
   send(payload.data(), payload.size());
   while (true) {
@@ -199,6 +238,23 @@ void exec_in_place(const CommandSpec& spec)
   }
   argv.push_back(nullptr);
   std::fflush(stdout);
+  // As under the guard, the command gets 0, 1 and 2 alone: the store's client libraries (the
+  // ZooKeeper one) leave descriptors without close-on-exec. Marked, not closed: an exec that
+  // fails returns to a dlock that still has them.
+  if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+    std::vector<int> open;
+    if (DIR* dir = ::opendir("/proc/self/fd")) {
+      while (const dirent* entry = ::readdir(dir)) {
+        open.push_back(std::atoi(entry->d_name)); // "." and "..": 0, below 3
+      }
+      ::closedir(dir);
+    }
+    for (int fd : open) {
+      if (fd > 2) {
+        ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
+      }
+    }
+  }
   ::signal(SIGPIPE, SIG_DFL); // dlock ignores it; a command must not inherit that
   ::execvpe(argv[0], argv.data(), envp.data()); // runs a script without "#!" with /bin/sh
   int error = errno;
@@ -275,6 +331,11 @@ std::optional<CommandEvent> ProcessGroup::next_event()
   default:
     return next_event();
   }
+}
+
+bool ProcessGroup::job_control() const noexcept
+{
+  return m_tty && process::job_control(m_guard);
 }
 
 void ProcessGroup::reclaim_terminal() noexcept

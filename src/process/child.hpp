@@ -18,6 +18,10 @@ struct CommandSpec {
   std::vector<std::string> argv;                           // argv[0] is looked up in PATH
   std::vector<std::pair<std::string, std::string>> env;   // set on top of dlock's environment
   std::vector<std::string> unset;                          // removed from dlock's environment
+  // dlock's descriptors the command inherits (file://'s lock, as flock(1) does); it gets no
+  // other descriptor but 0, 1 and 2: a command that drops privileges must not inherit
+  // dlock's store session.
+  std::vector<int> inherit;
 };
 
 // Something that happened to the command, as its guard reports it.
@@ -68,8 +72,11 @@ public:
   // The next report, if one is waiting.
   std::optional<CommandEvent> next_event();
 
-  // Whether dlock has a controlling terminal, so that job control applies.
+  // Whether dlock has a controlling terminal.
   bool has_terminal() const noexcept { return m_tty.get() >= 0; }
+  // Whether job control applies (see process::job_control): the terminal's foreground group
+  // is dlock's or the command's, so that a stop of the command was the terminal's Ctrl-Z.
+  bool job_control() const noexcept;
   // Takes the terminal back from the command's group, if it has it.
   void reclaim_terminal() noexcept;
   // Gives the terminal to the command's group if dlock is in the foreground (after fg).
@@ -79,19 +86,21 @@ public:
 
 private:
   void send(const void* data, std::size_t size) const noexcept;
+  void pass_descriptors(const std::vector<int>& fds) const noexcept;
 
   pid_t m_guard = -1; // also the process group id
   bool m_started = false;
   bool m_exited = false;
   util::UniqueFd m_requests; // to the guard; closing it tells the guard dlock is gone
   util::UniqueFd m_reports;  // from the guard, non-blocking
+  util::UniqueFd m_passing;  // to the guard: the descriptors the command inherits (SCM_RIGHTS)
   util::UniqueFd m_tty;      // the controlling terminal, if any
   bool m_may_take_terminal = false; // no pipeline sibling shares dlock's group (and terminal)
 };
 
 // Replaces dlock with the command, as the shell's exec does (for a run nested in a command
-// that holds its lock already, whose own guard and lease cover it); throws Error (126, 127) if
-// it cannot be run.
+// that holds its lock already, whose own guard and lease cover it), with no descriptor but 0,
+// 1 and 2; throws Error (126, 127) if it cannot be run.
 [[noreturn]] void exec_in_place(const CommandSpec& spec);
 
 } // namespace dlock::process

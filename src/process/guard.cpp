@@ -2,11 +2,13 @@
 
 #include "process/process_table.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -105,10 +108,74 @@ std::string find_in_path(const std::string& file)
   }
 }
 
+// Closes every descriptor but those in keep: close_range around them, or where the kernel
+// lacks it (before 5.9), each one /proc/self/fd lists.
+void close_all_except(std::vector<int> keep)
+{
+  std::sort(keep.begin(), keep.end());
+  unsigned first = 0;
+  bool ranges = true;
+  for (int fd : keep) {
+    if (static_cast<unsigned>(fd) > first) {
+      ranges = ranges && ::close_range(first, static_cast<unsigned>(fd) - 1, 0) == 0;
+    }
+    first = std::max(first, static_cast<unsigned>(fd) + 1);
+  }
+  ranges = ranges && ::close_range(first, ~0U, 0) == 0;
+  if (ranges) {
+    return;
+  }
+  std::vector<int> open;
+  if (DIR* dir = ::opendir("/proc/self/fd")) {
+    while (const dirent* entry = ::readdir(dir)) {
+      if (entry->d_name[0] != '.') {
+        open.push_back(std::atoi(entry->d_name));
+      }
+    }
+    ::closedir(dir);
+  }
+  for (int fd : open) {
+    if (!std::binary_search(keep.begin(), keep.end(), fd)) {
+      ::close(fd);
+    }
+  }
+}
+
+// Takes the descriptors dlock passed for the command (count of them), not close-on-exec so
+// that the command inherits them.
+std::vector<int> receive_descriptors(int socket, std::int64_t count)
+{
+  if (count <= 0 || count > static_cast<std::int64_t>(most_inherited)) {
+    return {};
+  }
+  char byte = 0;
+  iovec data{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * most_inherited)]{};
+  msghdr message{};
+  message.msg_iov = &data;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  ssize_t n = 0;
+  do {
+    n = ::recvmsg(socket, &message, MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  std::vector<int> fds;
+  for (cmsghdr* header = n < 0 ? nullptr : CMSG_FIRSTHDR(&message); header != nullptr;
+       header = CMSG_NXTHDR(&message, header)) {
+    if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS) {
+      std::size_t received = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      fds.resize(fds.size() + received);
+      std::memcpy(fds.data() + fds.size() - received, CMSG_DATA(header), received * sizeof(int));
+    }
+  }
+  return fds;
+}
+
 class Guard {
 public:
-  Guard(int requests, int reports, const sigset_t& command_mask)
-    : m_requests(requests), m_reports(reports), m_command_mask(command_mask)
+  Guard(int requests, int reports, int passing, const sigset_t& command_mask)
+    : m_requests(requests), m_reports(reports), m_passing(passing), m_command_mask(command_mask)
   {
   }
 
@@ -311,6 +378,9 @@ private:
     }
     argv.push_back(nullptr);
     envp.push_back(nullptr);
+    // The guard holds nothing else of dlock's by now (guard_main closed it): with these, the
+    // command's only descriptors are 0, 1, 2. They are closed below once it has its copies.
+    receive_descriptors(m_passing, message.b);
     SpawnAttributes attributes(m_command_mask);
     pid_t pid = -1;
     int error = ::posix_spawnp(&pid, argv[0], nullptr, attributes.get(), argv.data(), envp.data());
@@ -333,24 +403,12 @@ private:
     for (int fd = 0; fd <= 2 && null >= 0; ++fd) {
       ::dup2(null, fd);
     }
-    close_all_except({0, 1, 2, m_requests, m_reports, m_signals});
-  }
-
-  static void close_all_except(std::vector<int> keep)
-  {
-    std::sort(keep.begin(), keep.end());
-    unsigned first = 0;
-    for (int fd : keep) {
-      if (static_cast<unsigned>(fd) > first) {
-        ::close_range(first, static_cast<unsigned>(fd) - 1, 0);
-      }
-      first = std::max(first, static_cast<unsigned>(fd) + 1);
-    }
-    ::close_range(first, ~0U, 0);
+    close_all_except({0, 1, 2, m_requests, m_reports, m_passing, m_signals});
   }
 
   int m_requests;
   int m_reports;
+  int m_passing;
   sigset_t m_command_mask;
   int m_signals = -1;
   pid_t m_command = -1;
@@ -364,9 +422,18 @@ private:
 
 } // namespace
 
-void guard_main(int requests_fd, int reports_fd, const sigset_t& command_mask)
+void guard_main(int requests_fd, int reports_fd, int passing_fd, const sigset_t& command_mask)
 {
-  Guard(requests_fd, reports_fd, command_mask).run();
+  // dlock's store sessions, lock files and terminal are no business of the guard's, nor of
+  // the command's: the guard was forked with them all.
+  close_all_except({0, 1, 2, requests_fd, reports_fd, passing_fd});
+  try {
+    Guard(requests_fd, reports_fd, passing_fd, command_mask).run();
+  } catch (...) {
+    // Out of memory, say: nothing of the command may outlive its guard (dlock sees it gone).
+    signal_descendants(SIGKILL);
+    throw;
+  }
 }
 
 } // namespace dlock::process::guard

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace dlock::process::guard {
@@ -18,7 +19,8 @@ struct Message {
 
 // From dlock to the guard.
 enum Request : std::int32_t {
-  spawn = 1,     // value: argc; a: bytes of NUL-terminated argv then environment that follow
+  spawn = 1,     // value: argc; a: bytes of NUL-terminated argv then environment that follow;
+                 // b: descriptors for the command, sent before it on the passing socket
   deadlines = 2, // a, b: SIGTERM and SIGKILL times, steady_clock nanoseconds
 };
 
@@ -33,12 +35,17 @@ enum Report : std::int32_t {
   exited = 7,          // value: the command's wait status; everything it started is gone
 };
 
+// The most descriptors a command inherits from dlock (one lock file per key).
+constexpr std::size_t most_inherited = 64;
+
 // The guard's life, in the process forked for it: leads the command's process group, is
 // the command's parent and a child subreaper (so every descendant, even one that called
 // setsid, stays below it), enforces the lease deadlines dlock sends even when dlock is
 // frozen, kills the whole tree when the command exits or dlock goes away, and reports what
-// happens to the command. Exits once it has reported the command's end (everything is
-// dead by then). Never returns.
-[[noreturn]] void guard_main(int requests_fd, int reports_fd, const sigset_t& command_mask);
+// happens to the command. Closes every descriptor inherited from dlock but 0, 1, 2 and its
+// three channels at once; the command gets only 0, 1, 2 and what dlock passes on passing_fd.
+// Exits once it has reported the command's end (everything is dead by then). Never returns.
+[[noreturn]] void guard_main(int requests_fd, int reports_fd, int passing_fd,
+                             const sigset_t& command_mask);
 
 } // namespace dlock::process::guard

@@ -202,10 +202,27 @@ pid_t calling_script(pid_t parent)
   }
 }
 
-bool runs_this_program(pid_t pid)
+std::optional<std::uint64_t> start_time(pid_t pid)
 {
-  std::string exe = proc_exe(pid);
-  return !exe.empty() && exe == proc_exe(::getpid());
+  std::string text = proc_file(pid, "stat");
+  std::size_t close_paren = text.rfind(')');
+  if (close_paren == std::string::npos) {
+    return std::nullopt;
+  }
+  // Fields after COMM: state (3) ... starttime (22).
+  std::size_t pos = close_paren + 1;
+  for (int field = 3; field < 22 && pos != std::string::npos; ++field) {
+    pos = text.find(' ', pos + 1);
+  }
+  if (pos == std::string::npos) {
+    return std::nullopt;
+  }
+  char* end = nullptr;
+  unsigned long long start = std::strtoull(text.c_str() + pos + 1, &end, 10);
+  if (end == text.c_str() + pos + 1) {
+    return std::nullopt;
+  }
+  return start;
 }
 
 ProcessWatch::ProcessWatch(pid_t pid) : m_pid(pid)
@@ -227,6 +244,19 @@ bool ProcessWatch::ended() const noexcept
     return ::poll(&entry, 1, 0) > 0;
   }
   return ::kill(m_pid, 0) != 0 && errno == ESRCH;
+}
+
+bool ProcessWatch::started_at(std::uint64_t start) const
+{
+  return !ended() && start_time(m_pid) == start;
+}
+
+bool ProcessWatch::signal(int sig) const noexcept
+{
+  if (m_fd >= 0) {
+    return ::syscall(SYS_pidfd_send_signal, m_fd, sig, nullptr, 0) == 0;
+  }
+  return ::kill(m_pid, sig) == 0;
 }
 
 } // namespace dlock::process

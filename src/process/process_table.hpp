@@ -2,6 +2,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace dlock::process {
@@ -23,9 +25,9 @@ bool group_has_siblings();
 // `$(...)` with a redirection, a `( ... )`, a pipeline's part), the first one that is not.
 pid_t calling_script(pid_t parent);
 
-// Whether pid runs the same executable as this process (a pid read from a file may since
-// have been reused by anything else).
-bool runs_this_program(pid_t pid);
+// When pid started (clock ticks after boot, from /proc/PID/stat); nullopt if it does not live.
+// With the pid, it names one process: a pid alone may have been reused since it was read.
+std::optional<std::uint64_t> start_time(pid_t pid);
 
 // Tells when a process that need not be a child ends, without polling: a pidfd to poll
 // (Linux 5.3), else a liveness check whenever asked.
@@ -40,6 +42,13 @@ public:
   int fd() const noexcept { return m_fd; }
   bool ended() const noexcept;
   pid_t pid() const noexcept { return m_pid; }
+  // Whether the process watched is the one that started at start: checked after its pidfd
+  // was opened, so that a process that took the pid since cannot pass for it (without pidfd
+  // support, Linux < 5.3, only as of now).
+  bool started_at(std::uint64_t start) const;
+  // Sends sig through the pidfd, which reaches the process watched or none (never one that
+  // took its pid); kill(2) without pidfd support. False if it was not sent.
+  bool signal(int sig) const noexcept;
 
 private:
   pid_t m_pid;

@@ -2,6 +2,7 @@
 
 #include "util/error.hpp"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -44,6 +45,17 @@ std::optional<int> SignalFd::read()
     }
     return std::nullopt;
   }
+}
+
+bool job_control(pid_t also_group) noexcept
+{
+  int tty = ::open("/dev/tty", O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+  if (tty < 0) {
+    return false;
+  }
+  pid_t foreground = ::tcgetpgrp(tty);
+  ::close(tty);
+  return foreground > 0 && (foreground == ::getpgrp() || foreground == also_group);
 }
 
 void stop_like(int sig) noexcept

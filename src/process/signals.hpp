@@ -32,10 +32,16 @@ private:
 };
 
 
+// Whether job control applies to dlock: it has a controlling terminal whose foreground process
+// group is dlock's own, or also_group (the command's, while it has the terminal). Otherwise
+// (cron, a script's background job, no terminal) a SIGTSTP is kill(1)'s, not a terminal's:
+// stopping dlock's group would stop its caller, and no shell would continue it.
+bool job_control(pid_t also_group = 0) noexcept;
+
 // Stops dlock the way sig stopped its command, so that the shell sees the job stopped:
 // SIGTSTP, SIGTTIN and SIGTTOU (what a terminal sends) go to dlock's whole process group, as
 // the terminal would have sent them without dlock; SIGSTOP stops dlock alone. Returns once
-// dlock is continued (fg, bg, or kill -CONT).
+// dlock is continued (fg, bg, or kill -CONT). Only where job_control() holds.
 void stop_like(int sig) noexcept;
 
 // SIGINT and SIGQUIT: a shell script stops when its child dies of one of them (bash's "wait

@@ -93,7 +93,7 @@ released_within() {
   is_holder "$hp"
   wait_for 'cat "$XDG_RUNTIME_DIR"/dlock/*.holder >/dev/null 2>&1' 2
   run -0 cat "$XDG_RUNTIME_DIR"/dlock/*.holder
-  assert_output "$hp"
+  assert_output --regexp "^$hp [0-9]+ [0-9a-f]{32}\$" # pid, its start time, the token's fingerprint
   run -0 rcli hget 'dlock:{step}:holder' command
   assert_output --regexp '^acquire --keep for pid [0-9]+: '
   # The owner: this test's shell (the script that called dlock), or one of its forks' parents.
@@ -128,6 +128,31 @@ assert 0 < d["ttl_ms"] <= 1000, d
   [[ $stderr != *"acquire --keep"* ]]
 }
 
+@test "release --token signals its own holder only: a holder whose pid another dlock took is not signalled" {
+  local tok hp other
+  tok=$("$DLOCK" acquire -k reuse -t 30s --keep)
+  hp=$(holder_pid reuse)
+  wait_for 'cat "$XDG_RUNTIME_DIR"/dlock/*.holder >/dev/null 2>&1' 2
+  # The holder dies without a word: its file stays, and its pid goes to another dlock (here:
+  # the file is given that dlock's pid, as a reused pid would).
+  kill -KILL "$hp"
+  wait_for "gone $hp" 2
+  start_bg other "$DLOCK" run -k other -- sh -c 'trap "echo TERM >>\"\$T/other.seen\"" TERM
+    trap "echo USR1 >>\"\$T/other.seen\"; exit 0" USR1
+    echo $$ >"$T/other.pid"; while :; do sleep 0.02; done'
+  other=$BG_PID
+  wait_for "[ -s '$T/other.pid' ]" 10
+  sed -i "s/^[0-9]*/$other/" "$XDG_RUNTIME_DIR"/dlock/*.holder
+  run -0 "$DLOCK" release -k reuse --token "$tok"
+  run -0 rcli exists 'dlock:{reuse}'
+  assert_output 0
+  # Then (after whatever release sent) the other dlock's command is told to end: it saw USR1 alone.
+  kill -USR1 "$other"
+  wait_for "gone $other" 10
+  run -0 cat "$T/other.seen"
+  assert_output USR1
+}
+
 @test "T=\$(dlock acquire --keep) returns at once: the holder keeps no pipe of the caller open" {
   # A guarded script: were the substitution held open, timeout would end it.
   run -0 timeout 10 bash -c '
@@ -135,7 +160,7 @@ assert 0 < d["ttl_ms"] <= 1000, d
     tok=$("$DLOCK" acquire -k quick -t 30s --keep)
     echo "took $(( $(date +%s%3N) - start ))"
     echo "token $tok"
-    until hp=$(cat "$XDG_RUNTIME_DIR"/dlock/*.holder 2>/dev/null); do sleep 0.02; done
+    until hp=$(cut -d" " -f1 "$XDG_RUNTIME_DIR"/dlock/*.holder 2>/dev/null); do sleep 0.02; done
     for fd in /proc/$hp/fd/*; do echo "fd ${fd##*/} $(readlink "$fd")"; done
     start=$(date +%s%3N)
     "$DLOCK" acquire -k quick2 -t 30s --keep | cat >/dev/null

@@ -387,3 +387,38 @@ needs_password() {
   DLOCK_PASSWORD_FILE=$T/pw run -0 "$DLOCK" run -k f -- echo via-env
   assert_output via-env
 }
+
+@test "a password in memory makes dlock non-dumpable: the same user cannot read its environment" {
+  [ "$(id -u)" = 0 ] || skip "needs root: runs dlock as nobody"
+  local dir
+  dir=$(mktemp -d)
+  chmod 1777 "$dir"
+  # The command (nobody, as dlock) reads its own shell's environment, then its dlock's (the
+  # parent of its guard, dlock's fork).
+  local look='d=$(awk "{print \$4}" /proc/$PPID/stat); cat /proc/$$/environ >/dev/null && echo own
+    cat /proc/$d/environ >/dev/null 2>&1 && echo dlock-readable || echo dlock-protected'
+  DLOCK_PASSWORD=$PW run -0 --separate-stderr setpriv --reuid=nobody --regid=nogroup --clear-groups \
+    "$DLOCK" -u "$TCP_URL" run -k dump -- sh -c "$look"
+  assert_output $'own\ndlock-protected'
+  # Without a password (a file:// lock), dlock stays dumpable: the check above can tell.
+  run -0 --separate-stderr setpriv --reuid=nobody --regid=nogroup --clear-groups \
+    "$DLOCK" -u "file://$dir/locks" run -k dump -- sh -c "$look"
+  rm -rf "$dir"
+  assert_output $'own\ndlock-readable'
+}
+
+@test "set-uid or set-gid, dlock refuses to run (78): it reads files and environment its caller chooses" {
+  [ "$(id -u)" = 0 ] || skip "needs root: makes a set-uid root copy and runs it as nobody"
+  local dir
+  dir=$(mktemp -d)
+  chmod 755 "$dir"
+  cp "$DLOCK" "$dir/dlock"
+  chmod 4755 "$dir/dlock"
+  run --separate-stderr setpriv --reuid=nobody --regid=nogroup --clear-groups "$dir/dlock" --version
+  local setuid_status=$status setuid_stderr=$stderr
+  chmod 2755 "$dir/dlock"
+  run --separate-stderr setpriv --reuid=nobody --regid=nogroup --clear-groups "$dir/dlock" status k
+  rm -rf "$dir"
+  [ "$setuid_status" = 78 ] && [ "$status" = 78 ]
+  [ "$setuid_stderr" = "dlock: refusing to run set-uid or set-gid" ] || { echo "$setuid_stderr"; false; }
+}

@@ -29,6 +29,15 @@ load helpers
   assert_output $((fence + 1))
 }
 
+@test "the command inherits no descriptor of dlock's but 0, 1 and 2 (the caller's others neither)" {
+  # find, a child of the command's shell, lists the shell's descriptors: "FD TARGET" each. A
+  # descriptor of the caller's (7) is dlock's to close too: the command gets 0, 1, 2 only.
+  run -0 --separate-stderr "$DLOCK" -u "redis://127.0.0.1:$REDIS_PORT" run -k fds -- \
+    sh -c 'find /proc/$$/fd -mindepth 1 -printf "%f %l\n"; :' 7</dev/null
+  echo "$output"
+  [ "$(echo "$output" | awk '{print $1}' | sort -n | tr '\n' ' ')" = "0 1 2 " ]
+}
+
 @test "the token is the lock value while the command runs, and the lock is gone after" {
   run -0 "$DLOCK" run -k tok -- sh -c 'redis-cli -s "$REDIS_SOCK" get "dlock:{tok}" | grep -qx "$DLOCK_TOKEN"'
   run -0 rcli exists 'dlock:{tok}' 'dlock:{tok}:holder'

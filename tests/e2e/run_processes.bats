@@ -159,3 +159,63 @@ p = subprocess.Popen(sys.argv[1:]); time.sleep(0.5); p.send_signal(signal.SIGINT
     [ "$(cat "$T/code")" = -2 ]
   done
 }
+
+# ---------------------------------------------------------------------------------------------
+# SIGTSTP without job control (kill -TSTP from a script or cron, no terminal)
+
+# proc_state PID: the process's state letter (T: stopped).
+proc_state() { ps -o stat= -p "$1" 2>/dev/null | cut -c1; }
+# in_own_group COMMAND...: execs COMMAND as the leader of a new process group of this session.
+in_own_group() { python3 -c 'import os, sys; os.setpgid(0, 0); os.execvp(sys.argv[1], sys.argv[1:])' "$@"; }
+
+@test "kill -TSTP of a waiting dlock without a terminal does not stop its caller" {
+  hold_until busy "$T/release"
+  # The caller: a script in a process group of its own (as a CI runner or a service manager
+  # starts one), without a terminal; dlock shares its group. (A group whose parent is in the
+  # same session: the kernel would carry out a SIGTSTP sent to it.)
+  in_own_group sh -c 'echo $$ >"$T/caller.pid"; "$DLOCK" -v run -k busy -- true 2>"$T/waiter.err"
+    echo "$?" >"$T/caller.done"' </dev/null >/dev/null 2>&1 3>&- &
+  wait_for "[ -s '$T/caller.pid' ] && [ \"\$(waiters busy)\" = 1 ]" 10
+  local caller waiter
+  caller=$(cat "$T/caller.pid")
+  waiter=$(pgrep -P "$caller")
+  echo "$waiter" >>"$T/kill.pid"
+  kill -TSTP "$waiter"
+  # dlock handled it (said so, or stopped its caller's group: main's way)
+  wait_for "grep -q SIGTSTP '$T/waiter.err' || [ \"\$(proc_state $caller)\" = T ]" 10
+  local caller_state
+  caller_state=$(proc_state "$caller")
+  kill -CONT "$caller" "$waiter" 2>/dev/null || true
+  cat "$T/waiter.err"
+  [ "$caller_state" != T ]
+  grep -q 'SIGTSTP ignored' "$T/waiter.err"
+  # it still waits, and takes the lock once released
+  touch "$T/release"
+  wait_for "[ -s '$T/caller.done' ]" 10
+  [ "$(cat "$T/caller.done")" = 0 ]
+}
+
+@test "kill -TSTP of a running dlock without a terminal stops the command alone; kill -CONT continues it" {
+  in_own_group sh -c 'echo $$ >"$T/caller.pid"
+    "$DLOCK" run -k tstp -- sh -c "echo \$\$ >\"\$T/cmd.pid\"; until [ -e \"\$T/go\" ]; do sleep 0.02; done; echo ran"
+    echo "$?" >"$T/caller.done"' </dev/null >"$T/caller.out" 2>&1 3>&- &
+  wait_for "[ -s '$T/cmd.pid' ]" 10
+  local caller dlock cmd
+  caller=$(cat "$T/caller.pid")
+  dlock=$(pgrep -P "$caller")
+  cmd=$(cat "$T/cmd.pid")
+  echo "$dlock" >>"$T/kill.pid"
+  kill -TSTP "$dlock"
+  wait_for "[ \"\$(proc_state $cmd)\" = T ]" 10
+  # dlock and its caller run on, the lock still held
+  [ "$(proc_state "$caller")" != T ]
+  [ "$(proc_state "$dlock")" != T ]
+  key_exists tstp
+  kill -CONT "$dlock"
+  wait_for "[ \"\$(proc_state $cmd)\" != T ]" 10
+  touch "$T/go"
+  wait_for "[ -s '$T/caller.done' ]" 10
+  [ "$(cat "$T/caller.done")" = 0 ]
+  grep -qx ran "$T/caller.out"
+  ! key_exists tstp
+}

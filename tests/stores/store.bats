@@ -125,6 +125,28 @@ died_of() {
   [ "$(cat "$T/counter")" = 20 ]
 }
 
+@test "$STORE: the command inherits no descriptor of dlock's but 0, 1, 2 and file://'s lock" {
+  # find, a child of the command's shell, lists the shell's descriptors: "FD TARGET" each.
+  # (The caller's fd 3, bats' own, is closed here: it is not dlock's.)
+  run -0 --separate-stderr "$DLOCK" run -k fds -- sh -c 'find /proc/$$/fd -mindepth 1 -printf "%f %l\n"; :' 3>&-
+  echo "$output"
+  local extra
+  extra=$(echo "$output" | awk '$1 > 2')
+  if [ "$STORE" = file ]; then
+    # the held lock file alone (read-only, as flock(1) hands it over): no holder record
+    [ "$(echo "$extra" | wc -l)" = 1 ]
+    [[ "$extra" == *" $FILE_DIR/locks/"* ]] && [[ "$extra" != *"/.dlock/"* ]]
+  else
+    [ -z "$extra" ]
+  fi
+  [ "$(echo "$output" | awk '$1 <= 2' | wc -l)" = 3 ]
+  # A nested run (on the key its caller holds) execs its command in place: 0, 1, 2 alone.
+  run -0 --separate-stderr "$DLOCK" run -k fds -- \
+    "$DLOCK" run -k fds -- sh -c 'find /proc/$$/fd -mindepth 1 -printf "%f %l\n"; :' 3>&-
+  echo "$output"
+  [ "$(echo "$output" | awk '{print $1}' | sort -n | tr '\n' ' ')" = "0 1 2 " ]
+}
+
 # ---------------------------------------------------------------------------------------------
 # losing the lock
 

@@ -1,5 +1,6 @@
 #include "process/child.hpp"
 #include "process/process_table.hpp"
+#include "util/forked.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +14,8 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <stdexcept>
 #include <sys/stat.h>
 #include <string>
 #include <thread>
@@ -167,4 +170,58 @@ TEST(ProcessGroup, ScriptsWithoutShebangRunThroughBinSh)
   EXPECT_EQ(end.kind, CommandEvent::Kind::exited);
   EXPECT_EQ(end.value, 42);
   std::remove(script.c_str());
+}
+
+// A forked child that throws ends with _exit: the destructors of the frames it was forked
+// from (a held lock's release, in dlock) run in the parent alone.
+TEST(RunForked, AnExceptionEndsTheChildWithoutUnwindingIntoTheParentsFrames)
+{
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t parent = ::getpid();
+  pid_t child = -1;
+  {
+    struct ParentsObject {
+      int fd;
+      pid_t owner;
+      ~ParentsObject()
+      {
+        if (::getpid() != owner) {
+          [[maybe_unused]] ssize_t n = ::write(fd, "C", 1); // ran in the child: wrong
+        }
+      }
+    } object{fds[1], parent};
+    child = ::fork();
+    if (child == 0) {
+      dlock::util::run_forked([] { throw std::runtime_error("out of memory, say"); });
+    }
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ::close(fds[1]);
+  char byte = 0;
+  EXPECT_EQ(::read(fds[0], &byte, 1), 0) << "a destructor of the parent's ran in the child";
+  ::close(fds[0]);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 70);
+}
+
+// A --keep holder's record names the process by pid and start time: a pid reused since, by
+// a process started later, is another process.
+TEST(StartTime, NamesThisProcessAndNoneThatIsGone)
+{
+  std::optional<std::uint64_t> mine = dlock::process::start_time(::getpid());
+  ASSERT_TRUE(mine.has_value());
+  EXPECT_GT(*mine, 0u);
+  EXPECT_EQ(dlock::process::start_time(::getpid()), mine);
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::_exit(0);
+  }
+  ::waitpid(child, nullptr, 0);
+  EXPECT_FALSE(dlock::process::start_time(child).has_value());
+  dlock::process::ProcessWatch watch(::getpid());
+  EXPECT_TRUE(watch.started_at(*mine));
+  EXPECT_FALSE(watch.started_at(*mine + 1));
 }

@@ -1,6 +1,7 @@
 #include "stores/file/file_store.hpp"
 
 #include "lock/features.hpp"
+#include "util/forked.hpp"
 #include "util/log.hpp"
 
 #include <dirent.h>
@@ -481,10 +482,10 @@ void FileStore::open_candidates(Named& n)
     }
   }
   for (const std::string& path : paths) {
-    // Read-only, as flock(1) opens it: whoever may read a lock file may lock it. Not
-    // close-on-exec: the command inherits the held lock, so the kernel frees it only once
-    // the command is gone too.
-    int fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_NOCTTY | O_NOFOLLOW, 0666);
+    // Read-only, as flock(1) opens it: whoever may read a lock file may lock it. The
+    // command gets the held one through inherited_descriptors(), so the kernel frees the
+    // lock only once the command is gone too.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0) {
       int err = errno;
       drop_candidates(n);
@@ -621,7 +622,7 @@ void FileStore::write_record(Named& n, const lock::AcquireRequest& request, std:
   std::string fresh = n.layout.new_record_path(fingerprint);
   std::string path = n.layout.record_path(fingerprint);
   // Locked before it is named +by+, so that a record without a lock is always a dead one.
-  util::UniqueFd fd(::open(fresh.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_NOCTTY | O_NOFOLLOW, 0644));
+  util::UniqueFd fd(::open(fresh.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC, 0644));
   Record r;
   r.name = n.name;
   r.kind = n.kind;
@@ -730,7 +731,7 @@ void FileStore::start_helper(Named& n)
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {
-    helper_main(fds, op, write_end.get(), parent, n.turnstile.get());
+    util::run_forked([&] { helper_main(fds, op, write_end.get(), parent, n.turnstile.get()); }, 1);
   }
   if (pid < 0) {
     throw Error(ExitCode::internal, "fork failed: {}", std::strerror(errno));
@@ -1021,6 +1022,17 @@ std::string FileStore::left_behind(Millis) const
 std::string FileStore::loss_cause() const
 {
   return "its lock file was removed or replaced (release --force, or someone deleted it)";
+}
+
+std::vector<int> FileStore::inherited_descriptors() const
+{
+  std::vector<int> fds;
+  for (const auto& [key, n] : m_named) {
+    if (n.held && n.lock) {
+      fds.push_back(n.lock.get());
+    }
+  }
+  return fds;
 }
 
 lock::LockStatus FileStore::status(const lock::LockName& name, util::TimePoint)

@@ -58,6 +58,7 @@ public:
   std::string store_name() const override { return "file:// (this host only)"; }
   std::string left_behind(util::Millis ttl) const override;
   std::string loss_cause() const override;
+  std::vector<int> inherited_descriptors() const override;
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;

@@ -4,6 +4,7 @@
 #include "util/text.hpp"
 
 #include <errmsg.h>
+#include <fcntl.h>
 #include <mysqld_error.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -92,6 +93,10 @@ Session::Session(const ConnectParams& params) : m_owner(::getpid()), m_shown(par
     &ret, m_conn, params.host.c_str(), params.user.empty() ? nullptr : params.user.c_str(),
     password, params.database.c_str(), params.port,
     params.socket.empty() ? nullptr : params.socket.c_str(), 0);
+  if (int fd = int(lib.mysql_get_socket(m_conn)); fd >= 0) {
+    // The library opens its socket without close-on-exec: no command may inherit the session.
+    ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
+  }
   if (status == 0) {
     connected(ret != nullptr);
   } else {
