@@ -2,6 +2,7 @@
 
 #include <sys/types.h>
 
+#include <string>
 #include <vector>
 
 namespace dlock::process {
@@ -26,6 +27,11 @@ pid_t calling_script(pid_t parent);
 // Whether pid runs the same executable as this process (a pid read from a file may since
 // have been reused by anything else).
 bool runs_this_program(pid_t pid);
+
+// The process's name as the kernel keeps it (/proc/PID/comm: at most 15 bytes, read with a
+// bounded read), or "" if it cannot be read: what acquire records of its caller, whose
+// command line may hold secrets.
+std::string program_name(pid_t pid);
 
 // Tells when a process that need not be a child ends, without polling: a pidfd to poll
 // (Linux 5.3), else a liveness check whenever asked.
