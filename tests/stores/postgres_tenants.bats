@@ -95,3 +95,24 @@ SQL
   assert_output "inner 75"
   [ -z "$(pwned)" ]
 }
+
+@test "postgres: ?password= and sslpassword= are scrubbed from argv, from the command's DLOCK_URL and from messages" {
+  local url="postgres://dlock@$PG_HOST:$PG_PORT/dlock?password=$PG_PASSWORD&sslpassword=ssl-secret&sslmode=disable"
+  unset DLOCK_PASSWORD_FILE
+  DLOCK_URL=$url start_bg holder "$DLOCK" -u "$url" run -k sec -- sh -c \
+    'echo "$DLOCK_URL" >"$1.tmp"; mv "$1.tmp" "$1"; until [ -e "$2" ]; do sleep 0.02; done' sh "$T/url" "$T/release"
+  local holder=$BG_PID
+  wait_for "[ -s '$T/url' ]" 10
+  run -0 cat "/proc/$holder/cmdline"
+  refute_output --partial "$PG_PASSWORD"
+  refute_output --partial ssl-secret
+  run -0 cat "$T/url"
+  assert_output "postgres://dlock@$PG_HOST:$PG_PORT/dlock?sslmode=disable"
+  touch "$T/release"
+  wait "$holder"
+  # libpq quotes what it cannot decode: not in dlock's message
+  run -64 --separate-stderr "$DLOCK" -u "postgres://dlock@$PG_HOST:$PG_PORT/dlock?password=sec%zzret" status x
+  echo "$stderr"
+  [[ $stderr == dlock:* ]]
+  [[ $stderr != *sec%zzret* && $stderr != *zzret* ]]
+}
