@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # PostgreSQL shared with another tenant (a second database role): objects it puts where
 # dlock's role would look (a writable public schema, a schema earlier in the search path)
-# never run with dlock's role. psql_admin sets the scene; the role mallory writes its objects.
+# never run with dlock's role; and a password in the URL's query is seen by no other user.
+# psql_admin sets the scene; the role mallory writes its objects.
 
 load ../e2e/helpers
 load postgres_helpers
