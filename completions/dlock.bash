@@ -148,7 +148,7 @@ _dlock()
             opts='-h --help -k --key -t --ttl -w --wait --timeout -n --no-wait -x --exclusive
                 -s --shared --limit --fair -E --conflict-exit-code --wait-replicas
                 --wait-replicas-timeout -c --command --on-lost --kill-after --max-hold
-                --export-password --metrics-dir'
+                --export-password --record-command --metrics-dir'
             ;;
         status | list)
             opts='-h --help --json'

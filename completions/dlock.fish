@@ -93,6 +93,7 @@ complete -c dlock -n '__fish_dlock_using acquire' -l max-hold -x -d 'With --keep
 complete -c dlock -n '__fish_dlock_using acquire' -l on-lost -x -a 'signal:TERM signal:INT signal:USR1' -d 'With --keep: signal the script if the lease is lost'
 complete -c dlock -n '__fish_dlock_using run' -l metrics-dir -x -a '(__fish_complete_directories)' -d 'Write a Prometheus text file per key there'
 complete -c dlock -n '__fish_dlock_using run' -l export-password -d 'Let the command see DLOCK_PASSWORD and a password in DLOCK_URL'
+complete -c dlock -n '__fish_dlock_using run' -l record-command -d 'Record the whole command line for status and list'
 # After "--": the command, then its own arguments (completed as that command would be).
 function __fish_dlock_after_dashdash
     set -l tokens (commandline -opc)

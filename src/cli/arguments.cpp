@@ -331,6 +331,8 @@ void add_run_options(CLI::App& run, Arguments& args)
     ->type_name("D");
   run.add_flag("--export-password", args.export_password,
                "let the command see DLOCK_PASSWORD and a password in DLOCK_URL");
+  run.add_flag("--record-command", args.record_command,
+               "record the whole command line for status and list (default: the program's name)");
   run.add_option("--metrics-dir", args.metrics_dir,
                  "write a Prometheus text file per key there (node_exporter's textfile collector)")
     ->envname("DLOCK_METRICS_DIR")
@@ -560,6 +562,7 @@ commands::RunOptions resolve_run(const Arguments& args, const GlobalOptions& glo
     throw Error(ExitCode::usage, "no command given: use 'dlock run --key KEY -- COMMAND [ARG...]' "
                                  "or -c 'SHELL COMMAND'");
   }
+  run.record_command = args.record_command;
   run.on_lost_ignore = args.on_lost == "ignore";
   if (args.kill_after) {
     run.kill_after = util::parse_duration(*args.kill_after, "--kill-after");
@@ -783,19 +786,22 @@ bool scrub_url_passwords(int argc, char** argv)
 {
   bool found = false;
   for (char* url : url_arguments(argc, argv)) {
-    auto password = util::password_span(url);
-    if (!password) {
+    std::vector<util::PasswordSpan> secrets = util::secret_spans(url);
+    if (secrets.empty()) {
       continue;
     }
     found = true;
-    // "scheme://user:PASSWORD@rest" becomes "scheme://user:***@rest", padded with NULs.
+    // "scheme://user:PASSWORD@rest?password=X" becomes "scheme://user:***@rest?password=***",
+    // padded with NULs.
     std::string scrubbed = util::url_redacted(url);
     std::size_t length = std::strlen(url);
     if (scrubbed.size() <= length) {
       std::memcpy(url, scrubbed.c_str(), scrubbed.size());
       std::memset(url + scrubbed.size(), 0, length - scrubbed.size());
     } else {
-      std::memset(url + password->offset, '*', password->length); // too short to shrink
+      for (const util::PasswordSpan& secret : secrets) {
+        std::memset(url + secret.offset, '*', secret.length); // too short to shrink
+      }
     }
   }
   return found;

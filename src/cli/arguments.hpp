@@ -60,6 +60,7 @@ struct Arguments {
   std::optional<std::string> kill_after;
   std::optional<std::string> max_hold;
   bool export_password = false;
+  bool record_command = false;            // run --record-command
   std::optional<std::string> metrics_dir; // run --metrics-dir DIR
   std::vector<std::string> command;
 };

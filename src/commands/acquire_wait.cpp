@@ -149,7 +149,7 @@ WaitOutcome acquire_with_wait(Context& context, const lock::LockName& name,
         }
       }
       WaitOutcome given_up;
-      given_up.held_by = holder_text(result);
+      given_up.held_by = holder_for_log(result);
       return given_up;
     }
     progress.update("held by " + holder_text(result, false), "held by " + holder_text(result));

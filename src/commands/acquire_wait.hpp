@@ -20,7 +20,7 @@ struct WaitOutcome {
   std::optional<util::Millis> validity{};
   int signal = 0;            // non-zero: interrupted by this signal while waiting
   std::vector<std::int64_t> fences{}; // several keys: each one's fencing token, in their order
-  std::string held_by{}; // not acquired: who held the lock at the last attempt (holder_text)
+  std::string held_by{}; // not acquired: who held the lock at the last attempt (holder_for_log)
 };
 
 // Takes the lock, waiting if needed without polling: each failed attempt registers this

@@ -11,27 +11,17 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 namespace dlock::commands {
 
 namespace {
 
-// The command line of the process that ran dlock (the CI step or script that owns the lock).
-std::string parent_command_line()
+// What acquire records of the process that ran it (the CI step or script that owns the
+// lock): its program's name, never its command line, which every reader of the store sees.
+std::string caller_name()
 {
-  std::ifstream file(fmt::format("/proc/{}/cmdline", ::getppid()), std::ios::binary);
-  std::stringstream buffer;
-  buffer << file.rdbuf();
-  std::string line = buffer.str();
-  while (!line.empty() && line.back() == '\0') {
-    line.pop_back();
-  }
-  for (char& c : line) {
-    c = c == '\0' ? ' ' : c;
-  }
-  return line.empty() ? "dlock acquire" : line;
+  std::string name = process::program_name(::getppid());
+  return name.empty() ? "dlock acquire" : name;
 }
 
 } // namespace
@@ -44,7 +34,7 @@ int acquire(Context& context, const AcquireOptions& options)
   process::SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2});
   const std::string token = util::random_token();
   // The lock belongs to the calling script, which outlives this process.
-  lock::HolderInfo me = lock::HolderInfo::current(parent_command_line());
+  lock::HolderInfo me = lock::HolderInfo::current(caller_name());
   me.pid = ::getppid();
   // --keep: the holder process is the lock's holder, for as long as the script lives.
   std::optional<Keeper> keeper;
@@ -180,7 +170,7 @@ void release_by_force(Context& context, const lock::LockName& name)
                         {"evicted", before.slots.size() > 1
                                       ? fmt::format("{} holders ({})", before.slots.size(),
                                                     before.kind.describe())
-                                      : before.holder.describe()},
+                                      : before.holder.identity()},
                         {"fencing_token", std::to_string(before.holder.fence)}});
   }
   if (!held) {

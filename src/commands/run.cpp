@@ -25,18 +25,6 @@ std::string join_numbers(const std::vector<std::int64_t>& numbers)
   return line;
 }
 
-std::string join(const std::vector<std::string>& words)
-{
-  std::string line;
-  for (const auto& word : words) {
-    if (!line.empty()) {
-      line.push_back(' ');
-    }
-    line += word;
-  }
-  return line;
-}
-
 // Releases the lock (every key of it) on the way out of any path that does not release it
 // explicitly.
 class HeldLock {
@@ -142,7 +130,8 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
   // acquisition and the command.
   std::optional<process::ProcessGroup> group;
   const std::string token = util::random_token();
-  const lock::HolderInfo me = lock::HolderInfo::current(join(options.command));
+  const lock::HolderInfo me =
+    lock::HolderInfo::current(lock::recorded_command(options.command, options.record_command));
 
   WaitPolicy wait_policy =
     make_wait_policy(options.no_wait, options.fair, options.wait, context.request_timeout);

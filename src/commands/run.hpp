@@ -23,6 +23,7 @@ struct RunOptions {
   bool fair = false;                  // first come, first served among waiters
   int conflict_exit_code = static_cast<int>(ExitCode::conflict);
   std::vector<std::string> command{};   // argv, or {"/bin/sh", "-c", STRING} for -c
+  bool record_command = false;          // --record-command: the whole line, not its program
   bool on_lost_ignore = false;
   std::optional<util::Millis> kill_after{}; // nullopt: ttl/4
   std::optional<util::Millis> max_hold{};

@@ -104,7 +104,10 @@ WaitPolicy make_wait_policy(bool no_wait, bool fair, std::optional<Millis> wait,
   return policy;
 }
 
-std::string holder_text(const lock::AcquireResult& result, bool with_lease)
+namespace {
+
+// holder_text, with the holder's command or with its identity alone.
+std::string holder_text(const lock::AcquireResult& result, bool with_lease, bool with_command)
 {
   if (result.holder_ttl_ms == -2) {
     return "no one (earlier --fair waiters go first)";
@@ -112,7 +115,7 @@ std::string holder_text(const lock::AcquireResult& result, bool with_lease)
   if (result.holder_ttl_ms == -3) {
     return "no one (a waiting exclusive holder goes first)";
   }
-  std::string text = result.holder.describe();
+  std::string text = with_command ? result.holder.describe() : result.holder.identity();
   if (result.holders > 1) {
     text += fmt::format(" and {} other holder{}", result.holders - 1, result.holders > 2 ? "s" : "");
   }
@@ -120,6 +123,18 @@ std::string holder_text(const lock::AcquireResult& result, bool with_lease)
     text += fmt::format(", lease ends in {}", util::format_duration(Millis(result.holder_ttl_ms)));
   }
   return text;
+}
+
+} // namespace
+
+std::string holder_text(const lock::AcquireResult& result, bool with_lease)
+{
+  return holder_text(result, with_lease, true);
+}
+
+std::string holder_for_log(const lock::AcquireResult& result)
+{
+  return holder_text(result, true, false);
 }
 
 Progress::Progress(const WaitPolicy& policy, std::string subject)

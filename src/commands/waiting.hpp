@@ -30,6 +30,10 @@ WaitPolicy make_wait_policy(bool no_wait, bool fair, std::optional<util::Millis>
 // (not for the redrawn line, where it would go stale).
 std::string holder_text(const lock::AcquireResult& result, bool with_lease = true);
 
+// The same for logs that other users read (syslog): who holds it and its lease, never the
+// holder's command line, which may be another user's whole line (--record-command).
+std::string holder_for_log(const lock::AcquireResult& result);
+
 // The "waiting for SUBJECT" line: redrawn in place on a terminal (with the time waited), one
 // line with -v elsewhere (once, the first time the state is known).
 class Progress {

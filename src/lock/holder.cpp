@@ -27,7 +27,7 @@ std::string user_name()
 
 } // namespace
 
-HolderInfo HolderInfo::current(const std::string& command_line)
+HolderInfo HolderInfo::current(const std::string& command)
 {
   HolderInfo info;
   std::array<char, 256> host{};
@@ -36,7 +36,7 @@ HolderInfo HolderInfo::current(const std::string& command_line)
   }
   info.pid = ::getpid();
   info.user = user_name();
-  info.command = std::string(util::utf8_prefix(command_line, max_command_length));
+  info.command = std::string(util::utf8_prefix(command, max_command_length));
   return info;
 }
 
@@ -48,6 +48,40 @@ std::string HolderInfo::describe() const
   }
   return fmt::format("{}@{} pid {} ({})", util::printable(user), util::printable(host), pid,
                      util::printable(command));
+}
+
+std::string HolderInfo::identity() const
+{
+  if (host.empty() && pid == 0) {
+    return "a holder that is not dlock"; // what the store made of it may quote another's data
+  }
+  return fmt::format("{}@{} pid {}", util::printable(user), util::printable(host), pid);
+}
+
+std::string recorded_command(const std::vector<std::string>& argv, bool whole_line)
+{
+  if (argv.empty()) {
+    return {};
+  }
+  if (!whole_line) {
+    std::string_view program = argv.front();
+    std::size_t slash = program.find_last_of('/');
+    if (slash != std::string_view::npos && slash + 1 < program.size()) {
+      program.remove_prefix(slash + 1);
+    }
+    return std::string(util::utf8_prefix(program, max_command_length));
+  }
+  std::string line;
+  for (const std::string& word : argv) {
+    if (!line.empty()) {
+      line.push_back(' ');
+    }
+    line += word;
+    if (line.size() > max_command_length) {
+      break;
+    }
+  }
+  return std::string(util::utf8_prefix(line, max_command_length));
 }
 
 } // namespace dlock::lock

@@ -225,6 +225,27 @@ std::optional<std::uint64_t> start_time(pid_t pid)
   return start;
 }
 
+std::string program_name(pid_t pid)
+{
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/comm", static_cast<int>(pid));
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    return {};
+  }
+  char buffer[64]; // TASK_COMM_LEN is 16; more is never read
+  ssize_t n = ::read(fd, buffer, sizeof buffer);
+  ::close(fd);
+  if (n <= 0) {
+    return {};
+  }
+  std::string name(buffer, static_cast<std::size_t>(n));
+  while (!name.empty() && (name.back() == '\n' || name.back() == '\0')) {
+    name.pop_back();
+  }
+  return name;
+}
+
 ProcessWatch::ProcessWatch(pid_t pid) : m_pid(pid)
 {
   m_fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));

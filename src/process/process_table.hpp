@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace dlock::process {
@@ -28,6 +29,11 @@ pid_t calling_script(pid_t parent);
 // When pid started (clock ticks after boot, from /proc/PID/stat); nullopt if it does not live.
 // With the pid, it names one process: a pid alone may have been reused since it was read.
 std::optional<std::uint64_t> start_time(pid_t pid);
+
+// The process's name as the kernel keeps it (/proc/PID/comm: at most 15 bytes, read with a
+// bounded read), or "" if it cannot be read: what acquire records of its caller, whose
+// command line may hold secrets.
+std::string program_name(pid_t pid);
 
 // Tells when a process that need not be a child ends, without polling: a pidfd to poll
 // (Linux 5.3), else a liveness check whenever asked.

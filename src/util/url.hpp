@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 // The user information of URLs ("scheme://user:password@rest"), whatever the store: where the
 // password is, so that it is kept out of messages, argv and a command's environment.
@@ -25,18 +26,29 @@ struct PasswordSpan {
 };
 std::optional<PasswordSpan> password_span(std::string_view url);
 
-// Whether a URL string carries a password, so the CLI can warn that argv shows it.
+// Every secret a URL string carries, as spans of it, in order and not overlapping: the
+// password of its user information (password_span) and the values of the query parameters
+// password= and sslpassword= (a libpq URI takes them there: postgres://h/db?password=x).
+// The one place that finds them all, for argv, messages and a command's environment.
+std::vector<PasswordSpan> secret_spans(std::string_view url);
+
+// Whether a URL string carries a secret (secret_spans), so the CLI can warn that argv shows it.
 bool url_has_password(std::string_view url);
 
 // Decodes the %XX escapes of a URL part (a '@', ':' or '/' in a user name, password or
 // path must be escaped); nullopt when an escape is malformed.
 std::optional<std::string> percent_decode(std::string_view text);
 
-// The URL with its password replaced by "***", safe for messages.
+// The URL with each secret replaced by "***", safe for messages.
 std::string url_redacted(std::string_view url);
 
-// The URL with its password (and the ':' before it) taken out, user and all else kept: what
-// a command may see of dlock's URL.
+// The URL with its secrets taken out (the password with the ':' before it, the password=
+// and sslpassword= parameters whole), user and all else kept: what a command may see of
+// dlock's URL.
 std::string url_without_password(std::string_view url);
+
+// text with every secret of url in it replaced by "***": the URL itself (redacted), each
+// secret as written and as decoded. For messages of a library that may quote what it parsed.
+std::string without_url_secrets(std::string text, std::string_view url);
 
 } // namespace dlock::util

@@ -193,11 +193,12 @@ syslog_lines() { grep "dlock\[[0-9]*\]: event=$1 " "$T/syslog" || true; }
   run -0 syslog_lines released
   assert_output --regexp 'event=released key="night report" fencing_token=[0-9]+ held_ms=[0-9]+ status=0$'
   # skipped, naming the holder; then a wait of about a second, told in waited_ms
-  start_bg holder "$DLOCK" run -k busy -- sleep 1.5
+  # (--record-command: another holder's whole command line never reaches syslog)
+  start_bg holder "$DLOCK" run -k busy --record-command -- sh -c 'exec sleep 1.5' secret-arg
   wait_for "[ \"\$(rcli exists 'dlock:{busy}')\" = 1 ]"
   run -75 "${SYSLOG_NS[@]}" "$DLOCK" --syslog run -k busy -n -- true
   run -0 syslog_lines skipped
-  assert_output --regexp "event=skipped key=busy reason=no_wait held_by=\"$(id -un)@[^ ]+ pid [0-9]+ \(sleep 1.5\), lease ends in [0-9.]+s\" waited_ms=[0-9]+\$"
+  assert_output --regexp "event=skipped key=busy reason=no_wait held_by=\"$(id -un)@[^ ]+ pid [0-9]+, lease ends in [0-9.]+s\" waited_ms=[0-9]+\$"
   DLOCK_SYSLOG=1 run -0 "${SYSLOG_NS[@]}" "$DLOCK" run -k busy -w 10s -- true
   run -0 syslog_lines acquired
   local waited
@@ -211,13 +212,14 @@ syslog_lines() { grep "dlock\[[0-9]*\]: event=$1 " "$T/syslog" || true; }
   run -0 syslog_lines lost
   assert_output --regexp 'event=lost key=gone fencing_token=[0-9]+ held_ms=[0-9]+ reason=".+"$'
   # released by force, naming whom it evicted
-  start_bg victim "$DLOCK" run -k stuck -- sleep 5
+  start_bg victim "$DLOCK" run -k stuck --record-command -- sh -c 'exec sleep 5' secret-arg
   wait_for "[ \"\$(rcli exists 'dlock:{stuck}')\" = 1 ]"
   run -0 "${SYSLOG_NS[@]}" "$DLOCK" --syslog release -k stuck --force
   run -0 syslog_lines released_by_force
-  assert_output --regexp 'event=released_by_force key=stuck evicted=".*pid [0-9]+ \(sleep 5\)" fencing_token=[0-9]+$'
-  # never the password or a token
+  assert_output --regexp 'event=released_by_force key=stuck evicted="[^"]*pid [0-9]+" fencing_token=[0-9]+$'
+  # never the password, a token, or another holder's command line
   run -0 cat "$T/syslog"
+  refute_output --partial secret-arg
   refute_output --partial "$PW"
   refute_output --partial "$(cat "$T/token1")"
   refute_output --partial "$(cat "$T/token2")"

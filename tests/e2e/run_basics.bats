@@ -83,7 +83,7 @@ load helpers
   run -75 --separate-stderr "$DLOCK" run -k held -n -- true
   [ -z "$stderr" ]
   run -75 --separate-stderr "$DLOCK" -v run -k held -n -- true
-  [[ $stderr == *"held by"*"sleep 3"* ]]
+  [[ $stderr == *"held by"*"(sleep)"* ]]
 }
 
 @test "-w gives up after about the wait time" {

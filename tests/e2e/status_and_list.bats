@@ -26,7 +26,7 @@ load helpers
   assert_line --regexp '^lock: +st$'
   assert_line --regexp '^state: +held$'
   assert_line --regexp "^holder: +$(id -un)@$(uname -n) pid $pid\$"
-  assert_line --regexp '^command: +.*exec sleep 30'
+  assert_line --regexp '^command: +sh$'
   assert_line --regexp '^acquired at: +[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z'
   assert_line --regexp '^lease left: +[0-9]'
   assert_line --regexp "^fencing token: +$fence\$"
@@ -43,7 +43,7 @@ held_status(d)
 h = d["holder"]
 assert h["pid"] == int(A[0]), (h["pid"], A[0])
 assert h["user"] == A[2] and h["host"] == A[3], h
-assert "exec sleep 30" in h["command"], h
+assert h["command"] == "sh", h
 assert 0 < d["ttl_ms"] <= 20000, d["ttl_ms"]
 assert d["held_ms"] >= 0
 assert d["fencing_token"] == int(A[1]) == d["last_fencing_token"], d
@@ -133,9 +133,9 @@ assert d["last_fencing_token"] == int(A[0]), d
   [ "${#lines[@]}" -eq 4 ]
   [[ ${lines[0]} =~ ^KEY\ +HOLDER\ +PID\ +HELD\ +TTL\ +FENCE\ +WAITERS\ +COMMAND$ ]]
   [ "$(printf '%s\n' "$output" | awk 'NR > 1 { print $1 }' | tr '\n' ' ')" = "ci-alpha ci-build web " ]
-  assert_line --regexp "^ci-alpha +$(id -un)@$(uname -n) +$alpha_pid +.*bash -c"
-  assert_line --regexp "^ci-build +$(id -un)@$(uname -n) +$build_pid +.* [1-9][0-9]* +0 +sleep 31\$"
-  assert_line --regexp "^web +$(id -un)@$(uname -n) +$web_pid +.* [1-9][0-9]* +0 +sleep 30\$"
+  assert_line --regexp "^ci-alpha +$(id -un)@$(uname -n) +$alpha_pid +.* bash\$"
+  assert_line --regexp "^ci-build +$(id -un)@$(uname -n) +$build_pid +.* [1-9][0-9]* +0 +sleep\$"
+  assert_line --regexp "^web +$(id -un)@$(uname -n) +$web_pid +.* [1-9][0-9]* +0 +sleep\$"
 
   run -0 "$DLOCK" list --json
   [ "${#lines[@]}" -eq 1 ]
@@ -150,7 +150,7 @@ for s in d["locks"]:
     assert s["fencing_token"] == s["last_fencing_token"], s
 pids = {s["key"]: s["holder"]["pid"] for s in d["locks"]}
 assert pids == {"ci-alpha": int(A[0]), "ci-build": int(A[1]), "web": int(A[2])}, pids
-assert d["locks"][2]["holder"]["command"] == "sleep 30", d["locks"][2]
+assert d["locks"][2]["holder"]["command"] == "sleep", d["locks"][2]
 ' "$alpha_pid" "$build_pid" "$web_pid"
 
   # PATTERN is a glob on lock names.
@@ -268,7 +268,7 @@ timed_list() {
   local key='q"b\ é' long
   long=$(printf 'é%.0s' $(seq 200))
   # The recorded command line is truncated; here the cut falls inside a two-byte character.
-  start_bg holder "$DLOCK" run -k "$key" -t 20s -- sh -c 'exec sleep 30' "$(printf 'a\tb\nc')" "x$long"
+  start_bg holder "$DLOCK" run -k "$key" -t 20s --record-command -- sh -c 'exec sleep 30' "$(printf 'a\tb\nc')" "x$long"
   wait_for "key_exists '$key'" 10
 
   run -0 --separate-stderr "$DLOCK" status "$key" --json
@@ -289,4 +289,57 @@ assert set(c[len("sh -c exec sleep 30 a\tb\nc x"):]) <= {"\u00e9", "\ufffd"}, re
   run -0 --separate-stderr "$DLOCK" list
   [ "${#lines[@]}" -eq 2 ]
   [[ ${lines[1]} == "$key "* ]]
+}
+
+# Every key and value in Redis, as text (hashes, strings, lists, sorted sets).
+store_text() {
+  local k
+  for k in $(rcli --scan); do
+    echo "$k"
+    case $(rcli type "$k") in
+    hash) rcli hgetall "$k" ;;
+    string) rcli get "$k" ;;
+    list) rcli lrange "$k" 0 -1 ;;
+    zset) rcli zrange "$k" 0 -1 withscores ;;
+    esac
+  done
+}
+
+@test "only the program's name is recorded for status and list; the whole line with --record-command (or the config file)" {
+  # -c 'STRING' is sh's; an argument never reaches the store
+  start_bg secret "$DLOCK" run -k sec -t 20s -c 'exec sleep 30 # secret-in-c'
+  start_bg argv "$DLOCK" run -k arg -t 20s -- /usr/bin/env SECRET=secret-in-argv sleep 31
+  wait_for "key_exists sec && key_exists arg" 10
+  run -0 --separate-stderr "$DLOCK" status sec --json
+  json_ok 'assert d["holder"]["command"] == "sh", d["holder"]'
+  run -0 --separate-stderr "$DLOCK" status arg
+  assert_line --regexp '^command: +env$'
+  run -0 --separate-stderr "$DLOCK" list --json
+  refute_output --partial secret
+  run -0 store_text
+  refute_output --partial secret
+  # --record-command: the whole (truncated) line
+  start_bg whole "$DLOCK" run -k whole -t 20s --record-command -- sh -c 'exec sleep 32' shown-arg
+  wait_for "key_exists whole" 10
+  run -0 --separate-stderr "$DLOCK" status whole --json
+  json_ok 'assert d["holder"]["command"] == "sh -c exec sleep 32 shown-arg", d["holder"]'
+  # the same from the config file's [run] section
+  printf '[run]\nrecord-command = true\n' >"$T/dlock.conf"
+  chmod 600 "$T/dlock.conf"
+  start_bg conf "$DLOCK" --config "$T/dlock.conf" run -k conf -t 20s -- sh -c 'exec sleep 33' conf-arg
+  wait_for "key_exists conf" 10
+  run -0 --separate-stderr "$DLOCK" status conf
+  assert_line --regexp '^command: +sh -c exec sleep 33 conf-arg$'
+}
+
+@test "acquire records its caller's program name, never the caller's command line" {
+  cat >"$T/step.sh" <<'EOS'
+"$DLOCK" acquire -k caller -t 60s >"$T/caller.token"
+EOS
+  run -0 bash "$T/step.sh" caller-secret-arg
+  run -0 --separate-stderr "$DLOCK" status caller --json
+  json_ok 'assert d["holder"]["command"] == "bash", d["holder"]'
+  run -0 store_text
+  refute_output --partial caller-secret-arg
+  run -0 "$DLOCK" release -k caller --token "$(cat "$T/caller.token")"
 }

@@ -50,9 +50,9 @@ setup() {
   "$DLOCK" -u "$TLS_URL" --tls-ca "$CERTS/ca.crt" run -k t -- sleep 2 &
   wait_for "[ \"\$(rcli exists 'dlock:{t}')\" = 1 ]"
   DLOCK_TLS_CA=$CERTS/ca.crt run -0 "$DLOCK" -u "$TLS_URL" status t
-  assert_output --partial "sleep 2"
+  assert_line --regexp "^command: +sleep\$"
   DLOCK_TLS_CA=$CERTS/ca.crt run -0 "$DLOCK" -u "$TLS_URL" list
-  assert_output --partial "sleep 2"
+  assert_line --regexp " sleep\$"
   wait
 }
 

@@ -158,6 +158,6 @@ load helpers
   wait
   hold quiet 2
   run -0 --separate-stderr "$DLOCK" -v run -k quiet -w 10s -- true
-  [[ $stderr == *"waiting for lock 'quiet'"*"sleep 2"* ]]
+  [[ $stderr == *"waiting for lock 'quiet'"*"(sleep)"* ]]
   wait
 }

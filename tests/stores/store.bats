@@ -268,6 +268,35 @@ assert h["pid"] == int(A[0]) and h["user"] == A[1] and h["host"] == A[2], h
   run -1 "$DLOCK" status who
 }
 
+@test "$STORE: only the command's program name is recorded; the whole line with --record-command, not kept after release" {
+  # hold_until's command is sh -c SCRIPT sh FILE...: its arguments name $T
+  hold_until rec "$T/release"
+  local holder=$BG_PID
+  run -0 --separate-stderr "$DLOCK" status rec --json
+  echo "$output"
+  refute_output --partial "$T"
+  run -0 --separate-stderr "$DLOCK" list --json
+  refute_output --partial "$T"
+  touch "$T/release"
+  wait "$holder"
+  hold_until rec "$T/release2" --record-command
+  holder=$BG_PID
+  run -0 --separate-stderr "$DLOCK" status rec --json
+  echo "$output"
+  if [ "$STORE" != postgres ]; then # PostgreSQL records no command (pg_stat_activity shows it)
+    json_ok 'assert d["holder"]["command"].startswith("sh -c "), d["holder"]'
+    assert_output --partial "$T/release2"
+  fi
+  touch "$T/release2"
+  wait "$holder"
+  if [ "$STORE" = mysql ]; then # the row outlives the lock (its fencing token); the command not
+    run -0 mysql_admin -e "SELECT name, fence, command FROM dlock.dlock_fence"
+    echo "$output"
+    assert_output --partial rec
+    refute_output --partial "$T"
+  fi
+}
+
 # ---------------------------------------------------------------------------------------------
 # fencing
 

@@ -118,3 +118,41 @@ TEST(PostgresUrl, AMistypedPortIsAUsageErrorBeforeAnyConnection)
     }
   }
 }
+
+TEST(PostgresUrl, TlsFilesWithoutSslmodeMeanVerifyFull)
+{
+  auto sslmode = [](const postgres::ConnectParams& params) {
+    std::string mode = "(none)";
+    for (const auto& [keyword, value] : params.values) {
+      if (keyword == "sslmode") {
+        mode = value;
+      }
+    }
+    return mode;
+  };
+  ::unsetenv("PGSSLMODE");
+  stores::StoreConfig config;
+  EXPECT_EQ(sslmode(postgres::connect_params("postgres://u@h/app", config)), "(none)");
+  config.tls.ca_file = "/etc/ca.pem";
+  EXPECT_EQ(sslmode(postgres::connect_params("postgres://u@h/app", config)), "verify-full");
+  // the URL's own sslmode is the user's choice, and so is PGSSLMODE
+  EXPECT_EQ(sslmode(postgres::connect_params("postgres://u@h/app?sslmode=require", config)), "(none)");
+  ::setenv("PGSSLMODE", "verify-ca", 1);
+  EXPECT_EQ(sslmode(postgres::connect_params("postgres://u@h/app", config)), "(none)");
+  ::unsetenv("PGSSLMODE");
+  config.tls.ca_file.clear();
+  config.tls.cert_file = "/etc/client.pem";
+  EXPECT_EQ(sslmode(postgres::connect_params("postgres://u@h/app", config)), "verify-full");
+}
+
+TEST(PostgresUrl, AMalformedPasswordIsNotQuotedInTheError)
+{
+  stores::StoreConfig config;
+  try {
+    postgres::connect_params("postgres://u@h/app?password=hun%zzter", config);
+    ADD_FAILURE() << "a malformed escape was taken";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::usage);
+    EXPECT_EQ(std::string(error.what()).find("hun"), std::string::npos) << error.what();
+  }
+}

@@ -148,6 +148,27 @@ TEST(Url, RedactsAUrlString)
   EXPECT_EQ(url_redacted("not a url"), "not a url");
 }
 
+TEST(Url, QueryPasswordsAreSecretsToo)
+{
+  using dlock::util::url_redacted;
+  using dlock::util::url_without_password;
+  EXPECT_TRUE(url_has_password("postgres://h/db?password=x"));
+  EXPECT_TRUE(url_has_password("postgres://h/db?sslmode=require&sslpassword=x"));
+  EXPECT_TRUE(url_has_password("postgres://h/db?pass%77ord=x"));
+  EXPECT_FALSE(url_has_password("postgres://h/db?sslmode=require&user=password"));
+  EXPECT_EQ(url_redacted("postgres://u:a@h/db?password=b&sslpassword=c&sslmode=require"),
+            "postgres://u:***@h/db?password=***&sslpassword=***&sslmode=require");
+  // a '@' or ':' in the query's password does not leak part of it
+  EXPECT_EQ(url_redacted("postgres://h/db?password=p:x@y"), "postgres://h/db?password=***");
+  EXPECT_EQ(url_without_password("postgres://u:a@h/db?password=b&sslmode=require"),
+            "postgres://u@h/db?sslmode=require");
+  EXPECT_EQ(url_without_password("postgres://h/db?sslmode=require&password=b"),
+            "postgres://h/db?sslmode=require");
+  EXPECT_EQ(url_without_password("postgres://h/db?password=b&sslpassword=c"), "postgres://h/db");
+  EXPECT_EQ(dlock::util::without_url_secrets("bad token \"s%40cret\" and s@cret", "postgres://h/db?password=s%40cret"),
+            "bad token \"***\" and ***");
+}
+
 TEST(ScrubUrlPasswords, HidesPasswordsInTheUrlArgumentsOnly)
 {
   std::string long_url = "redis://u:hunter2@h";

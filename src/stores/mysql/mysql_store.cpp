@@ -59,6 +59,15 @@ bool fence_unavailable(unsigned errnum)
   }
 }
 
+// Clears the command of the lock's dlock_fence row if the session connection_sql (an SQL
+// expression) wrote it: what a holder ran is not kept after it let go (the row stays: its
+// fencing token must).
+std::string forget_command_sql(const std::string& server_name, const std::string& connection_sql)
+{
+  return "UPDATE dlock_fence SET command = '' WHERE lock_name = " + sql_bytes(server_name) +
+         " AND connection_id = " + connection_sql;
+}
+
 // The holder of a lock, its fencing row and the server's clock, in one row:
 // id, USER, HOST, now, fence, acquired_ms, connection_id, holder_user, holder_host,
 // holder_pid, command (the last six NULL without dlock_fence).
@@ -446,6 +455,11 @@ void MysqlStore::start_release(const lock::LockName& name, const std::string& to
       answer(Op::release);
       return;
     }
+    if (m_fencing) {
+      // The row outlives the lock (its fencing token must): the command line goes first,
+      // while the lock is still this session's. Best effort: a failure does not keep the lock.
+      n->session->query(forget_command_sql(n->server_name, "CONNECTION_ID()"), nullptr);
+    }
     n->session->query("SELECT RELEASE_LOCK(" + sql_bytes(n->server_name) + ")",
                       [this, key](Answer& a) {
                         Outcome outcome{Op::release, std::nullopt, false, {}, {}};
@@ -512,8 +526,18 @@ void MysqlStore::confirm_freed(const std::string& server_name, std::int64_t conn
                   [this, server_name, connection, tries](Answer& a) {
                     bool still = !a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1;
                     if (!still || tries <= 0) {
-                      Outcome outcome{Op::release, std::nullopt, true, {}, {}};
-                      answer(std::move(outcome));
+                      auto freed = [this](Answer&) {
+                        Outcome outcome{Op::release, std::nullopt, true, {}, {}};
+                        answer(std::move(outcome));
+                      };
+                      if (!m_fencing) {
+                        Answer none;
+                        freed(none);
+                        return;
+                      }
+                      // the evicted holder's command line, which it had no chance to clear
+                      control().query(forget_command_sql(server_name, std::to_string(connection)),
+                                      freed);
                       return;
                     }
                     control().query(freed_pause, [this, server_name, connection, tries](Answer&) {

@@ -2,12 +2,14 @@
 
 #include "util/clock.hpp"
 #include "util/log.hpp"
+#include "util/url.hpp"
 
 #include <fnmatch.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 
 namespace dlock::postgres {
 
@@ -99,9 +101,11 @@ ConnectParams connect_params(const std::string& url, const stores::StoreConfig& 
     while (!why.empty() && why.back() == '\n') {
       why.pop_back();
     }
-    throw Error(ExitCode::usage, "bad PostgreSQL URL: {}", why);
+    // libpq quotes what it could not parse, which may be the URL or a password in it
+    throw Error(ExitCode::usage, "bad PostgreSQL URL: {}", util::without_url_secrets(why, url));
   }
   std::string host = "localhost", port, dbname, user;
+  bool sslmode = false;
   for (PQconninfoOption* option = options; option->keyword != nullptr; ++option) {
     if (option->val == nullptr) {
       continue;
@@ -115,6 +119,8 @@ ConnectParams connect_params(const std::string& url, const stores::StoreConfig& 
       dbname = option->val;
     } else if (keyword == "user") {
       user = option->val;
+    } else if (keyword == "sslmode") {
+      sslmode = true;
     }
   }
   pq().PQconninfoFree(options);
@@ -139,6 +145,14 @@ ConnectParams connect_params(const std::string& url, const stores::StoreConfig& 
   }
   if (!config.tls.key_file.empty()) {
     params.values.emplace_back("sslkey", config.tls.key_file);
+  }
+  // TLS files given to dlock mean TLS to the server named in the URL, as for mysql://;
+  // libpq's own default (prefer) would go on in clear text, or trust any certificate.
+  const char* env_sslmode = std::getenv("PGSSLMODE");
+  bool tls_files = !config.tls.ca_file.empty() || !config.tls.cert_file.empty() ||
+                   !config.tls.key_file.empty();
+  if (tls_files && !sslmode && (env_sslmode == nullptr || *env_sslmode == '\0')) {
+    params.values.emplace_back("sslmode", "verify-full");
   }
   return params;
 }
@@ -257,7 +271,33 @@ void PostgresStore::read_settings(const std::string& name, const lock::AcquireRe
         answer(Op::acquire, error);
         return;
       }
-      try_lock(name, request);
+      find_fence(*m_named.at(name).session, [this, name, request] { try_lock(name, request); },
+                 [this](const Error& error) { answer(Op::acquire, error); });
+    },
+    true);
+}
+
+void PostgresStore::find_fence(Session& session, std::function<void()> then,
+                               std::function<void(const Error&)> failed)
+{
+  if (m_fence || !m_fencing) {
+    then();
+    return;
+  }
+  session.query(
+    find_fence_table_sql(), {},
+    [this, then, failed](Answer& a) {
+      if (a.error) {
+        failed(*a.error);
+        return;
+      }
+      try {
+        m_fence = fence_table_from(a.rows, m_params.shown);
+      } catch (const Error& error) {
+        failed(error);
+        return;
+      }
+      then();
     },
     true);
 }
@@ -284,7 +324,7 @@ void PostgresStore::try_lock(const std::string& name, const lock::AcquireRequest
     true);
 }
 
-void PostgresStore::take_fence(const std::string& name, bool created_table)
+void PostgresStore::take_fence(const std::string& name, bool looked_again)
 {
   Named& n = m_named.at(name);
   auto acquired = [this](std::int64_t fence) {
@@ -293,41 +333,64 @@ void PostgresStore::take_fence(const std::string& name, bool created_table)
     outcome.acquire.fence = fence;
     answer(std::move(outcome));
   };
+  auto no_fencing = [this, acquired](const std::string& why) {
+    m_fencing = false; // no right to create or write it, or a read-only server
+    util::log_verbose("no fencing token: {}", why);
+    acquired(0);
+  };
   if (!m_fencing) {
     acquired(0);
     return;
   }
+  auto failed = [this, name](const Error& error) { give_back(name, error); };
+  if (!m_fence) { // a lock held already when the table was looked for (a retry)
+    find_fence(*n.session, [this, name, looked_again] { take_fence(name, looked_again); },
+               failed);
+    return;
+  }
+  if (m_fence->table.empty()) {
+    if (looked_again) {
+      no_fencing("the table dlock_fence cannot be found after it was created or dropped");
+      return;
+    }
+    if (m_fence->home.empty()) {
+      no_fencing("no schema of the search path to create the table dlock_fence in");
+      return;
+    }
+    // No table yet: make it where the role's path puts new tables, then look again (whoever
+    // made it meanwhile, its owner is checked).
+    n.session->query(create_fence_table_sql(m_fence->home), {},
+                     [this, name, no_fencing, failed](Answer& created) {
+                       // 23505, 42P07: another dlock made it at the same moment
+                       if (created.error && created.sqlstate != "23505" &&
+                           created.sqlstate != "42P07") {
+                         no_fencing(fmt::format("cannot create the table dlock_fence ({})",
+                                                created.error->what()));
+                         return;
+                       }
+                       m_fence.reset();
+                       find_fence(*m_named.at(name).session,
+                                  [this, name] { take_fence(name, true); }, failed);
+                     },
+                     true);
+    return;
+  }
   n.session->query(
-    "INSERT INTO dlock_fence AS f (lock_key, name, fence, acquired_at) "
-    "VALUES ($1, $2, 1, clock_timestamp()) ON CONFLICT (lock_key) DO UPDATE "
-    "SET fence = f.fence + 1, acquired_at = EXCLUDED.acquired_at WHERE f.name = EXCLUDED.name "
-    "RETURNING fence",
+    "INSERT INTO " + m_fence->table +
+      " AS f (lock_key, name, fence, acquired_at) "
+      "VALUES ($1, $2, 1, pg_catalog.clock_timestamp()) ON CONFLICT (lock_key) DO UPDATE "
+      "SET fence = f.fence + 1, acquired_at = EXCLUDED.acquired_at WHERE f.name = EXCLUDED.name "
+      "RETURNING fence",
     {std::to_string(n.key.key), n.prefixed},
-    [this, name, created_table, acquired](Answer& a) {
+    [this, name, looked_again, acquired, no_fencing, failed](Answer& a) {
       Named& held = m_named.at(name);
-      if (a.error && a.sqlstate == "42P01" && !created_table) { // no table yet: make it
-        held.session->query("CREATE TABLE IF NOT EXISTS dlock_fence (lock_key bigint PRIMARY KEY, "
-                         "name text NOT NULL, fence bigint NOT NULL, acquired_at timestamptz NOT NULL)",
-                         {},
-                         [this, name, acquired](Answer& created) {
-                           // 23505, 42P07: another dlock made it at the same moment
-                           if (created.error && created.sqlstate != "23505" &&
-                               created.sqlstate != "42P07") {
-                             m_fencing = false;
-                             util::log_verbose("no fencing token: cannot create the table "
-                                               "dlock_fence ({})", created.error->what());
-                             acquired(0);
-                             return;
-                           }
-                           take_fence(name, true);
-                         },
-                         true);
+      if (a.error && a.sqlstate == "42P01" && !looked_again) { // dropped since: look again
+        m_fence.reset();
+        find_fence(*held.session, [this, name] { take_fence(name, true); }, failed);
         return;
       }
       if (a.error && (a.sqlstate == "42501" || a.sqlstate == "25006" || a.sqlstate == "42P01")) {
-        m_fencing = false; // no right to write it, or a read-only server
-        util::log_verbose("no fencing token: {}", a.error->what());
-        acquired(0);
+        no_fencing(a.error->what());
         return;
       }
       if (a.error) {
@@ -335,20 +398,25 @@ void PostgresStore::take_fence(const std::string& name, bool created_table)
         return;
       }
       if (a.rows.count() == 0) { // the key is another name's
-        std::string key = std::to_string(held.key.key);
-        held.held = false;
-        held.session->query(fmt::format("SELECT pg_advisory_unlock{}($1)",
-                                     held.kind.mode == lock::LockKind::Mode::shared ? "_shared" : ""),
-                         {key}, nullptr, true);
-        answer(Op::acquire, Error(ExitCode::internal,
-                                  "lock name '{}' has the same PostgreSQL advisory key ({}) as "
-                                  "another name in dlock_fence; choose another name or --prefix",
-                                  name, key));
+        give_back(name, Error(ExitCode::internal,
+                              "lock name '{}' has the same PostgreSQL advisory key ({}) as "
+                              "another name in dlock_fence; choose another name or --prefix",
+                              name, held.key.key));
         return;
       }
       acquired(a.rows.number(0, 0));
     },
     true);
+}
+
+void PostgresStore::give_back(const std::string& name, const Error& error)
+{
+  Named& held = m_named.at(name);
+  held.held = false;
+  held.session->query(fmt::format("SELECT pg_advisory_unlock{}($1)",
+                                  held.kind.mode == lock::LockKind::Mode::shared ? "_shared" : ""),
+                      {std::to_string(held.key.key)}, nullptr, true);
+  answer(Op::acquire, error);
 }
 
 void PostgresStore::report_holder(const std::string& name, const lock::AcquireRequest& request)
@@ -575,6 +643,18 @@ Answer PostgresStore::ask(const std::string& sql, std::vector<std::string> param
   return std::move(*got);
 }
 
+std::string PostgresStore::fence_table(util::TimePoint deadline)
+{
+  if (!m_fence) {
+    Answer found = ask(find_fence_table_sql(), {}, deadline);
+    if (found.error) {
+      throw *found.error;
+    }
+    m_fence = fence_table_from(found.rows, m_params.shown);
+  }
+  return m_fence->table;
+}
+
 lock::LockStatus PostgresStore::status(const lock::LockName& name, util::TimePoint deadline)
 {
   AdvisoryKey key = AdvisoryKey::of(m_prefix + name.str());
@@ -592,9 +672,13 @@ lock::LockStatus PostgresStore::status(const lock::LockName& name, util::TimePoi
   }
   Holders holders = read_holders(rows.rows);
   status.waiters = holders.waiting;
-  Answer fence = ask("SELECT fence, floor(extract(epoch from acquired_at) * 1000)::bigint FROM "
-                     "dlock_fence WHERE lock_key = $1",
-                     {std::to_string(key.key)}, deadline);
+  std::string table = fence_table(deadline);
+  Answer fence;
+  if (!table.empty()) {
+    fence = ask("SELECT fence, floor(extract(epoch from acquired_at) * 1000)::bigint FROM " +
+                  table + " WHERE lock_key = $1",
+                {std::to_string(key.key)}, deadline);
+  }
   std::int64_t acquired_ms = 0;
   if (!fence.error && fence.rows.count() == 1) {
     status.last_fence = fence.rows.number(0, 0);
@@ -623,11 +707,16 @@ std::vector<lock::LockStatus> PostgresStore::list(std::string_view pattern, Mill
   util::TimePoint deadline = util::deadline_after(timeout);
   // dlock_fence names the keys dlock took; locks taken without it (no right to create the
   // table) cannot be named, and are not listed.
+  std::string table = fence_table(deadline);
+  if (table.empty()) {
+    util::log_verbose("no locks to list: there is no table dlock_fence");
+    return {};
+  }
   Answer rows = ask("SELECT f.name, l.pid, l.granted, l.mode, coalesce(a.application_name, ''), "
                     "coalesce(a.usename::text, ''), coalesce(host(a.client_addr), ''), f.fence, "
                     "floor(extract(epoch from f.acquired_at) * 1000)::bigint, " +
                       now_ms_sql() +
-                      " FROM pg_locks l JOIN dlock_fence f ON f.lock_key = "
+                      " FROM pg_locks l JOIN " + table + " f ON f.lock_key = "
                       "((l.classid::bigint << 32) | l.objid::bigint) "
                       "LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
                       "WHERE l.locktype = 'advisory' AND l.objsubid = 1 "

@@ -3,6 +3,7 @@
 #include "lock/store.hpp"
 #include "stores/config.hpp"
 #include "stores/postgres/advisory.hpp"
+#include "stores/postgres/fence_table.hpp"
 #include "stores/postgres/session.hpp"
 #include "stores/postgres/session_lifetime.hpp"
 #include "stores/sql/session_store.hpp"
@@ -18,7 +19,8 @@ namespace dlock::postgres {
 bool is_postgres_url(const std::string& url);
 
 // How to reach the server of url: checks it with libpq's own parser (Error(usage) naming what
-// is wrong), without connecting; --password-file wins over a password in the URL.
+// is wrong), without connecting; --password-file wins over a password in the URL; --tls-*
+// without sslmode (in the URL or PGSSLMODE) means sslmode=verify-full.
 ConnectParams connect_params(const std::string& url, const stores::StoreConfig& config);
 
 // Locks as PostgreSQL session-level advisory locks. The lease is the session: each lock name
@@ -77,17 +79,28 @@ private:
   Session& control();
   // The steps of an acquisition, each run from the previous one's answer.
   void read_settings(const std::string& name, const lock::AcquireRequest& request);
+  // Finds dlock_fence (once per process, before the first lock is taken) and goes on with
+  // then, or with failed (an untrusted table: Error(config)).
+  void find_fence(Session& session, std::function<void()> then,
+                  std::function<void(const Error&)> failed);
   void try_lock(const std::string& name, const lock::AcquireRequest& request);
-  void take_fence(const std::string& name, bool created_table);
+  // looked_again: dlock_fence was created or looked for again once in this acquisition.
+  void take_fence(const std::string& name, bool looked_again);
+  // Lets go of a lock just taken and answers the acquisition with error.
+  void give_back(const std::string& name, const Error& error);
   void report_holder(const std::string& name, const lock::AcquireRequest& request);
   // Blocking query on the control session (status, list).
   Answer ask(const std::string& sql, std::vector<std::string> params, util::TimePoint deadline);
+  // dlock_fence for status and list (found on the control session if not yet); empty if
+  // there is none.
+  std::string fence_table(util::TimePoint deadline);
 
   ConnectParams m_params;
   std::string m_prefix;
   std::map<std::string, Named> m_named; // by lock name
   std::unique_ptr<Session> m_control;
   bool m_fencing = true; // false once dlock_fence turned out not writable
+  std::optional<FenceTable> m_fence; // where dlock_fence is, once looked for
 };
 
 } // namespace dlock::postgres

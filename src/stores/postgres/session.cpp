@@ -2,6 +2,7 @@
 
 #include "util/clock.hpp"
 #include "util/text.hpp"
+#include "util/url.hpp"
 
 #include <poll.h>
 #include <unistd.h>
@@ -34,6 +35,13 @@ ExitCode query_error_code(const std::string& sqlstate)
 }
 
 void ignore_notice(void*, const char*) {}
+
+// What every session runs first (see Session): the role's search path noted, then the
+// session's pinned. Two statements, which the server runs in order.
+constexpr const char* pin_search_path =
+  "SELECT pg_catalog.set_config('dlock.home_path', "
+  "pg_catalog.current_schemas(false)::pg_catalog.text, false); "
+  "SET search_path = pg_catalog, pg_temp";
 
 // The longest dlock waits for a cancel request to reach the server.
 constexpr std::chrono::milliseconds cancel_limit{500};
@@ -74,6 +82,11 @@ Session::Session(const ConnectParams& params) : m_owner(::getpid()), m_shown(par
   for (const auto& [keyword, value] : params.values) {
     keywords.push_back(keyword.c_str());
     values.push_back(value.c_str());
+    if (keyword == "dbname") {
+      m_urls.push_back(value);
+    } else if ((keyword == "password" || keyword == "sslpassword") && !value.empty()) {
+      m_passwords.push_back(value);
+    }
   }
   keywords.push_back(nullptr);
   values.push_back(nullptr);
@@ -82,7 +95,7 @@ Session::Session(const ConnectParams& params) : m_owner(::getpid()), m_shown(par
     m_broken = Error(ExitCode::internal, "PostgreSQL at {}: out of memory", m_shown);
     m_connecting = false;
   } else if (pq().PQstatus(m_conn) == CONNECTION_BAD) {
-    m_broken = connect_error(m_shown, util::one_line(pq().PQerrorMessage(m_conn)));
+    m_broken = connect_error(m_shown, message(pq().PQerrorMessage(m_conn)));
     m_connecting = false;
   }
 }
@@ -154,7 +167,7 @@ void Session::on_io(short revents)
     int flushed = pq().PQflush(m_conn);
     if (flushed < 0) {
       fail(Error(ExitCode::unavailable, "PostgreSQL at {}: {}", m_shown,
-                 util::one_line(pq().PQerrorMessage(m_conn))));
+                 message(pq().PQerrorMessage(m_conn))));
       return;
     }
     m_flushing = flushed == 1;
@@ -169,7 +182,7 @@ void Session::advance_connect()
   m_poll = pq().PQconnectPoll(m_conn);
   if (m_poll == PGRES_POLLING_FAILED) {
     m_connecting = false;
-    fail(connect_error(m_shown, util::one_line(pq().PQerrorMessage(m_conn))));
+    fail(connect_error(m_shown, message(pq().PQerrorMessage(m_conn))));
     return;
   }
   if (m_poll != PGRES_POLLING_OK) {
@@ -178,9 +191,27 @@ void Session::advance_connect()
   m_connecting = false;
   pq().PQsetnonblocking(m_conn, 1);
   pq().PQsetNoticeProcessor(m_conn, ignore_notice, nullptr);
-  if (!m_queue.empty()) {
-    send_next();
+  m_queue.push_front(Query{pin_search_path, {}, [this](Answer& pinned) {
+                             if (pinned.error) {
+                               fail(*pinned.error); // nothing runs unpinned
+                             }
+                           }});
+  send_next();
+}
+
+std::string Session::message(const char* text) const
+{
+  std::string line = util::one_line(text != nullptr ? text : "");
+  for (const std::string& url : m_urls) {
+    line = util::without_url_secrets(std::move(line), url);
   }
+  for (const std::string& password : m_passwords) {
+    for (std::size_t at = line.find(password); at != std::string::npos;
+         at = line.find(password, at + 3)) {
+      line.replace(at, password.size(), "***");
+    }
+  }
+  return line;
 }
 
 void Session::send_next()
@@ -203,7 +234,7 @@ void Session::send_next()
   }
   if (sent == 0) {
     fail(Error(ExitCode::unavailable, "PostgreSQL at {}: {}", m_shown,
-               util::one_line(pq().PQerrorMessage(m_conn))));
+               message(pq().PQerrorMessage(m_conn))));
     return;
   }
   m_in_flight = true;
@@ -212,7 +243,7 @@ void Session::send_next()
   m_flushing = flushed == 1;
   if (flushed < 0) {
     fail(Error(ExitCode::unavailable, "PostgreSQL at {}: {}", m_shown,
-               util::one_line(pq().PQerrorMessage(m_conn))));
+               message(pq().PQerrorMessage(m_conn))));
   }
 }
 
@@ -220,7 +251,7 @@ void Session::read_answers()
 {
   if (pq().PQconsumeInput(m_conn) == 0 || pq().PQstatus(m_conn) == CONNECTION_BAD) {
     fail(Error(ExitCode::unavailable, "PostgreSQL at {}: the session ended ({})", m_shown,
-               util::one_line(pq().PQerrorMessage(m_conn))));
+               message(pq().PQerrorMessage(m_conn))));
     return;
   }
   while (m_in_flight && pq().PQisBusy(m_conn) == 0) {

@@ -51,6 +51,10 @@ struct ConnectParams {
 // One libpq connection, that is one PostgreSQL session (which owns the advisory locks it
 // takes), driven without blocking: queries wait in a queue and go one at a time; each answer
 // goes to its callback, which may put the query's next step at the front of the queue.
+// Before any of them, the session notes the role's search path (the setting dlock.home_path,
+// for fence_table.hpp) and pins its own to pg_catalog, pg_temp: no function, operator or
+// table another role put in a schema of the path (a writable public) is used for PostgreSQL's
+// own; a session that cannot pin it ends.
 class Session {
 public:
   using Callback = std::function<void(Answer&)>;
@@ -101,10 +105,15 @@ private:
   void send_next();
   void read_answers();
   void fail(const Error& error);
+  // libpq's message on one line, without the URL's secrets or the password (which libpq may
+  // quote, as it does a malformed escape).
+  std::string message(const char* text) const;
 
   PGconn* m_conn = nullptr;
   pid_t m_owner = 0;
   std::string m_shown;
+  std::vector<std::string> m_urls;      // "dbname" values: URLs, whose secrets messages hide
+  std::vector<std::string> m_passwords; // "password" and "sslpassword" values
   bool m_connecting = true;
   PostgresPollingStatusType m_poll = PGRES_POLLING_WRITING;
   bool m_in_flight = false;

@@ -1,0 +1,59 @@
+#include "stores/postgres/fence_table.hpp"
+
+#include "util/text.hpp"
+
+namespace dlock::postgres {
+
+std::string find_fence_table_sql()
+{
+  // dlock.home_path: the role's search path, as the session noted it before pinning its own.
+  return "WITH home AS (SELECT pg_catalog.current_setting('dlock.home_path')::pg_catalog.text[] "
+         "AS path) "
+         "SELECT pg_catalog.quote_ident(h.path[1]), f.name, f.owner, f.trusted FROM home h "
+         "LEFT JOIN LATERAL (SELECT pg_catalog.quote_ident(n.nspname::pg_catalog.text) || "
+         "'.dlock_fence' AS name, pg_catalog.pg_get_userbyid(c.relowner) AS owner, "
+         "(c.relowner = me.oid OR o.rolsuper OR c.relowner = d.datdba OR "
+         "(NOT me.rolsuper AND pg_catalog.pg_has_role(c.relowner, 'MEMBER'))) AS trusted "
+         "FROM pg_catalog.pg_class c "
+         "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+         "JOIN pg_catalog.pg_roles o ON o.oid = c.relowner "
+         "JOIN pg_catalog.pg_roles me ON me.rolname = CURRENT_USER "
+         "JOIN pg_catalog.pg_database d ON d.datname = "
+         "pg_catalog.current_database() "
+         "WHERE c.relname = 'dlock_fence' "
+         "AND n.nspname::pg_catalog.text = ANY (h.path) "
+         "ORDER BY pg_catalog.array_position(h.path, n.nspname::pg_catalog.text) LIMIT 1) f "
+         "ON true";
+}
+
+FenceTable fence_table_from(const Rows& rows, const std::string& shown)
+{
+  FenceTable found;
+  if (rows.count() != 1) {
+    return found;
+  }
+  if (!rows.null(0, 0)) {
+    found.home = rows.text(0, 0);
+  }
+  if (rows.null(0, 1)) {
+    return found;
+  }
+  if (!rows.truth(0, 3)) {
+    throw Error(ExitCode::config,
+                "PostgreSQL at {}: the table {} is owned by role '{}', which dlock does not trust "
+                "(its triggers would run as dlock's role); drop it, or have the database's "
+                "owner create dlock_fence",
+                shown, util::printable(rows.text(0, 1)), util::printable(rows.text(0, 2)));
+  }
+  found.table = rows.text(0, 1);
+  return found;
+}
+
+std::string create_fence_table_sql(const std::string& home)
+{
+  return "CREATE TABLE IF NOT EXISTS " + home +
+         ".dlock_fence (lock_key pg_catalog.int8 PRIMARY KEY, name pg_catalog.text NOT NULL, "
+         "fence pg_catalog.int8 NOT NULL, acquired_at pg_catalog.timestamptz NOT NULL)";
+}
+
+} // namespace dlock::postgres

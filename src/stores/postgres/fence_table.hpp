@@ -1,0 +1,32 @@
+#pragma once
+
+#include "stores/postgres/session.hpp"
+
+#include <optional>
+#include <string>
+
+namespace dlock::postgres {
+
+// Where dlock keeps fencing tokens on PostgreSQL: the table dlock_fence, found where the
+// role's own search path finds it (each session notes that path, then pins its search_path
+// to pg_catalog: session.hpp), and used only if its owner is trusted, since another role's
+// table may carry a trigger, rule or policy that would run with dlock's role. Trusted: the
+// current role, a role it is a member of (unless it is a superuser, which is a member of
+// every role), a superuser, or the database's owner (who owns public since PostgreSQL 15).
+struct FenceTable {
+  std::string table;  // schema-qualified and quoted; empty: there is none yet
+  std::string home;   // quoted schema where dlock may create it; empty: the path has none
+};
+
+// The query that finds it, with no parameters: one row of (home, qualified name, owner,
+// trusted), the last three NULL when there is no table.
+std::string find_fence_table_sql();
+
+// The table from that query's answer: Error(config) naming the table and its owner when it
+// is not trusted.
+FenceTable fence_table_from(const Rows& rows, const std::string& shown);
+
+// Creates the table in home (a quoted schema) unless one is there already.
+std::string create_fence_table_sql(const std::string& home);
+
+} // namespace dlock::postgres
