@@ -73,6 +73,7 @@ free() { flock -n "$S/$1" true; }
   in_time run -w 1 -k q -- true
   assert_failure 75
   kill "$BG_PID"
+  free k
   wait_for "free q"
   [ -p "$S/k" ] && [ -p "$S/q+queue" ]
 }
@@ -95,6 +96,7 @@ free() { flock -n "$S/$1" true; }
   assert_success
   [ "$output" -gt "$first" ]
   [ "$(stat -c %U:%a "$S/.dlock/m+fence")" = root:600 ]
+  free k && free m
 }
 
 @test "a lock file nobody made is used as it is (held by nobody: 75, a wait ends on SIGTERM); one with another link is refused" {
@@ -115,6 +117,14 @@ free() { flock -n "$S/$1" true; }
   kill "$owner"
   wait_for "free k"
   [ ! -e "$T/ran" ]
+  # the turnstile (root's, made by the waiter above) kept by nobody: --shared ones keep -n and -w
+  nobody_holds "$S/k+queue"
+  in_time run -n -s -k k -- true
+  assert_failure 75
+  in_time run -w 1 -s -k k -- true
+  assert_failure 75
+  kill "$BG_PID"
+  free k
   # a hard link would let nobody choose the file root locks (and see it through another name)
   as_nobody touch "$S/target"
   as_nobody ln "$S/target" "$S/h"
@@ -162,6 +172,12 @@ free() { flock -n "$S/$1" true; }
   assert_failure 78
   one_line
   [ -z "$(ls -A "$NOBODY_DIR")" ]
+  # a lock directory that is nobody's symlink to root's directory
+  as_nobody ln -s "$victim" "$S/sub"
+  in_time -u "file://$S/sub" run -n -k k -- true
+  assert_failure 78
+  one_line
+  [ "$(ls -la --time-style=+%s.%N "$victim")" = "$before" ]
   # a lock directory anyone may write, not sticky: anyone could replace a held lock file
   local open_dir=$S/open
   mkdir -m 777 "$open_dir"

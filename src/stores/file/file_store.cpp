@@ -5,7 +5,6 @@
 #include "util/forked.hpp"
 #include "util/log.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <poll.h>
@@ -143,7 +142,8 @@ std::map<std::string, std::vector<Record>> live_records(int meta, const std::str
     }
     if (::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) {
       if (names(meta, entry, fd.get())) {
-        ::unlinkat(meta, entry.c_str(), 0); // its holder is gone (a record is locked before it is named)
+        // its holder is gone (a record is locked before it is named)
+        ::unlinkat(meta, entry.c_str(), 0);
       }
       continue;
     }
@@ -229,7 +229,8 @@ std::int64_t parse_fence(std::string_view text)
 
 std::int64_t read_fence(int meta, const Layout& layout)
 {
-  util::UniqueFd fd = meta >= 0 ? util::open_regular_at(meta, layout.fence_name(), O_RDONLY) : util::UniqueFd();
+  util::UniqueFd fd =
+    meta >= 0 ? util::open_regular_at(meta, layout.fence_name(), O_RDONLY) : util::UniqueFd();
   return fd ? parse_fence(util::read_bounded(fd.get(), 64).value_or("")) : 0;
 }
 
@@ -425,6 +426,15 @@ bool FileStore::open_directories(bool create)
       throw io_error(errno, "create the lock directory", part);
     }
   }
+  // A symlink as the directory itself is followed only if root or the caller made it (as the
+  // kernel's protected_symlinks does in a sticky directory, where it may be off).
+  struct stat link {};
+  if (::lstat(shown.c_str(), &link) == 0 && S_ISLNK(link.st_mode) && link.st_uid != 0 &&
+      link.st_uid != ::getuid()) {
+    throw Error(ExitCode::config, "file store: refusing the lock directory {}: it is a symbolic link "
+                                  "another user made (uid {})",
+                shown, link.st_uid);
+  }
   util::UniqueFd dir = util::open_directory(shown);
   if (!dir && !create && errno == ENOENT) {
     return false;
@@ -465,7 +475,8 @@ bool FileStore::open_directories(bool create)
   }
   if (!meta && (errno == ELOOP || errno == ENOTDIR)) {
     throw Error(ExitCode::config, "file store: refusing {}: {}", meta_path,
-                errno == ELOOP ? "it is a symbolic link (remove it)" : "it is not a directory (remove it)");
+                errno == ELOOP ? "it is a symbolic link (remove it)"
+                               : "it is not a directory (remove it)");
   }
   if (meta) {
     struct stat ms {};
@@ -757,8 +768,8 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
       m_ready.push_back(std::move(outcome));
       return;
     }
-    Observed seen = observe(m_dirfd.get(), n.layout,
-                            files_of(n.layout, util::directory_entries(m_dirfd.get())), proc_locks(), records);
+    std::vector<std::string> files = files_of(n.layout, util::directory_entries(m_dirfd.get()));
+    Observed seen = observe(m_dirfd.get(), n.layout, files, proc_locks(), records);
     result.holder_ttl_ms = n.writer_waiting && seen.holders.empty() ? -3 : -1; // no expiry
     if (!seen.holders.empty()) {
       result.holder = seen.holders.front();
@@ -901,7 +912,8 @@ void FileStore::drop_hold(Named& n) noexcept
   n.watch_lock = n.watch_record = -1;
   if (::getpid() == m_pid) {
     if (n.record && names(m_metafd.get(), n.record_file, n.record.get())) {
-      ::unlinkat(m_metafd.get(), n.record_file.c_str(), 0); // before the unlock: a record outlives no lock
+      // before the unlock: a record outlives no lock
+      ::unlinkat(m_metafd.get(), n.record_file.c_str(), 0);
     }
     if (n.lock) {
       flock_retry(n.lock.get(), LOCK_UN); // the command's copy of the descriptor too
@@ -934,7 +946,8 @@ void FileStore::start_renew(const lock::LockName& name, const lock::RenewRequest
     return;
   }
   Layout layout(m_dir, name.str());
-  if (std::optional<Record> r = live_record(m_metafd.get(), layout.record_name(token_fingerprint(request.token)))) {
+  std::string record = layout.record_name(token_fingerprint(request.token));
+  if (std::optional<Record> r = live_record(m_metafd.get(), record)) {
     struct stat st {};
     std::string file = r->slot >= 0 ? layout.slot_name(r->slot) : layout.lock_name();
     outcome.held = r->name == name.str() &&
@@ -999,7 +1012,8 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
       if (r->kind.mode != lock::LockKind::Mode::shared) {
         std::string file = r->slot >= 0 ? layout.slot_name(r->slot) : layout.lock_name();
         struct stat st {};
-        if (::fstatat(m_dirfd.get(), file.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == r->inode) {
+        if (::fstatat(m_dirfd.get(), file.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            st.st_ino == r->inode) {
           remove(m_dirfd.get(), file, layout.path_of(file));
         }
       }
@@ -1141,8 +1155,8 @@ lock::LockStatus FileStore::status(const lock::LockName& name, util::TimePoint)
     return status_of(-1, layout, name.str(), Observed{});
   }
   std::vector<Record> records = live_records(m_metafd.get(), layout.encoded)[layout.encoded];
-  Observed seen = observe(m_dirfd.get(), layout, files_of(layout, util::directory_entries(m_dirfd.get())),
-                          proc_locks(), records);
+  std::vector<std::string> files = files_of(layout, util::directory_entries(m_dirfd.get()));
+  Observed seen = observe(m_dirfd.get(), layout, files, proc_locks(), records);
   return status_of(m_metafd.get(), layout, name.str(), seen);
 }
 

@@ -45,7 +45,10 @@ struct Layout {
   // .dlock/ENC+fence: the fencing counter.
   std::string fence_name() const { return encoded + "+fence"; }
   // .dlock/ENC+by+FP: the holder record of the token whose fingerprint is FP.
-  std::string record_name(std::string_view fingerprint) const { return encoded + "+by+" + std::string(fingerprint); }
+  std::string record_name(std::string_view fingerprint) const
+  {
+    return encoded + "+by+" + std::string(fingerprint);
+  }
   // .dlock/ENC+new+FP: a record being written (renamed to ENC+by+FP once locked).
   std::string new_record_name(std::string_view fingerprint) const
   {
@@ -58,7 +61,10 @@ struct Layout {
   // DIR/.dlock: the bookkeeping, out of the way of the lock files.
   std::string meta_dir() const { return dir + "/" + meta_name; }
   std::string fence_path() const { return meta_dir() + "/" + fence_name(); }
-  std::string record_path(std::string_view fingerprint) const { return meta_dir() + "/" + record_name(fingerprint); }
+  std::string record_path(std::string_view fingerprint) const
+  {
+    return meta_dir() + "/" + record_name(fingerprint);
+  }
   // DIR/NAME and DIR/.dlock/NAME, for messages.
   std::string path_of(const std::string& name) const { return dir + "/" + name; }
   std::string meta_path_of(const std::string& name) const { return meta_dir() + "/" + name; }
