@@ -41,6 +41,9 @@ nobody_holds() {
   wait_for "grep -q locked '$T/nobody.out'"
 }
 
+# snapshot DIR: DIR and what is in it, with sizes and modification times (to compare).
+snapshot() { find "$1" -printf '%p %y %s %T@\n' | sort; }
+
 # free NAME: no process holds the lock file of NAME (root may take it at once).
 free() { flock -n "$S/$1" true; }
 
@@ -73,7 +76,6 @@ free() { flock -n "$S/$1" true; }
   in_time run -w 1 -k q -- true
   assert_failure 75
   kill "$BG_PID"
-  free k
   wait_for "free q"
   [ -p "$S/k" ] && [ -p "$S/q+queue" ]
 }
@@ -146,7 +148,7 @@ free() { flock -n "$S/$1" true; }
   echo planted >"$victim/k+by+0123456789abcdef"
   echo planted >"$victim/k+new+0123456789abcdef"
   local before
-  before=$(ls -la --time-style=+%s.%N "$victim")
+  before=$(snapshot "$victim")
   as_nobody ln -s "$victim" "$S/.dlock"
   local cmd
   for cmd in "run -n -k k -- true" "status k" "list" "release -k k --force"; do
@@ -156,7 +158,7 @@ free() { flock -n "$S/$1" true; }
     one_line
     assert_output --partial '.dlock'
   done
-  [ "$(ls -la --time-style=+%s.%N "$victim")" = "$before" ]
+  [ "$(snapshot "$victim")" = "$before" ]
   free k # nothing left held
   # a .dlock nobody made (a real directory): its owner could remove root's records and counters
   rm "$S/.dlock"
@@ -177,7 +179,7 @@ free() { flock -n "$S/$1" true; }
   in_time -u "file://$S/sub" run -n -k k -- true
   assert_failure 78
   one_line
-  [ "$(ls -la --time-style=+%s.%N "$victim")" = "$before" ]
+  [ "$(snapshot "$victim")" = "$before" ]
   # a lock directory anyone may write, not sticky: anyone could replace a held lock file
   local open_dir=$S/open
   mkdir -m 777 "$open_dir"
