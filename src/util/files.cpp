@@ -2,9 +2,11 @@
 
 #include "util/random.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <fmt/format.h>
@@ -46,6 +48,46 @@ UniqueFd open_regular_at(int dir, const std::string& name, int flags, mode_t mod
     }
   }
   return fd;
+}
+
+UniqueFd open_or_create_regular_at(int dir, const std::string& name, int flags, mode_t mode,
+                                   bool single_link)
+{
+  flags &= ~(O_CREAT | O_EXCL);
+  // Created by someone else between the two calls, or removed between them: ask again.
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    UniqueFd fd = open_regular_at(dir, name, flags, mode, single_link);
+    if (fd || errno != ENOENT) {
+      return fd;
+    }
+    fd = open_regular_at(dir, name, flags | O_CREAT | O_EXCL, mode, single_link);
+    if (fd || errno != EEXIST) {
+      return fd;
+    }
+  }
+  errno = EAGAIN;
+  return UniqueFd();
+}
+
+std::vector<std::string> directory_entries(int dir)
+{
+  std::vector<std::string> names;
+  // A description of its own: readdir's position is not shared with the caller's descriptor.
+  UniqueFd own(::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  DIR* d = own ? ::fdopendir(own.get()) : nullptr;
+  if (d == nullptr) {
+    return names;
+  }
+  own.release();
+  while (dirent* e = ::readdir(d)) {
+    std::string_view name(e->d_name);
+    if (name != "." && name != "..") {
+      names.emplace_back(name);
+    }
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 std::optional<std::string> read_bounded(int fd, std::size_t limit)
@@ -105,13 +147,14 @@ int replace_file_at(int dir, const std::string& name, std::string_view text, mod
   return error;
 }
 
-std::optional<std::string> untrusted_because(const struct stat& st)
+std::optional<std::string> untrusted_because(const struct stat& st, bool group_may_write)
 {
   if (st.st_uid != 0 && st.st_uid != ::getuid()) {
     return fmt::format("it is owned by another user (uid {})", st.st_uid);
   }
   bool sticky_directory = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0;
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !sticky_directory) {
+  mode_t others = S_ISDIR(st.st_mode) && group_may_write ? S_IWOTH : (S_IWGRP | S_IWOTH);
+  if ((st.st_mode & others) != 0 && !sticky_directory) {
     return fmt::format("other users can write it (mode {:o})", st.st_mode & 07777);
   }
   return std::nullopt;

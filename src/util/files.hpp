@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 // Files in directories that other users may write (a shared lock directory, a metrics
 // directory, /tmp): dlock often runs there as root, so every file is opened from a directory
@@ -34,6 +35,15 @@ UniqueFd open_directory_at(int dir, const std::string& name);
 UniqueFd open_regular_at(int dir, const std::string& name, int flags, mode_t mode = 0600,
                          bool single_link = false);
 
+// Opens name inside dir as open_regular_at does, creating it (O_EXCL, mode) only if it does not
+// exist: with fs.protected_regular (on by default), O_CREAT on a file another user created in a
+// sticky directory fails even for root, while opening it without O_CREAT does not.
+UniqueFd open_or_create_regular_at(int dir, const std::string& name, int flags, mode_t mode = 0600,
+                                   bool single_link = false);
+
+// The names in dir but . and .., sorted; empty if it cannot be read.
+std::vector<std::string> directory_entries(int dir);
+
 // Reads fd from offset 0 up to limit bytes; nullopt if it holds more (EFBIG) or a read fails:
 // a file another user fills cannot make dlock read forever or eat memory.
 std::optional<std::string> read_bounded(int fd, std::size_t limit);
@@ -46,6 +56,8 @@ int replace_file_at(int dir, const std::string& name, std::string_view text, mod
 // Why a file or directory that dlock takes settings or state from cannot be trusted, as in
 // ssh: owned by a user other than root and the caller, or writable by group or others (a
 // directory that is sticky, as /tmp, is allowed to be written by others). nullopt if trusted.
-std::optional<std::string> untrusted_because(const struct stat& st);
+// With group_may_write, a directory its group may write is trusted too (a team's lock
+// directory, made with umask 002: its owner chose who is in the group).
+std::optional<std::string> untrusted_because(const struct stat& st, bool group_may_write = false);
 
 } // namespace dlock::util

@@ -9,8 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <string>
+#include <vector>
 
+using dlock::util::directory_entries;
 using dlock::util::open_directory;
+using dlock::util::open_or_create_regular_at;
 using dlock::util::open_regular_at;
 using dlock::util::read_bounded;
 using dlock::util::replace_file_at;
@@ -114,6 +118,31 @@ TEST_F(FilesTest, ReplacingASymlinkReplacesTheLinkNotItsTarget)
   EXPECT_EQ(entries, 2);
 }
 
+TEST_F(FilesTest, AFileIsCreatedOnlyIfMissingAndNeverThroughALink)
+{
+  std::ofstream(path("there")) << "kept";
+  dlock::util::UniqueFd fd = open_or_create_regular_at(m_dir.get(), "there", O_RDONLY | O_CREAT, 0600);
+  ASSERT_TRUE(fd);
+  EXPECT_EQ(read_bounded(fd.get(), 100).value_or(""), "kept");
+  EXPECT_TRUE(open_or_create_regular_at(m_dir.get(), "new", O_RDONLY, 0600));
+  struct stat st {};
+  ASSERT_EQ(::stat(path("new").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::symlink(path("elsewhere").c_str(), path("link").c_str()), 0);
+  errno = 0;
+  EXPECT_FALSE(open_or_create_regular_at(m_dir.get(), "link", O_RDONLY));
+  EXPECT_EQ(errno, ELOOP);
+  EXPECT_NE(::access(path("elsewhere").c_str(), F_OK), 0);
+}
+
+TEST_F(FilesTest, EntriesAreListedSortedWithoutDots)
+{
+  std::ofstream(path("b")) << "";
+  std::ofstream(path("a")) << "";
+  EXPECT_EQ(directory_entries(m_dir.get()), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(directory_entries(m_dir.get()), (std::vector<std::string>{"a", "b"})); // again
+}
+
 TEST(Files, TrustFollowsSsh)
 {
   struct stat st {};
@@ -128,6 +157,11 @@ TEST(Files, TrustFollowsSsh)
   EXPECT_FALSE(untrusted_because(st)); // /tmp
   st.st_mode = S_IFDIR | 0777;
   EXPECT_TRUE(untrusted_because(st));
+  st.st_mode = S_IFDIR | 0775;
+  EXPECT_TRUE(untrusted_because(st));
+  EXPECT_FALSE(untrusted_because(st, true)); // a team's directory, for the lock files
+  st.st_mode = S_IFDIR | 0777;
+  EXPECT_TRUE(untrusted_because(st, true));
   st.st_mode = S_IFREG | 0600;
   st.st_uid = ::getuid() + 1;
   EXPECT_EQ(untrusted_because(st).has_value(), st.st_uid != 0);

@@ -1,10 +1,10 @@
 #include "stores/file/file_store.hpp"
 
 #include "lock/features.hpp"
+#include "util/files.hpp"
 #include "util/forked.hpp"
 #include "util/log.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <poll.h>
@@ -52,18 +52,34 @@ std::int64_t unix_us()
     .count();
 }
 
+// What an errno of util/files.hpp means for a file of the store.
+std::string reason(int err)
+{
+  switch (err) {
+  case EINVAL:
+    return "it is not a regular file (remove it)";
+  case EMLINK:
+    return "it has other hard links (remove it)";
+  case ELOOP:
+    return "it is a symbolic link (remove it)";
+  default:
+    return std::strerror(err);
+  }
+}
+
 // An I/O failure on the store's files as one line with the contract's exit code: no right
-// to the directory is 77, a path that cannot be a lock directory 78, the rest 69.
+// to the directory is 77, a path that cannot be a lock directory or a file that cannot be a
+// lock file 78, the rest 69.
 Error io_error(int err, std::string_view what, const std::string& path)
 {
   ExitCode code = ExitCode::unavailable;
   if (err == EACCES || err == EPERM) {
     code = ExitCode::auth;
   } else if (err == EROFS || err == ENOTDIR || err == ENOENT || err == ELOOP ||
-             err == ENAMETOOLONG || err == EISDIR) {
+             err == ENAMETOOLONG || err == EISDIR || err == EINVAL || err == EMLINK) {
     code = ExitCode::config;
   }
-  return Error(code, "file store: cannot {} {}: {}", what, path, std::strerror(err));
+  return Error(code, "file store: cannot {} {}: {}", what, path, reason(err));
 }
 
 int flock_retry(int fd, int op)
@@ -76,53 +92,22 @@ int flock_retry(int fd, int op)
 
 bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
 
-// Whether path still names the file open on fd.
-bool names(const std::string& path, int fd)
+// Whether name inside dir (not followed if a symlink) still names the file open on fd.
+bool names(int dir, const std::string& name, int fd)
 {
-  struct stat by_path {};
+  struct stat by_name {};
   struct stat by_fd {};
-  return fd >= 0 && ::fstat(fd, &by_fd) == 0 && ::stat(path.c_str(), &by_path) == 0 &&
-         same_file(by_fd, by_path);
+  return dir >= 0 && fd >= 0 && ::fstat(fd, &by_fd) == 0 &&
+         ::fstatat(dir, name.c_str(), &by_name, AT_SYMLINK_NOFOLLOW) == 0 && same_file(by_fd, by_name);
 }
 
-std::string read_small(int fd)
-{
-  std::string text;
-  std::array<char, 4096> buffer{};
-  off_t offset = 0;
-  while (text.size() < 65536) {
-    ssize_t n = ::pread(fd, buffer.data(), buffer.size(), offset);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      break;
-    }
-    text.append(buffer.data(), static_cast<std::size_t>(n));
-    offset += n;
-  }
-  return text;
-}
+// The largest record or counter read: a file another user fills is not read whole.
+constexpr std::size_t longest_file = 65536;
 
 std::string read_path(const std::string& path)
 {
   util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-  return fd ? read_small(fd.get()) : std::string();
-}
-
-std::vector<std::string> entries(const std::string& dir)
-{
-  std::vector<std::string> names;
-  DIR* d = ::opendir(dir.empty() ? "/" : dir.c_str());
-  if (d == nullptr) {
-    return names;
-  }
-  while (dirent* e = ::readdir(d)) {
-    names.emplace_back(e->d_name);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
+  return fd ? util::read_bounded(fd.get(), longest_file).value_or("") : std::string();
 }
 
 // Compatible kinds share a key: exclusive with shared, a semaphore with the same N only.
@@ -133,13 +118,15 @@ bool compatible(const lock::LockKind& a, const lock::LockKind& b)
   return a_limit == b_limit && (!a_limit || a.limit == b.limit);
 }
 
-// The live records of the directory (each still locked by its holder), by encoded name; the
-// records of holders gone are removed on the way.
-std::map<std::string, std::vector<Record>> live_records(const std::string& meta,
-                                                        const std::string& only = {})
+// The live records of .dlock (each still locked by its holder), by encoded name; the records
+// of holders gone are removed on the way. Another user's FIFO or link there is skipped.
+std::map<std::string, std::vector<Record>> live_records(int meta, const std::string& only = {})
 {
   std::map<std::string, std::vector<Record>> found;
-  for (const std::string& entry : entries(meta)) {
+  if (meta < 0) {
+    return found;
+  }
+  for (const std::string& entry : util::directory_entries(meta)) {
     std::size_t plus = entry.find('+');
     if (plus == std::string::npos || (!only.empty() && entry.substr(0, plus) != only)) {
       continue;
@@ -149,19 +136,22 @@ std::map<std::string, std::vector<Record>> live_records(const std::string& meta,
     if (!final && !what.starts_with("+new+")) {
       continue;
     }
-    std::string path = meta + "/" + entry;
-    util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW));
+    util::UniqueFd fd = util::open_regular_at(meta, entry, O_RDONLY);
     if (!fd) {
       continue;
     }
     if (::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) {
-      ::unlink(path.c_str()); // its holder is gone (a record is locked before it is named)
+      if (names(meta, entry, fd.get())) {
+        // its holder is gone (a record is locked before it is named)
+        ::unlinkat(meta, entry.c_str(), 0);
+      }
       continue;
     }
     if (!final) {
       continue;
     }
-    if (std::optional<Record> r = Record::parse(read_small(fd.get()))) {
+    std::optional<std::string> text = util::read_bounded(fd.get(), longest_file);
+    if (std::optional<Record> r = text ? Record::parse(*text) : std::nullopt) {
       found[entry.substr(0, plus)].push_back(std::move(*r));
     }
   }
@@ -172,14 +162,15 @@ std::map<std::string, std::vector<Record>> live_records(const std::string& meta,
   return found;
 }
 
-// The record at path if its holder still holds it (its lock on the record is held).
-std::optional<Record> live_record(const std::string& path)
+// The record name inside .dlock if its holder still holds it (its lock on the record is held).
+std::optional<Record> live_record(int meta, const std::string& name)
 {
-  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW));
+  util::UniqueFd fd = meta >= 0 ? util::open_regular_at(meta, name, O_RDONLY) : util::UniqueFd();
   if (!fd || ::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) {
     return std::nullopt;
   }
-  return Record::parse(read_small(fd.get()));
+  std::optional<std::string> text = util::read_bounded(fd.get(), longest_file);
+  return text ? Record::parse(*text) : std::nullopt;
 }
 
 std::string host_name()
@@ -223,17 +214,24 @@ lock::HolderInfo holder_of(const Record& r)
   return holder;
 }
 
-std::int64_t read_fence(const Layout& layout)
+// The digits a fencing counter starts with (0 for none).
+std::int64_t parse_fence(std::string_view text)
 {
-  std::string text = read_path(layout.fence_path());
   std::int64_t value = 0;
   for (char c : text) {
-    if (c < '0' || c > '9') {
+    if (c < '0' || c > '9' || value > (INT64_MAX - 9) / 10) {
       break;
     }
     value = value * 10 + (c - '0');
   }
   return value;
+}
+
+std::int64_t read_fence(int meta, const Layout& layout)
+{
+  util::UniqueFd fd =
+    meta >= 0 ? util::open_regular_at(meta, layout.fence_name(), O_RDONLY) : util::UniqueFd();
+  return fd ? parse_fence(util::read_bounded(fd.get(), 64).value_or("")) : 0;
 }
 
 // What the kernel and the records say about one lock name.
@@ -250,27 +248,27 @@ std::vector<std::string> files_of(const Layout& layout, const std::vector<std::s
   std::vector<std::string> files;
   std::string slot_prefix = layout.encoded + "+slot.";
   for (const std::string& entry : dir_entries) {
-    if (entry == layout.encoded || entry.starts_with(slot_prefix) || entry == layout.encoded + "+queue") {
-      files.push_back(layout.dir + "/" + entry);
+    if (entry == layout.encoded || entry.starts_with(slot_prefix) || entry == layout.turnstile_name()) {
+      files.push_back(entry);
     }
   }
   return files;
 }
 
-Observed observe(const Layout& layout, const std::vector<std::string>& files,
+Observed observe(int dir, const Layout& layout, const std::vector<std::string>& files,
                  const std::vector<ProcLock>& locks, const std::vector<Record>& records)
 {
   Observed seen;
   std::vector<const ProcLock*> granted;
   bool on_slots = false;
   int slot_files = 0;
-  for (const std::string& path : files) {
+  for (const std::string& file : files) {
     // The turnstile's holder waits for the lock, as do those blocked on it.
-    bool turnstile = path == layout.turnstile_path();
-    bool slot = !turnstile && path.size() > layout.lock_path().size();
+    bool turnstile = file == layout.turnstile_name();
+    bool slot = !turnstile && file.size() > layout.lock_name().size();
     slot_files += slot ? 1 : 0;
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) {
+    if (::fstatat(dir, file.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
       continue;
     }
     for (const ProcLock& l : locks) {
@@ -306,13 +304,13 @@ Observed observe(const Layout& layout, const std::vector<std::string>& files,
 
 std::vector<ProcLock> proc_locks() { return parse_proc_locks(read_path("/proc/locks")); }
 
-lock::LockStatus status_of(const Layout& layout, std::string name, const Observed& seen)
+lock::LockStatus status_of(int meta, const Layout& layout, std::string name, const Observed& seen)
 {
   lock::LockStatus status;
   status.name = std::move(name);
   status.ttl_ms = -1; // no expiry: the lock lives as long as its process
   status.server_time_ms = unix_ms();
-  status.last_fence = read_fence(layout);
+  status.last_fence = read_fence(meta, layout);
   status.waiters = seen.waiters;
   if (!seen.held) {
     return status;
@@ -408,15 +406,18 @@ FileStore::Named* FileStore::find(const lock::LockName& name)
   return found == m_named.end() ? nullptr : &found->second;
 }
 
-void FileStore::prepare_directory()
+bool FileStore::open_directories(bool create)
 {
-  if (m_prepared) {
-    return;
+  if (m_dirfd) {
+    return true;
   }
-  // mkdir -p: each missing component with 0777 less the umask.
+  const std::string shown = m_dir.empty() ? "/" : m_dir;
+  // mkdir -p: each missing component with 0777 less the umask. The path is the caller's, so
+  // its symlinks are followed (the kernel's protected_symlinks keeps another user's symlink
+  // in a sticky directory from being followed).
   struct stat existing {};
-  bool exists = ::stat(m_dir.empty() ? "/" : m_dir.c_str(), &existing) == 0 && S_ISDIR(existing.st_mode);
-  for (std::size_t slash = 1; !exists && slash <= m_dir.size(); ++slash) {
+  bool exists = ::stat(shown.c_str(), &existing) == 0 && S_ISDIR(existing.st_mode);
+  for (std::size_t slash = 1; create && !exists && slash <= m_dir.size(); ++slash) {
     if (slash != m_dir.size() && m_dir[slash] != '/') {
       continue;
     }
@@ -425,43 +426,99 @@ void FileStore::prepare_directory()
       throw io_error(errno, "create the lock directory", part);
     }
   }
-  struct stat dir {};
-  if (::stat(m_dir.empty() ? "/" : m_dir.c_str(), &dir) != 0) {
-    throw io_error(errno, "use the lock directory", m_dir);
+  // A symlink as the directory itself is followed only if root or the caller made it (as the
+  // kernel's protected_symlinks does in a sticky directory, where it may be off).
+  struct stat link {};
+  if (::lstat(shown.c_str(), &link) == 0 && S_ISLNK(link.st_mode) && link.st_uid != 0 &&
+      link.st_uid != ::getuid()) {
+    throw Error(ExitCode::config, "file store: refusing the lock directory {}: it is a symbolic link "
+                                  "another user made (uid {})",
+                shown, link.st_uid);
   }
-  if (!S_ISDIR(dir.st_mode)) {
-    throw io_error(ENOTDIR, "use the lock directory", m_dir);
+  util::UniqueFd dir = util::open_directory(shown);
+  if (!dir && !create && errno == ENOENT) {
+    return false;
   }
-  if (::access(m_dir.empty() ? "/" : m_dir.c_str(), W_OK | X_OK) != 0) {
+  struct stat st {};
+  if (!dir || ::fstat(dir.get(), &st) != 0) {
+    throw io_error(errno, "use the lock directory", shown);
+  }
+  // Whoever may replace the lock files may take a lock from its holder.
+  if (std::optional<std::string> why = util::untrusted_because(st, true)) {
+    throw Error(ExitCode::config,
+                "file store: refusing the lock directory {}: {}; it must belong to root or to you, "
+                "and be sticky (chmod +t) if every user may write it",
+                shown, *why);
+  }
+  if (::faccessat(dir.get(), ".", W_OK | X_OK, AT_EACCESS) != 0) {
     // Locking an existing file needs only read access; creating one needs the directory.
     util::log_verbose("file store: {} is not writable ({}); only lock files that exist can be "
                       "taken",
-                      m_dir, std::strerror(errno));
+                      shown, std::strerror(errno));
   }
-  std::string meta = m_dir + "/.dlock";
-  if (::mkdir(meta.c_str(), 0777) == 0) {
-    // A directory every user may write (/run/lock is 1777) gets a .dlock they may write too.
-    if ((dir.st_mode & S_IWOTH) != 0) {
-      ::chmod(meta.c_str(), dir.st_mode & 07777);
+  const std::string meta_path = Layout(m_dir, "").meta_dir();
+  util::UniqueFd meta = util::open_directory_at(dir.get(), Layout::meta_name);
+  if (!meta && errno == ENOENT && create) {
+    // Every user who may write the directory may keep records and counters in .dlock, which
+    // is sticky then, as /run/lock is: none can remove or replace another's.
+    mode_t mode = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 ? (st.st_mode & 0777) | S_ISVTX : 0755;
+    if (::mkdirat(dir.get(), Layout::meta_name, 0700) == 0 || errno == EEXIST) {
+      meta = util::open_directory_at(dir.get(), Layout::meta_name);
+      struct stat made {};
+      if (meta && ::fstat(meta.get(), &made) == 0 && made.st_uid == ::geteuid() &&
+          (made.st_mode & 07777) == 0700) {
+        ::fchmod(meta.get(), mode);
+      }
+    } else {
+      errno = errno == EEXIST ? ENOENT : errno;
     }
-  } else if (errno != EEXIST) {
+  }
+  if (!meta && (errno == ELOOP || errno == ENOTDIR)) {
+    throw Error(ExitCode::config, "file store: refusing {}: {}", meta_path,
+                errno == ELOOP ? "it is a symbolic link (remove it)"
+                               : "it is not a directory (remove it)");
+  }
+  if (meta) {
+    struct stat ms {};
+    if (::fstat(meta.get(), &ms) != 0) {
+      throw io_error(errno, "use", meta_path);
+    }
+    // Its owner could remove or replace the records and the fencing counters in it.
+    if (std::optional<std::string> why = util::untrusted_because(ms, true)) {
+      throw Error(ExitCode::config, "file store: refusing {}: {} (remove it: dlock makes it again)",
+                  meta_path, *why);
+    }
+  } else {
     m_records = false;
     m_fencing = false;
-    util::log_verbose("file store: no holder records and no fencing tokens: cannot create {}: {}",
-                      meta, std::strerror(errno));
+    util::log_verbose("file store: no holder records and no fencing tokens: cannot {} {}: {}",
+                      create ? "create" : "open", meta_path, std::strerror(errno));
   }
-  m_prepared = true;
+  m_dirfd = std::move(dir);
+  m_metafd = std::move(meta);
+  return true;
+}
+
+util::UniqueFd FileStore::open_lock_file(const Layout& layout, const std::string& name)
+{
+  // Read-only, as flock(1) opens it: whoever may read a lock file may lock it. One that
+  // exists is opened as it is, whoever made it (its owner can flock it, or remove it, anyway:
+  // man dlock, FILE STORE). The command gets the held one through inherited_descriptors(),
+  // so the kernel frees the lock only once the command is gone too.
+  util::UniqueFd fd = util::open_or_create_regular_at(m_dirfd.get(), name, O_RDONLY, 0644, true);
+  if (!fd) {
+    throw io_error(errno, "open the lock file", layout.path_of(name));
+  }
+  return fd;
 }
 
 void FileStore::open_turnstile(Named& n)
 {
-  std::string turnstile = n.layout.turnstile_path();
-  n.turnstile.reset(::open(turnstile.c_str(), O_RDONLY | O_CREAT | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC, 0666));
-  if (!n.turnstile) {
+  try {
+    n.turnstile = open_lock_file(n.layout, n.layout.turnstile_name());
+  } catch (const Error& error) {
     // A lock file that exists can be locked in a directory dlock may not write.
-    util::log_verbose("file store: no turnstile (a waiting exclusive holder does not hold back "
-                      "--shared ones): cannot open {}: {}",
-                      turnstile, std::strerror(errno));
+    util::log_verbose("{} (a waiting exclusive holder does not hold back --shared ones)", error.what());
   }
 }
 
@@ -470,29 +527,25 @@ void FileStore::open_candidates(Named& n)
   if (!n.candidates.empty()) {
     return;
   }
-  std::vector<std::string> paths;
+  std::vector<std::string> names;
   if (n.kind.mode == lock::LockKind::Mode::limit) {
     for (int slot = 0; slot < n.kind.limit; ++slot) {
-      paths.push_back(n.layout.slot_path(slot));
+      names.push_back(n.layout.slot_name(slot));
     }
   } else {
-    paths.push_back(n.layout.lock_path());
+    names.push_back(n.layout.lock_name());
     if (n.kind.mode == lock::LockKind::Mode::shared) {
       open_turnstile(n);
     }
   }
-  for (const std::string& path : paths) {
-    // Read-only, as flock(1) opens it: whoever may read a lock file may lock it. The
-    // command gets the held one through inherited_descriptors(), so the kernel frees the
-    // lock only once the command is gone too.
-    int fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC, 0666);
-    if (fd < 0) {
-      int err = errno;
+  for (const std::string& name : names) {
+    try {
+      n.candidates.push_back(open_lock_file(n.layout, name));
+    } catch (const Error&) {
       drop_candidates(n);
-      throw io_error(err, "open the lock file", path);
+      throw;
     }
-    n.candidates.emplace_back(fd);
-    n.candidate_paths.push_back(path);
+    n.candidate_names.push_back(name);
   }
 }
 
@@ -522,7 +575,7 @@ bool FileStore::try_candidates(Named& n, const lock::AcquireRequest& request)
       } else if (errno != EWOULDBLOCK) {
         int err = errno;
         drop_candidates(n);
-        throw io_error(err, "lock", n.candidate_paths[i]);
+        throw io_error(err, "lock", n.layout.path_of(n.candidate_names[i]));
       }
     }
     if (shared) {
@@ -531,7 +584,7 @@ bool FileStore::try_candidates(Named& n, const lock::AcquireRequest& request)
     if (locked < 0) {
       return false;
     }
-    if (names(n.candidate_paths[static_cast<std::size_t>(locked)],
+    if (names(m_dirfd.get(), n.candidate_names[static_cast<std::size_t>(locked)],
               n.candidates[static_cast<std::size_t>(locked)].get())) {
       take(n, locked, request);
       return true;
@@ -549,7 +602,8 @@ void FileStore::take(Named& n, int i, const lock::AcquireRequest& request)
   stop_helper(n);
   auto index = static_cast<std::size_t>(i);
   n.lock = std::move(n.candidates[index]);
-  n.path = n.candidate_paths[index];
+  n.file = n.candidate_names[index];
+  n.path = n.layout.path_of(n.file);
   n.slot = n.kind.mode == lock::LockKind::Mode::limit ? i : -1;
   drop_candidates(n); // the other slots: unlocked in case a helper thread took one too
   n.held = true;
@@ -564,54 +618,71 @@ void FileStore::take(Named& n, int i, const lock::AcquireRequest& request)
     m_inotify.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
   }
   if (m_inotify) {
+    // The inodes held, through their descriptors: no path is resolved again.
     constexpr std::uint32_t gone = IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF;
-    n.watch_lock = ::inotify_add_watch(m_inotify.get(), n.path.c_str(), gone);
+    auto watch = [&](int fd) {
+      std::string self = "/proc/self/fd/" + std::to_string(fd);
+      return ::inotify_add_watch(m_inotify.get(), self.c_str(), gone);
+    };
+    n.watch_lock = watch(n.lock.get());
     if (n.record) {
-      n.watch_record = ::inotify_add_watch(m_inotify.get(), n.record_path.c_str(), gone);
+      n.watch_record = watch(n.record.get());
     }
   }
 }
 
 std::int64_t FileStore::next_fence(const Layout& layout)
 {
-  std::string path = layout.fence_path();
-  bool created = true;
-  util::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666));
-  if (!fd && errno == EEXIST) {
-    created = false;
-    fd.reset(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
-  }
-  struct stat shared_dir {};
-  if (fd && created && ::stat(layout.meta_dir().c_str(), &shared_dir) == 0 &&
-      (shared_dir.st_mode & S_IWOTH) != 0) {
-    ::fchmod(fd.get(), 0666); // a directory shared by every user: a counter they all advance
-  }
-  if (!fd || flock_retry(fd.get(), LOCK_EX) != 0) {
+  const int meta = m_metafd.get();
+  const std::string name = layout.fence_name();
+  const std::string path = layout.fence_path();
+  auto give_up = [&](int err) {
     m_fencing = false;
-    util::log_verbose("file store: no fencing token: cannot update {}: {}", path, std::strerror(errno));
-    return 0;
-  }
-  std::int64_t last = 0;
-  for (char c : read_small(fd.get())) {
-    if (c < '0' || c > '9') {
+    util::log_verbose("file store: no fencing token: cannot update {}: {}", path, reason(err));
+    return std::int64_t{0};
+  };
+  // The counter is trusted only if no one else can change or lock it: the caller's own file,
+  // mode 0600, one link. Any other (another user's, an older dlock's 0666 one, a FIFO) is
+  // removed, and the counter starts again from the clock, above every token it has issued.
+  util::UniqueFd fd;
+  bool created = false;
+  for (int attempt = 0; !fd && attempt < 3; ++attempt) {
+    bool existed = ::faccessat(meta, name.c_str(), F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+    fd = util::open_or_create_regular_at(meta, name, O_RDWR, 0600, true);
+    struct stat st {};
+    if (fd && ::fstat(fd.get(), &st) == 0 && st.st_uid == ::geteuid() && (st.st_mode & 077) == 0) {
+      created = !existed;
       break;
     }
-    last = last * 10 + (c - '0');
+    if (!fd && errno != EINVAL && errno != ELOOP && errno != EMLINK) {
+      return give_up(errno);
+    }
+    fd.reset();
+    if (::unlinkat(meta, name.c_str(), 0) != 0 && errno != ENOENT) {
+      return give_up(errno);
+    }
   }
+  if (!fd) {
+    return give_up(EAGAIN);
+  }
+  // Blocking, on a file only this user and root can open: holders of --shared and --limit
+  // locks update it at once.
+  if (flock_retry(fd.get(), LOCK_EX) != 0) {
+    return give_up(errno);
+  }
+  std::int64_t last = parse_fence(util::read_bounded(fd.get(), 64).value_or(""));
   // A missing counter starts above any token it can have issued: from the clock in µs.
   std::int64_t next = last > 0 ? last + 1 : std::max<std::int64_t>(1, unix_us());
   std::string text = fmt::format("{:020}\n", next); // one width: rewritten in place
   bool ok = ::pwrite(fd.get(), text.data(), text.size(), 0) == static_cast<ssize_t>(text.size()) &&
             ::fdatasync(fd.get()) == 0;
   if (ok && created) {
-    util::UniqueFd meta(::open(layout.meta_dir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    ok = meta && ::fsync(meta.get()) == 0;
+    ok = ::fsync(meta) == 0;
   }
+  int err = errno;
   flock_retry(fd.get(), LOCK_UN);
   if (!ok) {
-    m_fencing = false;
-    util::log_verbose("file store: no fencing token: cannot write {}: {}", path, std::strerror(errno));
-    return 0;
+    return give_up(err);
   }
   return next;
 }
@@ -619,10 +690,12 @@ std::int64_t FileStore::next_fence(const Layout& layout)
 void FileStore::write_record(Named& n, const lock::AcquireRequest& request, std::uint64_t inode)
 {
   std::string fingerprint = token_fingerprint(request.token);
-  std::string fresh = n.layout.new_record_path(fingerprint);
-  std::string path = n.layout.record_path(fingerprint);
-  // Locked before it is named +by+, so that a record without a lock is always a dead one.
-  util::UniqueFd fd(::open(fresh.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC, 0644));
+  std::string fresh = n.layout.new_record_name(fingerprint);
+  std::string final_name = n.layout.record_name(fingerprint);
+  // Created 0600 and locked before anyone else may open it, and locked before it is named
+  // +by+, so that a record without a lock is always a dead one.
+  util::UniqueFd fd =
+    util::open_regular_at(m_metafd.get(), fresh, O_RDWR | O_CREAT | O_EXCL | O_TRUNC, 0600, true);
   Record r;
   r.name = n.name;
   r.kind = n.kind;
@@ -636,17 +709,20 @@ void FileStore::write_record(Named& n, const lock::AcquireRequest& request, std:
   r.ttl_ms = request.ttl.count();
   r.command = request.holder.command;
   std::string line = r.serialize();
-  if (!fd || flock_retry(fd.get(), LOCK_EX) != 0 ||
+  if (!fd || flock_retry(fd.get(), LOCK_EX | LOCK_NB) != 0 ||
       ::write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()) ||
-      ::rename(fresh.c_str(), path.c_str()) != 0) {
+      ::fchmod(fd.get(), 0644) != 0 ||
+      ::renameat(m_metafd.get(), fresh.c_str(), m_metafd.get(), final_name.c_str()) != 0) {
     m_records = false;
     util::log_verbose("file store: no holder record (status shows the pid only): cannot write {}: {}",
-                      path, std::strerror(errno));
-    ::unlink(fresh.c_str());
+                      n.layout.record_path(fingerprint), std::strerror(errno));
+    if (fd) {
+      ::unlinkat(m_metafd.get(), fresh.c_str(), 0);
+    }
     return;
   }
   n.record = std::move(fd);
-  n.record_path = path;
+  n.record_file = final_name;
 }
 
 void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireRequest& request)
@@ -677,7 +753,7 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
   lock::AcquireResult& result = outcome.acquire;
   try {
     prepare_directory();
-    std::vector<Record> records = live_records(n.layout.meta_dir(), n.layout.encoded)[n.layout.encoded];
+    std::vector<Record> records = live_records(m_metafd.get(), n.layout.encoded)[n.layout.encoded];
     for (const Record& r : records) {
       if (!compatible(r.kind, request.kind)) {
         drop_candidates(n);
@@ -692,7 +768,8 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
       m_ready.push_back(std::move(outcome));
       return;
     }
-    Observed seen = observe(n.layout, files_of(n.layout, entries(m_dir)), proc_locks(), records);
+    std::vector<std::string> files = files_of(n.layout, util::directory_entries(m_dirfd.get()));
+    Observed seen = observe(m_dirfd.get(), n.layout, files, proc_locks(), records);
     result.holder_ttl_ms = n.writer_waiting && seen.holders.empty() ? -3 : -1; // no expiry
     if (!seen.holders.empty()) {
       result.holder = seen.holders.front();
@@ -778,7 +855,8 @@ void FileStore::on_helper(const std::string& name)
     n.granted = index;
   } else {
     error = Error(ExitCode::unavailable, "file store: waiting for the lock file {} failed",
-                  n.candidate_paths.empty() ? n.layout.lock_path() : n.candidate_paths.front());
+                  n.candidate_names.empty() ? n.layout.lock_path()
+                                            : n.layout.path_of(n.candidate_names.front()));
     drop_candidates(n);
   }
   if (n.wait_pending) {
@@ -811,14 +889,15 @@ void FileStore::drop_candidates(Named& n) noexcept
   }
   n.turnstile.reset();
   n.candidates.clear();
-  n.candidate_paths.clear();
+  n.candidate_names.clear();
   n.granted = -1;
   n.wait_pending = false;
 }
 
 bool FileStore::still_ours(const Named& n) const
 {
-  return n.held && names(n.path, n.lock.get()) && (!n.record || names(n.record_path, n.record.get()));
+  return n.held && names(m_dirfd.get(), n.file, n.lock.get()) &&
+         (!n.record || names(m_metafd.get(), n.record_file, n.record.get()));
 }
 
 void FileStore::drop_hold(Named& n) noexcept
@@ -832,8 +911,9 @@ void FileStore::drop_hold(Named& n) noexcept
   }
   n.watch_lock = n.watch_record = -1;
   if (::getpid() == m_pid) {
-    if (n.record && names(n.record_path, n.record.get())) {
-      ::unlink(n.record_path.c_str()); // before the unlock: a record outlives no lock
+    if (n.record && names(m_metafd.get(), n.record_file, n.record.get())) {
+      // before the unlock: a record outlives no lock
+      ::unlinkat(m_metafd.get(), n.record_file.c_str(), 0);
     }
     if (n.lock) {
       flock_retry(n.lock.get(), LOCK_UN); // the command's copy of the descriptor too
@@ -856,11 +936,23 @@ void FileStore::start_renew(const lock::LockName& name, const lock::RenewRequest
   }
   // Held by another process (a nested run checks its caller's token): its live record, for
   // the file that still has the inode it locked.
+  try {
+    if (!open_directories(false)) {
+      m_ready.push_back(std::move(outcome));
+      return;
+    }
+  } catch (const Error& error) {
+    answer(Op::renew, error);
+    return;
+  }
   Layout layout(m_dir, name.str());
-  if (std::optional<Record> r = live_record(layout.record_path(token_fingerprint(request.token)))) {
+  std::string record = layout.record_name(token_fingerprint(request.token));
+  if (std::optional<Record> r = live_record(m_metafd.get(), record)) {
     struct stat st {};
-    std::string path = r->slot >= 0 ? layout.slot_path(r->slot) : layout.lock_path();
-    outcome.held = r->name == name.str() && ::stat(path.c_str(), &st) == 0 && st.st_ino == r->inode;
+    std::string file = r->slot >= 0 ? layout.slot_name(r->slot) : layout.lock_name();
+    outcome.held = r->name == name.str() &&
+                   ::fstatat(m_dirfd.get(), file.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                   st.st_ino == r->inode;
     outcome.slot = r->kind.has_slots();
   }
   m_ready.push_back(std::move(outcome));
@@ -877,38 +969,59 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
     m_ready.push_back(std::move(outcome));
     return;
   }
+  try {
+    if (!open_directories(false)) {
+      m_ready.push_back(std::move(outcome));
+      return;
+    }
+  } catch (const Error& error) {
+    answer(Op::release, error);
+    return;
+  }
+  // A file that could not be removed is a release that did not happen: said, not logged as done.
+  std::optional<Error> failure;
+  auto remove = [&](int dir, const std::string& file, const std::string& shown) {
+    if (::unlinkat(dir, file.c_str(), 0) != 0 && errno != ENOENT && !failure) {
+      failure = io_error(errno, "remove", shown);
+    }
+  };
   Layout layout(m_dir, name.str());
-  std::vector<std::string> dir_entries = entries(m_dir);
-  std::vector<Record> records = live_records(layout.meta_dir(), layout.encoded)[layout.encoded];
+  std::vector<std::string> dir_entries = util::directory_entries(m_dirfd.get());
+  std::vector<Record> records = live_records(m_metafd.get(), layout.encoded)[layout.encoded];
   if (token.empty()) {
     // --force: the holders' files go (their next check, at once by inotify, finds them
     // replaced); the fencing counter stays.
     std::vector<std::string> files = files_of(layout, dir_entries);
-    outcome.held = observe(layout, files, proc_locks(), records).held;
-    for (const std::string& path : files) {
-      ::unlink(path.c_str());
+    outcome.held = observe(m_dirfd.get(), layout, files, proc_locks(), records).held;
+    for (const std::string& file : files) {
+      remove(m_dirfd.get(), file, layout.path_of(file));
     }
-    for (const std::string& entry : entries(layout.meta_dir())) {
+    for (const std::string& entry : util::directory_entries(m_metafd.get())) {
       if (entry.starts_with(layout.encoded + "+by+") || entry.starts_with(layout.encoded + "+new+")) {
-        ::unlink((layout.meta_dir() + "/" + entry).c_str());
+        remove(m_metafd.get(), entry, layout.meta_path_of(entry));
       }
     }
-    m_ready.push_back(std::move(outcome));
-    return;
+  } else {
+    // Another process's token: its record goes, and the file it locked unless shared with
+    // others.
+    std::string record = layout.record_name(token_fingerprint(token));
+    std::optional<Record> r = live_record(m_metafd.get(), record);
+    if (r && r->name == name.str()) {
+      outcome.held = true;
+      remove(m_metafd.get(), record, layout.meta_path_of(record));
+      if (r->kind.mode != lock::LockKind::Mode::shared) {
+        std::string file = r->slot >= 0 ? layout.slot_name(r->slot) : layout.lock_name();
+        struct stat st {};
+        if (::fstatat(m_dirfd.get(), file.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            st.st_ino == r->inode) {
+          remove(m_dirfd.get(), file, layout.path_of(file));
+        }
+      }
+    }
   }
-  // Another process's token: its record goes, and the file it locked unless shared with others.
-  std::string path = layout.record_path(token_fingerprint(token));
-  std::optional<Record> r = live_record(path);
-  if (r && r->name == name.str()) {
-    outcome.held = true;
-    ::unlink(path.c_str());
-    if (r->kind.mode != lock::LockKind::Mode::shared) {
-      std::string file = r->slot >= 0 ? layout.slot_path(r->slot) : layout.lock_path();
-      struct stat st {};
-      if (::stat(file.c_str(), &st) == 0 && st.st_ino == r->inode) {
-        ::unlink(file.c_str());
-      }
-    }
+  if (failure) {
+    answer(Op::release, std::move(failure));
+    return;
   }
   m_ready.push_back(std::move(outcome));
 }
@@ -1038,15 +1151,23 @@ std::vector<int> FileStore::inherited_descriptors() const
 lock::LockStatus FileStore::status(const lock::LockName& name, util::TimePoint)
 {
   Layout layout(m_dir, name.str());
-  std::vector<Record> records = live_records(layout.meta_dir(), layout.encoded)[layout.encoded];
-  Observed seen = observe(layout, files_of(layout, entries(m_dir)), proc_locks(), records);
-  return status_of(layout, name.str(), seen);
+  if (!open_directories(false)) {
+    return status_of(-1, layout, name.str(), Observed{});
+  }
+  std::vector<Record> records = live_records(m_metafd.get(), layout.encoded)[layout.encoded];
+  std::vector<std::string> files = files_of(layout, util::directory_entries(m_dirfd.get()));
+  Observed seen = observe(m_dirfd.get(), layout, files, proc_locks(), records);
+  return status_of(m_metafd.get(), layout, name.str(), seen);
 }
 
 std::vector<lock::LockStatus> FileStore::list(std::string_view pattern, Millis)
 {
-  std::vector<std::string> dir_entries = entries(m_dir);
-  std::map<std::string, std::vector<Record>> records = live_records(m_dir + "/.dlock");
+  std::vector<lock::LockStatus> found;
+  if (!open_directories(false)) {
+    return found;
+  }
+  std::vector<std::string> dir_entries = util::directory_entries(m_dirfd.get());
+  std::map<std::string, std::vector<Record>> records = live_records(m_metafd.get());
   std::set<std::string> encoded_names;
   for (const std::string& entry : dir_entries) {
     if (entry.empty() || entry[0] == '.') {
@@ -1059,17 +1180,16 @@ std::vector<lock::LockStatus> FileStore::list(std::string_view pattern, Millis)
   }
   std::vector<ProcLock> locks = proc_locks();
   std::string glob(pattern.empty() ? "*" : pattern);
-  std::vector<lock::LockStatus> found;
   for (const std::string& encoded : encoded_names) {
     const std::vector<Record>& rs = records[encoded];
     std::string name = !rs.empty() ? rs.front().name : lock_name_of(encoded).value_or(encoded);
     Layout layout(m_dir, name);
     layout.encoded = encoded;
-    Observed seen = observe(layout, files_of(layout, dir_entries), locks, rs);
+    Observed seen = observe(m_dirfd.get(), layout, files_of(layout, dir_entries), locks, rs);
     if (!seen.held || ::fnmatch(glob.c_str(), name.c_str(), 0) != 0) {
       continue;
     }
-    found.push_back(status_of(layout, name, seen));
+    found.push_back(status_of(m_metafd.get(), layout, name, seen));
   }
   std::sort(found.begin(), found.end(),
             [](const lock::LockStatus& a, const lock::LockStatus& b) { return a.name < b.name; });

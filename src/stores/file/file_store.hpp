@@ -74,10 +74,11 @@ private:
     // Held: the locked description (of the lock file, or of one slot file) and its record.
     bool held = false;
     int slot = -1;
-    std::string path; // of the file locked
+    std::string file; // the name in the directory of the file locked
+    std::string path; // its path, for messages
     util::UniqueFd lock;
     util::UniqueFd record;
-    std::string record_path;
+    std::string record_file; // the name in .dlock of the record
     std::int64_t fence = 0;
     int watch_lock = -1, watch_record = -1;
     bool loss_reported = false;
@@ -86,7 +87,7 @@ private:
     std::vector<util::UniqueFd> candidates;
     util::UniqueFd turnstile; // exclusive and --shared: DIR/ENC+queue
     bool writer_waiting = false; // --shared: the turnstile is kept by a waiting exclusive one
-    std::vector<std::string> candidate_paths;
+    std::vector<std::string> candidate_names;
     pid_t helper = -1;
     util::UniqueFd helper_pipe;
     int granted = -1; // candidate the helper locked
@@ -97,8 +98,13 @@ private:
 
   Named* find(const lock::LockName& name);
   void answer(Op op, std::optional<Error> error = std::nullopt);
-  // Creates the directory (and .dlock) if missing; Error naming what is wrong.
-  void prepare_directory();
+  // Opens the directory and .dlock once (creating them if missing with create) and checks
+  // that other users cannot replace what is in them; false if the directory does not exist
+  // (and create is not set). Error naming what is wrong.
+  bool open_directories(bool create);
+  void prepare_directory() { open_directories(true); }
+  // Opens (or creates) a lock, slot or turnstile file of DIR: a regular file with one link.
+  util::UniqueFd open_lock_file(const Layout& layout, const std::string& name);
   // One NB attempt over the candidates; true when one was locked and is still the file its
   // path names.
   bool try_candidates(Named& n, const lock::AcquireRequest& request);
@@ -124,7 +130,8 @@ private:
   std::map<std::string, Named> m_named;
   std::deque<lock::Outcome> m_ready;
   util::UniqueFd m_inotify;
-  bool m_prepared = false;
+  util::UniqueFd m_dirfd;  // DIR
+  util::UniqueFd m_metafd; // DIR/.dlock; none: no records, no fencing tokens
   bool m_fencing = true; // false once the counter turned out not writable
   bool m_records = true; // false once .dlock turned out not writable
 };

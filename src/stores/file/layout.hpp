@@ -32,26 +32,42 @@ struct Layout {
   std::string encoded; // file_name_of(name)
 
   Layout(std::string directory, std::string_view lock_name);
-  // DIR/ENC: flock(1) takes the same lock (exclusive or --shared).
-  std::string lock_path() const { return dir + "/" + encoded; }
-  // DIR/ENC+slot.K: slot K of a --limit N semaphore (K from 0 to N-1).
-  std::string slot_path(int slot) const { return dir + "/" + encoded + "+slot." + std::to_string(slot); }
-  // DIR/ENC+queue: the turnstile a waiting exclusive holder keeps, which --shared ones pass.
-  std::string turnstile_path() const { return dir + "/" + encoded + "+queue"; }
+
+  // The names inside DIR and DIR/.dlock, for openat() from the directories' descriptors (other
+  // users may write a shared directory: no path is resolved twice); the paths, for messages.
+  static constexpr const char* meta_name = ".dlock";
+  // ENC: flock(1) takes the same lock (exclusive or --shared).
+  const std::string& lock_name() const { return encoded; }
+  // ENC+slot.K: slot K of a --limit N semaphore (K from 0 to N-1).
+  std::string slot_name(int slot) const { return encoded + "+slot." + std::to_string(slot); }
+  // ENC+queue: the turnstile a waiting exclusive holder keeps, which --shared ones pass.
+  std::string turnstile_name() const { return encoded + "+queue"; }
+  // .dlock/ENC+fence: the fencing counter.
+  std::string fence_name() const { return encoded + "+fence"; }
+  // .dlock/ENC+by+FP: the holder record of the token whose fingerprint is FP.
+  std::string record_name(std::string_view fingerprint) const
+  {
+    return encoded + "+by+" + std::string(fingerprint);
+  }
+  // .dlock/ENC+new+FP: a record being written (renamed to ENC+by+FP once locked).
+  std::string new_record_name(std::string_view fingerprint) const
+  {
+    return encoded + "+new+" + std::string(fingerprint);
+  }
+
+  std::string lock_path() const { return dir + "/" + lock_name(); }
+  std::string slot_path(int slot) const { return dir + "/" + slot_name(slot); }
+  std::string turnstile_path() const { return dir + "/" + turnstile_name(); }
   // DIR/.dlock: the bookkeeping, out of the way of the lock files.
-  std::string meta_dir() const { return dir + "/.dlock"; }
-  // DIR/.dlock/ENC+fence: the fencing counter.
-  std::string fence_path() const { return meta_dir() + "/" + encoded + "+fence"; }
-  // DIR/.dlock/ENC+by+FP: the holder record of the token whose fingerprint is FP.
+  std::string meta_dir() const { return dir + "/" + meta_name; }
+  std::string fence_path() const { return meta_dir() + "/" + fence_name(); }
   std::string record_path(std::string_view fingerprint) const
   {
-    return meta_dir() + "/" + encoded + "+by+" + std::string(fingerprint);
+    return meta_dir() + "/" + record_name(fingerprint);
   }
-  // DIR/.dlock/ENC+new+FP: a record being written (renamed to ENC+by+FP once locked).
-  std::string new_record_path(std::string_view fingerprint) const
-  {
-    return meta_dir() + "/" + encoded + "+new+" + std::string(fingerprint);
-  }
+  // DIR/NAME and DIR/.dlock/NAME, for messages.
+  std::string path_of(const std::string& name) const { return dir + "/" + name; }
+  std::string meta_path_of(const std::string& name) const { return meta_dir() + "/" + name; }
 };
 
 // Who holds a lock, as its holder wrote it in DIR/.dlock/ENC+by+FP (one line, tab-separated).
