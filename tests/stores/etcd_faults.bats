@@ -164,7 +164,7 @@ leases() { ectl lease list | grep '^[0-9a-f]\{4,\}$' | sort || true; }
 # new_leases BEFORE: the leases that are not in BEFORE (an output of leases).
 new_leases() { comm -13 <(printf '%s\n' "$1") <(leases); }
 
-@test "a waiter that gives up (-w) leaves no key and no lease behind" {
+@test "a waiter that gives up (-w) leaves no key and no lease behind; -n and Ctrl-C likewise" {
   start_bg holder "$DLOCK" run -k giveup -- sleep 30
   wait_for "[ -n \"\$(keys giveup)\" ]" 10
   local before holder_key
@@ -182,6 +182,16 @@ new_leases() { comm -13 <(printf '%s\n' "$1") <(leases); }
   run -75 "$DLOCK" run -k giveup -n -- true
   [ "$(keys giveup)" = "$holder_key" ]
   [ -z "$(new_leases "$before")" ]
+  # and a waiter's Ctrl-C, once its key is queued behind the holder's
+  start_bg waiter "$DLOCK" run -k giveup -- touch "$T/ran"
+  wait_for '[ "$(keys giveup | wc -l)" = 2 ]' 10
+  kill -INT "$BG_PID"
+  local st=0
+  wait "$BG_PID" || st=$?
+  [ "$st" -eq 130 ]
+  [ "$(keys giveup)" = "$holder_key" ]
+  [ -z "$(new_leases "$before")" ]
+  [ ! -e "$T/ran" ]
 }
 
 @test "partition: the holder's command is stopped (76) before its lease ends; a waiter gets it after" {
