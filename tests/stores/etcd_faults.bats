@@ -158,17 +158,40 @@ for kv in sorted(d.get("kvs", []), key=lambda kv: kv["create_revision"]):
   done
 }
 
-@test "a waiter that gives up (-w) leaves no key and no lease behind" {
+# leases: the IDs of the server's leases, sorted.
+leases() { ectl lease list | grep '^[0-9a-f]\{4,\}$' | sort || true; }
+
+# new_leases BEFORE: the leases that are not in BEFORE (an output of leases).
+new_leases() { comm -13 <(printf '%s\n' "$1") <(leases); }
+
+@test "a waiter that gives up (-w) leaves no key and no lease behind; -n and Ctrl-C likewise" {
   start_bg holder "$DLOCK" run -k giveup -- sleep 30
   wait_for "[ -n \"\$(keys giveup)\" ]" 10
-  local leases
-  leases=$(ectl lease list | grep -c '^[0-9a-f]\{4,\}$' || true)
-  run -75 "$DLOCK" run -k giveup -w 500ms -- true
-  [ "$(keys giveup | wc -l)" = 1 ]
-  [ "$(ectl lease list | grep -c '^[0-9a-f]\{4,\}$' || true)" = "$leases" ]
+  local before holder_key
+  holder_key=$(keys giveup)
+  # A set, not a count: etcdctl lock (the tests before) leaves its session's lease to expire
+  # 10 s after it exits, which may happen while this waiter waits.
+  before=$(leases)
+  # run waits for dlock to exit: after that, nothing of its own may be left
+  run -75 "$DLOCK" -v run -k giveup -w 500ms -- true
+  echo "$output"
+  [[ $output == *"gave up waiting"* ]] # it waited (each attempt of an etcd waiter queues a key)
+  [ "$(keys giveup)" = "$holder_key" ]
+  [ -z "$(new_leases "$before")" ]
   # -n too
   run -75 "$DLOCK" run -k giveup -n -- true
-  [ "$(keys giveup | wc -l)" = 1 ]
+  [ "$(keys giveup)" = "$holder_key" ]
+  [ -z "$(new_leases "$before")" ]
+  # and a waiter's Ctrl-C, once its key is queued behind the holder's
+  start_bg waiter "$DLOCK" run -k giveup -- touch "$T/ran"
+  wait_for '[ "$(keys giveup | wc -l)" = 2 ]' 10
+  kill -INT "$BG_PID"
+  local st=0
+  wait "$BG_PID" || st=$?
+  [ "$st" -eq 130 ]
+  [ "$(keys giveup)" = "$holder_key" ]
+  [ -z "$(new_leases "$before")" ]
+  [ ! -e "$T/ran" ]
 }
 
 @test "partition: the holder's command is stopped (76) before its lease ends; a waiter gets it after" {

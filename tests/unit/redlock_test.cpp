@@ -212,6 +212,30 @@ TEST(Redlock, NoMajorityAnsweringIsUnavailable)
   }
 }
 
+TEST(Redlock, ManyAttemptsDecidedAtOnceEachGiveBackTheirMinorityGrant)
+{
+  // Each decision starts a release while the decisions are gone through (a loaded machine
+  // collects many answers at once): the list of requests grows under that walk.
+  constexpr int attempts = 64;
+  Cluster c(5);
+  for (int i = 2; i < 5; ++i) {
+    for (int a = 0; a < attempts; ++a) {
+      c.nodes[i]->acquire_answers.push_back(ScriptedNode::refused(7));
+    }
+  }
+  for (int a = 0; a < attempts; ++a) {
+    c.store->start_acquire(name(), request());
+  }
+  for (int a = 0; a < attempts; ++a) {
+    Outcome outcome = c.next();
+    ASSERT_FALSE(outcome.error);
+    EXPECT_FALSE(outcome.acquire.acquired);
+  }
+  for (ScriptedNode* node : c.nodes) {
+    EXPECT_EQ(node->releases, attempts) << "each attempt's grant given back";
+  }
+}
+
 TEST(Redlock, ARenewalAMajorityExtendsIsConfirmedAndANodeThatLostTheLockRejoins)
 {
   Cluster c(5);

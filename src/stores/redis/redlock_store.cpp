@@ -222,7 +222,11 @@ void RedlockStore::collect()
       }
     }
   }
-  for (Request& request : m_requests) {
+  // By index, over the requests there were: a decision may start requests of its own (the
+  // release of a lock not held, raise_fence, a re-join), and a push_back invalidates every
+  // iterator of a deque (a range-for crashed when its map grew under contention).
+  for (std::size_t k = 0, started = m_requests.size(); k < started; ++k) {
+    Request& request = m_requests[k];
     if (request.decided) {
       continue;
     }
