@@ -172,6 +172,26 @@ hold_file() {
   run -0 "$DLOCK" run -n -k k -- true
 }
 
+@test "release --force while the holder still writes its fence: it starts again, never beside the next holder" {
+  command -v strace >/dev/null || skip "strace is not installed"
+  # The holder's fdatasync (the fencing counter's) is delayed 3 s by strace: the lock file is
+  # removed while it is taken but before the command starts, and a second dlock takes a new one.
+  start_bg first strace -f -o /dev/null -e trace=fdatasync -e inject=fdatasync:delay_enter=3000000 \
+    "$DLOCK" run -k k -t 60s -- sh -c 'echo A >>"$0"; sleep 2; echo A-end >>"$0"' "$T/order"
+  local first=$BG_PID
+  wait_for "held k" 20
+  run -0 "$DLOCK" release -k k --force
+  start_bg second "$DLOCK" run -k k -- sh -c 'echo B >>"$0"; sleep 2; echo B-end >>"$0"' "$T/order"
+  local second=$BG_PID st=0
+  wait "$first" || st=$?
+  [ "$st" -eq 0 ]
+  wait "$second" || st=$?
+  [ "$st" -eq 0 ]
+  # one after the other, in whichever order
+  run -0 cat "$T/order"
+  [[ $output == $'A\nA-end\nB\nB-end' || $output == $'B\nB-end\nA\nA-end' ]]
+}
+
 @test "a waiter wakes within 100 ms of the release (directory on tmpfs)" {
   on_tmpfs
   # A flock(1) holder (-o: flock alone holds it) releases when it exits, right after its

@@ -584,20 +584,21 @@ bool FileStore::try_candidates(Named& n, const lock::AcquireRequest& request)
     if (locked < 0) {
       return false;
     }
+    // The file may have been removed or replaced after it was opened (release --force): the
+    // lock is then on a file no one else will open. Start again from the path.
     if (names(m_dirfd.get(), n.candidate_names[static_cast<std::size_t>(locked)],
               n.candidates[static_cast<std::size_t>(locked)].get())) {
-      take(n, locked, request);
-      return true;
+      if (take(n, locked, request)) {
+        return true;
+      }
     }
-    // The file was removed or replaced after it was opened (release --force): the lock is
-    // on a file no one else will open. Start again from the path.
     drop_candidates(n);
   }
   throw Error(ExitCode::unavailable, "file store: the lock files of '{}' keep being replaced",
               n.layout.encoded);
 }
 
-void FileStore::take(Named& n, int i, const lock::AcquireRequest& request)
+bool FileStore::take(Named& n, int i, const lock::AcquireRequest& request)
 {
   stop_helper(n);
   auto index = static_cast<std::size_t>(i);
@@ -608,27 +609,33 @@ void FileStore::take(Named& n, int i, const lock::AcquireRequest& request)
   drop_candidates(n); // the other slots: unlocked in case a helper thread took one too
   n.held = true;
   n.loss_reported = false;
+  if (!m_inotify) {
+    m_inotify.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  }
+  // The inodes held, through their descriptors: no path is resolved again.
+  constexpr std::uint32_t gone = IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF;
+  auto watch = [&](int fd) {
+    std::string self = "/proc/self/fd/" + std::to_string(fd);
+    return m_inotify ? ::inotify_add_watch(m_inotify.get(), self.c_str(), gone) : -1;
+  };
+  // Watched before anything else is done: a removal (release --force) from now on is seen
+  // at once, and one before it by the check below, so no second holder can start unseen
+  // while the fence and the record are written.
+  n.watch_lock = watch(n.lock.get());
   n.fence = m_fencing ? next_fence(n.layout) : 0;
   struct stat st {};
   ::fstat(n.lock.get(), &st);
   if (m_records) {
     write_record(n, request, st.st_ino);
   }
-  if (!m_inotify) {
-    m_inotify.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (n.record) {
+    n.watch_record = watch(n.record.get());
   }
-  if (m_inotify) {
-    // The inodes held, through their descriptors: no path is resolved again.
-    constexpr std::uint32_t gone = IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF;
-    auto watch = [&](int fd) {
-      std::string self = "/proc/self/fd/" + std::to_string(fd);
-      return ::inotify_add_watch(m_inotify.get(), self.c_str(), gone);
-    };
-    n.watch_lock = watch(n.lock.get());
-    if (n.record) {
-      n.watch_record = watch(n.record.get());
-    }
+  if (!still_ours(n)) {
+    drop_hold(n);
+    return false;
   }
+  return true;
 }
 
 std::int64_t FileStore::next_fence(const Layout& layout)

@@ -111,8 +111,9 @@ private:
   void open_candidates(Named& n);
   // DIR/ENC+queue, for --shared holders and exclusive waiters (none: no writer preference).
   void open_turnstile(Named& n);
-  // Makes candidate i the held lock: the fence, the record, the inotify watches.
-  void take(Named& n, int i, const lock::AcquireRequest& request);
+  // Makes candidate i the held lock: the inotify watches, the fence, the record; false (and
+  // nothing held) if its file was removed or replaced meanwhile.
+  bool take(Named& n, int i, const lock::AcquireRequest& request);
   std::int64_t next_fence(const Layout& layout);
   void write_record(Named& n, const lock::AcquireRequest& request, std::uint64_t inode);
   void start_helper(Named& n);
