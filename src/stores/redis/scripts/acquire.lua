@@ -16,10 +16,10 @@ local freed_key = KEYS[13]
 local token = ARGV[1]
 local ttl_ms = ARGV[2]
 -- (The client truncates these shorter; the script stores no more than a record may hold.)
-local host = string.sub(ARGV[3], 1, 256)
+local host = string.sub(ARGV[3], 1, max_field_bytes)
 local pid = ARGV[4]
-local user = string.sub(ARGV[5], 1, 256)
-local command = string.sub(ARGV[6], 1, 256)
+local user = string.sub(ARGV[5], 1, max_field_bytes)
+local command = string.sub(ARGV[6], 1, max_field_bytes)
 local waiter_id = ARGV[7]
 local mode = ARGV[8] -- 'wait', 'fair' or 'once'
 local max_block_ms = tonumber(ARGV[9])

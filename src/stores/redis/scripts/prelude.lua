@@ -70,8 +70,10 @@ local function wake_all(waiters_key, wake_key, now)
 end
 
 -- What other tenants of the server may have written in dlock's keys is read bounded: no
--- script copies a value of arbitrary size. lock::max_holder_record_bytes, in bytes:
+-- script copies a value of arbitrary size. lock::max_holder_record_bytes and
+-- lock::max_holder_field_bytes, in bytes (script_test checks they agree):
 local max_record_bytes = 4096
+local max_field_bytes = 256
 -- The fields of a holder record, the only ones read back.
 local holder_fields = {'host', 'pid', 'user', 'command', 'acquired_ms', 'fence', 'ttl_ms'}
 -- What a record that is not a dlock holder's reads as (the client shows "not a dlock holder").
