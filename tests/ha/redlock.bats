@@ -437,3 +437,22 @@ assert [n["reachable"] for n in locks[0]["nodes"]] == [True, True, True, True, F
 assert [n["held"] for n in locks[0]["nodes"]] == [True, True, True, True, False], locks[0]["nodes"]
 '
 }
+
+@test "another tenant's records on some nodes (a fence that is not a number, a holder record of 64 MB): run takes the lock, status and list work" {
+  local port1 port2
+  read -r port1 port2 _ <<<"$NODE_PORTS"
+  redis-cli -p "$port1" SET 'dlock:{tenant}:fence' 'not a number' >/dev/null
+  redis-cli -p "$port2" SET 'dlock:{other}' not-a-dlock-token PX 120000 >/dev/null
+  head -c $((64 * 1024 * 1024)) /dev/zero | tr '\0' x \
+    | redis-cli -p "$port2" -x HSET 'dlock:{other}:holder' command >/dev/null
+  run -0 "$DLOCK" "${RL[@]}" run -k tenant -- sh -c 'echo "$DLOCK_FENCING_TOKEN"'
+  [[ $output =~ ^[0-9]+$ ]]
+  start_bg holder "$DLOCK" "${RL[@]}" run -k tenant -t 20s -- sleep 30
+  wait_for '"$DLOCK" "${RL[@]}" status tenant >/dev/null' 10
+  run -0 --separate-stderr /usr/bin/time -v -o "$T/list.time" "$DLOCK" "${RL[@]}" list
+  assert_line --regexp "^tenant +$(id -un)@"
+  # Not read whole: main took hundreds of MB for one 64 MB record.
+  [ "$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$T/list.time")" -lt 40000 ]
+  run -0 --separate-stderr "$DLOCK" "${RL[@]}" status tenant --json
+  json_ok 'assert d["held"] is True and d["fencing_token"] >= 1, d'
+}

@@ -691,7 +691,7 @@ lock::LockStatus PostgresStore::status(const lock::LockName& name, util::TimePoi
   }
   status.held = true;
   status.holder = holders.granted.front();
-  status.holder.fence = status.last_fence;
+  status.holder.fence = status.last_fence.value_or(0);
   status.holder.acquired_ms = acquired_ms;
   if (holders.shared) {
     status.kind = lock::LockKind::shared();
@@ -751,7 +751,7 @@ std::vector<lock::LockStatus> PostgresStore::list(std::string_view pattern, Mill
     if (!status.held) {
       status.held = true;
       status.holder = holder;
-      status.holder.fence = status.last_fence;
+      status.holder.fence = status.last_fence.value_or(0);
       status.holder.acquired_ms = r.number(i, 8);
     }
     if (r.text(i, 3) == "ShareLock") {
