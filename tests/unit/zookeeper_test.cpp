@@ -1,5 +1,6 @@
 // The pure parts of the ZooKeeper store: zk:// URLs, lock node names, Curator's contender
 // names and their order, who holds and whom each waiter watches, and the holder record.
+#include "stores/config.hpp"
 #include "stores/zookeeper/nodes.hpp"
 #include "stores/zookeeper/url.hpp"
 #include "util/error.hpp"
@@ -169,4 +170,19 @@ TEST(HolderRecord, RoundTripsWithoutTheToken)
   EXPECT_EQ(fingerprint, token_fingerprint(token));
   // Curator's InterProcessMutex stores the client's address.
   EXPECT_EQ(parse_holder_record("10.0.0.7").command, "(not a dlock holder: 10.0.0.7)");
+}
+
+TEST(ZookeeperNodes, AnotherTenantsRecordIsReadCheckedAndCapped)
+{
+  lock::HolderInfo odd = parse_holder_record("dlock=1\npid=12abc\nttl_ms=x\nuser=u\n");
+  EXPECT_EQ(odd.pid, 0);
+  EXPECT_EQ(odd.ttl_ms, 0);
+  EXPECT_EQ(odd.user, "u");
+  std::string fingerprint = "unset";
+  std::string big = "dlock=1\nuser=u\ntoken=abc\ncommand=" + std::string(stores::max_record_bytes, 'x');
+  lock::HolderInfo holder = parse_holder_record(big, &fingerprint);
+  EXPECT_EQ(holder.user, "");
+  EXPECT_EQ(fingerprint, "unset");
+  EXPECT_TRUE(holder.command.starts_with("(not a dlock holder: dlock=1?user=u?"));
+  EXPECT_LT(holder.command.size(), 100U);
 }

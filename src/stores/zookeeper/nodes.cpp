@@ -1,5 +1,6 @@
 #include "stores/zookeeper/nodes.hpp"
 
+#include "stores/config.hpp"
 #include "util/random.hpp"
 #include "util/sha256.hpp"
 
@@ -187,7 +188,7 @@ std::string holder_record(const lock::HolderInfo& holder, std::string_view finge
 lock::HolderInfo parse_holder_record(std::string_view data, std::string* fingerprint)
 {
   lock::HolderInfo holder;
-  if (!data.starts_with("dlock=1\n")) {
+  if (!data.starts_with("dlock=1\n") || data.size() > stores::max_record_bytes) {
     std::string shown;
     for (char c : data.substr(0, 64)) {
       shown += static_cast<unsigned char>(c) < ' ' ? '?' : c;
@@ -206,8 +207,8 @@ lock::HolderInfo parse_holder_record(std::string_view data, std::string* fingerp
     std::string_view value = line.substr(equals + 1);
     auto number = [&value] {
       std::int64_t n = 0;
-      std::from_chars(value.data(), value.data() + value.size(), n);
-      return n;
+      auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), n);
+      return error == std::errc{} && end == value.data() + value.size() ? n : 0;
     };
     if (key == "user") {
       holder.user = value;
