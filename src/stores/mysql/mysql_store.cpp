@@ -59,6 +59,19 @@ bool fence_unavailable(unsigned errnum)
   }
 }
 
+// The columns of dlock_fence a status reads: fence, acquired_ms, connection_id, holder_user,
+// holder_host, holder_pid, command. Another tenant of the database may have written the rows
+// (or made the table, with other types): the text is cut to what dlock would write
+// (stores::max_record_bytes, so that no row takes memory without bound), numbers are read checked.
+std::string fence_columns()
+{
+  auto cut = [](const char* column) {
+    return fmt::format("LEFT(CAST({} AS BINARY), {})", column, stores::max_record_bytes + 1);
+  };
+  return fmt::format("f.fence, f.acquired_ms, f.connection_id, {}, {}, f.holder_pid, {} ",
+                     cut("f.holder_user"), cut("f.holder_host"), cut("f.command"));
+}
+
 // The holder of a lock, its fencing row and the server's clock, in one row:
 // id, USER, HOST, now, fence, acquired_ms, connection_id, holder_user, holder_host,
 // holder_pid, command (the last six NULL without dlock_fence).
@@ -67,8 +80,7 @@ std::string holder_sql(const std::string& server_name, bool with_fence)
   std::string name = sql_bytes(server_name);
   std::string sql = std::string("SELECT u.id, p.USER, p.HOST, ") + now_ms_sql + ", ";
   if (with_fence) {
-    sql += "f.fence, f.acquired_ms, f.connection_id, f.holder_user, f.holder_host, f.holder_pid, "
-           "f.command ";
+    sql += fence_columns();
   } else {
     sql += "NULL, NULL, NULL, NULL, NULL, NULL, NULL ";
   }
@@ -88,13 +100,17 @@ lock::HolderInfo read_holder(const Rows& rows, int row, int first, int fence)
   session.connection = rows.number(row, first);
   session.user = rows.text(row, first + 1);
   session.client_host = rows.text(row, first + 2);
-  if (!rows.null(row, fence + 2) && rows.number(row, fence + 2) == session.connection) {
+  bool longer = false; // a text column longer than dlock writes: not dlock's record
+  for (int column : {fence + 3, fence + 4, fence + 6}) {
+    longer = longer || rows.text(row, column).size() > stores::max_record_bytes;
+  }
+  if (rows.integer(row, fence + 2) == session.connection && !longer) {
     lock::HolderInfo written;
-    written.fence = rows.number(row, fence);
-    written.acquired_ms = rows.number(row, fence + 1);
+    written.fence = rows.integer(row, fence).value_or(0);
+    written.acquired_ms = rows.integer(row, fence + 1).value_or(0);
     written.user = rows.text(row, fence + 3);
     written.host = rows.text(row, fence + 4);
-    written.pid = rows.number(row, fence + 5);
+    written.pid = rows.integer(row, fence + 5).value_or(0);
     written.command = rows.text(row, fence + 6);
     session.written = written;
   }
@@ -618,7 +634,7 @@ lock::LockStatus MysqlStore::status(const lock::LockName& name, util::TimePoint 
     throw Error(ExitCode::internal, "MySQL at {}: no row for the lock's holder", m_params.shown);
   }
   status.server_time_ms = a.rows.number(0, 3);
-  status.last_fence = a.rows.number(0, 4);
+  status.last_fence = a.rows.integer(0, 4).value_or(0);
   if (a.rows.null(0, 0)) {
     return status;
   }
@@ -632,14 +648,13 @@ std::vector<lock::LockStatus> MysqlStore::list(std::string_view pattern, Millis 
   util::TimePoint deadline = util::deadline_after(timeout);
   // dlock_fence names the locks dlock took; locks taken without it (no right to create the
   // table) cannot be named, and are not listed.
-  Answer a = ask(std::string("SELECT f.name, IS_USED_LOCK(f.lock_name) AS id, p.USER, p.HOST, ") +
-                   now_ms_sql +
-                   ", f.fence, f.acquired_ms, f.connection_id, f.holder_user, f.holder_host, "
-                   "f.holder_pid, f.command FROM dlock_fence f LEFT JOIN "
-                   "information_schema.PROCESSLIST p ON p.ID = IS_USED_LOCK(f.lock_name) "
-                   "WHERE LEFT(f.name, " +
-                   std::to_string(m_prefix.size()) + ") = " + sql_bytes(m_prefix) +
-                   " ORDER BY f.name",
+  // Names longer than a lock name (another tenant's rows) are left out, not read.
+  Answer a = ask(fmt::format("SELECT f.name, IS_USED_LOCK(f.lock_name) AS id, p.USER, p.HOST, "
+                             "{}, {}FROM dlock_fence f LEFT JOIN information_schema.PROCESSLIST p "
+                             "ON p.ID = IS_USED_LOCK(f.lock_name) WHERE LEFT(f.name, {}) = {} "
+                             "AND LENGTH(f.name) <= {} ORDER BY f.name",
+                             now_ms_sql, fence_columns(), m_prefix.size(), sql_bytes(m_prefix),
+                             m_prefix.size() + lock::max_name_bytes),
                  deadline);
   if (a.error && fence_unavailable(a.errnum)) {
     util::log_verbose("no locks to list: {}", a.error->what());
@@ -660,7 +675,7 @@ std::vector<lock::LockStatus> MysqlStore::list(std::string_view pattern, Millis 
     status.ttl_ms = -1;
     status.held = true;
     status.server_time_ms = a.rows.number(i, 4);
-    status.last_fence = a.rows.number(i, 5);
+    status.last_fence = a.rows.integer(i, 5).value_or(0);
     status.holder = read_holder(a.rows, i, 1, 5);
     found.push_back(std::move(status));
   }

@@ -25,6 +25,14 @@ constexpr Millis longest_block{30'000};
 
 std::string now_ms_sql() { return "floor(extract(epoch from clock_timestamp()) * 1000)::bigint"; }
 
+// A timestamptz column of dlock_fence in Unix ms, NULL when another tenant of the database
+// wrote one that has none ('infinity'), which would fail the whole query.
+std::string acquired_ms_sql(const char* column)
+{
+  return fmt::format("CASE WHEN isfinite({0}) THEN floor(extract(epoch from {0}) * 1000)::bigint "
+                     "END", column);
+}
+
 std::vector<std::string> key_params(const AdvisoryKey& key)
 {
   return {std::to_string(key.classid()), std::to_string(key.objid())};
@@ -592,13 +600,13 @@ lock::LockStatus PostgresStore::status(const lock::LockName& name, util::TimePoi
   }
   Holders holders = read_holders(rows.rows);
   status.waiters = holders.waiting;
-  Answer fence = ask("SELECT fence, floor(extract(epoch from acquired_at) * 1000)::bigint FROM "
-                     "dlock_fence WHERE lock_key = $1",
+  Answer fence = ask("SELECT fence, " + acquired_ms_sql("acquired_at") +
+                       " FROM dlock_fence WHERE lock_key = $1",
                      {std::to_string(key.key)}, deadline);
   std::int64_t acquired_ms = 0;
   if (!fence.error && fence.rows.count() == 1) {
-    status.last_fence = fence.rows.number(0, 0);
-    acquired_ms = fence.rows.number(0, 1);
+    status.last_fence = fence.rows.integer(0, 0).value_or(0);
+    acquired_ms = fence.rows.integer(0, 1).value_or(0);
   } else if (fence.error && fence.sqlstate != "42P01" && fence.sqlstate != "42501") {
     throw *fence.error;
   }
@@ -623,17 +631,17 @@ std::vector<lock::LockStatus> PostgresStore::list(std::string_view pattern, Mill
   util::TimePoint deadline = util::deadline_after(timeout);
   // dlock_fence names the keys dlock took; locks taken without it (no right to create the
   // table) cannot be named, and are not listed.
+  // Names longer than a lock name (another tenant's rows) are left out, not read.
   Answer rows = ask("SELECT f.name, l.pid, l.granted, l.mode, coalesce(a.application_name, ''), "
-                    "coalesce(a.usename::text, ''), coalesce(host(a.client_addr), ''), f.fence, "
-                    "floor(extract(epoch from f.acquired_at) * 1000)::bigint, " +
-                      now_ms_sql() +
+                    "coalesce(a.usename::text, ''), coalesce(host(a.client_addr), ''), f.fence, " +
+                      acquired_ms_sql("f.acquired_at") + ", " + now_ms_sql() +
                       " FROM pg_locks l JOIN dlock_fence f ON f.lock_key = "
                       "((l.classid::bigint << 32) | l.objid::bigint) "
                       "LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
                       "WHERE l.locktype = 'advisory' AND l.objsubid = 1 "
-                      "AND left(f.name, length($1)) = $1 ORDER BY f.name, l.granted DESC, "
-                      "a.backend_start",
-                    {m_prefix}, deadline);
+                      "AND left(f.name, length($1)) = $1 AND octet_length(f.name) <= "
+                      "octet_length($1) + $2 ORDER BY f.name, l.granted DESC, a.backend_start",
+                    {m_prefix, std::to_string(lock::max_name_bytes)}, deadline);
   if (rows.error && (rows.sqlstate == "42P01" || rows.sqlstate == "42501")) {
     util::log_verbose("no locks to list: {}", rows.error->what());
     return {};
@@ -649,7 +657,7 @@ std::vector<lock::LockStatus> PostgresStore::list(std::string_view pattern, Mill
       lock::LockStatus status;
       status.name = name;
       status.ttl_ms = -1;
-      status.last_fence = r.number(i, 7);
+      status.last_fence = r.integer(i, 7).value_or(0);
       status.server_time_ms = r.number(i, 9);
       found.push_back(std::move(status));
     }
@@ -663,7 +671,7 @@ std::vector<lock::LockStatus> PostgresStore::list(std::string_view pattern, Mill
       status.held = true;
       status.holder = holder;
       status.holder.fence = status.last_fence;
-      status.holder.acquired_ms = r.number(i, 8);
+      status.holder.acquired_ms = r.integer(i, 8).value_or(0);
     }
     if (r.text(i, 3) == "ShareLock") {
       status.kind = lock::LockKind::shared();
