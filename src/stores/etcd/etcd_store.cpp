@@ -561,8 +561,9 @@ std::vector<lock::LockStatus> EtcdStore::list(std::string_view pattern, Millis t
       continue;
     }
     std::string name = kv.key.substr(m_prefix.size(), slash - m_prefix.size());
-    if (name.empty() || !is_lock_key(kv.key, lock_prefix(m_prefix, name))) {
-      continue;
+    if (name.empty() || name.size() > lock::max_name_bytes ||
+        !is_lock_key(kv.key, lock_prefix(m_prefix, name))) {
+      continue; // not a lock of dlock's (another tenant's key)
     }
     by_name[name].push_back(std::move(kv)); // oldest first, as the range sorted them
   }
