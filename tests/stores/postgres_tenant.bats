@@ -41,3 +41,20 @@ teardown() { dlock_teardown; }
   [[ $output == *fine* ]]
   [ "${#output}" -lt 4000 ]
 }
+
+@test "postgres: another tenant's trigger raises an error with terminal escapes: dlock's message has them escaped" {
+  psql_admin -c "SELECT 1 FROM dlock_fence LIMIT 1" >/dev/null 2>&1 ||
+    run -0 "$DLOCK" run -k maketable -- true
+  psql_admin -c "CREATE FUNCTION tenant_raise() RETURNS trigger AS \$\$ BEGIN
+      RAISE EXCEPTION E'owned\\x1b]0;title\\x07\\x1b[2Jgone'; END \$\$ LANGUAGE plpgsql" \
+    -c "CREATE TRIGGER tenant_raise BEFORE INSERT OR UPDATE ON dlock_fence FOR EACH ROW EXECUTE FUNCTION tenant_raise()"
+  run "$DLOCK" run -k esc -- true
+  psql_admin -c "DROP TRIGGER tenant_raise ON dlock_fence" -c "DROP FUNCTION tenant_raise()"
+  echo "$output" | od -c | head -20
+  [ "$status" -ne 0 ]
+  [[ $output == *owned* ]]
+  [[ $output != *$'\e'* ]]
+  [[ $output != *$'\a'* ]]
+  [[ $output == *'\x1b'* ]]
+  run -1 "$DLOCK" status esc # nothing left held
+}
