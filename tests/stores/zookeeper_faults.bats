@@ -227,22 +227,6 @@ assert len(t) == 3 and t[0] >= 1 and t[0] < t[1] < t[2], t
   [[ $stderr != *s3cret* ]]
 }
 
-# last: it kills this file's server
-@test "zookeeper: the server killed under a holder: 76 before the session timeout" {
-  holder killed -t 3s
-  local dlock_pid=$BG_PID
-  sleep 1.2
-  local killed=$(now_ms)
-  kill -KILL "$ZK_PID"
-  local st=0
-  wait "$dlock_pid" || st=$?
-  cat "$T/holder.err"
-  [ "$st" -eq 76 ]
-  local took=$(($(cat "$T/termed") - killed))
-  echo "SIGTERM came $took ms after the server died (session timeout 3000 ms)"
-  [ "$took" -lt 3000 ]
-}
-
 @test "zookeeper: another tenant's 100 kB holder record at the head of the queue: status and list show 'not a dlock holder', not the record; a waiter gives up at --wait" {
   run -0 "$DLOCK" run -k big -- true # makes CHROOT/dlock:big
   local data
@@ -257,4 +241,20 @@ assert len(t) == 3 and t[0] >= 1 and t[0] < t[1] < t[2], t
   [ "${#output}" -lt 4000 ]
   run -75 "$DLOCK" -v run -k big -w 1s -- true
   [ "${#output}" -lt 4000 ]
+}
+
+# last: it kills this file's server
+@test "zookeeper: the server killed under a holder: 76 before the session timeout" {
+  holder killed -t 3s
+  local dlock_pid=$BG_PID
+  sleep 1.2
+  local killed=$(now_ms)
+  kill -KILL "$ZK_PID"
+  local st=0
+  wait "$dlock_pid" || st=$?
+  cat "$T/holder.err"
+  [ "$st" -eq 76 ]
+  local took=$(($(cat "$T/termed") - killed))
+  echo "SIGTERM came $took ms after the server died (session timeout 3000 ms)"
+  [ "$took" -lt 3000 ]
 }
