@@ -24,6 +24,12 @@ std::string holder_name(const lock::HolderInfo& holder)
            : util::printable(holder.user) + "@" + util::printable(holder.host);
 }
 
+// The fencing counter, or "unknown" when the store holds a value dlock did not write.
+std::string last_fence(const lock::LockStatus& status)
+{
+  return status.last_fence ? std::to_string(*status.last_fence) : "unknown";
+}
+
 // For a lock on several nodes (Redlock): how many hold it, and what each said.
 std::string human_nodes(const lock::LockStatus& status)
 {
@@ -65,7 +71,7 @@ std::string human_slots(const lock::LockStatus& status)
                        format_duration(Millis(slot.ttl_ms)), slot.holder.fence,
                        util::printable(slot.holder.command));
   }
-  out += fmt::format("{:<15}{}\n", "last fencing:", status.last_fence);
+  out += fmt::format("{:<15}{}\n", "last fencing:", last_fence(status));
   out += fmt::format("{:<15}{}\n", "waiters:", status.waiters);
   return out;
 }
@@ -75,7 +81,7 @@ std::string human_status(const lock::LockStatus& status)
   std::string out = fmt::format("{:<15}{}\n", "lock:", util::printable(status.name));
   if (!status.held) {
     out += fmt::format("{:<15}free\n", "state:");
-    out += fmt::format("{:<15}{}\n", "last fencing:", status.last_fence);
+    out += fmt::format("{:<15}{}\n", "last fencing:", last_fence(status));
     out += fmt::format("{:<15}{}\n", "waiters:", status.waiters);
     return out + human_nodes(status);
   }

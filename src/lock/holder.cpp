@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <charconv>
 #include <cstdlib>
 #include <string_view>
 
@@ -34,9 +35,71 @@ HolderInfo HolderInfo::current(const std::string& command_line)
   if (::gethostname(host.data(), host.size() - 1) == 0) {
     info.host = host.data();
   }
+  info.host = std::string(util::utf8_prefix(info.host, max_holder_field_bytes));
   info.pid = ::getpid();
-  info.user = user_name();
+  info.user = std::string(util::utf8_prefix(user_name(), max_holder_field_bytes));
   info.command = std::string(util::utf8_prefix(command_line, max_command_length));
+  return info;
+}
+
+HolderInfo HolderInfo::not_dlock()
+{
+  HolderInfo info;
+  info.command = "(not a dlock holder)";
+  return info;
+}
+
+bool HolderInfo::plausible() const
+{
+  return host.size() <= max_holder_field_bytes && user.size() <= max_holder_field_bytes
+         && command.size() <= max_holder_field_bytes && pid >= 0 && acquired_ms >= 0 && fence >= 0
+         && ttl_ms >= 0;
+}
+
+std::optional<std::int64_t> parse_record_number(std::string_view text)
+{
+  if (text.empty() || text.size() > 19) {
+    return std::nullopt;
+  }
+  std::int64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < 0 || text.front() == '-') {
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::optional<HolderInfo> parse_holder_record(std::span<const HolderField> fields)
+{
+  HolderInfo info;
+  std::size_t bytes = 0;
+  for (const HolderField& field : fields) {
+    bytes += field.name.size() + field.value.size();
+    if (bytes > max_holder_record_bytes) {
+      return std::nullopt;
+    }
+    std::string* text = field.name == "host"      ? &info.host
+                        : field.name == "user"    ? &info.user
+                        : field.name == "command" ? &info.command
+                                                  : nullptr;
+    std::int64_t* number = field.name == "pid"           ? &info.pid
+                           : field.name == "acquired_ms" ? &info.acquired_ms
+                           : field.name == "fence"       ? &info.fence
+                           : field.name == "ttl_ms"      ? &info.ttl_ms
+                                                         : nullptr;
+    if (text != nullptr) {
+      if (field.value.size() > max_holder_field_bytes) {
+        return std::nullopt;
+      }
+      *text = field.value;
+    } else if (number != nullptr) {
+      std::optional<std::int64_t> value = parse_record_number(field.value);
+      if (!value) {
+        return std::nullopt;
+      }
+      *number = *value;
+    }
+  }
   return info;
 }
 

@@ -1,7 +1,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 
 namespace dlock::lock {
 
@@ -15,8 +18,12 @@ struct HolderInfo {
   std::int64_t fence = 0;       // fencing token handed to this holder
   std::int64_t ttl_ms = 0;      // lease length the holder asked for
 
-  // This process: host name, pid, user name and the given command line (truncated).
+  // This process: host name, pid, user name and the given command line (each truncated to
+  // max_holder_field_bytes).
   static HolderInfo current(const std::string& command_line);
+  // A record someone else wrote in dlock's place (another tenant of the store): the lock is
+  // held, by nobody dlock can name.
+  static HolderInfo not_dlock();
   // "user@host pid 123 (cmd)" for one-line messages.
   std::string describe() const;
   // Whether other names the same holder process (a store of several nodes records one holder
@@ -25,9 +32,39 @@ struct HolderInfo {
   {
     return host == other.host && pid == other.pid && user == other.user && command == other.command;
   }
+  // Whether this is a record dlock could have written: text fields within
+  // max_holder_field_bytes, numbers not negative. A store's parser that has typed values
+  // (JSON) checks them with this; parse_holder_record does it for text fields.
+  bool plausible() const;
 };
 
+// Longest text field (host, user, command) of a holder record dlock writes or accepts, in bytes.
+inline constexpr std::size_t max_holder_field_bytes = 256;
 // Longest command line kept in the metadata, in bytes.
-inline constexpr std::size_t max_command_length = 256;
+inline constexpr std::size_t max_command_length = max_holder_field_bytes;
+// Longest holder record dlock writes or reads, all names and values together, in bytes: what
+// another tenant of the store wrote larger is not a dlock holder, and a store reads no more
+// than this of it (a 64 MB record cost seconds and a gigabyte per read).
+inline constexpr std::size_t max_holder_record_bytes = 4096;
+
+// One field of a holder record as a store gives it back: its name and its text.
+struct HolderField {
+  std::string_view name;
+  std::string_view value;
+};
+
+// The holder a record's fields describe, or nothing when it is not a dlock holder's: larger
+// than max_holder_record_bytes in all, a text field longer than max_holder_field_bytes, or a
+// number (pid, acquired_ms, fence, ttl_ms) that parse_record_number refuses. Unknown fields
+// are skipped (but counted in the size); missing ones stay empty. Never throws.
+std::optional<HolderInfo> parse_holder_record(std::span<const HolderField> fields);
+
+// A number a store gives back in a record (pid, times, fence): plain decimal digits that fit
+// an int64, or nothing (a sign, blanks, "1e3", an overflow are not dlock's). Never throws.
+std::optional<std::int64_t> parse_record_number(std::string_view text);
+
+// A fencing counter as read from a store: nothing when it is not one dlock wrote (see
+// parse_record_number), so a lock's status still shows, with the token unknown.
+inline std::optional<std::int64_t> parse_fence(std::string_view text) { return parse_record_number(text); }
 
 } // namespace dlock::lock

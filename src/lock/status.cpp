@@ -31,7 +31,12 @@ void LockStatus::add_json_fields(util::JsonObject& object) const
     object.add_null("holder").add_null("acquired_at").add_null("held_ms").add_null("ttl_ms");
     object.add_null("fencing_token");
   }
-  object.add("last_fencing_token", last_fence).add("waiters", waiters);
+  if (last_fence) {
+    object.add("last_fencing_token", *last_fence);
+  } else {
+    object.add_null("last_fencing_token");
+  }
+  object.add("waiters", waiters);
   object.add("kind", kind.mode == LockKind::Mode::limit    ? "limit"
                      : kind.mode == LockKind::Mode::shared ? "shared"
                                                            : "exclusive");

@@ -4,6 +4,7 @@
 #include "lock/kind.hpp"
 #include "util/json.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,9 @@ struct LockStatus {
   std::vector<SlotHolder> slots;
   HolderInfo holder;
   std::int64_t ttl_ms = 0;         // remaining lease
-  std::int64_t last_fence = 0;     // the fencing counter (last token handed out)
+  // The fencing counter (last token handed out); nothing when the store holds a value dlock
+  // did not write there (another tenant's), shown as unknown.
+  std::optional<std::int64_t> last_fence = 0;
   std::int64_t waiters = 0;        // live waiters, fair and unfair
   std::int64_t server_time_ms = 0; // the store's clock, so "held for" needs no client clock
   // A store of several nodes (Redlock): what each said, and how many make a majority.

@@ -2,16 +2,11 @@
 
 #include "util/duration.hpp"
 
-#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace dlock::stores {
-
-// The longest holder record read back from a store (TEMPORARY: becomes the shared
-// lock::max_holder_record_bytes of branch wip/tenant-redis once merged).
-inline constexpr std::size_t max_record_bytes = 4096;
 
 // --tls-ca, --tls-cert, --tls-key, --tls-server-name (or DLOCK_TLS_*).
 struct TlsFiles {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 
 namespace dlock::util {
 
@@ -53,6 +54,38 @@ std::size_t utf8_char_length(std::string_view text)
   return length;
 }
 
+namespace {
+
+// The code point of the valid UTF-8 character of length bytes at the start of text.
+char32_t decode_utf8(std::string_view text, std::size_t length)
+{
+  auto byte = [&](std::size_t i) { return static_cast<char32_t>(static_cast<unsigned char>(text[i])); };
+  switch (length) {
+  case 1:
+    return byte(0);
+  case 2:
+    return ((byte(0) & 0x1F) << 6) | (byte(1) & 0x3F);
+  case 3:
+    return ((byte(0) & 0x0F) << 12) | ((byte(1) & 0x3F) << 6) | (byte(2) & 0x3F);
+  default:
+    return ((byte(0) & 0x07) << 18) | ((byte(1) & 0x3F) << 12) | ((byte(2) & 0x3F) << 6)
+           | (byte(3) & 0x3F);
+  }
+}
+
+// Characters a terminal acts on or hides instead of showing: C1 controls (some terminals take
+// U+009B as CSI), and the invisible format characters that reorder or hide text (bidi
+// overrides and isolates, zero-width characters, line and paragraph separators, tags).
+bool is_hidden_or_control(char32_t c)
+{
+  return (c >= 0x80 && c <= 0x9F) || c == 0xAD || c == 0x061C || c == 0x180E
+         || (c >= 0x200B && c <= 0x200F) || (c >= 0x2028 && c <= 0x202E)
+         || (c >= 0x2060 && c <= 0x206F) || c == 0xFEFF || (c >= 0xFFF9 && c <= 0xFFFB)
+         || (c >= 0xE0000 && c <= 0xE007F);
+}
+
+} // namespace
+
 std::string printable(std::string_view text)
 {
   std::string out;
@@ -69,6 +102,10 @@ std::string printable(std::string_view text)
       out += "\\r";
     } else if (byte < 0x20 || byte == 0x7f || length == 0) {
       out += fmt::format("\\x{:02x}", byte);
+    } else if (char32_t code = decode_utf8(text.substr(i), length); is_hidden_or_control(code)) {
+      out += code <= 0xFFFF ? fmt::format("\\u{:04x}", static_cast<std::uint32_t>(code))
+                            : fmt::format("\\U{:08x}", static_cast<std::uint32_t>(code));
+      i += length - 1;
     } else {
       out.append(text.substr(i, length));
       i += length - 1;

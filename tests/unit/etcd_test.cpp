@@ -1,5 +1,4 @@
 #include "stores/etcd/api.hpp"
-#include "stores/config.hpp"
 
 #include <gtest/gtest.h>
 
@@ -158,16 +157,18 @@ TEST(EtcdApi, AnotherTenantsValueIsReadCheckedAndCapped)
 {
   KeyValue kv;
   kv.lease = 0x1f;
-  kv.value = R"({"host":5,"user":["x"],"command":{"a":1},"pid":"12abc","token":7})";
-  lock::HolderInfo holder = holder_of(kv);
-  EXPECT_EQ(holder.host, "");
-  EXPECT_EQ(holder.user, "");
-  EXPECT_EQ(holder.command, "");
-  EXPECT_EQ(holder.pid, 0);
-  EXPECT_EQ(fingerprint_of(kv), "");
-  kv.value = R"({"host":"h","token":")" + std::string(stores::max_record_bytes, 'f') + R"("})";
-  EXPECT_EQ(holder_of(kv).command, "not dlock (lease 1f)");
+  kv.value = R"({"host":5,"user":["x"],"command":{"a":1},"pid":"abc","token":7})";
+  EXPECT_EQ(holder_of(kv).command, "not dlock (lease 1f)"); // fields of other types
   EXPECT_EQ(holder_of(kv).host, "");
+  EXPECT_EQ(fingerprint_of(kv), "");
+  kv.value = R"({"host":"h","pid":-4})";
+  EXPECT_EQ(holder_of(kv).command, "not dlock (lease 1f)"); // a number dlock would not write
+  kv.value = R"({"host":"h","pid":4,"user":"u","command":"c","acquired_ms":"5","token":"ab"})";
+  EXPECT_EQ(holder_of(kv).describe(), "u@h pid 4 (c)");
+  EXPECT_EQ(holder_of(kv).acquired_ms, 5);
+  EXPECT_EQ(fingerprint_of(kv), "ab");
+  kv.value = R"({"host":"h","token":")" + std::string(lock::max_holder_record_bytes, 'f') + R"("})";
+  EXPECT_EQ(holder_of(kv).command, "not dlock (lease 1f)"); // longer than a record
   EXPECT_EQ(fingerprint_of(kv), "");
   EXPECT_EQ(string_field(Json::parse("[1]"), "x"), "");
   EXPECT_FALSE(bool_field(Json::parse(R"({"canceled":"true"})"), "canceled"));

@@ -44,6 +44,26 @@ TEST(Text, PrintableKeepsOneLine)
   EXPECT_EQ(printable("bad \xff\xc3("), "bad \\xff\\xc3(");
 }
 
+TEST(Text, PrintableEscapesC1ControlsAndInvisibleFormatCharacters)
+{
+  // C1 controls in UTF-8: U+009B is CSI to some terminals, U+0085 a line break.
+  EXPECT_EQ(printable("a\xc2\x9b" "2J b\xc2\x85" "c"), "a\\u009b2J b\\u0085c");
+  EXPECT_EQ(printable("\xc2\x80\xc2\x9f"), "\\u0080\\u009f");
+  // Bidi overrides and isolates, zero-width and other invisible format characters.
+  EXPECT_EQ(printable("x\xe2\x80\xae" "cba"), "x\\u202ecba");     // RIGHT-TO-LEFT OVERRIDE
+  EXPECT_EQ(printable("\xe2\x81\xa6" "y\xe2\x81\xa9"), "\\u2066y\\u2069"); // LRI, PDI
+  EXPECT_EQ(printable("\xe2\x80\x8b\xe2\x80\x8f"), "\\u200b\\u200f");
+  EXPECT_EQ(printable("\xe2\x80\xaa\xe2\x81\xa0\xef\xbb\xbf\xd8\x9c"),
+            "\\u202a\\u2060\\ufeff\\u061c");
+  EXPECT_EQ(printable("\xe2\x80\xa8"), "\\u2028");                  // LINE SEPARATOR
+  EXPECT_EQ(printable("\xf3\xa0\x81\x81"), "\\U000e0041");         // TAG LATIN CAPITAL A
+  // Their printable neighbours stay as they are.
+  EXPECT_EQ(printable("\xc2\xa0\xc2\xa9 \xe2\x80\x94 \xe2\x80\xaf \xd8\xa7"),
+            "\xc2\xa0\xc2\xa9 \xe2\x80\x94 \xe2\x80\xaf \xd8\xa7");
+  // Overlong and invalid forms are bytes, not characters.
+  EXPECT_EQ(printable("\xc0\x9b"), "\\xc0\\x9b");
+}
+
 TEST(Json, EscapesAndKeepsUtf8Valid)
 {
   EXPECT_EQ(json_quote("a\"b\\c\n"), "\"a\\\"b\\\\c\\n\"");

@@ -1,6 +1,5 @@
 // The pure parts of the ZooKeeper store: zk:// URLs, lock node names, Curator's contender
 // names and their order, who holds and whom each waiter watches, and the holder record.
-#include "stores/config.hpp"
 #include "stores/zookeeper/nodes.hpp"
 #include "stores/zookeeper/url.hpp"
 #include "util/error.hpp"
@@ -174,12 +173,12 @@ TEST(HolderRecord, RoundTripsWithoutTheToken)
 
 TEST(ZookeeperNodes, AnotherTenantsRecordIsReadCheckedAndCapped)
 {
-  lock::HolderInfo odd = parse_holder_record("dlock=1\npid=12abc\nttl_ms=x\nuser=u\n");
+  lock::HolderInfo odd = parse_holder_record("dlock=1\npid=12abc\nuser=u\n");
   EXPECT_EQ(odd.pid, 0);
-  EXPECT_EQ(odd.ttl_ms, 0);
-  EXPECT_EQ(odd.user, "u");
+  EXPECT_EQ(odd.user, "");
+  EXPECT_EQ(odd.command, "(not a dlock holder: dlock=1?pid=12abc?user=u?)");
   std::string fingerprint = "unset";
-  std::string big = "dlock=1\nuser=u\ntoken=abc\ncommand=" + std::string(stores::max_record_bytes, 'x');
+  std::string big = "dlock=1\nuser=u\ntoken=abc\ncommand=" + std::string(lock::max_holder_record_bytes, 'x');
   lock::HolderInfo holder = parse_holder_record(big, &fingerprint);
   EXPECT_EQ(holder.user, "");
   EXPECT_EQ(fingerprint, "unset");

@@ -1,6 +1,5 @@
 #include "stores/etcd/api.hpp"
 
-#include "stores/config.hpp"
 #include "util/sha256.hpp"
 #include "util/url.hpp"
 
@@ -362,26 +361,42 @@ std::string holder_value(const lock::HolderInfo& holder, const std::string& toke
 
 lock::HolderInfo holder_of(const KeyValue& kv)
 {
-  lock::HolderInfo holder;
-  holder.fence = kv.create_revision;
-  Json value = kv.value.size() <= stores::max_record_bytes ? Json::parse(kv.value, nullptr, false) : Json();
-  if (!value.is_object()) {
-    holder.command = fmt::format("{} (lease {:x})", kv.value.empty() ? "etcdctl lock" : "not dlock",
-                                 static_cast<std::uint64_t>(kv.lease));
-    return holder;
+  Json value = kv.value.size() <= lock::max_holder_record_bytes ? Json::parse(kv.value, nullptr, false)
+                                                                : Json();
+  // The record's fields as text (numbers as dlock writes them), for the one checked parse of
+  // holder records; a field of another type (an array, an object, a fraction) is not dlock's.
+  std::vector<std::string> texts;
+  bool typed = value.is_object();
+  for (auto it = value.begin(); typed && it != value.end(); ++it) {
+    if (it->is_string()) {
+      texts.push_back(it->get<std::string>());
+    } else if (it->is_number_integer()) {
+      texts.push_back(it->dump());
+    } else {
+      typed = false;
+    }
   }
-  holder.host = string_field(value, "host");
-  holder.pid = int_field(value, "pid");
-  holder.user = string_field(value, "user");
-  holder.command = string_field(value, "command");
-  holder.acquired_ms = int_field(value, "acquired_ms");
-  holder.ttl_ms = int_field(value, "ttl_ms");
-  return holder;
+  std::optional<lock::HolderInfo> holder;
+  if (typed) {
+    std::vector<lock::HolderField> fields;
+    std::size_t i = 0;
+    for (auto it = value.begin(); it != value.end(); ++it) {
+      fields.push_back({it.key(), texts[i++]});
+    }
+    holder = lock::parse_holder_record(fields);
+  }
+  if (!holder) {
+    holder = lock::HolderInfo{};
+    holder->command = fmt::format("{} (lease {:x})", kv.value.empty() ? "etcdctl lock" : "not dlock",
+                                  static_cast<std::uint64_t>(kv.lease));
+  }
+  holder->fence = kv.create_revision;
+  return *holder;
 }
 
 std::string fingerprint_of(const KeyValue& kv)
 {
-  if (kv.value.size() > stores::max_record_bytes) {
+  if (kv.value.size() > lock::max_holder_record_bytes) {
     return "";
   }
   return string_field(Json::parse(kv.value, nullptr, false), "token");

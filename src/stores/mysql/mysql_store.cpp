@@ -62,11 +62,11 @@ bool fence_unavailable(unsigned errnum)
 // The columns of dlock_fence a status reads: fence, acquired_ms, connection_id, holder_user,
 // holder_host, holder_pid, command. Another tenant of the database may have written the rows
 // (or made the table, with other types): the text is cut to what dlock would write
-// (stores::max_record_bytes, so that no row takes memory without bound), numbers are read checked.
+// (lock::max_holder_record_bytes, so that no row takes memory without bound), numbers are read checked.
 std::string fence_columns()
 {
   auto cut = [](const char* column) {
-    return fmt::format("LEFT(CAST({} AS BINARY), {})", column, stores::max_record_bytes + 1);
+    return fmt::format("LEFT(CAST({} AS BINARY), {})", column, lock::max_holder_record_bytes + 1);
   };
   return fmt::format("f.fence, f.acquired_ms, f.connection_id, {}, {}, f.holder_pid, {} ",
                      cut("f.holder_user"), cut("f.holder_host"), cut("f.command"));
@@ -92,6 +92,13 @@ std::string holder_sql(const std::string& server_name, bool with_fence)
   return sql;
 }
 
+// The fencing counter of a row: 0 without one (no dlock_fence), nothing when another tenant
+// wrote there what dlock does not.
+std::optional<std::int64_t> last_fence(const Rows& rows, int row, int column)
+{
+  return rows.null(row, column) ? 0 : lock::parse_fence(rows.text(row, column));
+}
+
 // The holder from a row whose columns from first on are id, USER, HOST and, from fence on,
 // fence, acquired_ms, connection_id, holder_user, holder_host, holder_pid, command.
 lock::HolderInfo read_holder(const Rows& rows, int row, int first, int fence)
@@ -100,19 +107,14 @@ lock::HolderInfo read_holder(const Rows& rows, int row, int first, int fence)
   session.connection = rows.number(row, first);
   session.user = rows.text(row, first + 1);
   session.client_host = rows.text(row, first + 2);
-  bool longer = false; // a text column longer than dlock writes: not dlock's record
-  for (int column : {fence + 3, fence + 4, fence + 6}) {
-    longer = longer || rows.text(row, column).size() > stores::max_record_bytes;
-  }
-  if (rows.integer(row, fence + 2) == session.connection && !longer) {
-    lock::HolderInfo written;
-    written.fence = rows.integer(row, fence).value_or(0);
-    written.acquired_ms = rows.integer(row, fence + 1).value_or(0);
-    written.user = rows.text(row, fence + 3);
-    written.host = rows.text(row, fence + 4);
-    written.pid = rows.integer(row, fence + 5).value_or(0);
-    written.command = rows.text(row, fence + 6);
-    session.written = written;
+  std::optional<std::int64_t> writer = lock::parse_record_number(rows.text(row, fence + 2));
+  if (!rows.null(row, fence + 2) && writer == session.connection) {
+    std::string numbers[] = {rows.text(row, fence), rows.text(row, fence + 1), rows.text(row, fence + 5)};
+    std::string texts[] = {rows.text(row, fence + 3), rows.text(row, fence + 4), rows.text(row, fence + 6)};
+    lock::HolderField fields[] = {{"fence", numbers[0]}, {"acquired_ms", numbers[1]},
+                                  {"pid", numbers[2]},   {"user", texts[0]},
+                                  {"host", texts[1]},    {"command", texts[2]}};
+    session.written = lock::parse_holder_record(fields); // none: another tenant's row
   }
   return holder_of_session(session);
 }
@@ -634,7 +636,7 @@ lock::LockStatus MysqlStore::status(const lock::LockName& name, util::TimePoint 
     throw Error(ExitCode::internal, "MySQL at {}: no row for the lock's holder", m_params.shown);
   }
   status.server_time_ms = a.rows.number(0, 3);
-  status.last_fence = a.rows.integer(0, 4).value_or(0);
+  status.last_fence = last_fence(a.rows, 0, 4);
   if (a.rows.null(0, 0)) {
     return status;
   }
@@ -675,7 +677,7 @@ std::vector<lock::LockStatus> MysqlStore::list(std::string_view pattern, Millis 
     status.ttl_ms = -1;
     status.held = true;
     status.server_time_ms = a.rows.number(i, 4);
-    status.last_fence = a.rows.integer(i, 5).value_or(0);
+    status.last_fence = last_fence(a.rows, i, 5);
     status.holder = read_holder(a.rows, i, 1, 5);
     found.push_back(std::move(status));
   }

@@ -40,30 +40,18 @@ ExitCode error_code(unsigned errnum)
   }
 }
 
-std::optional<std::int64_t> Rows::integer(int row, int column) const
-{
-  if (null(row, column)) {
-    return std::nullopt;
-  }
-  std::string value = text(row, column);
-  std::int64_t n = 0;
-  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-  if (ec != std::errc() || end != value.data() + value.size()) {
-    return std::nullopt;
-  }
-  return n;
-}
-
 std::int64_t Rows::number(int row, int column) const
 {
   if (null(row, column)) {
     return 0;
   }
-  if (std::optional<std::int64_t> n = integer(row, column)) {
-    return *n;
+  std::string value = text(row, column);
+  std::int64_t n = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || end != value.data() + value.size()) {
+    throw Error(ExitCode::internal, "MySQL answered '{}' where dlock expected a number", value);
   }
-  throw Error(ExitCode::internal, "MySQL answered '{}' where dlock expected a number",
-              util::printable(util::utf8_prefix(text(row, column), 64)));
+  return n;
 }
 
 Session::Session(const ConnectParams& params) : m_owner(::getpid()), m_shown(params.shown)

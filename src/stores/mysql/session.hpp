@@ -32,9 +32,6 @@ public:
   std::string text(int row, int column) const { return m_rows.at(row).at(column).value_or(""); }
   // The value as an integer; 0 when NULL. Throws Error(internal) if it is not one.
   std::int64_t number(int row, int column) const;
-  // The value as an integer; nullopt when NULL or not one: for columns another tenant of the
-  // database may have written, which must not fail a status, a list or a waiter.
-  std::optional<std::int64_t> integer(int row, int column) const;
 
 private:
   std::vector<Row> m_rows;

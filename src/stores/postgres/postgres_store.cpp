@@ -605,8 +605,8 @@ lock::LockStatus PostgresStore::status(const lock::LockName& name, util::TimePoi
                      {std::to_string(key.key)}, deadline);
   std::int64_t acquired_ms = 0;
   if (!fence.error && fence.rows.count() == 1) {
-    status.last_fence = fence.rows.integer(0, 0).value_or(0);
-    acquired_ms = fence.rows.integer(0, 1).value_or(0);
+    status.last_fence = lock::parse_fence(fence.rows.text(0, 0));
+    acquired_ms = fence.rows.number(0, 1);
   } else if (fence.error && fence.sqlstate != "42P01" && fence.sqlstate != "42501") {
     throw *fence.error;
   }
@@ -615,7 +615,7 @@ lock::LockStatus PostgresStore::status(const lock::LockName& name, util::TimePoi
   }
   status.held = true;
   status.holder = holders.granted.front();
-  status.holder.fence = status.last_fence;
+  status.holder.fence = status.last_fence.value_or(0);
   status.holder.acquired_ms = acquired_ms;
   if (holders.shared) {
     status.kind = lock::LockKind::shared();
@@ -657,7 +657,7 @@ std::vector<lock::LockStatus> PostgresStore::list(std::string_view pattern, Mill
       lock::LockStatus status;
       status.name = name;
       status.ttl_ms = -1;
-      status.last_fence = r.integer(i, 7).value_or(0);
+      status.last_fence = lock::parse_fence(r.text(i, 7));
       status.server_time_ms = r.number(i, 9);
       found.push_back(std::move(status));
     }
@@ -670,8 +670,8 @@ std::vector<lock::LockStatus> PostgresStore::list(std::string_view pattern, Mill
     if (!status.held) {
       status.held = true;
       status.holder = holder;
-      status.holder.fence = status.last_fence;
-      status.holder.acquired_ms = r.integer(i, 8).value_or(0);
+      status.holder.fence = status.last_fence.value_or(0);
+      status.holder.acquired_ms = r.number(i, 8);
     }
     if (r.text(i, 3) == "ShareLock") {
       status.kind = lock::LockKind::shared();

@@ -28,9 +28,6 @@ public:
   std::string text(int row, int column) const { return pq().PQgetvalue(m_result.get(), row, column); }
   // The value as an integer; 0 when NULL. Throws Error(internal) if it is not one.
   std::int64_t number(int row, int column) const;
-  // The value as an integer; nullopt when NULL or not one: for columns another tenant of the
-  // database may have written, which must not fail a status, a list or a waiter.
-  std::optional<std::int64_t> integer(int row, int column) const;
   // "t" or "f".
   bool truth(int row, int column) const { return text(row, column) == "t"; }
 

@@ -15,6 +15,13 @@
 
 namespace dlock::redis {
 
+namespace {
+
+// Most elements of one array reply (see where it is set).
+constexpr long long max_reply_elements = 1 << 20;
+
+} // namespace
+
 Connection::Connection(ConnectOptions options) : m_options(std::move(options)) {}
 
 Connection::~Connection() { reset(); }
@@ -124,6 +131,10 @@ void Connection::connect()
   }
   // Keep the socket out of the command dlock runs.
   ::fcntl(m_context->fd, F_SETFD, FD_CLOEXEC);
+  // An array reply larger than any dlock asks for (a SCAN page, a key's slot holders) is another
+  // tenant's data: refused as a protocol error instead of growing without bound (the hiredis
+  // default is 2^32-1 elements). Bulk strings have no such knob: the scripts bound them.
+  m_context->reader->maxelements = max_reply_elements;
   m_write_pending = true;
 
   // AUTH and SELECT go out together; the commands sent meanwhile wait for both replies (see

@@ -4,6 +4,7 @@
 #include <array>
 #include <charconv>
 #include <span>
+#include <vector>
 
 namespace dlock::redis {
 
@@ -113,48 +114,25 @@ long long expect_integer(const redisReply& reply, std::string_view what)
   return reply.integer;
 }
 
-namespace {
-
-std::int64_t to_int(std::string_view text)
-{
-  std::int64_t value = 0;
-  std::from_chars(text.data(), text.data() + text.size(), value);
-  return value;
-}
-
-} // namespace
-
 lock::HolderInfo holder_from_hash(const redisReply& reply)
 {
-  lock::HolderInfo info;
-  if (reply.type != REDIS_REPLY_ARRAY) {
-    return info;
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements == 0) {
+    return {};
   }
+  std::vector<lock::HolderField> fields;
   for (std::size_t i = 0; i + 1 < reply.elements; i += 2) {
     const redisReply* field = reply.element[i];
     const redisReply* value = reply.element[i + 1];
     if (field->type != REDIS_REPLY_STRING || value->type != REDIS_REPLY_STRING) {
-      continue;
+      return lock::HolderInfo::not_dlock();
     }
     std::string_view name(field->str, field->len);
-    std::string text(value->str, value->len);
-    if (name == "host") {
-      info.host = text;
-    } else if (name == "pid") {
-      info.pid = to_int(text);
-    } else if (name == "user") {
-      info.user = text;
-    } else if (name == "command") {
-      info.command = text;
-    } else if (name == "acquired_ms") {
-      info.acquired_ms = to_int(text);
-    } else if (name == "fence") {
-      info.fence = to_int(text);
-    } else if (name == "ttl_ms") {
-      info.ttl_ms = to_int(text);
+    if (name == "not_dlock") { // the script found a record dlock did not write (see prelude.lua)
+      return lock::HolderInfo::not_dlock();
     }
+    fields.push_back({name, std::string_view(value->str, value->len)});
   }
-  return info;
+  return lock::parse_holder_record(fields).value_or(lock::HolderInfo::not_dlock());
 }
 
 } // namespace dlock::redis

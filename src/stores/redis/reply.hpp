@@ -41,7 +41,8 @@ std::string describe(const redisReply& reply);
 // The integer in an integer reply; throws Error(internal) for anything else.
 long long expect_integer(const redisReply& reply, std::string_view what);
 
-// The holder metadata from an HGETALL reply (flat field/value array); unknown fields are ignored.
+// The holder metadata from a script's flat field/value array (holder_record in prelude.lua);
+// a record dlock did not write (oversized, malformed) is HolderInfo::not_dlock(), never a throw.
 lock::HolderInfo holder_from_hash(const redisReply& reply);
 
 } // namespace dlock::redis

@@ -34,7 +34,7 @@ LockStatus parse_status(const std::string& name, const redisReply& reply)
       return static_cast<std::int64_t>(element->integer);
     }
     if (element->type == REDIS_REPLY_STRING) {
-      return static_cast<std::int64_t>(std::stoll(std::string(element->str, element->len)));
+      return lock::parse_record_number(std::string_view(element->str, element->len)).value_or(0);
     }
     return std::int64_t{0};
   };
@@ -43,7 +43,10 @@ LockStatus parse_status(const std::string& name, const redisReply& reply)
   status.held = integer(0) > 0;
   status.ttl_ms = status.held ? integer(1) : 0;
   status.holder = holder_from_hash(*reply.element[2]);
-  status.last_fence = integer(3);
+  // A counter dlock did not write is unknown ('?' from the script), not an error.
+  status.last_fence = reply.element[3]->type == REDIS_REPLY_STRING
+                        ? lock::parse_fence(std::string_view(reply.element[3]->str, reply.element[3]->len))
+                        : std::optional<std::int64_t>(integer(3));
   status.waiters = integer(4);
   status.server_time_ms = integer(5);
   // Held --shared or --limit: the slot holders.
@@ -61,7 +64,9 @@ LockStatus parse_status(const std::string& name, const redisReply& reply)
       }
       lock::SlotHolder holder;
       holder.ttl_ms = slot->element[0]->type == REDIS_REPLY_STRING
-                        ? std::stoll(std::string(slot->element[0]->str, slot->element[0]->len))
+                        ? lock::parse_record_number(
+                            std::string_view(slot->element[0]->str, slot->element[0]->len))
+                            .value_or(0)
                         : 0;
       holder.holder = holder_from_hash(*slot->element[1]);
       status.ttl_ms = std::max(status.ttl_ms, holder.ttl_ms);

@@ -15,10 +15,11 @@ local watchers_key = KEYS[12]
 local freed_key = KEYS[13]
 local token = ARGV[1]
 local ttl_ms = ARGV[2]
-local host = ARGV[3]
+-- (The client truncates these shorter; the script stores no more than a record may hold.)
+local host = string.sub(ARGV[3], 1, 256)
 local pid = ARGV[4]
-local user = ARGV[5]
-local command = ARGV[6]
+local user = string.sub(ARGV[5], 1, 256)
+local command = string.sub(ARGV[6], 1, 256)
 local waiter_id = ARGV[7]
 local mode = ARGV[8] -- 'wait', 'fair' or 'once'
 local max_block_ms = tonumber(ARGV[9])
@@ -68,8 +69,9 @@ if free and (head == nil or head == waiter_id) then
   -- server's clock in microseconds: a counter started at the clock grows by one per
   -- acquisition, far slower than the clock, so this is above every token it can have issued.
   -- That lets it expire like every other key. Exact in Lua's doubles (below 2^53 until 2255).
-  local last = redis.call('GET', fence_key)
-  local fence = last and tonumber(last) + 1 or now_us
+  -- (A value dlock did not write there counts as missing.)
+  local last = read_counter(fence_key)
+  local fence = last and last + 1 or now_us
   local fence_text = string.format('%d', fence)
   redis.call('SET', fence_key, fence_text, 'PX', math.max(7 * 86400000, 2 * tonumber(ttl_ms)))
   -- Record the holder for status and list; it expires with the lock (or the slot).
@@ -118,7 +120,7 @@ local holder = {}
 local holders = redis.call('ZCARD', holders_key)
 if exclusive_held then
   pttl = redis.call('PTTL', lock_key)
-  holder = redis.call('HGETALL', holder_key)
+  holder = holder_record(holder_key)
 elseif holders > 0 then
   local edge = kind == 'exclusive' and redis.call('ZRANGE', holders_key, -1, -1, 'WITHSCORES')
                                     or redis.call('ZRANGE', holders_key, 0, 0, 'WITHSCORES')

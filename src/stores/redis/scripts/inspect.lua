@@ -16,7 +16,7 @@ local now = server_now()
 local held = redis.call('EXISTS', lock_key)
 local holder = {}
 if held == 1 then
-  holder = redis.call('HGETALL', holder_key)
+  holder = holder_record(holder_key)
 end
 -- The slot holders whose lease has not ended (ended ones are freed by the next write).
 local slots = {}
@@ -32,5 +32,11 @@ end
 -- Waiters whose registration has not lapsed, fair and unfair.
 local waiters = redis.call('ZCOUNT', waiters_key, now, '+inf')
   + redis.call('ZCOUNT', queue_expiry_key, now, '+inf')
-return {held, redis.call('PTTL', lock_key), holder, redis.call('GET', fence_key) or '0', waiters,
+-- The fencing counter: '?' when it holds a value dlock did not write (the client shows unknown).
+local fence = '0'
+if redis.call('EXISTS', fence_key) == 1 then
+  local counter = read_counter(fence_key)
+  fence = counter and string.format('%d', counter) or '?'
+end
+return {held, redis.call('PTTL', lock_key), holder, fence, waiters,
         string.format('%d', now), kind, slots}

@@ -69,12 +69,88 @@ local function wake_all(waiters_key, wake_key, now)
   end
 end
 
--- A slot holder's record as a flat {field, value, ...} list, like HGETALL of an exclusive
--- holder's hash.
+-- What other tenants of the server may have written in dlock's keys is read bounded: no
+-- script copies a value of arbitrary size. lock::max_holder_record_bytes, in bytes:
+local max_record_bytes = 4096
+-- The fields of a holder record, the only ones read back.
+local holder_fields = {'host', 'pid', 'user', 'command', 'acquired_ms', 'fence', 'ttl_ms'}
+-- What a record that is not a dlock holder's reads as (the client shows "not a dlock holder").
+local not_dlock = {'not_dlock', '1'}
+
+-- Whether key holds a value of the given type (a key of another type would fail a command).
+local function has_type(key, type_name)
+  return redis.call('TYPE', key).ok == type_name
+end
+
+-- The counter at key (a fencing counter) as a number, or nil when missing or not one dlock
+-- wrote: not a string of at most 16 digits (below 2^53, exact in Lua's doubles).
+local function read_counter(key)
+  if not has_type(key, 'string') or redis.call('STRLEN', key) > 16 then
+    return nil
+  end
+  local text = redis.call('GET', key)
+  if not string.match(text, '^%d+$') then
+    return nil
+  end
+  return tonumber(text)
+end
+
+-- text if it is a plain decimal number dlock may have written (a ttl in ms), else nil.
+local function record_number(text)
+  if type(text) == 'string' and #text <= 16 and string.match(text, '^%d+$') then
+    return text
+  end
+  return nil
+end
+
+-- The exclusive holder's record at key as a flat {field, value, ...} list, like HGETALL of
+-- its known fields: {} when there is none, not_dlock when it is larger than dlock writes.
+local function holder_record(key)
+  if not has_type(key, 'hash') then
+    return redis.call('EXISTS', key) == 1 and not_dlock or {}
+  end
+  local bytes = 0
+  for i = 1, #holder_fields do
+    bytes = bytes + #holder_fields[i] + redis.call('HSTRLEN', key, holder_fields[i])
+  end
+  if bytes > max_record_bytes then
+    return not_dlock
+  end
+  local values = redis.call('HMGET', key, unpack(holder_fields))
+  local record = {}
+  for i = 1, #holder_fields do
+    if values[i] then
+      record[#record + 1] = holder_fields[i]
+      record[#record + 1] = values[i]
+    end
+  end
+  return record
+end
+
+-- A slot holder's record as a flat {field, value, ...} list, like holder_record: {} when there
+-- is none, not_dlock when it is larger than dlock writes or not the JSON list dlock writes.
 local function slot_record(slots_key, token)
+  if not has_type(slots_key, 'hash') then
+    return {}
+  end
+  if redis.call('HSTRLEN', slots_key, token) > max_record_bytes then
+    return not_dlock
+  end
   local text = redis.call('HGET', slots_key, token)
   if not text then
     return {}
   end
-  return cjson.decode(text)
+  local ok, decoded = pcall(cjson.decode, text)
+  if not ok or type(decoded) ~= 'table' then
+    return not_dlock
+  end
+  local record = {}
+  for i = 1, #decoded - 1, 2 do
+    if type(decoded[i]) ~= 'string' or type(decoded[i + 1]) ~= 'string' then
+      return not_dlock
+    end
+    record[#record + 1] = decoded[i]
+    record[#record + 1] = decoded[i + 1]
+  end
+  return record
 end

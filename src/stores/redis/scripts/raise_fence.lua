@@ -3,7 +3,7 @@
 -- the next majority, which shares a node with this one, hands out a larger one. Returns 1.
 local fence_key = KEYS[1]
 local floor = tonumber(ARGV[1])
-local current = tonumber(redis.call('GET', fence_key) or '0')
+local current = read_counter(fence_key) or 0
 if current < floor then
   redis.call('SET', fence_key, ARGV[1], 'PX', ARGV[2])
 end

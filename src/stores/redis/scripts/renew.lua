@@ -11,7 +11,9 @@ if redis.call('GET', lock_key) ~= token then
 end
 -- No ttl given: the one the holder took the lock with (or what is left, lacking a record).
 if ttl_ms == '' then
-  ttl_ms = redis.call('HGET', holder_key, 'ttl_ms') or redis.call('PTTL', lock_key)
+  local recorded = has_type(holder_key, 'hash') and redis.call('HSTRLEN', holder_key, 'ttl_ms') <= 16
+                   and record_number(redis.call('HGET', holder_key, 'ttl_ms'))
+  ttl_ms = recorded or redis.call('PTTL', lock_key)
 end
 -- Extend the lock and the holder's record alike.
 redis.call('PEXPIRE', lock_key, ttl_ms)

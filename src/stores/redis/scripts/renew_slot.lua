@@ -17,7 +17,7 @@ end
 local record = slot_record(slots_key, token)
 local ttl_field
 for i = 1, #record - 1, 2 do
-  if record[i] == 'ttl_ms' then
+  if record[i] == 'ttl_ms' and record_number(record[i + 1]) then
     ttl_field = i + 1
   end
 end

@@ -28,7 +28,7 @@ end
 local pttl, holder
 if held then
   pttl = redis.call('PTTL', lock_key)
-  holder = redis.call('HGETALL', holder_key)
+  holder = holder_record(holder_key)
 else
   local last = redis.call('ZRANGE', holders_key, -1, -1, 'WITHSCORES')
   pttl = math.max(1, tonumber(last[2]) - now)
