@@ -11,8 +11,9 @@ LockName LockName::parse(std::string_view text)
   if (text.empty()) {
     throw Error(ExitCode::usage, "the lock key must not be empty");
   }
-  if (text.size() > 1024) {
-    throw Error(ExitCode::usage, "the lock key is {} bytes long; the limit is 1024", text.size());
+  if (text.size() > max_name_bytes) {
+    throw Error(ExitCode::usage, "the lock key is {} bytes long; the limit is {}", text.size(),
+                max_name_bytes);
   }
   for (unsigned char c : text) {
     if (c < 0x20 || c == 0x7f) {

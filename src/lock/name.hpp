@@ -1,10 +1,14 @@
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace dlock::lock {
+
+// The longest lock name, in bytes (what a store holds under a longer one is not dlock's).
+inline constexpr std::size_t max_name_bytes = 1024;
 
 // A lock's name as the user gave it: 1 to 1024 bytes without control characters. Checked once,
 // where it is made, so that holding a LockName means holding a valid one.

@@ -125,7 +125,7 @@ std::string one_line(const char* message)
       c = ' ';
     }
   }
-  return text;
+  return printable(text); // a server's message may carry another tenant's text (a trigger's)
 }
 
 } // namespace dlock::util

@@ -21,7 +21,8 @@ std::size_t utf8_char_length(std::string_view text);
 std::string printable(std::string_view text);
 
 // A client library's message on one line: trailing newlines and blanks dropped, inner newlines
-// and tabs made blanks (libpq's and MariaDB's messages end with a newline and may span lines).
+// and tabs made blanks (libpq's and MariaDB's messages end with a newline and may span lines),
+// other control characters escaped as printable() does.
 std::string one_line(const char* message);
 
 } // namespace dlock::util

@@ -227,3 +227,61 @@ new_leases() { comm -13 <(printf '%s\n' "$1") <(leases); }
   # stopped before the 4 s lease could end
   [ $((last - cut)) -lt 4000 ]
 }
+
+# tenant_key NAME VALUE: another tenant of the store puts a key in dlock's lock NAME's queue
+# (under a lease of its own, as etcdctl lock does) with VALUE (read from stdin if VALUE is -).
+tenant_key() {
+  local lease
+  lease=$(ectl lease grant 120 | awk '{print $2}')
+  if [ "$2" = - ]; then
+    ectl put --lease="$lease" "dlock:$1/$lease" >/dev/null
+  else
+    ectl put --lease="$lease" "dlock:$1/$lease" "$2" >/dev/null
+  fi
+}
+
+@test "another tenant's holder value with fields of other types: status, list and a waiter read it as not dlock's, list shows the other locks" {
+  tenant_key badtype '{"host":5,"user":["x"],"command":{"a":1},"pid":"abc","token":7,"acquired_ms":[]}'
+  tenant_key badarray '[1,2,3]'
+  ectl put dlock:nolease/abc 'no lease' >/dev/null
+  start_bg holder "$DLOCK" run -k good -- sleep 30
+  wait_for "[ -n \"\$(keys good)\" ]" 10
+  run -0 "$DLOCK" status badtype
+  [[ $output == *held* ]]
+  run -0 "$DLOCK" status badarray
+  run -0 "$DLOCK" status nolease
+  run -0 "$DLOCK" list
+  [[ $output == *badtype* ]]
+  [[ $output == *badarray* ]]
+  [[ $output == *nolease* ]]
+  [[ $output == *good* ]]
+  run -0 "$DLOCK" list --json
+  printf '%s' "$output" | python3 -c 'import json,sys; json.load(sys.stdin)'
+  # a waiter keeps waiting until --wait runs out, then says who holds it
+  run -75 "$DLOCK" -v run -k badtype -w 1s -- true
+  [ "$(grep -c '^dlock: ' <<<"$output")" -ge 1 ]
+}
+
+@test "another tenant's 1 MB value under a lock: status shows 'not dlock', not the value; a waiter gives up at --wait" {
+  python3 -c 'import json; print(json.dumps({"host": "h", "pid": 1, "user": "u", "command": "x" * 1000000}))' |
+    tenant_key big -
+  run -0 "$DLOCK" status big
+  [[ $output == *"not dlock"* ]]
+  [ "${#output}" -lt 4000 ]
+  run -0 "$DLOCK" list
+  [ "${#output}" -lt 4000 ]
+  run -75 "$DLOCK" run -k big -w 1s -- true
+  [ "${#output}" -lt 4000 ]
+}
+
+@test "more than 8 MiB of other tenants' keys under one lock: status and a waiter stop reading, one line, 69" {
+  local i
+  for i in 1 2 3 4 5 6 7; do
+    python3 -c 'print("x" * 1400000)' | tenant_key flood -
+  done
+  run -69 "$DLOCK" status flood
+  [ "${#lines[@]}" = 1 ]
+  [[ $output == "dlock: "*"MiB"* ]]
+  run -69 "$DLOCK" run -k flood -w 2s -- true
+  [[ $output == "dlock: "*"MiB"* ]]
+}

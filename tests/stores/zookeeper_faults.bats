@@ -227,6 +227,22 @@ assert len(t) == 3 and t[0] >= 1 and t[0] < t[1] < t[2], t
   [[ $stderr != *s3cret* ]]
 }
 
+@test "zookeeper: another tenant's 100 kB holder record at the head of the queue: status and list show 'not a dlock holder', not the record; a waiter gives up at --wait" {
+  run -0 "$DLOCK" run -k big -- true # makes CHROOT/dlock:big
+  local data
+  data=$(printf 'dlock=1\nuser=u\nhost=h\npid=1x\ncommand=%s\n' "$(head -c 100000 /dev/zero | tr '\0' x)")
+  run -0 zk_cli create -s /dlock-test/dlock:big/_c_00000000-0000-4000-8000-000000000000-lock- "$data"
+  run -0 "$DLOCK" status big
+  echo "$output" | head -c 2000
+  [[ $output == *"not a dlock holder"* ]]
+  [ "${#output}" -lt 4000 ]
+  run -0 "$DLOCK" list
+  [[ $output == *big* ]]
+  [ "${#output}" -lt 4000 ]
+  run -75 "$DLOCK" -v run -k big -w 1s -- true
+  [ "${#output}" -lt 4000 ]
+}
+
 # last: it kills this file's server
 @test "zookeeper: the server killed under a holder: 76 before the session timeout" {
   holder killed -t 3s

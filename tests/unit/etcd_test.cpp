@@ -139,3 +139,38 @@ TEST(EtcdApi, ErrorsMapToExitCodes)
   EXPECT_TRUE(lease_not_found(Json::parse(R"({"error":"etcdserver: requested lease not found","code":5})")));
   EXPECT_TRUE(token_invalid(Json::parse(R"({"error":"etcdserver: invalid auth token","code":3})")));
 }
+
+TEST(EtcdApi, AStreamErrorObjectIsAnErrorNotACrash)
+{
+  Json stream = Json::parse(R"({"error":{"grpc_code":14,"http_code":503,"message":"etcdserver: no leader","http_status":"Service Unavailable"}})");
+  std::optional<Error> error = answer_error(500, stream, "etcd");
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->code(), ExitCode::unavailable);
+  EXPECT_NE(std::string(error->what()).find("no leader"), std::string::npos);
+  Json odd = Json::parse(R"({"error":[1,2],"message":7,"code":"x"})");
+  ASSERT_TRUE(answer_error(500, odd, "etcd"));
+  EXPECT_FALSE(lease_not_found(odd));
+  EXPECT_FALSE(token_invalid(stream));
+}
+
+TEST(EtcdApi, AnotherTenantsValueIsReadCheckedAndCapped)
+{
+  KeyValue kv;
+  kv.lease = 0x1f;
+  kv.value = R"({"host":5,"user":["x"],"command":{"a":1},"pid":"abc","token":7})";
+  EXPECT_EQ(holder_of(kv).command, "not dlock (lease 1f)"); // fields of other types
+  EXPECT_EQ(holder_of(kv).host, "");
+  EXPECT_EQ(fingerprint_of(kv), "");
+  kv.value = R"({"host":"h","pid":-4})";
+  EXPECT_EQ(holder_of(kv).command, "not dlock (lease 1f)"); // a number dlock would not write
+  kv.value = R"({"host":"h","pid":4,"user":"u","command":"c","acquired_ms":"5","token":"ab"})";
+  EXPECT_EQ(holder_of(kv).describe(), "u@h pid 4 (c)");
+  EXPECT_EQ(holder_of(kv).acquired_ms, 5);
+  EXPECT_EQ(fingerprint_of(kv), "ab");
+  kv.value = R"({"host":"h","token":")" + std::string(lock::max_holder_record_bytes, 'f') + R"("})";
+  EXPECT_EQ(holder_of(kv).command, "not dlock (lease 1f)"); // longer than a record
+  EXPECT_EQ(fingerprint_of(kv), "");
+  EXPECT_EQ(string_field(Json::parse("[1]"), "x"), "");
+  EXPECT_FALSE(bool_field(Json::parse(R"({"canceled":"true"})"), "canceled"));
+  EXPECT_TRUE(bool_field(Json::parse(R"({"canceled":true})"), "canceled"));
+}

@@ -86,3 +86,9 @@ TEST(Json, Rfc3339Utc)
   EXPECT_EQ(format_rfc3339(0), "1970-01-01T00:00:00.000Z");
   EXPECT_EQ(format_rfc3339(1795359750005), "2026-11-22T15:02:30.005Z");
 }
+
+TEST(Text, OneLineEscapesWhatAServerPassesOn)
+{
+  EXPECT_EQ(dlock::util::one_line("ERROR:  owned\x1b]0;t\x07\n\tdetail\n"), "ERROR:  owned\\x1b]0;t\\x07  detail");
+  EXPECT_EQ(dlock::util::one_line(nullptr), "");
+}

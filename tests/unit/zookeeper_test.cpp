@@ -170,3 +170,18 @@ TEST(HolderRecord, RoundTripsWithoutTheToken)
   // Curator's InterProcessMutex stores the client's address.
   EXPECT_EQ(parse_holder_record("10.0.0.7").command, "(not a dlock holder: 10.0.0.7)");
 }
+
+TEST(ZookeeperNodes, AnotherTenantsRecordIsReadCheckedAndCapped)
+{
+  lock::HolderInfo odd = parse_holder_record("dlock=1\npid=12abc\nuser=u\n");
+  EXPECT_EQ(odd.pid, 0);
+  EXPECT_EQ(odd.user, "");
+  EXPECT_EQ(odd.command, "(not a dlock holder: dlock=1?pid=12abc?user=u?)");
+  std::string fingerprint = "unset";
+  std::string big = "dlock=1\nuser=u\ntoken=abc\ncommand=" + std::string(lock::max_holder_record_bytes, 'x');
+  lock::HolderInfo holder = parse_holder_record(big, &fingerprint);
+  EXPECT_EQ(holder.user, "");
+  EXPECT_EQ(fingerprint, "unset");
+  EXPECT_TRUE(holder.command.starts_with("(not a dlock holder: dlock=1?user=u?"));
+  EXPECT_LT(holder.command.size(), 100U);
+}

@@ -68,6 +68,20 @@ std::string endpoint(std::string_view text, std::string_view url)
   return fmt::format("{}:{}", host, number);
 }
 
+// The message of an error answer: "message", else "error" as a string or, in a stream's
+// error object, its "message"; "" when none is a string.
+std::string error_message(const Json& body)
+{
+  std::string message = string_field(body, "message");
+  if (message.empty()) {
+    message = string_field(body, "error");
+  }
+  if (message.empty() && body.is_object() && body.contains("error")) {
+    message = string_field(body["error"], "message");
+  }
+  return message;
+}
+
 } // namespace
 
 std::string EtcdUrl::shown() const
@@ -200,10 +214,28 @@ std::int64_t int_field(const Json& object, const char* name)
   if (found->is_string()) {
     const std::string& text = found->get_ref<const std::string&>();
     std::int64_t value = 0;
-    std::from_chars(text.data(), text.data() + text.size(), value);
-    return value;
+    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    return error == std::errc{} && end == text.data() + text.size() ? value : 0;
   }
   return 0;
+}
+
+std::string string_field(const Json& object, const char* name)
+{
+  if (!object.is_object()) {
+    return "";
+  }
+  auto found = object.find(name);
+  return found != object.end() && found->is_string() ? found->get<std::string>() : "";
+}
+
+bool bool_field(const Json& object, const char* name)
+{
+  if (!object.is_object()) {
+    return false;
+  }
+  auto found = object.find(name);
+  return found != object.end() && found->is_boolean() && found->get<bool>();
 }
 
 std::string lock_prefix(std::string_view prefix, std::string_view name)
@@ -228,8 +260,8 @@ bool is_lock_key(std::string_view key, std::string_view lock_prefix)
 KeyValue key_value(const Json& kv)
 {
   KeyValue out;
-  out.key = base64_decode(kv.value("key", "")).value_or("");
-  out.value = base64_decode(kv.value("value", "")).value_or("");
+  out.key = base64_decode(string_field(kv, "key")).value_or("");
+  out.value = base64_decode(string_field(kv, "value")).value_or("");
   out.create_revision = int_field(kv, "create_revision");
   out.mod_revision = int_field(kv, "mod_revision");
   out.lease = int_field(kv, "lease");
@@ -308,7 +340,7 @@ const Json* txn_range(const Json& txn_response, std::size_t i)
     return nullptr;
   }
   const Json& responses = txn_response["responses"];
-  if (!responses.is_array() || i >= responses.size() ||
+  if (!responses.is_array() || i >= responses.size() || !responses[i].is_object() ||
       !responses[i].contains("response_range")) {
     return nullptr;
   }
@@ -329,27 +361,45 @@ std::string holder_value(const lock::HolderInfo& holder, const std::string& toke
 
 lock::HolderInfo holder_of(const KeyValue& kv)
 {
-  lock::HolderInfo holder;
-  holder.fence = kv.create_revision;
-  Json value = Json::parse(kv.value, nullptr, false);
-  if (!value.is_object()) {
-    holder.command = fmt::format("{} (lease {:x})", kv.value.empty() ? "etcdctl lock" : "not dlock",
-                                 static_cast<std::uint64_t>(kv.lease));
-    return holder;
+  Json value = kv.value.size() <= lock::max_holder_record_bytes ? Json::parse(kv.value, nullptr, false)
+                                                                : Json();
+  // The record's fields as text (numbers as dlock writes them), for the one checked parse of
+  // holder records; a field of another type (an array, an object, a fraction) is not dlock's.
+  std::vector<std::string> texts;
+  bool typed = value.is_object();
+  for (auto it = value.begin(); typed && it != value.end(); ++it) {
+    if (it->is_string()) {
+      texts.push_back(it->get<std::string>());
+    } else if (it->is_number_integer()) {
+      texts.push_back(it->dump());
+    } else {
+      typed = false;
+    }
   }
-  holder.host = value.value("host", "");
-  holder.pid = int_field(value, "pid");
-  holder.user = value.value("user", "");
-  holder.command = value.value("command", "");
-  holder.acquired_ms = int_field(value, "acquired_ms");
-  holder.ttl_ms = int_field(value, "ttl_ms");
-  return holder;
+  std::optional<lock::HolderInfo> holder;
+  if (typed) {
+    std::vector<lock::HolderField> fields;
+    std::size_t i = 0;
+    for (auto it = value.begin(); it != value.end(); ++it) {
+      fields.push_back({it.key(), texts[i++]});
+    }
+    holder = lock::parse_holder_record(fields);
+  }
+  if (!holder) {
+    holder = lock::HolderInfo{};
+    holder->command = fmt::format("{} (lease {:x})", kv.value.empty() ? "etcdctl lock" : "not dlock",
+                                  static_cast<std::uint64_t>(kv.lease));
+  }
+  holder->fence = kv.create_revision;
+  return *holder;
 }
 
 std::string fingerprint_of(const KeyValue& kv)
 {
-  Json value = Json::parse(kv.value, nullptr, false);
-  return value.is_object() ? value.value("token", "") : "";
+  if (kv.value.size() > lock::max_holder_record_bytes) {
+    return "";
+  }
+  return string_field(Json::parse(kv.value, nullptr, false), "token");
 }
 
 std::string token_fingerprint(const std::string& token)
@@ -366,13 +416,10 @@ std::optional<Error> answer_error(long http_status, const Json& body, const std:
     return Error(ExitCode::unavailable, "{} answered HTTP {} without an etcd error: not an etcd "
                                         "v3 server?", where, http_status);
   }
-  std::string message = body.value("message", body.value("error", std::string()));
-  if (message.empty() && body.contains("error") && body["error"].is_object()) {
-    message = body["error"].value("message", "");
-  }
+  std::string message = error_message(body);
   std::int64_t code = int_field(body, "code");
-  if (code == 0 && body.contains("error") && body["error"].is_object()) {
-    code = int_field(body["error"], "grpc_code");
+  if (code == 0 && body.contains("error")) {
+    code = int_field(body["error"], "grpc_code"); // a stream's {"error": {"grpc_code": …}}
   }
   bool auth = code == 16 || code == 7 || message.find("authentication failed") != std::string::npos ||
               message.find("user name is empty") != std::string::npos ||
@@ -391,21 +438,14 @@ std::optional<Error> answer_error(long http_status, const Json& body, const std:
 
 bool token_invalid(const Json& body)
 {
-  if (!body.is_object()) {
-    return false;
-  }
-  std::string message = body.value("message", body.value("error", std::string()));
+  std::string message = error_message(body);
   return message.find("invalid auth token") != std::string::npos ||
          message.find("user name is empty") != std::string::npos;
 }
 
 bool lease_not_found(const Json& body)
 {
-  if (!body.is_object()) {
-    return false;
-  }
-  std::string message = body.value("message", body.value("error", std::string()));
-  return message.find("lease not found") != std::string::npos;
+  return error_message(body).find("lease not found") != std::string::npos;
 }
 
 } // namespace dlock::etcd

@@ -40,8 +40,18 @@ std::string base64_encode(std::string_view bytes);
 // nullopt when text is not base64.
 std::optional<std::string> base64_decode(std::string_view text);
 
-// An int64 field, which the gateway writes as a string (or leaves out when 0).
+// An int64 field, which the gateway writes as a string (or leaves out when 0); 0 when it is
+// of another type or not a number (values come from other tenants of the store too).
 std::int64_t int_field(const Json& object, const char* name);
+// A string field; "" when it is missing or of another type (a number, an array, an object).
+std::string string_field(const Json& object, const char* name);
+// A boolean field; false when it is missing or of another type.
+bool bool_field(const Json& object, const char* name);
+
+// The most dlock reads of one answer of the gateway (a lock's keys with their values), or of
+// one message of a watch: past it the transfer stops and fails (69), so that another tenant's
+// keys under the prefix cannot make dlock take memory without bound.
+inline constexpr std::size_t max_answer_bytes = std::size_t{8} << 20;
 
 // Where a lock name's keys are, the same as `etcdctl lock PFX`: PFX/<lease ID in hex>, with
 // PFX = dlock's --prefix followed by the name (man dlock, ETCD).
@@ -85,7 +95,8 @@ const Json* txn_range(const Json& txn_response, std::size_t i);
 // What dlock stores as a lock key's value: the holder, and a fingerprint of its token so that
 // `dlock renew`/`release --token` from another process can find its key.
 std::string holder_value(const lock::HolderInfo& holder, const std::string& token_fingerprint);
-// The holder stored in value (etcdctl's keys have an empty value: "etcdctl lock").
+// The holder stored in value (etcdctl's keys have an empty value: "etcdctl lock"); a value
+// that is not dlock's record (too long, not a JSON object) is shown as "not dlock".
 lock::HolderInfo holder_of(const KeyValue& kv);
 std::string fingerprint_of(const KeyValue& kv);
 std::string token_fingerprint(const std::string& token);

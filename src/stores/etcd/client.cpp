@@ -24,6 +24,7 @@ struct Client::Transfer {
   curl_slist* headers = nullptr;
   curl_slist* connect_to = nullptr;
   std::string received;
+  bool too_long = false; // received would have passed max_answer_bytes: the transfer stopped
   std::size_t endpoints_tried = 1;
   bool reauthenticated = false;
   bool waiting_for_token = false;
@@ -47,12 +48,6 @@ struct Client::Transfer {
 namespace {
 
 constexpr const char* auth_path = "/v3/auth/authenticate";
-
-std::size_t on_data(char* data, std::size_t size, std::size_t count, void* user)
-{
-  static_cast<std::string*>(user)->append(data, size * count);
-  return size * count;
-}
 
 // Keeps libcurl's sockets out of the command dlock runs (libcurl opens them without
 // SOCK_CLOEXEC).
@@ -105,6 +100,20 @@ Client::~Client()
 {
   cancel_requests();
   curl().curl_multi_cleanup(m_multi);
+}
+
+// Keeps what arrives, up to max_answer_bytes not yet delivered (a whole answer, or a stream's
+// messages not yet read); past it, stops the transfer (libcurl fails it with a write error).
+std::size_t Client::on_data(char* data, std::size_t size, std::size_t count, void* user)
+{
+  auto* t = static_cast<Transfer*>(user);
+  std::size_t bytes = size * count;
+  if (t->received.size() + bytes > max_answer_bytes) {
+    t->too_long = true;
+    return 0;
+  }
+  t->received.append(data, bytes);
+  return bytes;
 }
 
 int Client::on_socket(void*, int fd, int what, void* self, void*)
@@ -170,7 +179,7 @@ void Client::authenticate_then(std::uint64_t id)
   m_authenticating = true;
   post(auth_path, authenticate_request(*m_url.user, m_password.value_or("")), [this](Answer& a) {
     m_authenticating = false;
-    std::string token = a.error ? "" : a.body.value("token", "");
+    std::string token = a.error ? "" : string_field(a.body, "token");
     if (!a.error && token.empty()) {
       a.error = Error(ExitCode::auth, "etcd at {} gave no auth token to user '{}' (is "
                                       "authentication enabled?)", current(), *m_url.user);
@@ -211,6 +220,7 @@ void Client::send(Transfer& t)
   const LibCurl& c = curl();
   t.release();
   t.received.clear();
+  t.too_long = false;
   t.easy = c.curl_easy_init();
   if (t.easy == nullptr) {
     throw Error(ExitCode::internal, "libcurl could not make a handle");
@@ -233,8 +243,8 @@ void Client::send(Transfer& t)
     t.headers = c.curl_slist_append(t.headers, ("Authorization: " + *m_token).c_str());
   }
   c.curl_easy_setopt(e, CURLOPT_HTTPHEADER, t.headers);
-  c.curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &on_data);
-  c.curl_easy_setopt(e, CURLOPT_WRITEDATA, &t.received);
+  c.curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Client::on_data);
+  c.curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
   c.curl_easy_setopt(e, CURLOPT_PRIVATE, reinterpret_cast<void*>(static_cast<std::uintptr_t>(t.id)));
   c.curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   c.curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, &close_on_exec);
@@ -339,7 +349,11 @@ void Client::finish(std::uint64_t id, int code)
   curl().curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
   std::string where = "etcd at " + current();
   Answer answer;
-  if (result != CURLE_OK) {
+  if (result == CURLE_WRITE_ERROR && t.too_long) {
+    answer.error = Error(ExitCode::unavailable, "{} sent more than {} MiB in one answer: not read "
+                                                "(another tenant's keys under dlock's prefix?)",
+                         where, max_answer_bytes >> 20);
+  } else if (result != CURLE_OK) {
     ExitCode exit = result == CURLE_SSL_CERTPROBLEM || result == CURLE_SSL_CACERT_BADFILE ||
                         result == CURLE_READ_ERROR
                       ? ExitCode::config

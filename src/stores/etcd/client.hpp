@@ -72,6 +72,7 @@ private:
   void finish(std::uint64_t id, int result);
   void deliver_lines(std::uint64_t id);
   void authenticate_then(std::uint64_t id);
+  static std::size_t on_data(char* data, std::size_t size, std::size_t count, void* transfer);
   static int on_socket(void* easy, int fd, int what, void* self, void* socket_data);
   static int on_timer(void* multi, long timeout_ms, void* self);
 

@@ -32,12 +32,12 @@ std::int64_t lease_seconds(Millis ttl) { return std::max<std::int64_t>(1, (ttl.c
 // A keepalive's answer: the lease's TTL after it, 0 when the lease is gone.
 std::int64_t kept_ttl(const Json& body)
 {
-  return int_field(body.contains("result") ? body["result"] : body, "TTL");
+  return int_field(body.is_object() && body.contains("result") ? body["result"] : body, "TTL");
 }
 
 std::int64_t header_revision(const Json& body)
 {
-  return body.contains("header") ? int_field(body["header"], "revision") : 0;
+  return body.is_object() && body.contains("header") ? int_field(body["header"], "revision") : 0;
 }
 
 } // namespace
@@ -237,7 +237,7 @@ void EtcdStore::watch_own_key(const std::string& name)
       }
       bool gone = result.contains("events") && !result["events"].empty();
       bool compacted = int_field(result, "compact_revision") > 0;
-      if (gone || compacted || result.value("canceled", false)) {
+      if (gone || compacted || bool_field(result, "canceled")) {
         m_client.cancel(found->second.own_watch);
         Outcome ended{Op::disconnected,
                       Error(ExitCode::lost, "the key of lock '{}' was deleted (its lease was "
@@ -274,7 +274,7 @@ void EtcdStore::start_wait_for_wake(const lock::LockName& name, const lock::Wait
     "/v3/watch", watch_deletes_request(mine.predecessor, mine.watch_from),
     [this, key](const Json& result) {
       bool gone = result.contains("events") && !result["events"].empty();
-      if (gone || int_field(result, "compact_revision") > 0 || result.value("canceled", false)) {
+      if (gone || int_field(result, "compact_revision") > 0 || bool_field(result, "canceled")) {
         end_wait(key);
       }
     },
@@ -561,8 +561,9 @@ std::vector<lock::LockStatus> EtcdStore::list(std::string_view pattern, Millis t
       continue;
     }
     std::string name = kv.key.substr(m_prefix.size(), slash - m_prefix.size());
-    if (name.empty() || !is_lock_key(kv.key, lock_prefix(m_prefix, name))) {
-      continue;
+    if (name.empty() || name.size() > lock::max_name_bytes ||
+        !is_lock_key(kv.key, lock_prefix(m_prefix, name))) {
+      continue; // not a lock of dlock's (another tenant's key)
     }
     by_name[name].push_back(std::move(kv)); // oldest first, as the range sorted them
   }

@@ -68,6 +68,19 @@ std::string forget_command_sql(const std::string& server_name, const std::string
          " AND connection_id = " + connection_sql;
 }
 
+// The columns of dlock_fence a status reads: fence, acquired_ms, connection_id, holder_user,
+// holder_host, holder_pid, command. Another tenant of the database may have written the rows
+// (or made the table, with other types): the text is cut to what dlock would write
+// (lock::max_holder_record_bytes, so that no row takes memory without bound), numbers are read checked.
+std::string fence_columns()
+{
+  auto cut = [](const char* column) {
+    return fmt::format("LEFT(CAST({} AS BINARY), {})", column, lock::max_holder_record_bytes + 1);
+  };
+  return fmt::format("f.fence, f.acquired_ms, f.connection_id, {}, {}, f.holder_pid, {} ",
+                     cut("f.holder_user"), cut("f.holder_host"), cut("f.command"));
+}
+
 // The holder of a lock, its fencing row and the server's clock, in one row:
 // id, USER, HOST, now, fence, acquired_ms, connection_id, holder_user, holder_host,
 // holder_pid, command (the last six NULL without dlock_fence).
@@ -76,8 +89,7 @@ std::string holder_sql(const std::string& server_name, bool with_fence)
   std::string name = sql_bytes(server_name);
   std::string sql = std::string("SELECT u.id, p.USER, p.HOST, ") + now_ms_sql + ", ";
   if (with_fence) {
-    sql += "f.fence, f.acquired_ms, f.connection_id, f.holder_user, f.holder_host, f.holder_pid, "
-           "f.command ";
+    sql += fence_columns();
   } else {
     sql += "NULL, NULL, NULL, NULL, NULL, NULL, NULL ";
   }
@@ -89,6 +101,13 @@ std::string holder_sql(const std::string& server_name, bool with_fence)
   return sql;
 }
 
+// The fencing counter of a row: 0 without one (no dlock_fence), nothing when another tenant
+// wrote there what dlock does not.
+std::optional<std::int64_t> last_fence(const Rows& rows, int row, int column)
+{
+  return rows.null(row, column) ? 0 : lock::parse_fence(rows.text(row, column));
+}
+
 // The holder from a row whose columns from first on are id, USER, HOST and, from fence on,
 // fence, acquired_ms, connection_id, holder_user, holder_host, holder_pid, command.
 lock::HolderInfo read_holder(const Rows& rows, int row, int first, int fence)
@@ -97,15 +116,14 @@ lock::HolderInfo read_holder(const Rows& rows, int row, int first, int fence)
   session.connection = rows.number(row, first);
   session.user = rows.text(row, first + 1);
   session.client_host = rows.text(row, first + 2);
-  if (!rows.null(row, fence + 2) && rows.number(row, fence + 2) == session.connection) {
-    lock::HolderInfo written;
-    written.fence = rows.number(row, fence);
-    written.acquired_ms = rows.number(row, fence + 1);
-    written.user = rows.text(row, fence + 3);
-    written.host = rows.text(row, fence + 4);
-    written.pid = rows.number(row, fence + 5);
-    written.command = rows.text(row, fence + 6);
-    session.written = written;
+  std::optional<std::int64_t> writer = lock::parse_record_number(rows.text(row, fence + 2));
+  if (!rows.null(row, fence + 2) && writer == session.connection) {
+    std::string numbers[] = {rows.text(row, fence), rows.text(row, fence + 1), rows.text(row, fence + 5)};
+    std::string texts[] = {rows.text(row, fence + 3), rows.text(row, fence + 4), rows.text(row, fence + 6)};
+    lock::HolderField fields[] = {{"fence", numbers[0]}, {"acquired_ms", numbers[1]},
+                                  {"pid", numbers[2]},   {"user", texts[0]},
+                                  {"host", texts[1]},    {"command", texts[2]}};
+    session.written = lock::parse_holder_record(fields); // none: another tenant's row
   }
   return holder_of_session(session);
 }
@@ -642,7 +660,7 @@ lock::LockStatus MysqlStore::status(const lock::LockName& name, util::TimePoint 
     throw Error(ExitCode::internal, "MySQL at {}: no row for the lock's holder", m_params.shown);
   }
   status.server_time_ms = a.rows.number(0, 3);
-  status.last_fence = a.rows.number(0, 4);
+  status.last_fence = last_fence(a.rows, 0, 4);
   if (a.rows.null(0, 0)) {
     return status;
   }
@@ -656,14 +674,13 @@ std::vector<lock::LockStatus> MysqlStore::list(std::string_view pattern, Millis 
   util::TimePoint deadline = util::deadline_after(timeout);
   // dlock_fence names the locks dlock took; locks taken without it (no right to create the
   // table) cannot be named, and are not listed.
-  Answer a = ask(std::string("SELECT f.name, IS_USED_LOCK(f.lock_name) AS id, p.USER, p.HOST, ") +
-                   now_ms_sql +
-                   ", f.fence, f.acquired_ms, f.connection_id, f.holder_user, f.holder_host, "
-                   "f.holder_pid, f.command FROM dlock_fence f LEFT JOIN "
-                   "information_schema.PROCESSLIST p ON p.ID = IS_USED_LOCK(f.lock_name) "
-                   "WHERE LEFT(f.name, " +
-                   std::to_string(m_prefix.size()) + ") = " + sql_bytes(m_prefix) +
-                   " ORDER BY f.name",
+  // Names longer than a lock name (another tenant's rows) are left out, not read.
+  Answer a = ask(fmt::format("SELECT f.name, IS_USED_LOCK(f.lock_name) AS id, p.USER, p.HOST, "
+                             "{}, {}FROM dlock_fence f LEFT JOIN information_schema.PROCESSLIST p "
+                             "ON p.ID = IS_USED_LOCK(f.lock_name) WHERE LEFT(f.name, {}) = {} "
+                             "AND LENGTH(f.name) <= {} ORDER BY f.name",
+                             now_ms_sql, fence_columns(), m_prefix.size(), sql_bytes(m_prefix),
+                             m_prefix.size() + lock::max_name_bytes),
                  deadline);
   if (a.error && fence_unavailable(a.errnum)) {
     util::log_verbose("no locks to list: {}", a.error->what());
@@ -684,7 +701,7 @@ std::vector<lock::LockStatus> MysqlStore::list(std::string_view pattern, Millis 
     status.ttl_ms = -1;
     status.held = true;
     status.server_time_ms = a.rows.number(i, 4);
-    status.last_fence = a.rows.number(i, 5);
+    status.last_fence = last_fence(a.rows, i, 5);
     status.holder = read_holder(a.rows, i, 1, 5);
     found.push_back(std::move(status));
   }

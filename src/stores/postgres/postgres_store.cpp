@@ -27,6 +27,14 @@ constexpr Millis longest_block{30'000};
 
 std::string now_ms_sql() { return "floor(extract(epoch from clock_timestamp()) * 1000)::bigint"; }
 
+// A timestamptz column of dlock_fence in Unix ms, NULL when another tenant of the database
+// wrote one that has none ('infinity'), which would fail the whole query.
+std::string acquired_ms_sql(const char* column)
+{
+  return fmt::format("CASE WHEN isfinite({0}) THEN floor(extract(epoch from {0}) * 1000)::bigint "
+                     "END", column);
+}
+
 std::vector<std::string> key_params(const AdvisoryKey& key)
 {
   return {std::to_string(key.classid()), std::to_string(key.objid())};
@@ -675,13 +683,13 @@ lock::LockStatus PostgresStore::status(const lock::LockName& name, util::TimePoi
   std::string table = fence_table(deadline);
   Answer fence;
   if (!table.empty()) {
-    fence = ask("SELECT fence, floor(extract(epoch from acquired_at) * 1000)::bigint FROM " +
-                  table + " WHERE lock_key = $1",
+    fence = ask("SELECT fence, " + acquired_ms_sql("acquired_at") + " FROM " + table +
+                  " WHERE lock_key = $1",
                 {std::to_string(key.key)}, deadline);
   }
   std::int64_t acquired_ms = 0;
   if (!fence.error && fence.rows.count() == 1) {
-    status.last_fence = fence.rows.number(0, 0);
+    status.last_fence = lock::parse_fence(fence.rows.text(0, 0));
     acquired_ms = fence.rows.number(0, 1);
   } else if (fence.error && fence.sqlstate != "42P01" && fence.sqlstate != "42501") {
     throw *fence.error;
@@ -712,17 +720,17 @@ std::vector<lock::LockStatus> PostgresStore::list(std::string_view pattern, Mill
     util::log_verbose("no locks to list: there is no table dlock_fence");
     return {};
   }
+  // Names longer than a lock name (another tenant's rows) are left out, not read.
   Answer rows = ask("SELECT f.name, l.pid, l.granted, l.mode, coalesce(a.application_name, ''), "
-                    "coalesce(a.usename::text, ''), coalesce(host(a.client_addr), ''), f.fence, "
-                    "floor(extract(epoch from f.acquired_at) * 1000)::bigint, " +
-                      now_ms_sql() +
+                    "coalesce(a.usename::text, ''), coalesce(host(a.client_addr), ''), f.fence, " +
+                      acquired_ms_sql("f.acquired_at") + ", " + now_ms_sql() +
                       " FROM pg_locks l JOIN " + table + " f ON f.lock_key = "
                       "((l.classid::bigint << 32) | l.objid::bigint) "
                       "LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
                       "WHERE l.locktype = 'advisory' AND l.objsubid = 1 "
-                      "AND left(f.name, length($1)) = $1 ORDER BY f.name, l.granted DESC, "
-                      "a.backend_start",
-                    {m_prefix}, deadline);
+                      "AND left(f.name, length($1)) = $1 AND octet_length(f.name) <= "
+                      "octet_length($1) + $2 ORDER BY f.name, l.granted DESC, a.backend_start",
+                    {m_prefix, std::to_string(lock::max_name_bytes)}, deadline);
   if (rows.error && (rows.sqlstate == "42P01" || rows.sqlstate == "42501")) {
     util::log_verbose("no locks to list: {}", rows.error->what());
     return {};
@@ -738,7 +746,7 @@ std::vector<lock::LockStatus> PostgresStore::list(std::string_view pattern, Mill
       lock::LockStatus status;
       status.name = name;
       status.ttl_ms = -1;
-      status.last_fence = r.number(i, 7);
+      status.last_fence = lock::parse_fence(r.text(i, 7));
       status.server_time_ms = r.number(i, 9);
       found.push_back(std::move(status));
     }

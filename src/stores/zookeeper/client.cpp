@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -41,6 +42,7 @@ namespace {
 struct Ticket {
   std::shared_ptr<Client::Inbox> inbox;
   std::uint64_t id;
+  std::size_t max_bytes = 0; // get: the most of the data kept
 };
 
 void deliver(const void* data, Reply reply)
@@ -73,7 +75,8 @@ void on_data(int rc, const char* value, int length, const struct Stat* stat, con
 {
   Reply reply{rc, {}, {}, {}};
   if (value != nullptr && length > 0) {
-    reply.value.assign(value, static_cast<std::size_t>(length));
+    std::size_t max_bytes = static_cast<const Ticket*>(data)->max_bytes;
+    reply.value.assign(value, std::min(static_cast<std::size_t>(length), max_bytes));
   }
   if (stat != nullptr) {
     reply.stat = *stat;
@@ -183,10 +186,10 @@ void Client::exists(const std::string& path, bool watch, Done done)
   }
 }
 
-void Client::get(const std::string& path, Done done)
+void Client::get(const std::string& path, std::size_t max_bytes, Done done)
 {
   std::uint64_t id = submit(std::move(done));
-  auto* ticket = new Ticket{m_inbox, id};
+  auto* ticket = new Ticket{m_inbox, id, max_bytes};
   int rc = zoo().zoo_aget(m_handle, path.c_str(), 0, on_data, ticket);
   if (rc != ZOK) {
     delete ticket;

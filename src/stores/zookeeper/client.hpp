@@ -21,7 +21,7 @@ struct Reply {
   int rc = 0;
   std::optional<Stat> stat;
   std::vector<std::string> children; // get_children
-  std::string value;                 // create: the path made; get: the data
+  std::string value;                 // create: the path made; get: the data (at most max_bytes)
 };
 
 // A watch that fired or a change of the session's state (type ZOO_SESSION_EVENT).
@@ -63,7 +63,9 @@ public:
   void remove(const std::string& path, Done done);
   // watch: a watch on path, whose firing comes to on_event.
   void exists(const std::string& path, bool watch, Done done);
-  void get(const std::string& path, Done done);
+  // Keeps at most max_bytes of the node's data (stat's dataLength says how long it is): the
+  // C client reads it whole (up to the server's jute.maxbuffer), dlock copies no more.
+  void get(const std::string& path, std::size_t max_bytes, Done done);
   void get_children(const std::string& path, Done done);
   void add_auth(const std::string& scheme, const std::string& credentials, Done done);
 

@@ -186,44 +186,38 @@ std::string holder_record(const lock::HolderInfo& holder, std::string_view finge
 
 lock::HolderInfo parse_holder_record(std::string_view data, std::string* fingerprint)
 {
-  lock::HolderInfo holder;
-  if (!data.starts_with("dlock=1\n")) {
-    std::string shown;
-    for (char c : data.substr(0, 64)) {
-      shown += static_cast<unsigned char>(c) < ' ' ? '?' : c;
-    }
-    holder.command = shown.empty() ? "(not a dlock holder)" : "(not a dlock holder: " + shown + ")";
-    return holder;
-  }
-  while (!data.empty()) {
-    std::string_view line = data.substr(0, data.find('\n'));
-    data.remove_prefix(std::min(data.size(), line.size() + 1));
+  std::vector<lock::HolderField> fields;
+  std::string_view token;
+  bool dlocks = data.starts_with("dlock=1\n") && data.size() <= lock::max_holder_record_bytes;
+  for (std::string_view rest = data; dlocks && !rest.empty();) {
+    std::string_view line = rest.substr(0, rest.find('\n'));
+    rest.remove_prefix(std::min(rest.size(), line.size() + 1));
     std::size_t equals = line.find('=');
     if (equals == std::string_view::npos) {
       continue;
     }
-    std::string_view key = line.substr(0, equals);
-    std::string_view value = line.substr(equals + 1);
-    auto number = [&value] {
-      std::int64_t n = 0;
-      std::from_chars(value.data(), value.data() + value.size(), n);
-      return n;
-    };
-    if (key == "user") {
-      holder.user = value;
-    } else if (key == "host") {
-      holder.host = value;
-    } else if (key == "pid") {
-      holder.pid = number();
-    } else if (key == "ttl_ms") {
-      holder.ttl_ms = number();
-    } else if (key == "command") {
-      holder.command = value;
-    } else if (key == "token" && fingerprint != nullptr) {
-      *fingerprint = value;
+    fields.push_back({line.substr(0, equals), line.substr(equals + 1)});
+    if (fields.back().name == "token") {
+      token = fields.back().value;
     }
   }
-  return holder;
+  std::optional<lock::HolderInfo> holder;
+  if (dlocks) {
+    holder = lock::parse_holder_record(fields);
+  }
+  if (!holder) {
+    std::string shown;
+    for (char c : data.substr(0, 64)) {
+      shown += static_cast<unsigned char>(c) < ' ' ? '?' : c;
+    }
+    lock::HolderInfo other;
+    other.command = shown.empty() ? "(not a dlock holder)" : "(not a dlock holder: " + shown + ")";
+    return other;
+  }
+  if (fingerprint != nullptr) {
+    *fingerprint = token;
+  }
+  return *holder;
 }
 
 std::string token_fingerprint(const std::string& token)

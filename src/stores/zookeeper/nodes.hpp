@@ -63,7 +63,8 @@ std::vector<std::size_t> holding(const std::vector<Contender>& queue);
 // The node's data: who holds it and the fingerprint of its token, one "key=value" per line.
 std::string holder_record(const lock::HolderInfo& holder, std::string_view fingerprint);
 // The record read back (fingerprint, when given, gets the token's); a node dlock did not
-// write (Curator's holds the client's address) shows its data as the command.
+// write (Curator's holds the client's address, another tenant's may be anything, longer than
+// lock::max_holder_record_bytes, or fields dlock would not write) shows the start of its data as the command.
 lock::HolderInfo parse_holder_record(std::string_view data, std::string* fingerprint = nullptr);
 // The fingerprint of a token as records carry it (not the token: any client may read nodes).
 std::string token_fingerprint(const std::string& token);

@@ -480,7 +480,7 @@ void ZookeeperStore::report_holder(const std::string& key, const std::vector<Con
     not_acquired(std::nullopt);
     return;
   }
-  m_client->get(n.dir + "/" + queue[holders.front()].name, [not_acquired](Reply& reply) {
+  m_client->get(n.dir + "/" + queue[holders.front()].name, lock::max_holder_record_bytes + 1, [not_acquired](Reply& reply) {
     if (reply.rc != ZOK) {
       not_acquired(std::nullopt); // released meanwhile
       return;
@@ -824,7 +824,7 @@ void ZookeeperStore::read_holders(const std::string& dir, std::shared_ptr<Inspec
     then(*found);
     return;
   }
-  m_client->get(dir + "/" + found->queue[found->holding[i]].name,
+  m_client->get(dir + "/" + found->queue[found->holding[i]].name, lock::max_holder_record_bytes + 1,
                 [this, dir, then, found](Reply& reply) {
                   std::string fingerprint;
                   lock::HolderInfo holder;
