@@ -1,5 +1,7 @@
 #include "util/log.hpp"
 
+#include "util/text.hpp"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,7 +20,9 @@ Verbosity verbosity() { return g_verbosity; }
 void write_line(std::string_view message)
 {
   std::string line = "dlock: ";
-  line.append(message);
+  // Every line escaped once more, here: a message may quote what another tenant of the store
+  // or another user wrote (a server's error, a holder record), and escaping is idempotent.
+  line.append(printable(message));
   line.push_back('\n');
   const char* data = line.data();
   std::size_t left = line.size();
