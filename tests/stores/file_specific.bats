@@ -61,6 +61,9 @@ waiting_in() {
   assert_failure 75
   run -0 "$DLOCK" -v status backup
   assert_output --partial "pid $BG_PID"
+  # its program name, not its arguments (as dlock records its own holders)
+  assert_line --regexp "^ *command: +flock$"
+  refute_output --partial "sleep 30"
   kill "$BG_PID"
   hold_file backup
   run flock -n "$D/backup" true

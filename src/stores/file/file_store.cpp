@@ -192,12 +192,15 @@ lock::HolderInfo holder_of_pid(std::int64_t pid)
     holder.user = entry != nullptr && entry->pw_name != nullptr ? entry->pw_name
                                                                 : std::to_string(st.st_uid);
   }
+  // Its program name only, as dlock records its own holders (the arguments may be secrets).
   std::string command = read_path(proc + "/cmdline");
-  while (!command.empty() && command.back() == '\0') {
-    command.pop_back();
+  std::vector<std::string> argv;
+  for (std::size_t start = 0; start < command.size();) {
+    std::size_t end = std::min(command.find('\0', start), command.size());
+    argv.push_back(command.substr(start, end - start));
+    start = end + 1;
   }
-  std::replace(command.begin(), command.end(), '\0', ' ');
-  holder.command = command.substr(0, lock::max_command_length);
+  holder.command = lock::recorded_command(argv, false);
   return holder;
 }
 
