@@ -157,7 +157,7 @@ pane() { tmux -S "$T/tmux.sock" capture-pane -p -t waiter | sed 's/ *$//'; }
   export LC_ALL=C.UTF-8
   # A holder whose command line is 300 characters long.
   local release=$T/release
-  start_bg holder "$DLOCK" run -k wl -- sh -c 'until [ -e "$0" ]; do sleep 0.05; done' "$release" \
+  start_bg holder "$DLOCK" run -k wl --record-command -- sh -c 'until [ -e "$0" ]; do sleep 0.05; done' "$release" \
     "$(printf 'x%.0s' $(seq 300))"
   wait_for 'key_exists wl'
 
