@@ -82,6 +82,23 @@ max_rss_kb() { awk -F': ' '/Maximum resident set size/ { print $2 }' "$1"; }
   run -75 --separate-stderr "$DLOCK" -v run -k slots -n -- true
 }
 
+@test "a kind key that is not dlock's (a 64 MB string, a hash) beside live slot holders: run waits and gives up with 75, status and list answer" {
+  start_bg holder "$DLOCK" run -k kinds --limit 2 -- sleep 60
+  wait_for "[ \"\$(rcli ZCARD 'dlock:{kinds}:holders')\" = 1 ]"
+  head -c $((64 * 1024 * 1024)) /dev/zero | tr '\0' x | rcli -x SET 'dlock:{kinds}:kind' >/dev/null
+  run -75 --separate-stderr /usr/bin/time -v -o "$T/run.time" "$DLOCK" -v run -k kinds --limit 2 -w 1s -- true
+  [[ $stderr == *"not a dlock holder"* ]]
+  # never read whole: a few MB, not 64
+  [ "$(max_rss_kb "$T/run.time")" -lt 40000 ]
+  run -0 --separate-stderr "$DLOCK" status kinds
+  run -0 --separate-stderr "$DLOCK" list
+  assert_line --regexp '^kinds '
+  rcli DEL 'dlock:{kinds}:kind' >/dev/null
+  rcli HSET 'dlock:{kinds}:kind' a b >/dev/null
+  run -75 --separate-stderr "$DLOCK" run -k kinds --shared -n -- true
+  run -0 --separate-stderr "$DLOCK" status kinds
+}
+
 @test "holder text with C1 controls and bidi characters written by redis-cli is escaped in status, list and the conflict line" {
   rcli SET 'dlock:{evil}' not-a-dlock-token PX 120000 >/dev/null
   rcli HSET 'dlock:{evil}:holder' host $'h\xc2\x9b2J' user $'u\xe2\x80\xaeoot' pid 7 \

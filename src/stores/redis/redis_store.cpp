@@ -48,16 +48,24 @@ lock::AcquireResult parse_acquire(const redisReply& reply)
     throw unexpected();
   }
   if (reply.element[0]->type == REDIS_REPLY_INTEGER && reply.element[0]->integer == 2) {
-    // Held as another kind: {2, kind}.
-    std::optional<lock::LockKind> in_use;
-    if (reply.element[1]->type == REDIS_REPLY_STRING) {
-      in_use = lock::LockKind::from_code(std::string_view(reply.element[1]->str, reply.element[1]->len));
-    }
-    if (!in_use) {
+    // Held as another kind: {2, kind}; {2, 'foreign'} when the kind key holds what dlock did
+    // not write (another tenant's): held by no dlock holder, asked again after a while (no
+    // release of dlock's will wake the waiter).
+    if (reply.element[1]->type != REDIS_REPLY_STRING) {
       throw unexpected();
     }
+    std::string_view code(reply.element[1]->str, reply.element[1]->len);
     lock::AcquireResult result;
-    result.kind_in_use = in_use;
+    if (code == "foreign") {
+      result.holder_ttl_ms = -1;
+      result.holder = lock::HolderInfo::not_dlock();
+      result.block = util::Millis(1000);
+      return result;
+    }
+    result.kind_in_use = lock::LockKind::from_code(code);
+    if (!result.kind_in_use) {
+      throw unexpected();
+    }
     return result;
   }
   if (reply.element[1]->type != REDIS_REPLY_INTEGER) {

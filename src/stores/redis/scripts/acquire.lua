@@ -39,7 +39,7 @@ end
 
 -- One key, one kind: 'shared' or 'limit:N' while slot holders exist. Shared holders and the
 -- exclusive lock make a read/write lock; a semaphore shares the key with nothing else.
-local in_use = redis.call('GET', kind_key)
+local in_use = kind_in_use(kind_key)
 local exclusive_held = redis.call('EXISTS', lock_key) == 1
 if kind == 'exclusive' or kind == 'shared' then
   if in_use and in_use ~= 'shared' then

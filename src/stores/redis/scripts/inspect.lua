@@ -27,7 +27,7 @@ for i = 1, #live - 1, 2 do
 end
 local kind = ''
 if #slots > 0 then
-  kind = redis.call('GET', kind_key) or ''
+  kind = kind_in_use(kind_key) or ''
 end
 -- Waiters whose registration has not lapsed, fair and unfair.
 local waiters = redis.call('ZCOUNT', waiters_key, now, '+inf')

@@ -97,6 +97,23 @@ local function read_counter(key)
   return tonumber(text)
 end
 
+-- The kind a key's slot holders share (its kind key), read checked: false when there is none,
+-- 'shared' or 'limit:N' as dlock wrote it, or 'foreign' for anything else (another tenant's
+-- value or type), which is never read whole.
+local function kind_in_use(kind_key)
+  local key_type = redis.call('TYPE', kind_key).ok
+  if key_type == 'none' then
+    return false
+  end
+  if key_type == 'string' and redis.call('STRLEN', kind_key) <= 32 then
+    local kind = redis.call('GET', kind_key)
+    if kind == 'shared' or string.match(kind, '^limit:%d+$') then
+      return kind
+    end
+  end
+  return 'foreign'
+end
+
 -- text if it is a plain decimal number dlock may have written (a ttl in ms), else nil.
 local function record_number(text)
   if type(text) == 'string' and #text <= 16 and string.match(text, '^%d+$') then
