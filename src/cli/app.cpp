@@ -1,6 +1,7 @@
 #include "cli/app.hpp"
 
-#include "cli/arguments.hpp"
+#include "cli/options.hpp"
+#include "cli/validation.hpp"
 #include "cli/version.hpp"
 #include "stores/open.hpp"
 #include "util/error.hpp"
@@ -13,8 +14,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-
 #include <iostream>
+#include <type_traits>
+#include <utility>
 
 namespace dlock {
 
@@ -33,45 +35,44 @@ void keep_secrets_out_of_reach(const stores::StoreConfig& store)
   }
 }
 
+// Resolves a subcommand's options, then opens the store and runs it: options are checked
+// before the store is chosen, so that a usage error wins.
+template <auto command, auto resolve>
+int resolve_and_run(const cli::Arguments& args, const cli::GlobalOptions& global)
+{
+  const auto options = [&] {
+    if constexpr (std::is_invocable_v<decltype(resolve), const cli::Arguments&>) {
+      return resolve(args);
+    } else {
+      return resolve(args, global); // run's: it keeps the password from the command
+    }
+  }();
+  std::unique_ptr<lock::Store> store = stores::open_store(global.store);
+  commands::Context context{*store, global.store.request_timeout};
+  return command(context, options);
+}
+
 // Runs the parsed subcommand; throws Error for every failure.
 int dispatch(const cli::Subcommands& sub, const cli::Arguments& args)
 {
-  if (sub.run->parsed() || sub.status->parsed() || sub.list->parsed() || sub.acquire->parsed()
-      || sub.renew->parsed() || sub.release->parsed() || sub.wait->parsed()
-      || sub.barrier->parsed() || sub.latch->parsed()) {
-    cli::GlobalOptions global = cli::resolve_global(args);
-    keep_secrets_out_of_reach(global.store);
-    // Options are checked before the store is chosen, so that a usage error wins.
-    auto with_store = [&](auto command, const auto& options) {
-      std::unique_ptr<lock::Store> store = stores::open_store(global.store);
-      commands::Context context{*store, global.store.request_timeout};
-      return command(context, options);
-    };
-    if (sub.run->parsed()) {
-      return with_store(commands::run, cli::resolve_run(args, global));
+  using Runner = int (*)(const cli::Arguments&, const cli::GlobalOptions&);
+  const std::pair<const CLI::App*, Runner> runners[] = {
+    {sub.run, resolve_and_run<commands::run, cli::resolve_run>},
+    {sub.status, resolve_and_run<commands::status, cli::resolve_status>},
+    {sub.list, resolve_and_run<commands::list, cli::resolve_list>},
+    {sub.acquire, resolve_and_run<commands::acquire, cli::resolve_acquire>},
+    {sub.renew, resolve_and_run<commands::renew, cli::resolve_renew>},
+    {sub.release, resolve_and_run<commands::release, cli::resolve_release>},
+    {sub.wait, resolve_and_run<commands::wait_until_free, cli::resolve_wait_free>},
+    {sub.barrier, resolve_and_run<commands::barrier, cli::resolve_barrier>},
+    {sub.latch, resolve_and_run<commands::latch, cli::resolve_latch>},
+  };
+  for (const auto& [subcommand, runner] : runners) {
+    if (subcommand->parsed()) {
+      cli::GlobalOptions global = cli::resolve_global(args);
+      keep_secrets_out_of_reach(global.store);
+      return runner(args, global);
     }
-    if (sub.status->parsed()) {
-      return with_store(commands::status, cli::resolve_status(args));
-    }
-    if (sub.list->parsed()) {
-      return with_store(commands::list, cli::resolve_list(args));
-    }
-    if (sub.acquire->parsed()) {
-      return with_store(commands::acquire, cli::resolve_acquire(args));
-    }
-    if (sub.renew->parsed()) {
-      return with_store(commands::renew, cli::resolve_renew(args));
-    }
-    if (sub.wait->parsed()) {
-      return with_store(commands::wait_until_free, cli::resolve_wait_free(args));
-    }
-    if (sub.barrier->parsed()) {
-      return with_store(commands::barrier, cli::resolve_barrier(args));
-    }
-    if (sub.latch->parsed()) {
-      return with_store(commands::latch, cli::resolve_latch(args));
-    }
-    return with_store(commands::release, cli::resolve_release(args));
   }
   throw Error(ExitCode::usage, "no subcommand given");
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "commands/context.hpp"
+#include "commands/lock_request.hpp"
 #include "lock/kind.hpp"
 #include "lock/lease.hpp"
 #include "lock/name.hpp"
@@ -25,15 +26,7 @@ struct KeepOptions {
 
 // `dlock acquire --key K... --ttl D [--wait D | --no-wait] [--fair | --shared | --limit N]
 // [--json]`
-struct AcquireOptions {
-  std::vector<lock::LockName> keys; // one or more, in canonical order
-  lock::LockKind kind{};
-  util::Millis ttl = lock::default_ttl;
-  std::optional<util::Millis> wait{};
-  bool no_wait = false;
-  bool fair = false;
-  int conflict_exit_code = static_cast<int>(ExitCode::conflict);
-  lock::ReplicaAck replicas{}; // --wait-replicas: the lock counts once they have it
+struct AcquireOptions : LockRequestOptions {
   bool json = false;
   std::optional<KeepOptions> keep{}; // --keep
 };

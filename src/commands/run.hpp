@@ -1,10 +1,7 @@
 #pragma once
 
 #include "commands/context.hpp"
-#include "lock/kind.hpp"
-#include "lock/lease.hpp"
-#include "lock/name.hpp"
-#include "util/error.hpp"
+#include "commands/lock_request.hpp"
 
 #include <optional>
 #include <string>
@@ -13,21 +10,13 @@
 
 namespace dlock::commands {
 
-// Options of `dlock run`, validated.
-struct RunOptions {
-  std::vector<lock::LockName> keys; // one or more, in canonical order
-  lock::LockKind kind{};            // exclusive, --shared, --limit N
-  util::Millis ttl = lock::default_ttl;
-  std::optional<util::Millis> wait{};   // nullopt: wait forever
-  bool no_wait = false;
-  bool fair = false;                  // first come, first served among waiters
-  int conflict_exit_code = static_cast<int>(ExitCode::conflict);
+// Options of `dlock run`, validated: how to take the lock, then what to run under it.
+struct RunOptions : LockRequestOptions {
   std::vector<std::string> command{};   // argv, or {"/bin/sh", "-c", STRING} for -c
   bool record_command = false;          // --record-command: the whole line, not its program
   bool on_lost_ignore = false;
   std::optional<util::Millis> kill_after{}; // nullopt: ttl/4
   std::optional<util::Millis> max_hold{};
-  lock::ReplicaAck replicas{}; // --wait-replicas: the lock and each renewal count once they have it
   // Set in and taken out of the command's environment besides DLOCK_*: keeps the store's
   // password from it (unless --export-password).
   std::vector<std::pair<std::string, std::string>> set_env{};

@@ -1,4 +1,4 @@
-#include "cli/arguments.hpp"
+#include "cli/secrets.hpp"
 #include "stores/redis/url.hpp"
 #include "util/url.hpp"
 #include "util/error.hpp"

@@ -1,0 +1,357 @@
+#include "cli/validation.hpp"
+
+#include "util/duration.hpp"
+#include "util/error.hpp"
+
+#include <signal.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <limits>
+#include <string_view>
+
+namespace dlock::cli {
+
+namespace {
+
+// The value of an option the subcommand needs. CLI11's required() is not used: it is checked
+// before unknown options are, and "--key is required" would hide a mistyped option.
+const std::string& required(const std::optional<std::string>& value, std::string_view name)
+{
+  if (!value) {
+    throw Error(ExitCode::usage, "{} is required", name);
+  }
+  return *value;
+}
+
+// A duration that must be more than nothing (timeouts, --max-hold, --expire): the one home of
+// "OPTION must be greater than zero".
+util::Millis positive_duration(const std::string& text, std::string_view option)
+{
+  util::Millis duration = util::parse_duration(text, option);
+  if (duration.count() <= 0) {
+    throw Error(ExitCode::usage, "{} must be greater than zero", option);
+  }
+  return duration;
+}
+
+// A duration option that may be left out (then nullopt), zero included.
+std::optional<util::Millis> optional_duration(const std::optional<std::string>& text,
+                                              std::string_view option)
+{
+  if (!text) {
+    return std::nullopt;
+  }
+  return util::parse_duration(*text, option);
+}
+
+// status's KEY: given, and a valid lock name.
+lock::LockName resolve_key(const Arguments& args, std::string_view name)
+{
+  return lock::LockName::parse(required(args.key, name));
+}
+
+// -k KEY, one or more: valid lock names, in canonical order.
+std::vector<lock::LockName> resolve_keys(const Arguments& args)
+{
+  if (args.keys.empty()) {
+    throw Error(ExitCode::usage, "--key is required");
+  }
+  std::vector<lock::LockName> keys;
+  for (const std::string& key : args.keys) {
+    keys.push_back(lock::LockName::parse(key));
+  }
+  return lock::canonical_order(std::move(keys));
+}
+
+// -k KEY, exactly once, for the subcommands that coordinate on one name.
+lock::LockName resolve_one_key(const Arguments& args, std::string_view subcommand)
+{
+  if (args.keys.size() > 1) {
+    throw Error(ExitCode::usage, "{} takes one --key (got {})", subcommand, args.keys.size());
+  }
+  return resolve_keys(args).front();
+}
+
+// acquire --keep --on-lost signal:NAME (TERM, SIGTERM, or a number).
+int parse_on_lost_signal(const std::string& text)
+{
+  constexpr std::string_view prefix = "signal:";
+  std::string_view name = text;
+  if (!name.starts_with(prefix)) {
+    throw Error(ExitCode::usage, "--on-lost takes signal:NAME, e.g. signal:TERM (got '{}')", text);
+  }
+  name.remove_prefix(prefix.size());
+  if (name.starts_with("SIG")) {
+    name.remove_prefix(3);
+  }
+  for (int sig = 1; sig < NSIG; ++sig) {
+    const char* abbrev = ::sigabbrev_np(sig);
+    if (abbrev != nullptr && name == abbrev) {
+      return sig;
+    }
+  }
+  int number = 0;
+  auto [end, error] = std::from_chars(name.data(), name.data() + name.size(), number);
+  if (error == std::errc() && end == name.data() + name.size() && number > 0 && number < NSIG) {
+    return number;
+  }
+  throw Error(ExitCode::usage, "--on-lost: unknown signal '{}'", text);
+}
+
+// --limit N and -s: the kind of lock, for run and acquire.
+lock::LockKind resolve_kind(const Arguments& args)
+{
+  if (args.shared && args.limit && *args.limit != 1) {
+    throw Error(ExitCode::usage, "--shared and --limit cannot be used together");
+  }
+  lock::LockKind kind = args.shared ? lock::LockKind::shared()
+                                    : lock::LockKind::semaphore(args.limit.value_or(1));
+  if (kind.has_slots() && args.fair) {
+    throw Error(ExitCode::usage, "--fair works with the exclusive lock only, not with {}",
+                args.shared ? "--shared" : "--limit");
+  }
+  return kind;
+}
+
+// --token T, else DLOCK_TOKEN, not empty; alternative names what else the subcommand accepts.
+// DLOCK_TOKEN is read here rather than by CLI11, for which it would count as a --token given
+// on the command line, clashing with release --force in a job that has it in its environment.
+std::string resolve_token(const Arguments& args, std::string_view subcommand,
+                          std::string_view alternative = "")
+{
+  const char* env = std::getenv("DLOCK_TOKEN");
+  std::string token = args.token ? *args.token : env != nullptr ? env : "";
+  if (token.empty()) {
+    throw Error(ExitCode::usage, "{} needs --token T (or DLOCK_TOKEN){}", subcommand, alternative);
+  }
+  return token;
+}
+
+// --ttl D: a lease shorter than a second could not be renewed in time.
+util::Millis parse_ttl(const std::string& text)
+{
+  util::Millis ttl = util::parse_duration(text, "--ttl");
+  if (ttl < std::chrono::seconds(1)) {
+    throw Error(ExitCode::usage, "--ttl must be at least 1s (got {})", text);
+  }
+  return ttl;
+}
+
+// --wait-replicas N and --wait-replicas-timeout D (default ttl/10), shared by run, acquire and
+// renew.
+lock::ReplicaAck resolve_replicas(const Arguments& args, util::Millis ttl)
+{
+  lock::ReplicaAck ack;
+  ack.replicas = args.wait_replicas;
+  if (args.wait_replicas_timeout) {
+    if (ack.replicas == 0) {
+      throw Error(ExitCode::usage, "--wait-replicas-timeout needs --wait-replicas N");
+    }
+    ack.timeout = positive_duration(*args.wait_replicas_timeout, "--wait-replicas-timeout");
+  } else if (ack.replicas > 0) {
+    ack.timeout = ttl / 10;
+  }
+  return ack;
+}
+
+// How to take the lock, shared by run and acquire (only acquire requires --ttl). The replicas
+// are resolved by each, since run checks its command first: which of two mistakes is reported
+// stays as it was.
+commands::LockRequestOptions resolve_lock_request(const Arguments& args, bool ttl_required)
+{
+  commands::LockRequestOptions request{.keys = resolve_keys(args), .kind = resolve_kind(args)};
+  if (args.ttl || ttl_required) {
+    request.ttl = parse_ttl(required(args.ttl, "--ttl"));
+  }
+  if (args.fair && args.no_wait) {
+    throw Error(ExitCode::usage, "--fair and --no-wait cannot be used together");
+  }
+  if (args.wait && args.no_wait) {
+    throw Error(ExitCode::usage, "--wait and --no-wait cannot be used together");
+  }
+  request.wait = optional_duration(args.wait, "--wait");
+  request.no_wait = args.no_wait;
+  request.fair = args.fair;
+  request.conflict_exit_code = args.conflict_exit_code;
+  return request;
+}
+
+} // namespace
+
+GlobalOptions resolve_global(const Arguments& args)
+{
+  GlobalOptions global;
+  stores::StoreConfig& store = global.store;
+  store.urls = args.urls.empty() ? environment_urls() : args.urls;
+  StorePasswords passwords = read_store_passwords(args.password_file, args.sentinel_password_file);
+  store.password = std::move(passwords.password);
+  store.sentinel_password = std::move(passwords.sentinel_password);
+  global.hide_password = std::move(passwords.hide);
+  store.request_timeout = positive_duration(args.connect_timeout, "--connect-timeout");
+  store.tls = stores::TlsFiles{args.tls_ca, args.tls_cert, args.tls_key, args.tls_server_name};
+  store.prefix = args.prefix;
+  return global;
+}
+
+commands::RunOptions resolve_run(const Arguments& args, const GlobalOptions& global)
+{
+  commands::RunOptions run{resolve_lock_request(args, /*ttl_required=*/false)};
+  if (args.shell_command) {
+    if (!args.command.empty()) {
+      throw Error(ExitCode::usage, "give either -c STRING or a command after --, not both");
+    }
+    if (args.shell_command->empty()) {
+      throw Error(ExitCode::usage, "-c needs a shell command (got an empty string)");
+    }
+    run.command = {"/bin/sh", "-c", *args.shell_command};
+  } else {
+    run.command = args.command;
+  }
+  if (run.command.empty()) {
+    throw Error(ExitCode::usage, "no command given: use 'dlock run --key KEY -- COMMAND [ARG...]' "
+                                 "or -c 'SHELL COMMAND'");
+  }
+  run.record_command = args.record_command;
+  run.on_lost_ignore = args.on_lost == "ignore";
+  run.kill_after = optional_duration(args.kill_after, "--kill-after");
+  if (!args.export_password) {
+    run.set_env = global.hide_password.set;
+    run.unset_env = global.hide_password.unset;
+  }
+  if (args.max_hold) {
+    run.max_hold = positive_duration(*args.max_hold, "--max-hold");
+  }
+  if (args.metrics_dir) {
+    if (args.metrics_dir->empty()) {
+      throw Error(ExitCode::usage, "--metrics-dir names no directory");
+    }
+    run.metrics_dir = *args.metrics_dir;
+  }
+  run.replicas = resolve_replicas(args, run.ttl);
+  return run;
+}
+
+commands::StatusOptions resolve_status(const Arguments& args)
+{
+  return commands::StatusOptions{resolve_key(args, "the lock KEY"), args.json};
+}
+
+commands::ListOptions resolve_list(const Arguments& args)
+{
+  return commands::ListOptions{args.pattern, args.json};
+}
+
+commands::AcquireOptions resolve_acquire(const Arguments& args)
+{
+  commands::AcquireOptions acquire{resolve_lock_request(args, /*ttl_required=*/true)};
+  acquire.replicas = resolve_replicas(args, acquire.ttl);
+  acquire.json = args.json;
+  if (!args.keep) {
+    for (auto [given, name] : {std::pair{args.while_pid.has_value(), "--while-pid"},
+                               std::pair{args.max_hold.has_value(), "--max-hold"},
+                               std::pair{args.keep_on_lost.has_value(), "--on-lost"}}) {
+      if (given) {
+        throw Error(ExitCode::usage, "{} needs --keep", name);
+      }
+    }
+    return acquire;
+  }
+  commands::KeepOptions& keep = acquire.keep.emplace();
+  keep.kind = acquire.kind;
+  if (args.while_pid) {
+    if (*args.while_pid <= 0 || *args.while_pid > std::numeric_limits<pid_t>::max()) {
+      throw Error(ExitCode::usage, "--while-pid must be a process id (got {})", *args.while_pid);
+    }
+    keep.while_pid = static_cast<pid_t>(*args.while_pid);
+  }
+  if (args.max_hold) {
+    keep.max_hold = positive_duration(*args.max_hold, "--max-hold");
+  }
+  if (args.keep_on_lost) {
+    keep.on_lost_signal = parse_on_lost_signal(*args.keep_on_lost);
+  }
+  return acquire;
+}
+
+commands::RenewOptions resolve_renew(const Arguments& args)
+{
+  commands::RenewOptions renew{.keys = resolve_keys(args)};
+  renew.token = resolve_token(args, "renew");
+  if (args.ttl) {
+    renew.ttl = parse_ttl(*args.ttl);
+  }
+  // Without --ttl the lease length is the holder's, which only the store knows: then a
+  // tenth of the default lease.
+  renew.replicas = resolve_replicas(args, renew.ttl.value_or(lock::default_ttl));
+  return renew;
+}
+
+commands::ReleaseOptions resolve_release(const Arguments& args)
+{
+  commands::ReleaseOptions release{.keys = resolve_keys(args)};
+  release.force = args.force;
+  if (args.force && args.token) {
+    throw Error(ExitCode::usage, "--token and --force cannot be used together");
+  }
+  if (!args.force) {
+    release.token = resolve_token(args, "release", ", or --force");
+  }
+  return release;
+}
+
+commands::WaitFreeOptions resolve_wait_free(const Arguments& args)
+{
+  commands::WaitFreeOptions wait{.key = resolve_one_key(args, "wait")};
+  wait.wait = optional_duration(args.wait, "--wait");
+  wait.conflict_exit_code = args.conflict_exit_code;
+  return wait;
+}
+
+commands::BarrierOptions resolve_barrier(const Arguments& args)
+{
+  commands::BarrierOptions barrier{.key = resolve_one_key(args, "barrier")};
+  if (!args.parties) {
+    throw Error(ExitCode::usage, "--parties is required");
+  }
+  barrier.parties = *args.parties;
+  barrier.wait = optional_duration(args.wait, "--wait");
+  barrier.conflict_exit_code = args.conflict_exit_code;
+  return barrier;
+}
+
+commands::LatchOptions resolve_latch(const Arguments& args)
+{
+  using Action = commands::LatchOptions::Action;
+  commands::LatchOptions latch{.key = resolve_one_key(args, "latch")};
+  int actions = (args.latch_count ? 1 : 0) + (args.latch_down ? 1 : 0) + (args.wait ? 1 : 0);
+  if (actions != 1) {
+    throw Error(ExitCode::usage, "latch needs exactly one of --count N, --down, --wait [D]");
+  }
+  if (args.latch_count) {
+    latch.action = Action::count;
+    latch.count = *args.latch_count;
+  } else if (args.latch_down) {
+    latch.action = Action::down;
+  } else {
+    latch.action = Action::wait;
+    // --wait alone: forever; --wait D: give up after D.
+    if (!args.wait->empty()) {
+      latch.wait = util::parse_duration(*args.wait, "--wait");
+    }
+  }
+  if (args.expire) {
+    if (latch.action != Action::count) {
+      throw Error(ExitCode::usage, "--expire needs --count");
+    }
+    latch.expire = positive_duration(*args.expire, "--expire");
+  }
+  if (args.json && latch.action == Action::wait) {
+    throw Error(ExitCode::usage, "--json goes with --count or --down (--wait prints nothing)");
+  }
+  latch.conflict_exit_code = args.conflict_exit_code;
+  latch.json = args.json;
+  return latch;
+}
+
+} // namespace dlock::cli
