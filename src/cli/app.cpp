@@ -1,39 +1,25 @@
 #include "cli/app.hpp"
 
 #include "cli/options.hpp"
+#include "cli/secrets.hpp"
 #include "cli/validation.hpp"
 #include "cli/version.hpp"
 #include "stores/open.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 #include "util/syslog.hpp"
-#include "util/url.hpp"
 
 #include <signal.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <iostream>
+#include <memory>
 #include <type_traits>
 #include <utility>
 
 namespace dlock {
 
 namespace {
-
-// A store password in memory (a password file, DLOCK_PASSWORD, a URL's): no core file may hold
-// it, and no process of the same user (the command, once it dropped privileges to the same
-// uid, say) may read dlock's memory or environment through ptrace or /proc/PID/mem, environ.
-void keep_secrets_out_of_reach(const stores::StoreConfig& store)
-{
-  bool secret = store.password || store.sentinel_password
-                || std::any_of(store.urls.begin(), store.urls.end(),
-                               [](const std::string& url) { return util::url_has_password(url); });
-  if (secret) {
-    ::prctl(PR_SET_DUMPABLE, 0); // the command gets its own again at exec
-  }
-}
 
 // Resolves a subcommand's options, then opens the store and runs it: options are checked
 // before the store is chosen, so that a usage error wins.
@@ -70,7 +56,7 @@ int dispatch(const cli::Subcommands& sub, const cli::Arguments& args)
   for (const auto& [subcommand, runner] : runners) {
     if (subcommand->parsed()) {
       cli::GlobalOptions global = cli::resolve_global(args);
-      keep_secrets_out_of_reach(global.store);
+      cli::keep_secrets_out_of_reach(global.store);
       return runner(args, global);
     }
   }

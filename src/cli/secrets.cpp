@@ -3,6 +3,8 @@
 #include "util/error.hpp"
 #include "util/url.hpp"
 
+#include <sys/prctl.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -121,6 +123,19 @@ std::vector<std::string> environment_urls()
     std::size_t end = std::min(rest.find_first_of(blanks), rest.size());
     urls.emplace_back(rest.substr(0, end));
     rest.remove_prefix(end);
+  }
+}
+
+// A store password in memory (a password file, DLOCK_PASSWORD, a URL's): no core file may hold
+// it, and no process of the same user (the command, once it dropped privileges to the same
+// uid, say) may read dlock's memory or environment through ptrace or /proc/PID/mem, environ.
+void keep_secrets_out_of_reach(const stores::StoreConfig& store)
+{
+  bool secret = store.password || store.sentinel_password
+                || std::any_of(store.urls.begin(), store.urls.end(),
+                               [](const std::string& url) { return util::url_has_password(url); });
+  if (secret) {
+    ::prctl(PR_SET_DUMPABLE, 0); // the command gets its own again at exec
   }
 }
 

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "stores/config.hpp"
+
 #include <optional>
 #include <string>
 #include <utility>
@@ -32,6 +34,10 @@ StorePasswords read_store_passwords(const std::string& password_file,
 
 // DLOCK_URL: several URLs separated by blanks (a comma belongs to a Sentinel URL's host list).
 std::vector<std::string> environment_urls();
+
+// A store password in memory (a password file, DLOCK_PASSWORD, a URL's): makes dlock's memory
+// unreadable to core files and to processes of the same user (ptrace, /proc/PID/mem, environ).
+void keep_secrets_out_of_reach(const stores::StoreConfig& store);
 
 // The values given to -u/--url on the command line (never the command's own arguments).
 std::vector<char*> url_arguments(int argc, char** argv);

@@ -16,7 +16,8 @@ namespace {
 
 // The value of an option the subcommand needs. CLI11's required() is not used: it is checked
 // before unknown options are, and "--key is required" would hide a mistyped option.
-const std::string& required(const std::optional<std::string>& value, std::string_view name)
+template <typename Value>
+const Value& required(const std::optional<Value>& value, std::string_view name)
 {
   if (!value) {
     throw Error(ExitCode::usage, "{} is required", name);
@@ -128,7 +129,7 @@ std::string resolve_token(const Arguments& args, std::string_view subcommand,
   return token;
 }
 
-// --ttl D: a lease shorter than a second could not be renewed in time.
+// --ttl D, at least 1s: the same floor for run, acquire and renew.
 util::Millis parse_ttl(const std::string& text)
 {
   util::Millis ttl = util::parse_duration(text, "--ttl");
@@ -311,10 +312,7 @@ commands::WaitFreeOptions resolve_wait_free(const Arguments& args)
 commands::BarrierOptions resolve_barrier(const Arguments& args)
 {
   commands::BarrierOptions barrier{.key = resolve_one_key(args, "barrier")};
-  if (!args.parties) {
-    throw Error(ExitCode::usage, "--parties is required");
-  }
-  barrier.parties = *args.parties;
+  barrier.parties = required(args.parties, "--parties");
   barrier.wait = optional_duration(args.wait, "--wait");
   barrier.conflict_exit_code = args.conflict_exit_code;
   return barrier;
