@@ -9,7 +9,6 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include <charconv>
 
 namespace dlock::mysql {
 
@@ -43,19 +42,10 @@ ExitCode error_code(unsigned errnum)
 
 std::int64_t Rows::number(int row, int column) const
 {
-  if (null(row, column)) {
-    return 0;
-  }
-  std::string value = text(row, column);
-  std::int64_t n = 0;
-  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-  if (ec != std::errc() || end != value.data() + value.size()) {
-    throw Error(ExitCode::internal, "MySQL answered '{}' where dlock expected a number", value);
-  }
-  return n;
+  return null(row, column) ? 0 : sql::parse_number(text(row, column), "MySQL");
 }
 
-Session::Session(const ConnectParams& params) : m_owner(::getpid()), m_shown(params.shown)
+Session::Session(const ConnectParams& params) : sql::Session(params.shown)
 {
   const LibMariaDb& lib = mariadb();
   m_conn = lib.mysql_init(nullptr);
@@ -381,12 +371,7 @@ void Session::answer(Answer& a)
 
 void Session::fail(const Error& error)
 {
-  if (!m_broken) {
-    m_broken = error;
-    if (m_on_end) {
-      m_on_end(error); // busy() still says whether a query in flight will hear of it
-    }
-  }
+  ended(error); // busy() still says whether a query in flight will hear of it
   m_step = Step::broken;
   m_wait = 0;
   std::deque<Query> owed;

@@ -7,7 +7,6 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <future>
 #include <thread>
 
@@ -50,16 +49,7 @@ constexpr std::chrono::milliseconds cancel_limit{500};
 
 std::int64_t Rows::number(int row, int column) const
 {
-  if (null(row, column)) {
-    return 0;
-  }
-  std::string value = text(row, column);
-  std::int64_t n = 0;
-  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-  if (ec != std::errc() || end != value.data() + value.size()) {
-    throw Error(ExitCode::internal, "PostgreSQL answered '{}' where dlock expected a number", value);
-  }
-  return n;
+  return null(row, column) ? 0 : sql::parse_number(text(row, column), "PostgreSQL");
 }
 
 Error connect_error(const std::string& shown, const std::string& message)
@@ -75,7 +65,7 @@ Error connect_error(const std::string& shown, const std::string& message)
   return Error(code, "PostgreSQL at {}: {}", shown, message);
 }
 
-Session::Session(const ConnectParams& params) : m_owner(::getpid()), m_shown(params.shown)
+Session::Session(const ConnectParams& params) : sql::Session(params.shown)
 {
   std::vector<const char*> keywords;
   std::vector<const char*> values;
@@ -111,8 +101,6 @@ Session::~Session()
     ::close(fd); // PQfinish would end the session, and free the parent's locks
   }
 }
-
-bool Session::owned() const noexcept { return ::getpid() == m_owner; }
 
 void Session::query(std::string sql, std::vector<std::string> params, Callback done, bool first)
 {
@@ -299,12 +287,7 @@ void Session::read_answers()
 
 void Session::fail(const Error& error)
 {
-  if (!m_broken) {
-    m_broken = error;
-    if (m_on_end) {
-      m_on_end(error);
-    }
-  }
+  ended(error);
   m_connecting = false;
   m_flushing = false;
   std::deque<Query> owed;
