@@ -45,11 +45,17 @@ struct Answer {
   unsigned errnum = 0; // e.g. 1146 (no such table); 0 without an error
 };
 
+// One query of a session (one statement).
+struct Query {
+  std::string sql;
+  std::function<void(Answer&)> done;
+};
+
 // One connection, that is one MySQL session (which owns the user-level locks it takes),
 // driven without blocking through the library's *_start / *_cont calls: queries wait in a
 // queue and go one at a time; each answer goes to its callback, which may put the query's
 // next step at the front of the queue.
-class Session final : public sql::Session {
+class Session final : public sql::QueuedSession<Query, Answer> {
 public:
   using Callback = std::function<void(Answer&)>;
 
@@ -65,7 +71,6 @@ public:
   // Has loop watch the socket for this round (an idle session too: to see it end); first
   // goes on with a step whose library time-out has passed.
   void watch(util::EventLoop& loop) override;
-  void forget_queries() noexcept override;
   bool busy() const noexcept override { return m_step != Step::idle || !m_queue.empty(); }
   bool connecting() const noexcept override { return m_step == Step::connecting; }
   // Whether it runs over TCP (not a unix socket): the server's keepalives then apply.
@@ -73,11 +78,6 @@ public:
 
 private:
   enum class Step { connecting, idle, querying, storing, broken };
-  struct Query {
-    std::string sql;
-    Callback done;
-  };
-
   void on_io(short revents);
   // Goes on with the step in flight once what it waited for (MYSQL_WAIT_*) is there.
   void resume(int ready);
@@ -89,14 +89,12 @@ private:
   void stored(::st_mysql_res* result);
   void answer(Answer& a);
   Error query_error() const;
-  void fail(const Error& error);
+  void fail(const Error& error) override;
 
   st_mysql* m_conn = nullptr;
   Step m_step = Step::connecting;
   int m_wait = 0;                    // MYSQL_WAIT_* the step in flight waits for
   util::TimePoint m_timeout_at{};    // with MYSQL_WAIT_TIMEOUT: when it times out
-  std::optional<Query> m_current;
-  std::deque<Query> m_queue;
 };
 
 // The exit code of a server or client error number: 77 for access denied, 78 for an unknown

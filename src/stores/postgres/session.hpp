@@ -49,6 +49,14 @@ struct ConnectParams {
   std::string shown; // the URL without its password, for messages
 };
 
+// One query of a session: $1, $2… are params; blocks: it may wait in the server.
+struct Query {
+  std::string sql;
+  std::vector<std::string> params;
+  std::function<void(Answer&)> done;
+  bool blocks = false;
+};
+
 // One libpq connection, that is one PostgreSQL session (which owns the advisory locks it
 // takes), driven without blocking: queries wait in a queue and go one at a time; each answer
 // goes to its callback, which may put the query's next step at the front of the queue.
@@ -56,7 +64,7 @@ struct ConnectParams {
 // for fence_table.hpp) and pins its own to pg_catalog, pg_temp: no function, operator or
 // table another role put in a schema of the path (a writable public) is used for PostgreSQL's
 // own; a session that cannot pin it ends.
-class Session final : public sql::Session {
+class Session final : public sql::QueuedSession<Query, Answer> {
 public:
   using Callback = std::function<void(Answer&)>;
 
@@ -71,7 +79,6 @@ public:
   // Queues a query that blocks in the server (pg_advisory_lock), which cancel() interrupts.
   void query_blocking(std::string sql, Callback done);
   void watch(util::EventLoop& loop) override;
-  void forget_queries() noexcept override;
   // Asks the server to cancel a blocking query in flight, so that a waiter that gives up does
   // not stay in the lock's queue (where it holds back shared holders). Best effort, and
   // bounded: the cancel request needs a connection of its own, which a partition would hang.
@@ -80,18 +87,11 @@ public:
   bool connecting() const noexcept override { return m_connecting; }
 
 private:
-  struct Query {
-    std::string sql;
-    std::vector<std::string> params;
-    Callback done;
-    bool blocks = false;
-  };
-
   void on_io(short revents);
   void advance_connect();
   void send_next();
   void read_answers();
-  void fail(const Error& error);
+  void fail(const Error& error) override;
   // libpq's message on one line, without the URL's secrets or the password (which libpq may
   // quote, as it does a malformed escape).
   std::string message(const char* text) const;
@@ -103,8 +103,6 @@ private:
   PostgresPollingStatusType m_poll = PGRES_POLLING_WRITING;
   bool m_in_flight = false;
   bool m_flushing = false;
-  std::optional<Query> m_current;
-  std::deque<Query> m_queue;
   Answer m_answer; // of the query in flight, while its results come in
 };
 

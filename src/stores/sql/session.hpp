@@ -1,5 +1,6 @@
 #pragma once
 
+#include "util/clock.hpp"
 #include "util/error.hpp"
 #include "util/event_loop.hpp"
 
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -56,6 +58,82 @@ protected:
 
 private:
   std::function<void(const Error&)> m_on_end;
+};
+
+// A session whose queries wait in a queue and go one at a time; each answer goes to its
+// callback, which may put the query's next step at the front of the queue. Query: the
+// database's query, with a callback `done` that takes its Answer&.
+template <class Query, class Answer>
+class QueuedSession : public Session {
+public:
+  void forget_queries() noexcept override
+  {
+    m_queue.clear();
+    if (m_current) {
+      m_current->done = nullptr;
+    }
+  }
+
+protected:
+  using Session::Session;
+
+  // Ends the session with error: every query owed an answer is answered with it.
+  virtual void fail(const Error& error) = 0;
+
+  // Queues q; first: before whatever is queued (an op's next step).
+  void add(Query q, bool first)
+  {
+    if (first) {
+      m_queue.push_front(std::move(q));
+    } else {
+      m_queue.push_back(std::move(q));
+    }
+  }
+  // Hands answer to the callback of the query in flight, which is done.
+  void finish(Answer& answer)
+  {
+    std::optional<Query> done = std::move(m_current);
+    m_current.reset();
+    if (done && done->done) {
+      done->done(answer);
+    }
+  }
+  // Answers the query in flight (in_flight: it is owed an answer) and every queued one with
+  // a copy of failed. Callbacks may queue follow-ups, which fail in turn.
+  void fail_queries(const Answer& failed, bool in_flight)
+  {
+    std::deque<Query> owed;
+    if (in_flight && m_current) {
+      owed.push_back(std::move(*m_current));
+    }
+    m_current.reset();
+    while (!owed.empty() || !m_queue.empty()) {
+      if (owed.empty()) {
+        owed.swap(m_queue);
+      }
+      Query q = std::move(owed.front());
+      owed.pop_front();
+      Answer answer = failed;
+      if (q.done) {
+        q.done(answer);
+      }
+    }
+  }
+  // For watch: whether the session ended; if so, the queries queued since are answered.
+  bool watch_ended(util::EventLoop& loop)
+  {
+    if (!m_broken) {
+      return false;
+    }
+    if (!m_queue.empty()) {
+      fail(*m_broken); // answers queries queued after the end
+      loop.wake_at(util::monotonic_now());
+    }
+    return true;
+  }
+
+  std::optional<Query> m_current; // in flight
+  std::deque<Query> m_queue;
 };
 
 // A column's text as an integer; Error(internal) naming server ("PostgreSQL", "MySQL")
