@@ -137,11 +137,14 @@ std::unique_ptr<sql::Session> MysqlStore::open_session(const Named&)
   return std::make_unique<Session>(m_params);
 }
 
-std::unique_ptr<sql::Session> MysqlStore::open_control() { return std::make_unique<Session>(m_params); }
-
-Session& MysqlStore::session(const std::string& name)
+std::unique_ptr<sql::Session> MysqlStore::open_control()
 {
-  return static_cast<Session&>(*m_named.at(name).session); // opened by open_session
+  return std::make_unique<Session>(m_params);
+}
+
+std::string MysqlStore::lock_bytes(const std::string& name)
+{
+  return sql_bytes(server_lock_name(m_named.at(name).prefixed));
 }
 
 void MysqlStore::read_limit(const std::string& name, const lock::AcquireRequest& request)
@@ -166,17 +169,7 @@ void MysqlStore::read_limit(const std::string& name, const lock::AcquireRequest&
           SessionSettings settings;
           settings.over_tcp = session(name).over_tcp();
           for (int i = 0; i < a.rows.count(); ++i) {
-            std::string variable = a.rows.text(i, 0);
-            std::int64_t value = a.rows.number(i, 1);
-            if (variable == "wait_timeout") {
-              settings.wait_timeout = Millis(value * 1000);
-            } else if (variable == "tcp_keepalive_time") {
-              settings.keepalive_time_s = value;
-            } else if (variable == "tcp_keepalive_interval") {
-              settings.keepalive_interval_s = value;
-            } else if (variable == "tcp_keepalive_probes") {
-              settings.keepalive_probes = value;
-            }
+            settings.take(a.rows.text(i, 0), a.rows.number(i, 1));
           }
           limit_found(name, request, session_limit(settings));
         },
@@ -188,7 +181,7 @@ void MysqlStore::read_limit(const std::string& name, const lock::AcquireRequest&
 void MysqlStore::try_lock(const std::string& name, const lock::AcquireRequest& request)
 {
   session(name).query(
-    "SELECT GET_LOCK(" + sql_bytes(server_lock_name(m_named.at(name).prefixed)) + ", 0)",
+    "SELECT GET_LOCK(" + lock_bytes(name) + ", 0)",
     [this, name, request](Answer& a) {
       if (a.error) {
         answer(Op::acquire, *a.error);
@@ -308,8 +301,7 @@ void MysqlStore::wait_in_server(const std::string& name, Millis block)
   // seconds on MySQL, which rounds it.
   double seconds = double(std::max<std::int64_t>(1, block.count())) / 1000.0;
   session(name).query(
-    fmt::format("SELECT GET_LOCK({}, {:.3f})", sql_bytes(server_lock_name(m_named.at(name).prefixed)),
-                seconds),
+    fmt::format("SELECT GET_LOCK({}, {:.3f})", lock_bytes(name), seconds),
     [this, name](Answer& a) {
       if (!a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1) {
         granted(name);
@@ -329,10 +321,10 @@ void MysqlStore::wait_in_server(const std::string& name, Millis block)
 
 void MysqlStore::confirm_held(const std::string& name)
 {
-  session(name).query("SELECT IS_USED_LOCK(" + sql_bytes(server_lock_name(m_named.at(name).prefixed)) +
-                        ") <=> CONNECTION_ID()",
+  session(name).query("SELECT IS_USED_LOCK(" + lock_bytes(name) + ") <=> CONNECTION_ID()",
                       [this, name](Answer& a) {
-                        held_confirmed(name, a.error, a.rows.count() == 1 && a.rows.number(0, 0) == 1);
+                        held_confirmed(name, a.error,
+                                       a.rows.count() == 1 && a.rows.number(0, 0) == 1);
                       });
 }
 
@@ -340,12 +332,11 @@ void MysqlStore::confirm_other(const lock::LockName& name, const std::string& to
 {
   // The holding session also holds the token's lock (names.hpp).
   std::string lock = sql_bytes(server_lock_name(m_prefix + name.str()));
-  control_session().query("SELECT IS_USED_LOCK(" + lock + ") IS NOT NULL AND IS_USED_LOCK(" +
-                            lock + ") = IS_USED_LOCK(" + sql_bytes(token_lock_name(token)) + ")",
-                          [this](Answer& a) {
-                            other_confirmed(a.error,
-                                            a.rows.count() == 1 && a.rows.number(0, 0) == 1);
-                          });
+  control().query("SELECT IS_USED_LOCK(" + lock + ") IS NOT NULL AND IS_USED_LOCK(" + lock +
+                    ") = IS_USED_LOCK(" + sql_bytes(token_lock_name(token)) + ")",
+                  [this](Answer& a) {
+                    other_confirmed(a.error, a.rows.count() == 1 && a.rows.number(0, 0) == 1);
+                  });
 }
 
 void MysqlStore::unlock(const std::string& name)
@@ -356,13 +347,15 @@ void MysqlStore::unlock(const std::string& name)
     // while the lock is still this session's. Best effort: a failure does not keep the lock.
     session(name).query(forget_command_sql(server_name, "CONNECTION_ID()"), nullptr);
   }
-  session(name).query("SELECT RELEASE_LOCK(" + sql_bytes(server_name) + ")", [this, name](Answer& a) {
-    Named& released_one = m_named.at(name);
-    // Ending the session lets go of the token's lock too, and of any count GET_LOCK kept.
-    released_one.closing = true;
-    released(a.error, released_one.session->broken(),
-             a.rows.count() == 1 && a.rows.number(0, 0) == 1);
-  });
+  session(name).query("SELECT RELEASE_LOCK(" + sql_bytes(server_name) + ")",
+                      [this, name](Answer& a) {
+                        Named& n = m_named.at(name);
+                        // Ending the session lets go of the token's lock too, and of any
+                        // count GET_LOCK kept.
+                        n.closing = true;
+                        released(a.error, n.session->broken(),
+                                 a.rows.count() == 1 && a.rows.number(0, 0) == 1);
+                      });
 }
 
 void MysqlStore::end_holder(const lock::LockName& name, const std::string& token)
@@ -371,7 +364,7 @@ void MysqlStore::end_holder(const lock::LockName& name, const std::string& token
   std::string sql = "SELECT IS_USED_LOCK(" + sql_bytes(lock) + "), " +
                     (token.empty() ? std::string("IS_USED_LOCK(") + sql_bytes(lock) + ")"
                                    : "IS_USED_LOCK(" + sql_bytes(token_lock_name(token)) + ")");
-  control_session().query(sql, [this, lock](Answer& a) {
+  control().query(sql, [this, lock](Answer& a) {
     if (a.error) {
       answer(Op::release, *a.error);
       return;
@@ -386,7 +379,7 @@ void MysqlStore::end_holder(const lock::LockName& name, const std::string& token
 
 void MysqlStore::kill_holder(const std::string& server_name, std::int64_t connection)
 {
-  control_session().query(fmt::format("KILL CONNECTION {}", connection),
+  control().query(fmt::format("KILL CONNECTION {}", connection),
                   [this, server_name, connection](Answer& a) {
                     if (a.error && a.errnum == ER_NO_SUCH_THREAD) {
                       // it ended meanwhile
@@ -410,7 +403,7 @@ void MysqlStore::confirm_freed(const std::string& server_name, std::int64_t conn
 {
   // KILL only marks the session: the lock is free once its thread has noticed (at once when
   // idle, within moments when busy).
-  control_session().query(fmt::format("SELECT IS_USED_LOCK({}) <=> {}", sql_bytes(server_name), connection),
+  control().query(fmt::format("SELECT IS_USED_LOCK({}) <=> {}", sql_bytes(server_name), connection),
                   [this, server_name, connection, tries](Answer& a) {
                     bool still = !a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1;
                     if (!still || tries <= 0) {
@@ -424,11 +417,11 @@ void MysqlStore::confirm_freed(const std::string& server_name, std::int64_t conn
                         return;
                       }
                       // the evicted holder's command line, which it had no chance to clear
-                      control_session().query(forget_command_sql(server_name, std::to_string(connection)),
+                      control().query(forget_command_sql(server_name, std::to_string(connection)),
                                       freed);
                       return;
                     }
-                    control_session().query(freed_pause, [this, server_name, connection, tries](Answer&) {
+                    control().query(freed_pause, [this, server_name, connection, tries](Answer&) {
                       confirm_freed(server_name, connection, tries - 1);
                     });
                   });
@@ -448,7 +441,7 @@ void MysqlStore::limit_blocking(Millis) noexcept
 Answer MysqlStore::ask(const std::string& sql, util::TimePoint deadline)
 {
   std::optional<Answer> got;
-  control_session().query(sql, [&got](Answer& a) { got = std::move(a); });
+  control().query(sql, [&got](Answer& a) { got = std::move(a); });
   block_until([&got] { return got.has_value(); }, deadline);
   return std::move(*got);
 }

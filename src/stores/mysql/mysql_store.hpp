@@ -50,9 +50,12 @@ private:
   void unlock(const std::string& name) override;
   void end_holder(const lock::LockName& name, const std::string& token) override;
 
-  // The name's session, as this store opened it.
-  Session& session(const std::string& name);
-  Session& control_session() { return static_cast<Session&>(control()); }
+  // The name's session.
+  Session& session(const std::string& name) { return session_as<Session>(name); }
+  // The session for status, list, --force and tokens held by another process.
+  Session& control() { return control_as<Session>(); }
+  // GET_LOCK's name for the lock name, as an SQL literal.
+  std::string lock_bytes(const std::string& name);
   // with_fence: read the holder's dlock_fence row too (else the server's view alone).
   void report_holder(const std::string& name, const lock::AcquireRequest& request, bool with_fence);
   // The steps of release --force: end the holding connection, then see the lock freed.

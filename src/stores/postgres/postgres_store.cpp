@@ -182,11 +182,6 @@ std::unique_ptr<sql::Session> PostgresStore::open_control()
   return std::make_unique<Session>(params);
 }
 
-Session& PostgresStore::session(const std::string& name)
-{
-  return static_cast<Session&>(*m_named.at(name).session); // opened by open_session
-}
-
 void PostgresStore::read_limit(const std::string& name, const lock::AcquireRequest& request)
 {
   session(name).query(
@@ -200,20 +195,8 @@ void PostgresStore::read_limit(const std::string& name, const lock::AcquireReque
       }
       SessionSettings settings;
       for (int i = 0; i < a.rows.count(); ++i) {
-        std::string setting = a.rows.text(i, 0);
-        std::int64_t value = a.rows.number(i, 1);
         settings.over_tcp = a.rows.truth(i, 2);
-        if (setting == "idle_session_timeout") {
-          settings.idle_session_timeout = Millis(value);
-        } else if (setting == "tcp_user_timeout") {
-          settings.tcp_user_timeout = Millis(value);
-        } else if (setting == "tcp_keepalives_idle") {
-          settings.keepalives_idle_s = value;
-        } else if (setting == "tcp_keepalives_interval") {
-          settings.keepalives_interval_s = value;
-        } else if (setting == "tcp_keepalives_count") {
-          settings.keepalives_count = value;
-        }
+        settings.take(a.rows.text(i, 0), a.rows.number(i, 1));
       }
       limit_found(name, request, session_limit(settings));
     },
@@ -256,7 +239,7 @@ void PostgresStore::try_lock(const std::string& name, const lock::AcquireRequest
   bool shared = request.kind.mode == lock::LockKind::Mode::shared;
   session(name).query(
     fmt::format("SELECT pg_try_advisory_lock{}($1)", shared ? "_shared" : ""),
-    {std::to_string(AdvisoryKey::of(m_named.at(name).prefixed).key)},
+    {std::to_string(key_of(name).key)},
     [this, name, request](Answer& a) {
       if (a.error) {
         answer(Op::acquire, *a.error);
@@ -347,7 +330,7 @@ void PostgresStore::give_back(const std::string& name, const Error& error)
 
 void PostgresStore::report_holder(const std::string& name, const lock::AcquireRequest& request)
 {
-  session(name).query(holders_sql(key_rows), key_params(AdvisoryKey::of(m_named.at(name).prefixed)),
+  session(name).query(holders_sql(key_rows), key_params(key_of(name)),
                       [this, request](Answer& a) {
                         if (a.error) {
                           answer(Op::acquire, *a.error);
@@ -375,8 +358,8 @@ void PostgresStore::wait_in_server(const std::string& name, Millis block)
       if (!a.error) {
         granted(name);
         woken();
-      } else if (a.sqlstate != "55P03" && a.sqlstate != "57014") { // not a lock or statement timeout
-        woken(a.error);
+      } else if (a.sqlstate != "55P03" && a.sqlstate != "57014") {
+        woken(a.error); // not a lock or statement timeout
       } else {
         woken();
       }
@@ -389,7 +372,7 @@ void PostgresStore::confirm_held(const std::string& name)
   session(name).query(
     std::string("SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = pg_backend_pid() AND ") +
       key_rows + " AND l.granted)",
-    key_params(AdvisoryKey::of(m_named.at(name).prefixed)), [this, name](Answer& a) {
+    key_params(key_of(name)), [this, name](Answer& a) {
       held_confirmed(name, a.error, a.rows.count() == 1 && a.rows.truth(0, 0));
     });
 }
@@ -400,13 +383,12 @@ void PostgresStore::confirm_other(const lock::LockName& name, const std::string&
   AdvisoryKey key = AdvisoryKey::of(m_prefix + name.str());
   std::vector<std::string> params = key_params(key);
   params.push_back("dlock " + token_fingerprint(token) + " %");
-  static_cast<Session&>(control())
-    .query(std::string("SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON "
-                       "a.pid = l.pid WHERE ") +
-             key_rows + " AND l.granted AND a.application_name LIKE $3)",
-           params, [this](Answer& a) {
-             other_confirmed(a.error, a.rows.count() == 1 && a.rows.truth(0, 0));
-           });
+  control().query(std::string("SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON "
+                              "a.pid = l.pid WHERE ") +
+                    key_rows + " AND l.granted AND a.application_name LIKE $3)",
+                  params, [this](Answer& a) {
+                    other_confirmed(a.error, a.rows.count() == 1 && a.rows.truth(0, 0));
+                  });
 }
 
 void PostgresStore::unlock(const std::string& name)
@@ -431,7 +413,7 @@ void PostgresStore::end_holder(const lock::LockName& name, const std::string& to
     sql += " AND a.application_name LIKE $3";
     params.push_back("dlock " + token_fingerprint(token) + " %");
   }
-  static_cast<Session&>(control()).query(sql, params, [this](Answer& a) {
+  control().query(sql, params, [this](Answer& a) {
     Outcome outcome{Op::release, a.error, false, {}, {}};
     if (a.error && a.sqlstate == "42501") {
       outcome.error = Error(ExitCode::auth,
@@ -453,8 +435,7 @@ Answer PostgresStore::ask(const std::string& sql, std::vector<std::string> param
                           util::TimePoint deadline)
 {
   std::optional<Answer> got;
-  static_cast<Session&>(control()).query(sql, std::move(params),
-                                         [&got](Answer& a) { got = std::move(a); });
+  control().query(sql, std::move(params), [&got](Answer& a) { got = std::move(a); });
   block_until([&got] { return got.has_value(); }, deadline);
   return std::move(*got);
 }

@@ -62,8 +62,15 @@ private:
   void unlock(const std::string& name) override;
   void end_holder(const lock::LockName& name, const std::string& token) override;
 
-  // The name's session, as this store opened it.
-  Session& session(const std::string& name);
+  // The name's session.
+  Session& session(const std::string& name) { return session_as<Session>(name); }
+  // The session for status, list, --force and tokens held by another process.
+  Session& control() { return control_as<Session>(); }
+  // The advisory key of the lock name's session.
+  AdvisoryKey key_of(const std::string& name)
+  {
+    return AdvisoryKey::of(m_named.at(name).prefixed);
+  }
   // Finds dlock_fence (once per process) and goes on with then, or with failed (an untrusted
   // table: Error(config)).
   void find_fence(Session& session, std::function<void()> then,

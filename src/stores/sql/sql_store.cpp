@@ -58,7 +58,7 @@ SqlStore::Named& SqlStore::named(const lock::LockName& name, const std::string& 
   return m_named.insert_or_assign(key, std::move(n)).first->second;
 }
 
-Session& SqlStore::control()
+Session& SqlStore::control_session()
 {
   if (!m_control || m_control->broken() || !m_control->owned()) {
     m_control.reset();

@@ -113,7 +113,14 @@ protected:
   void released(const std::optional<Error>& error, bool ended, bool held);
 
   Named* find(const lock::LockName& name);
-  Session& control();
+  Session& control_session();
+  // The name's session, or the control session, as the database's open_session or
+  // open_control made it (S: its session type).
+  template <class S> S& session_as(const std::string& name)
+  {
+    return static_cast<S&>(*m_named.at(name).session);
+  }
+  template <class S> S& control_as() { return static_cast<S&>(control_session()); }
   // Waits on the control session until answered() or deadline (then throws timed_out()).
   void block_until(const std::function<bool()>& answered, util::TimePoint deadline);
 
