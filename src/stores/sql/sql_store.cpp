@@ -67,10 +67,6 @@ Session& SqlStore::control_session()
   return *m_control;
 }
 
-void SqlStore::before_first_try(const std::string&, std::function<void()> then) { then(); }
-
-void SqlStore::after_taken(const std::string&, std::function<void()> then) { then(); }
-
 void SqlStore::start_acquire(const lock::LockName& name, const lock::AcquireRequest& request)
 {
   Named& n = named(name, request.token, request.holder);
@@ -88,7 +84,9 @@ void SqlStore::start_acquire(const lock::LockName& name, const lock::AcquireRequ
     read_limit(name.str(), request);
     return;
   }
-  check_and_try(name.str(), request);
+  if (ttl_allowed(name.str(), request)) {
+    try_lock(name.str(), request);
+  }
 }
 
 void SqlStore::limit_found(const std::string& name, const lock::AcquireRequest& request,
@@ -97,24 +95,20 @@ void SqlStore::limit_found(const std::string& name, const lock::AcquireRequest& 
   Named& n = m_named.at(name);
   n.limit_read = true;
   n.limit = std::move(limit);
-  try {
-    check_ttl(request.ttl, n.limit, m_server);
-  } catch (const Error& error) {
-    answer(Op::acquire, error);
-    return;
+  if (ttl_allowed(name, request)) {
+    before_first_try(name, [this, name, request] { try_lock(name, request); });
   }
-  before_first_try(name, [this, name, request] { try_lock(name, request); });
 }
 
-void SqlStore::check_and_try(const std::string& name, const lock::AcquireRequest& request)
+bool SqlStore::ttl_allowed(const std::string& name, const lock::AcquireRequest& request)
 {
   try {
     check_ttl(request.ttl, m_named.at(name).limit, m_server);
+    return true;
   } catch (const Error& error) {
     answer(Op::acquire, error);
-    return;
+    return false;
   }
-  try_lock(name, request);
 }
 
 void SqlStore::tried(const std::string& name, const lock::AcquireRequest& request, bool taken)

@@ -17,7 +17,8 @@ namespace dlock::sql {
 // takes a fencing token from dlock_fence or reports the holder; a wait blocks in the server;
 // a renewal confirms that the session still holds the lock; a release lets go of it, or with
 // --force (or another process's token) ends the holding session. The chain and the per-name
-// bookkeeping are here; each database writes its steps (SQL and client calls) below.
+// bookkeeping are here; each database writes the steps (its SQL and client calls), which
+// are the virtual methods below, and its own status and list.
 class SqlStore : public SessionStore {
 public:
   void start_acquire(const lock::LockName& name, const lock::AcquireRequest& request) override;
@@ -55,18 +56,18 @@ protected:
 
   // The steps each database writes. Each answers its operation on a failure (answer(op,
   // error)) and otherwise goes on with the chain's next step, named on it.
-  // A session for the lock name n is about (n.prefixed, n.token, n.holder are set).
+  // Opens a session for the lock name n (n.prefixed, n.token and n.holder are set).
   virtual std::unique_ptr<Session> open_session(const Named& n) = 0;
-  // The session for status, list, --force and tokens held by another process.
+  // Opens the session for status, list, --force and tokens held by another process.
   virtual std::unique_ptr<Session> open_control() = 0;
   // Reads the session's settings, then limit_found().
   virtual void read_limit(const std::string& name, const lock::AcquireRequest& request) = 0;
   // Runs once a new session's limit is read, before its first try; by default nothing.
-  virtual void before_first_try(const std::string& name, std::function<void()> then);
+  virtual void before_first_try(const std::string&, std::function<void()> then) { then(); }
   // Tries the lock without waiting, then tried().
   virtual void try_lock(const std::string& name, const lock::AcquireRequest& request) = 0;
   // Once the lock is taken, before the fencing token; by default nothing.
-  virtual void after_taken(const std::string& name, std::function<void()> then);
+  virtual void after_taken(const std::string&, std::function<void()> then) { then(); }
   // Counts the lock's fencing token up in dlock_fence, then fenced() or no_fencing(); again:
   // the table was created or looked for once already in this acquisition.
   virtual void take_fence(const std::string& name, bool again) = 0;
@@ -134,7 +135,8 @@ protected:
 private:
   // The name's session, opened for token if there is none this process can use.
   Named& named(const lock::LockName& name, const std::string& token, const lock::HolderInfo& me);
-  void check_and_try(const std::string& name, const lock::AcquireRequest& request);
+  // Whether the TTL is within the session's limit; if not, the acquisition is refused.
+  bool ttl_allowed(const std::string& name, const lock::AcquireRequest& request);
 };
 
 } // namespace dlock::sql
