@@ -184,6 +184,20 @@ TEST(MysqlSessionLifetime, AUnixSocketHasNoKeepalives)
   EXPECT_EQ(mysql::session_limit(settings)->after, 1h);
 }
 
+TEST(MysqlSessionLifetime, VariablesAreTakenByTheirNames)
+{
+  mysql::SessionSettings settings;
+  settings.take("wait_timeout", 20); // s
+  settings.take("tcp_keepalive_time", 10);
+  settings.take("tcp_keepalive_interval", 2);
+  settings.take("tcp_keepalive_probes", 3);
+  settings.take("max_connections", 151); // not read
+  EXPECT_EQ(settings.wait_timeout, 20s);
+  EXPECT_EQ(settings.keepalive_time_s, 10);
+  EXPECT_EQ(settings.keepalive_interval_s, 2);
+  EXPECT_EQ(settings.keepalive_probes, 3);
+}
+
 TEST(MysqlUrl, TlsFilesAndNoServerName)
 {
   stores::StoreConfig config;

@@ -102,6 +102,22 @@ TEST(SessionLifetime, AUnixSocketHasNoKeepalives)
   EXPECT_FALSE(postgres::session_limit(settings));
 }
 
+TEST(SessionLifetime, SettingsAreTakenByTheirPgSettingsNames)
+{
+  postgres::SessionSettings settings;
+  settings.take("idle_session_timeout", 20'000); // ms
+  settings.take("tcp_user_timeout", 5'000);      // ms
+  settings.take("tcp_keepalives_idle", 10);      // s
+  settings.take("tcp_keepalives_interval", 2);
+  settings.take("tcp_keepalives_count", 3);
+  settings.take("work_mem", 4096); // not read
+  EXPECT_EQ(settings.idle_session_timeout, 20s);
+  EXPECT_EQ(settings.tcp_user_timeout, 5s);
+  EXPECT_EQ(settings.keepalives_idle_s, 10);
+  EXPECT_EQ(settings.keepalives_interval_s, 2);
+  EXPECT_EQ(settings.keepalives_count, 3);
+}
+
 TEST(PostgresUrl, AMistypedPortIsAUsageErrorBeforeAnyConnection)
 {
   stores::StoreConfig config;

@@ -19,9 +19,6 @@ namespace {
 // MySQL's ER_QUERY_TIMEOUT (max_execution_time), which MariaDB's headers do not name.
 constexpr unsigned mysql_query_timeout = 3024;
 
-// The longest a waiter blocks in one GET_LOCK before it asks again.
-constexpr Millis longest_block{30'000};
-
 // How often, and how many times, release --force looks whether the killed session let go.
 constexpr const char* freed_pause = "DO SLEEP(0.01)";
 constexpr int freed_tries = 300;
@@ -131,90 +128,37 @@ lock::HolderInfo read_holder(const Rows& rows, int row, int first, int fence)
 } // namespace
 
 MysqlStore::MysqlStore(ConnectParams params, std::string prefix)
-  : SessionStore("wait_timeout"), m_params(std::move(params)), m_prefix(std::move(prefix))
+  : SqlStore("MySQL", params.shown, std::move(prefix), "wait_timeout"), m_params(std::move(params))
 {
 }
 
-MysqlStore::Named* MysqlStore::find(const lock::LockName& name)
+std::unique_ptr<sql::Session> MysqlStore::open_session(const Named&)
 {
-  auto found = m_named.find(name.str());
-  if (found == m_named.end() || !found->second.session->owned()) {
-    return nullptr;
-  }
-  return &found->second;
+  return std::make_unique<Session>(m_params);
 }
 
-MysqlStore::Named& MysqlStore::named(const lock::LockName& name)
+std::unique_ptr<sql::Session> MysqlStore::open_control()
 {
-  Named* existing = find(name);
-  if (existing != nullptr && !existing->session->broken() && !existing->closing) {
-    return *existing;
-  }
-  m_named.erase(name.str()); // ended, released, or opened by the process this one was forked from
-  Named n;
-  n.prefixed = m_prefix + name.str();
-  n.server_name = server_lock_name(n.prefixed);
-  n.session = std::make_unique<Session>(m_params);
-  std::string key = name.str();
-  n.session->on_end([this, key](const Error& error) {
-    auto found = m_named.find(key);
-    if (found != m_named.end() && found->second.held && !found->second.session->busy()) {
-      Outcome ended{Op::disconnected, error, false, {}, {}};
-      ended.lease_ended = true; // the session was the lease: the lock went with it
-      answer(std::move(ended));
-    }
-  });
-  return m_named.insert_or_assign(key, std::move(n)).first->second;
+  return std::make_unique<Session>(m_params);
 }
 
-Session& MysqlStore::control()
+std::string MysqlStore::lock_bytes(const std::string& name)
 {
-  if (!m_control || m_control->broken() || !m_control->owned()) {
-    m_control.reset();
-    m_control = std::make_unique<Session>(m_params);
-  }
-  return *m_control;
+  return sql_bytes(server_lock_name(m_named.at(name).prefixed));
 }
 
-void MysqlStore::start_acquire(const lock::LockName& name, const lock::AcquireRequest& request)
+void MysqlStore::read_limit(const std::string& name, const lock::AcquireRequest& request)
 {
-  Named& n = named(name);
-  n.token = request.token;
-  n.holder = request.holder;
-  if (n.held) {
-    // Granted through a wait, or asked again for a lock this session holds (a retry after a
-    // lost answer): it is ours. GET_LOCK again would count it twice.
-    n.granted_by_wait = false;
-    take_fence(name.str(), false);
-    return;
-  }
-  if (!n.settings) {
-    read_settings(name.str(), request);
-    return;
-  }
-  try {
-    check_ttl(request.ttl, *n.settings);
-  } catch (const Error& error) {
-    answer(Op::acquire, error);
-    return;
-  }
-  try_lock(name.str(), request);
-}
-
-void MysqlStore::read_settings(const std::string& name, const lock::AcquireRequest& request)
-{
-  Session& session = *m_named.at(name).session;
   // The session is the lease: an idle one must outlive any TTL, so dlock raises its
   // wait_timeout (the server keeps the largest it allows), then reads what it got.
-  session.query(
+  session(name).query(
     fmt::format("SET SESSION wait_timeout = {}", wanted_wait_timeout_s),
     [this, name, request](Answer& set) {
-      Named& n = m_named.at(name);
-      if (set.error && n.session->broken()) {
+      if (set.error && session(name).broken()) {
         answer(Op::acquire, *set.error);
         return;
       }
-      n.session->query(
+      session(name).query(
         "SHOW SESSION VARIABLES WHERE Variable_name IN ('wait_timeout', 'tcp_keepalive_time', "
         "'tcp_keepalive_interval', 'tcp_keepalive_probes')",
         [this, name, request](Answer& a) {
@@ -222,30 +166,12 @@ void MysqlStore::read_settings(const std::string& name, const lock::AcquireReque
             answer(Op::acquire, *a.error);
             return;
           }
-          Named& got = m_named.at(name);
           SessionSettings settings;
-          settings.over_tcp = got.session->over_tcp();
+          settings.over_tcp = session(name).over_tcp();
           for (int i = 0; i < a.rows.count(); ++i) {
-            std::string variable = a.rows.text(i, 0);
-            std::int64_t value = a.rows.number(i, 1);
-            if (variable == "wait_timeout") {
-              settings.wait_timeout = Millis(value * 1000);
-            } else if (variable == "tcp_keepalive_time") {
-              settings.keepalive_time_s = value;
-            } else if (variable == "tcp_keepalive_interval") {
-              settings.keepalive_interval_s = value;
-            } else if (variable == "tcp_keepalive_probes") {
-              settings.keepalive_probes = value;
-            }
+            settings.take(a.rows.text(i, 0), a.rows.number(i, 1));
           }
-          got.settings = settings;
-          try {
-            check_ttl(request.ttl, settings);
-          } catch (const Error& error) {
-            answer(Op::acquire, error);
-            return;
-          }
-          try_lock(name, request);
+          limit_found(name, request, session_limit(settings));
         },
         true);
     },
@@ -254,9 +180,8 @@ void MysqlStore::read_settings(const std::string& name, const lock::AcquireReque
 
 void MysqlStore::try_lock(const std::string& name, const lock::AcquireRequest& request)
 {
-  Named& n = m_named.at(name);
-  n.session->query(
-    "SELECT GET_LOCK(" + sql_bytes(n.server_name) + ", 0)",
+  session(name).query(
+    "SELECT GET_LOCK(" + lock_bytes(name) + ", 0)",
     [this, name, request](Answer& a) {
       if (a.error) {
         answer(Op::acquire, *a.error);
@@ -267,43 +192,24 @@ void MysqlStore::try_lock(const std::string& name, const lock::AcquireRequest& r
                                   m_params.shown));
         return;
       }
-      if (a.rows.number(0, 0) == 1) {
-        m_named.at(name).held = true;
-        take_token_lock(name, [this, name] { take_fence(name, false); });
-      } else {
-        report_holder(name, request, m_fencing);
-      }
+      tried(name, request, a.rows.number(0, 0) == 1);
     },
     true);
 }
 
-void MysqlStore::take_token_lock(const std::string& name, std::function<void()> then)
+void MysqlStore::after_taken(const std::string& name, std::function<void()> then)
 {
-  Named& n = m_named.at(name);
   // Without it another process given the token could not find this session; the lock
   // itself is held either way.
-  n.session->query("SELECT GET_LOCK(" + sql_bytes(token_lock_name(n.token)) + ", 0)",
-                   [then](Answer&) { then(); }, true);
+  session(name).query("SELECT GET_LOCK(" + sql_bytes(token_lock_name(m_named.at(name).token)) +
+                        ", 0)",
+                      [then](Answer&) { then(); }, true);
 }
 
 void MysqlStore::take_fence(const std::string& name, bool created_table)
 {
-  Named& n = m_named.at(name);
-  auto acquired = [this](std::int64_t fence) {
-    Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
-    outcome.acquire.acquired = true;
-    outcome.acquire.fence = fence;
-    answer(std::move(outcome));
-  };
-  auto no_fencing = [this, acquired](const Answer& a) {
-    m_fencing = false;
-    util::log_verbose("no fencing token: {}", a.error->what());
-    acquired(0);
-  };
-  if (!m_fencing) {
-    acquired(0);
-    return;
-  }
+  const Named& n = m_named.at(name);
+  auto unavailable = [this](const Answer& a) { no_fencing(a.error->what()); };
   // LAST_INSERT_ID(expr) hands the new token to this session's LAST_INSERT_ID(), whether the
   // row is new (1) or counted up.
   std::string sql = fmt::format(
@@ -314,58 +220,61 @@ void MysqlStore::take_fence(const std::string& name, bool created_table)
     "connection_id = VALUES(connection_id), holder_user = VALUES(holder_user), "
     "holder_host = VALUES(holder_host), holder_pid = VALUES(holder_pid), "
     "command = VALUES(command)",
-    sql_bytes(n.server_name), sql_bytes(n.prefixed), now_ms_sql, sql_bytes(n.holder.user),
-    sql_bytes(n.holder.host), n.holder.pid, sql_bytes(n.holder.command));
-  n.session->query(
+    sql_bytes(server_lock_name(n.prefixed)), sql_bytes(n.prefixed), now_ms_sql,
+    sql_bytes(n.holder.user), sql_bytes(n.holder.host), n.holder.pid, sql_bytes(n.holder.command));
+  session(name).query(
     sql,
-    [this, name, created_table, acquired, no_fencing](Answer& a) {
-      Named& held = m_named.at(name);
+    [this, name, created_table, unavailable](Answer& a) {
       if (a.error && a.errnum == ER_NO_SUCH_TABLE && !created_table) { // no table yet: make it
-        held.session->query(
+        session(name).query(
           create_fence_sql,
-          [this, name, no_fencing](Answer& created) {
+          [this, name, unavailable](Answer& created) {
             if (created.error && created.errnum != ER_TABLE_EXISTS_ERROR &&
                 fence_unavailable(created.errnum)) {
-              no_fencing(created);
+              unavailable(created);
               return;
             }
             if (created.error && created.errnum != ER_TABLE_EXISTS_ERROR) {
               answer(Op::acquire, *created.error);
               return;
             }
-            take_fence(name, true);
+            fence(name, true);
           },
           true);
         return;
       }
       if (a.error && fence_unavailable(a.errnum)) {
-        no_fencing(a);
+        unavailable(a);
         return;
       }
       if (a.error) {
         answer(Op::acquire, *a.error);
         return;
       }
-      held.session->query(
+      session(name).query(
         "SELECT LAST_INSERT_ID()",
-        [this, acquired](Answer& id) {
+        [this](Answer& id) {
           if (id.error) {
             answer(Op::acquire, *id.error);
             return;
           }
-          acquired(id.rows.count() == 1 ? id.rows.number(0, 0) : 0);
+          fenced(id.rows.count() == 1 ? id.rows.number(0, 0) : 0);
         },
         true);
     },
     true);
 }
 
+void MysqlStore::report_holder(const std::string& name, const lock::AcquireRequest& request)
+{
+  report_holder(name, request, m_fencing);
+}
+
 void MysqlStore::report_holder(const std::string& name, const lock::AcquireRequest& request,
                                bool with_fence)
 {
-  Named& n = m_named.at(name);
-  n.session->query(
-    holder_sql(n.server_name, with_fence),
+  session(name).query(
+    holder_sql(server_lock_name(m_named.at(name).prefixed), with_fence),
     [this, name, request, with_fence](Answer& a) {
       if (a.error && with_fence && fence_unavailable(a.errnum)) {
         report_holder(name, request, false);
@@ -375,128 +284,82 @@ void MysqlStore::report_holder(const std::string& name, const lock::AcquireReque
         answer(Op::acquire, *a.error);
         return;
       }
-      Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
-      lock::AcquireResult& result = outcome.acquire;
-      result.holder_ttl_ms = -1; // a session has no expiry
       if (a.rows.count() == 1 && !a.rows.null(0, 0)) {
-        result.holder = read_holder(a.rows, 0, 0, 4);
-        result.holders = 1;
+        lock::HolderInfo holder = read_holder(a.rows, 0, 0, 4);
+        holders_found(request, &holder, 1);
+      } else {
+        holders_found(request, nullptr, 0);
       }
-      Millis cap = request.ticket.max_block > Millis(0) ? request.ticket.max_block : longest_block;
-      result.block = std::min(cap, longest_block);
-      answer(std::move(outcome));
     },
     true);
 }
 
-void MysqlStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
-                                     Millis block)
+void MysqlStore::wait_in_server(const std::string& name, Millis block)
 {
-  (void)ticket;
-  Named* n = find(name);
-  if (n == nullptr || n->session->broken() || n->held) {
-    answer(Op::wait_for_wake);
-    return;
-  }
-  std::string key = name.str();
   // Blocks in the server until the holder lets go (it is this session's then) or the
   // time-out ends the wait (0); the timeout takes fractions of a second on MariaDB, whole
   // seconds on MySQL, which rounds it.
   double seconds = double(std::max<std::int64_t>(1, block.count())) / 1000.0;
-  n->session->query(
-    fmt::format("SELECT GET_LOCK({}, {:.3f})", sql_bytes(n->server_name), seconds),
-    [this, key](Answer& a) {
-      Outcome outcome{Op::wait_for_wake, std::nullopt, false, {}, {}};
+  session(name).query(
+    fmt::format("SELECT GET_LOCK({}, {:.3f})", lock_bytes(name), seconds),
+    [this, name](Answer& a) {
       if (!a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1) {
-        Named& granted = m_named.at(key);
-        granted.held = true;
-        granted.granted_by_wait = true;
-        take_token_lock(key, [this, outcome] { answer(outcome); });
+        granted(name);
+        after_taken(name, [this] { woken(); });
         return;
       }
       // A server's statement time-out (MariaDB's max_statement_time, MySQL's
       // max_execution_time: 3024) or KILL QUERY ended the wait early: ask again.
       if (a.error && a.errnum != ER_QUERY_INTERRUPTED && a.errnum != ER_STATEMENT_TIMEOUT &&
           a.errnum != mysql_query_timeout) {
-        outcome.error = a.error;
+        woken(a.error);
+        return;
       }
-      answer(std::move(outcome));
+      woken();
     });
 }
 
-void MysqlStore::start_renew(const lock::LockName& name, const lock::RenewRequest& request)
+void MysqlStore::confirm_held(const std::string& name)
 {
-  Named* n = find(name);
-  if (n != nullptr && n->held && n->token == request.token) {
-    Outcome outcome{Op::renew, std::nullopt, false, {}, {}};
-    if (n->session->broken()) {
-      answer(outcome); // the session that held it ended: a new one would not hold it
-      return;
-    }
-    std::string key = name.str();
-    n->session->query(
-      "SELECT IS_USED_LOCK(" + sql_bytes(n->server_name) + ") <=> CONNECTION_ID()",
-      [this, key, outcome](Answer& a) mutable {
-        Named& held = m_named.at(key);
-        if (a.error && held.session->broken()) {
-          held.held = false;
-        } else if (a.error) {
-          outcome.error = a.error;
-        } else {
-          outcome.held = a.rows.count() == 1 && a.rows.number(0, 0) == 1;
-          held.held = outcome.held;
-        }
-        answer(std::move(outcome));
-      });
-    return;
-  }
-  // Held by another process (a nested run checks its parent's token, the renewer of a
-  // stopped job): the holding session also holds the token's lock (names.hpp).
+  session(name).query("SELECT IS_USED_LOCK(" + lock_bytes(name) + ") <=> CONNECTION_ID()",
+                      [this, name](Answer& a) {
+                        held_confirmed(name, a.error,
+                                       a.rows.count() == 1 && a.rows.number(0, 0) == 1);
+                      });
+}
+
+void MysqlStore::confirm_other(const lock::LockName& name, const std::string& token)
+{
+  // The holding session also holds the token's lock (names.hpp).
   std::string lock = sql_bytes(server_lock_name(m_prefix + name.str()));
   control().query("SELECT IS_USED_LOCK(" + lock + ") IS NOT NULL AND IS_USED_LOCK(" + lock +
-                    ") = IS_USED_LOCK(" + sql_bytes(token_lock_name(request.token)) + ")",
+                    ") = IS_USED_LOCK(" + sql_bytes(token_lock_name(token)) + ")",
                   [this](Answer& a) {
-                    Outcome outcome{Op::renew, a.error, false, {}, {}};
-                    outcome.held = !a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1;
-                    answer(std::move(outcome));
+                    other_confirmed(a.error, a.rows.count() == 1 && a.rows.number(0, 0) == 1);
                   });
 }
 
-void MysqlStore::start_release(const lock::LockName& name, const std::string& token)
+void MysqlStore::unlock(const std::string& name)
 {
-  Named* n = find(name);
-  if (!token.empty() && n != nullptr && n->held && n->token == token) {
-    std::string key = name.str();
-    n->held = false;
-    n->granted_by_wait = false;
-    if (n->session->broken()) {
-      answer(Op::release);
-      return;
-    }
-    if (m_fencing) {
-      // The row outlives the lock (its fencing token must): the command line goes first,
-      // while the lock is still this session's. Best effort: a failure does not keep the lock.
-      n->session->query(forget_command_sql(n->server_name, "CONNECTION_ID()"), nullptr);
-    }
-    n->session->query("SELECT RELEASE_LOCK(" + sql_bytes(n->server_name) + ")",
-                      [this, key](Answer& a) {
-                        Outcome outcome{Op::release, std::nullopt, false, {}, {}};
-                        Named& released = m_named.at(key);
-                        if (a.error && released.session->broken()) {
-                          // the session ended: the server freed the lock
-                        } else if (a.error) {
-                          outcome.error = a.error;
-                        } else {
-                          outcome.held = a.rows.count() == 1 && a.rows.number(0, 0) == 1;
-                        }
+  std::string server_name = server_lock_name(m_named.at(name).prefixed);
+  if (m_fencing) {
+    // The row outlives the lock (its fencing token must): the command line goes first,
+    // while the lock is still this session's. Best effort: a failure does not keep the lock.
+    session(name).query(forget_command_sql(server_name, "CONNECTION_ID()"), nullptr);
+  }
+  session(name).query("SELECT RELEASE_LOCK(" + sql_bytes(server_name) + ")",
+                      [this, name](Answer& a) {
+                        Named& n = m_named.at(name);
                         // Ending the session lets go of the token's lock too, and of any
                         // count GET_LOCK kept.
-                        released.closing = true;
-                        answer(std::move(outcome));
+                        n.closing = true;
+                        released(a.error, n.session->broken(),
+                                 a.rows.count() == 1 && a.rows.number(0, 0) == 1);
                       });
-    return;
-  }
-  // --force (no token), or a token another process holds: end the holding session.
+}
+
+void MysqlStore::end_holder(const lock::LockName& name, const std::string& token)
+{
   std::string lock = server_lock_name(m_prefix + name.str());
   std::string sql = "SELECT IS_USED_LOCK(" + sql_bytes(lock) + "), " +
                     (token.empty() ? std::string("IS_USED_LOCK(") + sql_bytes(lock) + ")"
@@ -570,58 +433,6 @@ void MysqlStore::confirm_freed(const std::string& server_name, std::int64_t conn
 
 
 
-void MysqlStore::watch(util::EventLoop& loop)
-{
-  for (auto it = m_named.begin(); it != m_named.end();) {
-    Named& n = it->second;
-    if (n.closing && !n.session->busy()) {
-      it = m_named.erase(it); // released: ending the session frees what else it holds
-      continue;
-    }
-    if (n.session->owned()) {
-      n.session->watch(loop);
-    }
-    ++it;
-  }
-  if (m_control && m_control->owned()) {
-    m_control->watch(loop);
-  }
-  if (has_answers()) {
-    loop.wake_at(util::monotonic_now());
-  }
-}
-
-
-void MysqlStore::abandon() noexcept
-{
-  for (auto it = m_named.begin(); it != m_named.end();) {
-    Named& n = it->second;
-    if (n.session->owned() && n.held && !n.session->broken()) {
-      n.session->forget_queries();
-      ++it;
-    } else {
-      it = m_named.erase(it); // ends a GET_LOCK that waits: the server drops the waiter
-    }
-  }
-  m_control.reset();
-  forget_answers();
-}
-
-Error MysqlStore::timed_out() noexcept
-{
-  std::string what = "did not answer in time";
-  for (auto& [name, n] : m_named) {
-    if (n.session->owned() && n.session->connecting()) {
-      what = "did not accept a connection in time";
-    }
-  }
-  if (m_control && m_control->connecting()) {
-    what = "did not accept a connection in time";
-  }
-  abandon();
-  return Error(ExitCode::unavailable, "MySQL at {} {}", m_params.shown, what);
-}
-
 void MysqlStore::limit_blocking(Millis) noexcept
 {
   // The library connects without blocking once the host name is looked up.
@@ -631,15 +442,7 @@ Answer MysqlStore::ask(const std::string& sql, util::TimePoint deadline)
 {
   std::optional<Answer> got;
   control().query(sql, [&got](Answer& a) { got = std::move(a); });
-  while (!got) {
-    if (util::monotonic_now() >= deadline) {
-      throw timed_out();
-    }
-    util::EventLoop loop;
-    m_control->watch(loop);
-    loop.wake_at(deadline);
-    loop.wait();
-  }
+  block_until([&got] { return got.has_value(); }, deadline);
   return std::move(*got);
 }
 

@@ -9,7 +9,6 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include <charconv>
 
 namespace dlock::mysql {
 
@@ -43,19 +42,10 @@ ExitCode error_code(unsigned errnum)
 
 std::int64_t Rows::number(int row, int column) const
 {
-  if (null(row, column)) {
-    return 0;
-  }
-  std::string value = text(row, column);
-  std::int64_t n = 0;
-  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-  if (ec != std::errc() || end != value.data() + value.size()) {
-    throw Error(ExitCode::internal, "MySQL answered '{}' where dlock expected a number", value);
-  }
-  return n;
+  return null(row, column) ? 0 : sql::parse_number(text(row, column), "MySQL");
 }
 
-Session::Session(const ConnectParams& params) : m_owner(::getpid()), m_shown(params.shown)
+Session::Session(const ConnectParams& params) : QueuedSession(params.shown)
 {
   const LibMariaDb& lib = mariadb();
   m_conn = lib.mysql_init(nullptr);
@@ -143,12 +133,7 @@ bool Session::over_tcp() const noexcept
 
 void Session::query(std::string sql, Callback done, bool first)
 {
-  Query q{std::move(sql), std::move(done)};
-  if (first) {
-    m_queue.push_front(std::move(q));
-  } else {
-    m_queue.push_back(std::move(q));
-  }
+  add(Query{std::move(sql), std::move(done)}, first);
   if (m_step == Step::idle) {
     send_next();
   }
@@ -156,11 +141,7 @@ void Session::query(std::string sql, Callback done, bool first)
 
 void Session::watch(util::EventLoop& loop)
 {
-  if (m_broken) {
-    if (!m_queue.empty()) {
-      fail(*m_broken); // answers queries queued after the end
-      loop.wake_at(util::monotonic_now());
-    }
+  if (watch_ended(loop)) {
     return;
   }
   if ((m_wait & MYSQL_WAIT_TIMEOUT) != 0 && util::monotonic_now() >= m_timeout_at) {
@@ -369,11 +350,7 @@ void Session::stored(MYSQL_RES* result)
 
 void Session::answer(Answer& a)
 {
-  std::optional<Query> done = std::move(m_current);
-  m_current.reset();
-  if (done && done->done) {
-    done->done(a);
-  }
+  finish(a);
   if (!m_broken) {
     send_next();
   }
@@ -381,41 +358,13 @@ void Session::answer(Answer& a)
 
 void Session::fail(const Error& error)
 {
-  if (!m_broken) {
-    m_broken = error;
-    if (m_on_end) {
-      m_on_end(error); // busy() still says whether a query in flight will hear of it
-    }
-  }
+  ended(error); // busy() still says whether a query in flight will hear of it
   m_step = Step::broken;
   m_wait = 0;
-  std::deque<Query> owed;
-  if (m_current) {
-    owed.push_back(std::move(*m_current));
-    m_current.reset();
-  }
-  // Callbacks may queue follow-ups, which fail in turn.
-  while (!owed.empty() || !m_queue.empty()) {
-    if (owed.empty()) {
-      owed.swap(m_queue);
-    }
-    Query q = std::move(owed.front());
-    owed.pop_front();
-    Answer a;
-    a.error = *m_broken;
-    a.errnum = CR_SERVER_LOST;
-    if (q.done) {
-      q.done(a);
-    }
-  }
-}
-
-void Session::forget_queries() noexcept
-{
-  m_queue.clear();
-  if (m_current) {
-    m_current->done = nullptr;
-  }
+  Answer failed;
+  failed.error = *m_broken;
+  failed.errnum = CR_SERVER_LOST;
+  fail_queries(failed, true);
 }
 
 } // namespace dlock::mysql

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "stores/mysql/url.hpp"
+#include "stores/sql/session.hpp"
 #include "util/clock.hpp"
 #include "util/error.hpp"
 #include "util/event_loop.hpp"
@@ -44,11 +45,17 @@ struct Answer {
   unsigned errnum = 0; // e.g. 1146 (no such table); 0 without an error
 };
 
+// One query of a session (one statement).
+struct Query {
+  std::string sql;
+  std::function<void(Answer&)> done;
+};
+
 // One connection, that is one MySQL session (which owns the user-level locks it takes),
 // driven without blocking through the library's *_start / *_cont calls: queries wait in a
 // queue and go one at a time; each answer goes to its callback, which may put the query's
 // next step at the front of the queue.
-class Session {
+class Session final : public sql::QueuedSession<Query, Answer> {
 public:
   using Callback = std::function<void(Answer&)>;
 
@@ -57,39 +64,20 @@ public:
   explicit Session(const ConnectParams& params);
   // Ends the session, which frees every lock it holds; in a process forked after it was
   // opened, only closes this process's copy of the socket (the session is its parent's).
-  ~Session();
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
+  ~Session() override;
 
   // Queues a query (one statement); first: before whatever is queued (an op's next step).
   void query(std::string sql, Callback done, bool first = false);
   // Has loop watch the socket for this round (an idle session too: to see it end); first
   // goes on with a step whose library time-out has passed.
-  void watch(util::EventLoop& loop);
-  // Forgets what is queued and the callback of the query in flight, whose answer is read and
-  // dropped; the session and its locks stay.
-  void forget_queries() noexcept;
-  // Called once when the connection ends, before the answers it still owes (which fail).
-  void on_end(std::function<void(const Error&)> ended) { m_on_end = std::move(ended); }
-
-  // The connection ended (or never came up); broken_error() says how.
-  bool broken() const noexcept { return m_broken.has_value(); }
-  const Error& broken_error() const { return *m_broken; }
-  bool busy() const noexcept { return m_step != Step::idle || !m_queue.empty(); }
-  bool connecting() const noexcept { return m_step == Step::connecting; }
-  // Whether this process opened it (not a fork's inherited copy).
-  bool owned() const noexcept { return ::getpid() == m_owner; }
+  void watch(util::EventLoop& loop) override;
+  bool busy() const noexcept override { return m_step != Step::idle || !m_queue.empty(); }
+  bool connecting() const noexcept override { return m_step == Step::connecting; }
   // Whether it runs over TCP (not a unix socket): the server's keepalives then apply.
   bool over_tcp() const noexcept;
-  const std::string& shown() const noexcept { return m_shown; }
 
 private:
   enum class Step { connecting, idle, querying, storing, broken };
-  struct Query {
-    std::string sql;
-    Callback done;
-  };
-
   void on_io(short revents);
   // Goes on with the step in flight once what it waited for (MYSQL_WAIT_*) is there.
   void resume(int ready);
@@ -101,18 +89,12 @@ private:
   void stored(::st_mysql_res* result);
   void answer(Answer& a);
   Error query_error() const;
-  void fail(const Error& error);
+  void fail(const Error& error) override;
 
   st_mysql* m_conn = nullptr;
-  pid_t m_owner = 0;
-  std::string m_shown;
   Step m_step = Step::connecting;
   int m_wait = 0;                    // MYSQL_WAIT_* the step in flight waits for
   util::TimePoint m_timeout_at{};    // with MYSQL_WAIT_TIMEOUT: when it times out
-  std::optional<Query> m_current;
-  std::deque<Query> m_queue;
-  std::optional<Error> m_broken;
-  std::function<void(const Error&)> m_on_end;
 };
 
 // The exit code of a server or client error number: 77 for access denied, 78 for an unknown

@@ -2,6 +2,19 @@
 
 namespace dlock::mysql {
 
+void SessionSettings::take(std::string_view variable, std::int64_t value)
+{
+  if (variable == "wait_timeout") {
+    wait_timeout = util::Millis(value * 1000);
+  } else if (variable == "tcp_keepalive_time") {
+    keepalive_time_s = value;
+  } else if (variable == "tcp_keepalive_interval") {
+    keepalive_interval_s = value;
+  } else if (variable == "tcp_keepalive_probes") {
+    keepalive_probes = value;
+  }
+}
+
 std::optional<SessionLimit> session_limit(const SessionSettings& settings)
 {
   sql::SoonestLimit limit;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace dlock::mysql {
 
@@ -19,6 +20,10 @@ struct SessionSettings {
   std::int64_t keepalive_interval_s = 0;
   std::int64_t keepalive_probes = 0;
   bool over_tcp = true; // keepalives apply to TCP connections only
+
+  // Takes one row of SHOW VARIABLES (value: in s); the variables dlock does not read are
+  // ignored.
+  void take(std::string_view variable, std::int64_t value);
 };
 
 // The wait_timeout dlock asks for its sessions: the largest the server allows on Linux (365

@@ -22,9 +22,6 @@ namespace {
 constexpr const char* key_rows = "l.locktype = 'advisory' AND l.classid = $1::oid AND "
                                  "l.objid = $2::oid AND l.objsubid = 1";
 
-// The longest a waiter blocks in one pg_advisory_lock before it asks again.
-constexpr Millis longest_block{30'000};
-
 std::string now_ms_sql() { return "floor(extract(epoch from clock_timestamp()) * 1000)::bigint"; }
 
 // A timestamptz column of dlock_fence in Unix ms, NULL when another tenant of the database
@@ -166,87 +163,28 @@ ConnectParams connect_params(const std::string& url, const stores::StoreConfig& 
 }
 
 PostgresStore::PostgresStore(ConnectParams params, std::string prefix)
-  : SessionStore("idle_session_timeout"), m_params(std::move(params)), m_prefix(std::move(prefix))
+  : SqlStore("PostgreSQL", params.shown, std::move(prefix), "idle_session_timeout"),
+    m_params(std::move(params))
 {
 }
 
-PostgresStore::Named* PostgresStore::find(const lock::LockName& name)
+std::unique_ptr<sql::Session> PostgresStore::open_session(const Named& n)
 {
-  auto found = m_named.find(name.str());
-  if (found == m_named.end() || !found->second.session->owned()) {
-    return nullptr;
-  }
-  return &found->second;
-}
-
-PostgresStore::Named& PostgresStore::named(const lock::LockName& name, const std::string& token,
-                                           const lock::HolderInfo& me)
-{
-  Named* existing = find(name);
-  if (existing != nullptr && !existing->session->broken()) {
-    return *existing;
-  }
-  m_named.erase(name.str()); // ended, or opened by the process this one was forked from
-  Named n;
-  n.prefixed = m_prefix + name.str();
-  n.key = AdvisoryKey::of(n.prefixed);
   ConnectParams params = m_params;
-  params.values.emplace_back("application_name", application_name(token, me));
-  n.session = std::make_unique<Session>(params);
-  std::string key = name.str();
-  n.session->on_end([this, key](const Error& error) {
-    auto found = m_named.find(key);
-    if (found != m_named.end() && found->second.held && !found->second.session->busy()) {
-      Outcome ended{Op::disconnected, error, false, {}, {}};
-      ended.lease_ended = true; // the session was the lease: the lock went with it
-      answer(std::move(ended));
-    }
-  });
-  return m_named.insert_or_assign(key, std::move(n)).first->second;
+  params.values.emplace_back("application_name", application_name(n.token, n.holder));
+  return std::make_unique<Session>(params);
 }
 
-Session& PostgresStore::control()
+std::unique_ptr<sql::Session> PostgresStore::open_control()
 {
-  if (!m_control || m_control->broken() || !m_control->owned()) {
-    m_control.reset();
-    ConnectParams params = m_params;
-    params.values.emplace_back("application_name", "dlock");
-    m_control = std::make_unique<Session>(params);
-  }
-  return *m_control;
+  ConnectParams params = m_params;
+  params.values.emplace_back("application_name", "dlock");
+  return std::make_unique<Session>(params);
 }
 
-void PostgresStore::start_acquire(const lock::LockName& name, const lock::AcquireRequest& request)
+void PostgresStore::read_limit(const std::string& name, const lock::AcquireRequest& request)
 {
-  Named& n = named(name, request.token, request.holder);
-  n.kind = request.kind;
-  n.token = request.token;
-  if (n.held && n.granted_by_wait) {
-    n.granted_by_wait = false;
-    take_fence(name.str(), false);
-    return;
-  }
-  if (n.held) {
-    // Asked again for a lock this session holds (a retry after a lost answer): it is ours.
-    take_fence(name.str(), false);
-    return;
-  }
-  if (!n.settings) {
-    read_settings(name.str(), request);
-  } else {
-    try {
-      check_ttl(request.ttl, *n.settings);
-    } catch (const Error& error) {
-      answer(Op::acquire, error);
-      return;
-    }
-    try_lock(name.str(), request);
-  }
-}
-
-void PostgresStore::read_settings(const std::string& name, const lock::AcquireRequest& request)
-{
-  m_named.at(name).session->query(
+  session(name).query(
     "SELECT name, setting, inet_client_addr() IS NOT NULL FROM pg_settings WHERE name IN "
     "('idle_session_timeout', 'tcp_user_timeout', 'tcp_keepalives_idle', "
     "'tcp_keepalives_interval', 'tcp_keepalives_count')",
@@ -257,32 +195,18 @@ void PostgresStore::read_settings(const std::string& name, const lock::AcquireRe
       }
       SessionSettings settings;
       for (int i = 0; i < a.rows.count(); ++i) {
-        std::string setting = a.rows.text(i, 0);
-        std::int64_t value = a.rows.number(i, 1);
         settings.over_tcp = a.rows.truth(i, 2);
-        if (setting == "idle_session_timeout") {
-          settings.idle_session_timeout = Millis(value);
-        } else if (setting == "tcp_user_timeout") {
-          settings.tcp_user_timeout = Millis(value);
-        } else if (setting == "tcp_keepalives_idle") {
-          settings.keepalives_idle_s = value;
-        } else if (setting == "tcp_keepalives_interval") {
-          settings.keepalives_interval_s = value;
-        } else if (setting == "tcp_keepalives_count") {
-          settings.keepalives_count = value;
-        }
+        settings.take(a.rows.text(i, 0), a.rows.number(i, 1));
       }
-      m_named.at(name).settings = settings;
-      try {
-        check_ttl(request.ttl, settings);
-      } catch (const Error& error) {
-        answer(Op::acquire, error);
-        return;
-      }
-      find_fence(*m_named.at(name).session, [this, name, request] { try_lock(name, request); },
-                 [this](const Error& error) { answer(Op::acquire, error); });
+      limit_found(name, request, session_limit(settings));
     },
     true);
+}
+
+void PostgresStore::before_first_try(const std::string& name, std::function<void()> then)
+{
+  find_fence(session(name), std::move(then),
+             [this](const Error& error) { answer(Op::acquire, error); });
 }
 
 void PostgresStore::find_fence(Session& session, std::function<void()> then,
@@ -312,22 +236,16 @@ void PostgresStore::find_fence(Session& session, std::function<void()> then,
 
 void PostgresStore::try_lock(const std::string& name, const lock::AcquireRequest& request)
 {
-  Named& n = m_named.at(name);
   bool shared = request.kind.mode == lock::LockKind::Mode::shared;
-  n.session->query(
+  session(name).query(
     fmt::format("SELECT pg_try_advisory_lock{}($1)", shared ? "_shared" : ""),
-    {std::to_string(n.key.key)},
+    {std::to_string(key_of(name).key)},
     [this, name, request](Answer& a) {
       if (a.error) {
         answer(Op::acquire, *a.error);
         return;
       }
-      if (a.rows.count() == 1 && a.rows.truth(0, 0)) {
-        m_named.at(name).held = true;
-        take_fence(name, false);
-      } else {
-        report_holder(name, request);
-      }
+      tried(name, request, a.rows.count() == 1 && a.rows.truth(0, 0));
     },
     true);
 }
@@ -335,25 +253,10 @@ void PostgresStore::try_lock(const std::string& name, const lock::AcquireRequest
 void PostgresStore::take_fence(const std::string& name, bool looked_again)
 {
   Named& n = m_named.at(name);
-  auto acquired = [this](std::int64_t fence) {
-    Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
-    outcome.acquire.acquired = true;
-    outcome.acquire.fence = fence;
-    answer(std::move(outcome));
-  };
-  auto no_fencing = [this, acquired](const std::string& why) {
-    m_fencing = false; // no right to create or write it, or a read-only server
-    util::log_verbose("no fencing token: {}", why);
-    acquired(0);
-  };
-  if (!m_fencing) {
-    acquired(0);
-    return;
-  }
+  AdvisoryKey key = AdvisoryKey::of(n.prefixed);
   auto failed = [this, name](const Error& error) { give_back(name, error); };
   if (!m_fence) { // a lock held already when the table was looked for (a retry)
-    find_fence(*n.session, [this, name, looked_again] { take_fence(name, looked_again); },
-               failed);
+    find_fence(session(name), [this, name, looked_again] { fence(name, looked_again); }, failed);
     return;
   }
   if (m_fence->table.empty()) {
@@ -367,34 +270,32 @@ void PostgresStore::take_fence(const std::string& name, bool looked_again)
     }
     // No table yet: make it where the role's path puts new tables, then look again (whoever
     // made it meanwhile, its owner is checked).
-    n.session->query(create_fence_table_sql(m_fence->home), {},
-                     [this, name, no_fencing, failed](Answer& created) {
-                       // 23505, 42P07: another dlock made it at the same moment
-                       if (created.error && created.sqlstate != "23505" &&
-                           created.sqlstate != "42P07") {
-                         no_fencing(fmt::format("cannot create the table dlock_fence ({})",
-                                                created.error->what()));
-                         return;
-                       }
-                       m_fence.reset();
-                       find_fence(*m_named.at(name).session,
-                                  [this, name] { take_fence(name, true); }, failed);
-                     },
-                     true);
+    session(name).query(create_fence_table_sql(m_fence->home), {},
+                        [this, name, failed](Answer& created) {
+                          // 23505, 42P07: another dlock made it at the same moment
+                          if (created.error && created.sqlstate != "23505" &&
+                              created.sqlstate != "42P07") {
+                            no_fencing(fmt::format("cannot create the table dlock_fence ({})",
+                                                   created.error->what()));
+                            return;
+                          }
+                          m_fence.reset();
+                          find_fence(session(name), [this, name] { fence(name, true); }, failed);
+                        },
+                        true);
     return;
   }
-  n.session->query(
+  session(name).query(
     "INSERT INTO " + m_fence->table +
       " AS f (lock_key, name, fence, acquired_at) "
       "VALUES ($1, $2, 1, pg_catalog.clock_timestamp()) ON CONFLICT (lock_key) DO UPDATE "
       "SET fence = f.fence + 1, acquired_at = EXCLUDED.acquired_at WHERE f.name = EXCLUDED.name "
       "RETURNING fence",
-    {std::to_string(n.key.key), n.prefixed},
-    [this, name, looked_again, acquired, no_fencing, failed](Answer& a) {
-      Named& held = m_named.at(name);
+    {std::to_string(key.key), n.prefixed},
+    [this, name, key, looked_again, failed](Answer& a) {
       if (a.error && a.sqlstate == "42P01" && !looked_again) { // dropped since: look again
         m_fence.reset();
-        find_fence(*held.session, [this, name] { take_fence(name, true); }, failed);
+        find_fence(session(name), [this, name] { fence(name, true); }, failed);
         return;
       }
       if (a.error && (a.sqlstate == "42501" || a.sqlstate == "25006" || a.sqlstate == "42P01")) {
@@ -409,10 +310,10 @@ void PostgresStore::take_fence(const std::string& name, bool looked_again)
         give_back(name, Error(ExitCode::internal,
                               "lock name '{}' has the same PostgreSQL advisory key ({}) as "
                               "another name in dlock_fence; choose another name or --prefix",
-                              name, held.key.key));
+                              name, key.key));
         return;
       }
-      acquired(a.rows.number(0, 0));
+      fenced(a.rows.number(0, 0));
     },
     true);
 }
@@ -421,136 +322,88 @@ void PostgresStore::give_back(const std::string& name, const Error& error)
 {
   Named& held = m_named.at(name);
   held.held = false;
-  held.session->query(fmt::format("SELECT pg_advisory_unlock{}($1)",
+  session(name).query(fmt::format("SELECT pg_advisory_unlock{}($1)",
                                   held.kind.mode == lock::LockKind::Mode::shared ? "_shared" : ""),
-                      {std::to_string(held.key.key)}, nullptr, true);
+                      {std::to_string(AdvisoryKey::of(held.prefixed).key)}, nullptr, true);
   answer(Op::acquire, error);
 }
 
 void PostgresStore::report_holder(const std::string& name, const lock::AcquireRequest& request)
 {
-  Named& n = m_named.at(name);
-  n.session->query(holders_sql(key_rows), key_params(n.key),
-                   [this, request](Answer& a) {
-                     if (a.error) {
-                       answer(Op::acquire, *a.error);
-                       return;
-                     }
-                     Holders holders = read_holders(a.rows);
-                     Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
-                     lock::AcquireResult& result = outcome.acquire;
-                     result.holder_ttl_ms = -1; // a session has no expiry
-                     if (!holders.granted.empty()) {
-                       result.holder = holders.granted.front();
-                     }
-                     result.holders = std::int64_t(holders.granted.size());
-                     Millis cap = request.ticket.max_block > Millis(0) ? request.ticket.max_block
-                                                                        : longest_block;
-                     result.block = std::min(cap, longest_block);
-                     answer(std::move(outcome));
-                   },
-                   true);
+  session(name).query(holders_sql(key_rows), key_params(key_of(name)),
+                      [this, request](Answer& a) {
+                        if (a.error) {
+                          answer(Op::acquire, *a.error);
+                          return;
+                        }
+                        Holders holders = read_holders(a.rows);
+                        holders_found(request,
+                                      holders.granted.empty() ? nullptr : &holders.granted.front(),
+                                      std::int64_t(holders.granted.size()));
+                      },
+                      true);
 }
 
-void PostgresStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
-                                        Millis block)
+void PostgresStore::wait_in_server(const std::string& name, Millis block)
 {
-  (void)ticket;
-  Named* n = find(name);
-  if (n == nullptr || n->session->broken() || n->held) {
-    answer(Op::wait_for_wake);
-    return;
-  }
-  std::string key = name.str();
+  const Named& n = m_named.at(name);
   // Blocks until the holder lets go (the server grants it to this session then) or
   // lock_timeout ends the wait (55P03); the simple protocol sends both statements at once.
-  n->session->query_blocking(
+  session(name).query_blocking(
     fmt::format("SET lock_timeout = {}; SELECT pg_advisory_lock{}({})",
                 std::max<std::int64_t>(1, block.count()),
-                n->kind.mode == lock::LockKind::Mode::shared ? "_shared" : "", n->key.key),
-    [this, key](Answer& a) {
-      Outcome outcome{Op::wait_for_wake, std::nullopt, false, {}, {}};
+                n.kind.mode == lock::LockKind::Mode::shared ? "_shared" : "",
+                AdvisoryKey::of(n.prefixed).key),
+    [this, name](Answer& a) {
       if (!a.error) {
-        Named& granted = m_named.at(key);
-        granted.held = true;
-        granted.granted_by_wait = true;
-      } else if (a.sqlstate != "55P03" && a.sqlstate != "57014") { // not a lock or statement timeout
-        outcome.error = a.error;
+        granted(name);
+        woken();
+      } else if (a.sqlstate != "55P03" && a.sqlstate != "57014") {
+        woken(a.error); // not a lock or statement timeout
+      } else {
+        woken();
       }
-      answer(std::move(outcome));
     });
-  n->session->query("RESET lock_timeout", {}, nullptr);
+  session(name).query("RESET lock_timeout", {}, nullptr);
 }
 
-void PostgresStore::start_renew(const lock::LockName& name, const lock::RenewRequest& request)
+void PostgresStore::confirm_held(const std::string& name)
 {
-  Named* n = find(name);
-  if (n != nullptr && n->held && n->token == request.token) {
-    Outcome outcome{Op::renew, std::nullopt, false, {}, {}};
-    outcome.slot = n->kind.has_slots();
-    if (n->session->broken()) {
-      answer(outcome); // the session that held it ended: a new one would not hold it
-      return;
-    }
-    std::string key = name.str();
-    n->session->query(
-      std::string("SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = pg_backend_pid() AND ") +
-        key_rows + " AND l.granted)",
-      key_params(n->key), [this, key, outcome](Answer& a) mutable {
-        if (a.error && m_named.at(key).session->broken()) {
-          m_named.at(key).held = false;
-        } else if (a.error) {
-          outcome.error = a.error;
-        } else {
-          outcome.held = a.rows.count() == 1 && a.rows.truth(0, 0);
-          m_named.at(key).held = outcome.held;
-        }
-        answer(std::move(outcome));
-      });
-    return;
-  }
-  // Held by another process (a nested run checks its parent's token): its session's
-  // application_name carries the token's fingerprint.
+  session(name).query(
+    std::string("SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = pg_backend_pid() AND ") +
+      key_rows + " AND l.granted)",
+    key_params(key_of(name)), [this, name](Answer& a) {
+      held_confirmed(name, a.error, a.rows.count() == 1 && a.rows.truth(0, 0));
+    });
+}
+
+void PostgresStore::confirm_other(const lock::LockName& name, const std::string& token)
+{
+  // Its session's application_name carries the token's fingerprint.
   AdvisoryKey key = AdvisoryKey::of(m_prefix + name.str());
   std::vector<std::string> params = key_params(key);
-  params.push_back("dlock " + token_fingerprint(request.token) + " %");
+  params.push_back("dlock " + token_fingerprint(token) + " %");
   control().query(std::string("SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON "
                               "a.pid = l.pid WHERE ") +
                     key_rows + " AND l.granted AND a.application_name LIKE $3)",
                   params, [this](Answer& a) {
-                    Outcome outcome{Op::renew, a.error, false, {}, {}};
-                    outcome.held = !a.error && a.rows.count() == 1 && a.rows.truth(0, 0);
-                    answer(std::move(outcome));
+                    other_confirmed(a.error, a.rows.count() == 1 && a.rows.truth(0, 0));
                   });
 }
 
-void PostgresStore::start_release(const lock::LockName& name, const std::string& token)
+void PostgresStore::unlock(const std::string& name)
 {
-  Named* n = find(name);
-  if (!token.empty() && n != nullptr && n->held && n->token == token) {
-    std::string key = name.str();
-    n->held = false;
-    n->granted_by_wait = false;
-    if (n->session->broken()) {
-      answer(Op::release);
-      return;
-    }
-    n->session->query(fmt::format("SELECT pg_advisory_unlock{}($1)",
-                                  n->kind.mode == lock::LockKind::Mode::shared ? "_shared" : ""),
-                      {std::to_string(n->key.key)}, [this](Answer& a) {
-                        Outcome outcome{Op::release, std::nullopt, false, {}, {}};
-                        if (a.error && a.sqlstate.empty()) {
-                          // the session ended: the server freed the lock
-                        } else if (a.error) {
-                          outcome.error = a.error;
-                        } else {
-                          outcome.held = a.rows.count() == 1 && a.rows.truth(0, 0);
-                        }
-                        answer(std::move(outcome));
+  const Named& n = m_named.at(name);
+  session(name).query(fmt::format("SELECT pg_advisory_unlock{}($1)",
+                                  n.kind.mode == lock::LockKind::Mode::shared ? "_shared" : ""),
+                      {std::to_string(AdvisoryKey::of(n.prefixed).key)}, [this](Answer& a) {
+                        released(a.error, a.sqlstate.empty(),
+                                 a.rows.count() == 1 && a.rows.truth(0, 0));
                       });
-    return;
-  }
-  // --force (no token), or a token another process holds: end the holding session.
+}
+
+void PostgresStore::end_holder(const lock::LockName& name, const std::string& token)
+{
   AdvisoryKey key = AdvisoryKey::of(m_prefix + name.str());
   std::vector<std::string> params = key_params(key);
   std::string sql = std::string("SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN "
@@ -573,62 +426,6 @@ void PostgresStore::start_release(const lock::LockName& name, const std::string&
   });
 }
 
-
-
-
-
-
-
-void PostgresStore::watch(util::EventLoop& loop)
-{
-  if (has_answers()) {
-    loop.wake_at(util::monotonic_now());
-  }
-  for (auto& [name, n] : m_named) {
-    if (n.session->owned()) {
-      n.session->watch(loop);
-    }
-  }
-  if (m_control && m_control->owned()) {
-    m_control->watch(loop);
-  }
-}
-
-
-void PostgresStore::abandon() noexcept
-{
-  for (auto it = m_named.begin(); it != m_named.end();) {
-    Named& n = it->second;
-    if (n.session->owned() && n.held && !n.session->broken()) {
-      n.session->forget_queries();
-      ++it;
-    } else {
-      n.session->cancel();
-      it = m_named.erase(it);
-    }
-  }
-  if (m_control) {
-    m_control->cancel();
-    m_control.reset();
-  }
-  forget_answers();
-}
-
-Error PostgresStore::timed_out() noexcept
-{
-  std::string what = "did not answer in time";
-  for (auto& [name, n] : m_named) {
-    if (n.session->owned() && n.session->connecting()) {
-      what = "did not accept a connection in time";
-    }
-  }
-  if (m_control && m_control->connecting()) {
-    what = "did not accept a connection in time";
-  }
-  abandon();
-  return Error(ExitCode::unavailable, "PostgreSQL at {} {}", m_params.shown, what);
-}
-
 void PostgresStore::limit_blocking(Millis) noexcept
 {
   // libpq connects without blocking; only a cancel request (abandon) connects in the open.
@@ -639,15 +436,7 @@ Answer PostgresStore::ask(const std::string& sql, std::vector<std::string> param
 {
   std::optional<Answer> got;
   control().query(sql, std::move(params), [&got](Answer& a) { got = std::move(a); });
-  while (!got) {
-    if (util::monotonic_now() >= deadline) {
-      throw timed_out();
-    }
-    util::EventLoop loop;
-    m_control->watch(loop);
-    loop.wake_at(deadline);
-    loop.wait();
-  }
+  block_until([&got] { return got.has_value(); }, deadline);
   return std::move(*got);
 }
 

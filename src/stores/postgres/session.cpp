@@ -7,7 +7,6 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <future>
 #include <thread>
 
@@ -50,16 +49,7 @@ constexpr std::chrono::milliseconds cancel_limit{500};
 
 std::int64_t Rows::number(int row, int column) const
 {
-  if (null(row, column)) {
-    return 0;
-  }
-  std::string value = text(row, column);
-  std::int64_t n = 0;
-  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-  if (ec != std::errc() || end != value.data() + value.size()) {
-    throw Error(ExitCode::internal, "PostgreSQL answered '{}' where dlock expected a number", value);
-  }
-  return n;
+  return null(row, column) ? 0 : sql::parse_number(text(row, column), "PostgreSQL");
 }
 
 Error connect_error(const std::string& shown, const std::string& message)
@@ -75,7 +65,7 @@ Error connect_error(const std::string& shown, const std::string& message)
   return Error(code, "PostgreSQL at {}: {}", shown, message);
 }
 
-Session::Session(const ConnectParams& params) : m_owner(::getpid()), m_shown(params.shown)
+Session::Session(const ConnectParams& params) : QueuedSession(params.shown)
 {
   std::vector<const char*> keywords;
   std::vector<const char*> values;
@@ -112,16 +102,9 @@ Session::~Session()
   }
 }
 
-bool Session::owned() const noexcept { return ::getpid() == m_owner; }
-
 void Session::query(std::string sql, std::vector<std::string> params, Callback done, bool first)
 {
-  Query q{std::move(sql), std::move(params), std::move(done)};
-  if (first) {
-    m_queue.push_front(std::move(q));
-  } else {
-    m_queue.push_back(std::move(q));
-  }
+  add(Query{std::move(sql), std::move(params), std::move(done)}, first);
   if (!m_connecting && !m_in_flight && !m_broken) {
     send_next();
   }
@@ -137,11 +120,7 @@ void Session::query_blocking(std::string sql, Callback done)
 
 void Session::watch(util::EventLoop& loop)
 {
-  if (m_broken) {
-    if (!m_queue.empty()) {
-      fail(*m_broken); // answers queries queued after the end
-      loop.wake_at(util::monotonic_now());
-    }
+  if (watch_ended(loop)) {
     return;
   }
   short events = POLLIN;
@@ -258,13 +237,9 @@ void Session::read_answers()
     PGresult* result = pq().PQgetResult(m_conn);
     if (result == nullptr) { // the query is answered
       m_in_flight = false;
-      std::optional<Query> done = std::move(m_current);
-      m_current.reset();
       Answer answer = std::move(m_answer);
       m_answer = Answer{};
-      if (done && done->done) {
-        done->done(answer);
-      }
+      finish(answer);
       if (m_broken) {
         return;
       }
@@ -299,41 +274,14 @@ void Session::read_answers()
 
 void Session::fail(const Error& error)
 {
-  if (!m_broken) {
-    m_broken = error;
-    if (m_on_end) {
-      m_on_end(error);
-    }
-  }
+  ended(error);
   m_connecting = false;
   m_flushing = false;
-  std::deque<Query> owed;
-  if (m_in_flight && m_current) {
-    owed.push_back(std::move(*m_current));
-  }
+  bool in_flight = m_in_flight;
   m_in_flight = false;
-  m_current.reset();
-  // Callbacks may queue follow-ups, which fail in turn.
-  while (!owed.empty() || !m_queue.empty()) {
-    if (owed.empty()) {
-      owed.swap(m_queue);
-    }
-    Query q = std::move(owed.front());
-    owed.pop_front();
-    Answer answer;
-    answer.error = *m_broken;
-    if (q.done) {
-      q.done(answer);
-    }
-  }
-}
-
-void Session::forget_queries() noexcept
-{
-  m_queue.clear();
-  if (m_current) {
-    m_current->done = nullptr;
-  }
+  Answer failed;
+  failed.error = *m_broken;
+  fail_queries(failed, in_flight);
 }
 
 void Session::cancel() noexcept

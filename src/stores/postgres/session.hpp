@@ -1,6 +1,7 @@
 #pragma once
 
 #include "stores/postgres/libpq.hpp"
+#include "stores/sql/session.hpp"
 #include "util/error.hpp"
 #include "util/event_loop.hpp"
 
@@ -48,6 +49,14 @@ struct ConnectParams {
   std::string shown; // the URL without its password, for messages
 };
 
+// One query of a session: $1, $2… are params; blocks: it may wait in the server.
+struct Query {
+  std::string sql;
+  std::vector<std::string> params;
+  std::function<void(Answer&)> done;
+  bool blocks = false;
+};
+
 // One libpq connection, that is one PostgreSQL session (which owns the advisory locks it
 // takes), driven without blocking: queries wait in a queue and go one at a time; each answer
 // goes to its callback, which may put the query's next step at the front of the queue.
@@ -55,7 +64,7 @@ struct ConnectParams {
 // for fence_table.hpp) and pins its own to pg_catalog, pg_temp: no function, operator or
 // table another role put in a schema of the path (a writable public) is used for PostgreSQL's
 // own; a session that cannot pin it ends.
-class Session {
+class Session final : public sql::QueuedSession<Query, Answer> {
 public:
   using Callback = std::function<void(Answer&)>;
 
@@ -63,66 +72,38 @@ public:
   explicit Session(const ConnectParams& params);
   // Ends the session, which frees every lock it holds; in a process forked after it was
   // opened, only closes this process's copy of the socket (the session is its parent's).
-  ~Session();
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
+  ~Session() override;
 
   // Queues a query ($1, $2… are params); first: before whatever is queued (an op's next step).
   void query(std::string sql, std::vector<std::string> params, Callback done, bool first = false);
   // Queues a query that blocks in the server (pg_advisory_lock), which cancel() interrupts.
   void query_blocking(std::string sql, Callback done);
-  // Has loop watch the socket for this round (an idle session too: to see it end).
-  void watch(util::EventLoop& loop);
-  // Forgets what is queued and the callback of the query in flight, whose answer is read and
-  // dropped; the session and its locks stay.
-  void forget_queries() noexcept;
+  void watch(util::EventLoop& loop) override;
   // Asks the server to cancel a blocking query in flight, so that a waiter that gives up does
   // not stay in the lock's queue (where it holds back shared holders). Best effort, and
   // bounded: the cancel request needs a connection of its own, which a partition would hang.
-  void cancel() noexcept;
-  // Called once when the connection ends, before the answers it still owes (which fail).
-  void on_end(std::function<void(const Error&)> ended) { m_on_end = std::move(ended); }
-
-  // The connection ended (or never came up); broken_error() says how.
-  bool broken() const noexcept { return m_broken.has_value(); }
-  const Error& broken_error() const { return *m_broken; }
-  bool busy() const noexcept { return m_in_flight || !m_queue.empty() || m_connecting; }
-  bool connecting() const noexcept { return m_connecting; }
-  // Whether this process opened it (not a fork's inherited copy).
-  bool owned() const noexcept;
-  const std::string& shown() const noexcept { return m_shown; }
+  void cancel() noexcept override;
+  bool busy() const noexcept override { return m_in_flight || !m_queue.empty() || m_connecting; }
+  bool connecting() const noexcept override { return m_connecting; }
 
 private:
-  struct Query {
-    std::string sql;
-    std::vector<std::string> params;
-    Callback done;
-    bool blocks = false;
-  };
-
   void on_io(short revents);
   void advance_connect();
   void send_next();
   void read_answers();
-  void fail(const Error& error);
+  void fail(const Error& error) override;
   // libpq's message on one line, without the URL's secrets or the password (which libpq may
   // quote, as it does a malformed escape).
   std::string message(const char* text) const;
 
   PGconn* m_conn = nullptr;
-  pid_t m_owner = 0;
-  std::string m_shown;
   std::vector<std::string> m_urls;      // "dbname" values: URLs, whose secrets messages hide
   std::vector<std::string> m_passwords; // "password" and "sslpassword" values
   bool m_connecting = true;
   PostgresPollingStatusType m_poll = PGRES_POLLING_WRITING;
   bool m_in_flight = false;
   bool m_flushing = false;
-  std::optional<Query> m_current;
-  std::deque<Query> m_queue;
-  std::optional<Error> m_broken;
   Answer m_answer; // of the query in flight, while its results come in
-  std::function<void(const Error&)> m_on_end;
 };
 
 // The exit code of a connection failure, from libpq's message: 77 for authentication, 78 for

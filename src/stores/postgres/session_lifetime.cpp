@@ -2,6 +2,21 @@
 
 namespace dlock::postgres {
 
+void SessionSettings::take(std::string_view name, std::int64_t setting)
+{
+  if (name == "idle_session_timeout") {
+    idle_session_timeout = util::Millis(setting);
+  } else if (name == "tcp_user_timeout") {
+    tcp_user_timeout = util::Millis(setting);
+  } else if (name == "tcp_keepalives_idle") {
+    keepalives_idle_s = setting;
+  } else if (name == "tcp_keepalives_interval") {
+    keepalives_interval_s = setting;
+  } else if (name == "tcp_keepalives_count") {
+    keepalives_count = setting;
+  }
+}
+
 std::optional<SessionLimit> session_limit(const SessionSettings& settings)
 {
   sql::SoonestLimit limit;

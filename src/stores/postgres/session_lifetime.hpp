@@ -3,8 +3,10 @@
 #include "stores/sql/session_store.hpp"
 #include "util/duration.hpp"
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace dlock::postgres {
 
@@ -19,6 +21,10 @@ struct SessionSettings {
   std::int64_t keepalives_interval_s = 0;
   std::int64_t keepalives_count = 0;
   bool over_tcp = true; // keepalives and the user timeout apply to TCP connections only
+
+  // Takes one row of pg_settings (setting: in ms or s, as the server reports it); the names
+  // dlock does not read are ignored.
+  void take(std::string_view name, std::int64_t setting);
 };
 
 // The soonest the server could end an unreachable or idle session, and the setting that says

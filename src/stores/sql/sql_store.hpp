@@ -1,0 +1,142 @@
+#pragma once
+
+#include "lock/store.hpp"
+#include "stores/sql/session.hpp"
+#include "stores/sql/session_store.hpp"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace dlock::sql {
+
+// The step chain PostgreSQL and MySQL share. Each lock name has a session of its own, whose
+// session holds the lock; an acquisition reads the session's limits (once), tries the lock,
+// takes a fencing token from dlock_fence or reports the holder; a wait blocks in the server;
+// a renewal confirms that the session still holds the lock; a release lets go of it, or with
+// --force (or another process's token) ends the holding session. The chain and the per-name
+// bookkeeping are here; each database writes the steps (its SQL and client calls), which
+// are the virtual methods below, and its own status and list.
+class SqlStore : public SessionStore {
+public:
+  void start_acquire(const lock::LockName& name, const lock::AcquireRequest& request) override;
+  void start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
+                           util::Millis block) override;
+  void start_renew(const lock::LockName& name, const lock::RenewRequest& request) override;
+  void start_release(const lock::LockName& name, const std::string& token) override;
+
+  void watch(util::EventLoop& loop) override;
+  // Keeps every session that holds a lock (ending it would free the lock under a running
+  // command); the others are cancelled and closed, which ends a wait in the server.
+  void abandon() noexcept override;
+  Error timed_out() noexcept override;
+
+protected:
+  // One lock name's session, and what it holds.
+  struct Named {
+    std::unique_ptr<Session> session;
+    std::string prefixed;          // prefix + name, as kept in dlock_fence
+    lock::LockKind kind{};         // as the last acquisition asked
+    std::string token;             // of the last acquisition
+    lock::HolderInfo holder;       // of the last acquisition
+    bool held = false;             // the session holds the lock (granted, not let go)
+    bool granted_by_wait = false;  // held through a wait, not yet answered as acquired
+    bool closing = false;          // released: the session ends once idle
+    bool limit_read = false;       // the server's settings were read
+    std::optional<SessionLimit> limit; // the soonest the server may end the session
+  };
+  using Op = lock::Outcome::Op;
+
+  // server: "PostgreSQL" or "MySQL", as messages name it; shown: the URL without secrets;
+  // idle_timeout_setting: as SessionStore.
+  SqlStore(std::string server, std::string shown, std::string prefix,
+           std::string idle_timeout_setting);
+
+  // The steps each database writes. Each answers its operation on a failure (answer(op,
+  // error)) and otherwise goes on with the chain's next step, named on it.
+  // Opens a session for the lock name n (n.prefixed, n.token and n.holder are set).
+  virtual std::unique_ptr<Session> open_session(const Named& n) = 0;
+  // Opens the session for status, list, --force and tokens held by another process.
+  virtual std::unique_ptr<Session> open_control() = 0;
+  // Reads the session's settings, then limit_found().
+  virtual void read_limit(const std::string& name, const lock::AcquireRequest& request) = 0;
+  // Runs once a new session's limit is read, before its first try; by default nothing.
+  virtual void before_first_try(const std::string&, std::function<void()> then) { then(); }
+  // Tries the lock without waiting, then tried().
+  virtual void try_lock(const std::string& name, const lock::AcquireRequest& request) = 0;
+  // Once the lock is taken, before the fencing token; by default nothing.
+  virtual void after_taken(const std::string&, std::function<void()> then) { then(); }
+  // Counts the lock's fencing token up in dlock_fence, then fenced() or no_fencing(); again:
+  // the table was created or looked for once already in this acquisition.
+  virtual void take_fence(const std::string& name, bool again) = 0;
+  // Reads who holds the lock, then holders_found().
+  virtual void report_holder(const std::string& name, const lock::AcquireRequest& request) = 0;
+  // Blocks in the server for at most block until the lock is this session's, then granted()
+  // and woken(), or woken() alone.
+  virtual void wait_in_server(const std::string& name, util::Millis block) = 0;
+  // Asks whether the name's session still holds the lock, then held_confirmed().
+  virtual void confirm_held(const std::string& name) = 0;
+  // Asks whether the session of another process that has token holds the lock, then
+  // other_confirmed().
+  virtual void confirm_other(const lock::LockName& name, const std::string& token) = 0;
+  // Lets go of the lock the name's session holds, then released().
+  virtual void unlock(const std::string& name) = 0;
+  // --force (no token) or a token another process holds: ends the holding session and
+  // answers the release.
+  virtual void end_holder(const lock::LockName& name, const std::string& token) = 0;
+
+  // The chain's steps that the database's steps go on with.
+  // The session's limit is known: checks the TTL against it, then tries the lock.
+  void limit_found(const std::string& name, const lock::AcquireRequest& request,
+                   std::optional<SessionLimit> limit);
+  // taken: the lock is this session's now (else another holds it).
+  void tried(const std::string& name, const lock::AcquireRequest& request, bool taken);
+  // Takes the fencing token, unless dlock_fence turned out not to be writable.
+  void fence(const std::string& name, bool again);
+  // Answers the acquisition: taken, with fencing token fence (0: none).
+  void fenced(std::int64_t fence);
+  // dlock_fence cannot be used (why, for -v): the lock is taken without a token, from now on.
+  void no_fencing(const std::string& why);
+  // Answers the acquisition: held by count sessions, the first of them first.
+  void holders_found(const lock::AcquireRequest& request, const lock::HolderInfo* first,
+                     std::int64_t count);
+  // The wait ended with the lock this session's.
+  void granted(const std::string& name);
+  // Answers the wait: error, or woken (granted or timed out in the server).
+  void woken(std::optional<Error> error = std::nullopt);
+  // Answers the renewal: held or not, or error (which a session that ended turns into lost).
+  void held_confirmed(const std::string& name, const std::optional<Error>& error, bool held);
+  void other_confirmed(const std::optional<Error>& error, bool held);
+  // Answers the release: held (it was let go) or not, or error; ended: the session went with
+  // the lock, which is no error.
+  void released(const std::optional<Error>& error, bool ended, bool held);
+
+  Named* find(const lock::LockName& name);
+  Session& control_session();
+  // The name's session, or the control session, as the database's open_session or
+  // open_control made it (S: its session type).
+  template <class S> S& session_as(const std::string& name)
+  {
+    return static_cast<S&>(*m_named.at(name).session);
+  }
+  template <class S> S& control_as() { return static_cast<S&>(control_session()); }
+  // Waits on the control session until answered() or deadline (then throws timed_out()).
+  void block_until(const std::function<bool()>& answered, util::TimePoint deadline);
+
+  std::string m_server;
+  std::string m_shown;
+  std::string m_prefix;
+  std::map<std::string, Named> m_named; // by lock name
+  std::unique_ptr<Session> m_control;
+  bool m_fencing = true; // false once dlock_fence turned out not writable
+
+private:
+  // The name's session, opened for token if there is none this process can use.
+  Named& named(const lock::LockName& name, const std::string& token, const lock::HolderInfo& me);
+  // Whether the TTL is within the session's limit; if not, the acquisition is refused.
+  bool ttl_allowed(const std::string& name, const lock::AcquireRequest& request);
+};
+
+} // namespace dlock::sql
