@@ -14,7 +14,7 @@
 # TLS-only nodes and reuses the rest as it is. The group is the file's, but for the failover
 # test, which starts its own.
 
-load sentinel_helpers
+load ../lib/sentinel_helpers
 
 # tls_missing: whether this dlock cannot do TLS, and why, in TLS_MISSING. Its --version says
 # "TLS: no" (built without), "TLS: built in, but TLS support is not installed: cannot load

@@ -1,0 +1,326 @@
+# Redlock for the bats files of tests/ha (redlock*.bats): N independent redis-server (or
+# $REDIS_SERVER) masters on loopback ports the kernel hands out, no replication between them,
+# and dlock given all of them (several --url).
+#
+# Loads tests/lib/helpers.bash (free_port, server_args, wait_for, start_bg, alive, T, DLOCK...).
+#
+# start_nodes from setup_file starts nodes for the whole file (in $BATS_FILE_TMPDIR/nodes,
+# stopped by stop_nodes in teardown_file); from a test (or from setup after dlock_setup), for
+# that test only (in $T/nodes, their pids also in $T/nodes.pid, so the default teardown stops
+# them whatever happens). A file whose tests do not break nodes starts them once; a file whose
+# tests restart them starts them per test. Freezing (SIGSTOP) is undone by redlock_setup and by
+# the teardown.
+#
+# Exported by start_nodes (space-separated lists; bats cannot export arrays):
+#   NODE_PORTS    every node's port, node 1 first
+#   NODE_PIDS     every node's pid, in the same order (refreshed by restart_node)
+#   NODE_DIR      the nodes' directories n1, n2... (redis.log, redis.pid, port)
+#   REDLOCK_URLS  redis://127.0.0.1:PORT of every node, separated by spaces: the form
+#                 DLOCK_URL takes
+# redlock_setup (the per-test default) sets the array RL: the same URLs as -u arguments,
+#   for "$DLOCK" "${RL[@]}" run ...
+
+load "${BASH_SOURCE[0]%/*}/helpers"
+
+setup_file() { start_nodes 5 && warm_up; }
+teardown_file() { stop_nodes; }
+setup() { redlock_setup; }
+teardown() { redlock_teardown; }
+
+# redlock_setup: the per-test default: T, every node running (SIGCONT) and empty, RL, and
+# DLOCK_URL unset (each test says which URLs it gives).
+redlock_setup() {
+  dlock_setup
+  unset DLOCK_URL
+  [ -z "${NODE_PORTS:-}" ] || { reset_nodes; redlock_args; }
+}
+
+# redlock_teardown: wakes frozen nodes (so that what a test left queued runs), then the
+# default teardown (stops what the test recorded, per-test nodes included).
+redlock_teardown() {
+  thaw_all
+  dlock_teardown
+}
+
+# redlock_args: RL=(-u URL1 -u URL2 ...) for the current nodes.
+redlock_args() {
+  local port
+  RL=()
+  for port in $NODE_PORTS; do RL+=(-u "redis://127.0.0.1:$port"); done
+}
+
+# start_nodes N [redis-server args...]: starts N independent nodes (see the top of this file)
+# and returns once each answers as itself: the process id it reports is its pidfile's, so a
+# node that lost the race for its port to another process is started again on another one.
+start_nodes() {
+  local count=$1 i port ports=() pids=() urls=()
+  shift
+  if [ -n "${T:-}" ]; then
+    NODE_DIR=$T/nodes
+  else
+    NODE_DIR=$BATS_FILE_TMPDIR/nodes
+  fi
+  mkdir -p "$NODE_DIR"
+  : >"$NODE_DIR/pids"
+  export NODE_DIR
+  for i in $(seq "$count"); do
+    mkdir -p "$NODE_DIR/n$i"
+    if ! _start_node "$i" "" "$@"; then
+      echo "node $i did not start:" >&2
+      cat "$NODE_DIR/n$i/redis.log" >&2
+      stop_nodes
+      return 1
+    fi
+    port=$(cat "$NODE_DIR/n$i/port")
+    ports+=("$port")
+    pids+=("$(cat "$NODE_DIR/n$i/redis.pid")")
+    urls+=("redis://127.0.0.1:$port")
+  done
+  NODE_PORTS=${ports[*]}
+  NODE_PIDS=${pids[*]}
+  REDLOCK_URLS=${urls[*]}
+  export NODE_PORTS NODE_PIDS REDLOCK_URLS
+  redlock_args
+}
+
+# _start_node I PORT [args...]: starts node I on PORT (empty: a free port, retried on a lost
+# race), daemonized, without persistence; records its pid and port. Extra args: redis-server's.
+_start_node() {
+  local i=$1 want=$2 dir=$NODE_DIR/n$1 try port pid
+  shift 2
+  for try in 1 2 3 4 5 6 7 8 9 10; do
+    port=${want:-$(free_port)}
+    server_args "$dir" "$port" --daemonize yes --pidfile "$dir/redis.pid" "$@"
+    rm -f "$dir/redis.log" "$dir/redis.pid"
+    "${REDIS_SERVER:-redis-server}" "${SERVER_ARGS[@]}" || return 1
+    if wait_for "[ -s '$dir/redis.pid' ] && [ \"\$(_pid_reported $port)\" = \"\$(cat '$dir/redis.pid' 2>/dev/null)\" ] ||
+        lost_port_race '$dir'" 10 && ! lost_port_race "$dir"; then
+      pid=$(cat "$dir/redis.pid")
+      echo "$pid" >>"$NODE_DIR/pids"
+      [ -z "${T:-}" ] || [ "$NODE_DIR" != "$T/nodes" ] || echo "$pid" >>"$T/nodes.pid"
+      echo "$port" >"$dir/port"
+      return 0
+    fi
+    if [ -s "$dir/redis.pid" ]; then kill -9 "$(cat "$dir/redis.pid")" 2>/dev/null || true; fi
+    lost_port_race "$dir" || return 1
+    # the same port (a restart): wait for whoever took it to let go
+    [ -z "$want" ] || sleep 0.2
+  done
+  return 1
+}
+
+_pid_reported() { timeout 2 redis-cli -p "$1" info server 2>/dev/null | tr -d '\r' | sed -n 's/^process_id://p'; }
+
+# stop_nodes: stops every node start_nodes (or restart_node) started, in this NODE_DIR
+# (SIGCONT, SIGTERM, SIGKILL after 5 s), and waits until they are gone.
+stop_nodes() {
+  [ -n "${NODE_DIR:-}" ] && [ -s "$NODE_DIR/pids" ] || return 0
+  local pid pids=() i any
+  while read -r pid; do pids+=("$pid"); done <"$NODE_DIR/pids"
+  for pid in "${pids[@]}"; do
+    kill -CONT "$pid" 2>/dev/null || true
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  for i in $(seq 100); do
+    any=0
+    for pid in "${pids[@]}"; do alive "$pid" && any=1 && break; done
+    [ "$any" = 0 ] && return 0
+    sleep 0.05
+  done
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+}
+
+# node_port I, node_pid I: node I's (1-based) port and current pid.
+node_port() { cut -d' ' -f"$1" <<<"$NODE_PORTS"; }
+node_pid() { cat "$NODE_DIR/n$1/redis.pid"; }
+
+# ncli PORT ARGS...: redis-cli against one node (given up after 5 s: a frozen node never
+# answers).
+ncli() {
+  local port=$1
+  shift
+  timeout 5 redis-cli -p "$port" "$@"
+}
+
+# nodecli I ARGS...: redis-cli against node I.
+nodecli() {
+  local i=$1
+  shift
+  ncli "$(node_port "$i")" "$@"
+}
+
+# freeze I...: SIGSTOP for nodes I... (their sockets stay open; what is sent queues up).
+# thaw I...: SIGCONT. thaw_all: SIGCONT for every node started here.
+freeze() { local i; for i in "$@"; do kill -STOP "$(node_pid "$i")"; done; }
+thaw() { local i; for i in "$@"; do kill -CONT "$(node_pid "$i")"; done; }
+thaw_all() {
+  [ -n "${NODE_DIR:-}" ] && [ -s "$NODE_DIR/pids" ] || return 0
+  local pid
+  while read -r pid; do kill -CONT "$pid" 2>/dev/null || true; done <"$NODE_DIR/pids"
+}
+
+# restart_node I: kills node I (SIGKILL) and starts a new, empty one on the same port (no
+# persistence: it comes back without the lock); refreshes NODE_PIDS.
+restart_node() {
+  local i=$1 port pid
+  port=$(node_port "$i")
+  pid=$(node_pid "$i")
+  kill -KILL "$pid"
+  wait_for "! alive $pid" 5
+  # forget the dead pid (it may be reused): only live nodes are stopped at the end
+  sed -i "/^$pid\$/d" "$NODE_DIR/pids"
+  [ ! -e "${T:-/nonexistent}/nodes.pid" ] || sed -i "/^$pid\$/d" "$T/nodes.pid"
+  _start_node "$i" "$port" || { echo "node $i did not restart on $port:" >&2; cat "$NODE_DIR/n$i/redis.log" >&2; return 1; }
+  local j pids=()
+  for j in $(seq "$(wc -w <<<"$NODE_PORTS")"); do pids+=("$(node_pid "$j")"); done
+  NODE_PIDS=${pids[*]}
+  export NODE_PIDS
+}
+
+# reset_nodes: every node running and without keys (the script cache stays: see warm_up).
+reset_nodes() {
+  local port
+  thaw_all
+  for port in $NODE_PORTS; do
+    ncli "$port" flushall >/dev/null
+  done
+}
+
+# warm_up: one dlock run across the nodes, so that every node has dlock's acquire and release
+# scripts cached. (A node answers a script it does not have with NOSCRIPT and gets it in full
+# next; dlock acquire exits once a majority granted the lock, so on cold nodes a late node may
+# be left without the lock.) dlock run waits for every node's answer to its release, so all
+# five have both scripts after it.
+warm_up() {
+  "$DLOCK" "${RL[@]}" run -k warm-up -t 5s -- true
+  local port
+  for port in $NODE_PORTS; do ncli "$port" flushall >/dev/null; done
+}
+
+# holders NAME: how many nodes have the lock NAME (the key dlock:{NAME}).
+holders() {
+  local port n=0
+  for port in $NODE_PORTS; do
+    [ "$(ncli "$port" exists "dlock:{$1}")" = 1 ] && n=$((n + 1))
+  done
+  echo "$n"
+}
+
+# held_on_all NAME TOKEN: whether every node has the lock NAME with TOKEN.
+held_on_all() {
+  local port
+  for port in $NODE_PORTS; do
+    [ "$(ncli "$port" get "dlock:{$1}")" = "$2" ] || return 1
+  done
+}
+
+# wait_held_on_all NAME TOKEN: waits (2 s at most) until every node has the lock NAME with
+# TOKEN (dlock run goes on once a majority granted it; the others follow within milliseconds).
+wait_held_on_all() {
+  wait_for "held_on_all '$1' '$2'" 2 || { echo "not on every node: $(leftovers "$1")" >&2; return 1; }
+}
+
+# nothing_left NAME: whether no node has the lock NAME or its holder record.
+nothing_left() {
+  local port
+  for port in $NODE_PORTS; do
+    [ "$(ncli "$port" exists "dlock:{$1}" "dlock:{$1}:holder")" = 0 ] || return 1
+  done
+}
+
+# leftovers NAME: "PORT: keys" for every node that still has the lock NAME (for messages).
+leftovers() {
+  local port
+  for port in $NODE_PORTS; do
+    echo "$port: $(ncli "$port" --scan --pattern "dlock:{$1}*" | sort | tr '\n' ' ')"
+  done
+}
+
+# max_fence NAME: the largest fencing counter of the lock NAME among the nodes.
+max_fence() {
+  local port v max=0
+  for port in $NODE_PORTS; do
+    v=$(ncli "$port" get "dlock:{$1}:fence")
+    [ -n "$v" ] && [ "$v" -gt "$max" ] && max=$v
+  done
+  echo "$max"
+}
+
+# fences NAME: every node's fencing counter of the lock NAME (for messages).
+fences() {
+  local port
+  for port in $NODE_PORTS; do echo -n "$port=$(ncli "$port" get "dlock:{$1}:fence") "; done
+}
+
+# fence_of_majority NAME TOKEN: whether TOKEN is the largest counter of a majority of the nodes
+# (a fencing token Redlock hands out): some node's counter, and a majority's not above it.
+fence_of_majority() {
+  local port v equal=0 below=0 count=0
+  for port in $NODE_PORTS; do
+    count=$((count + 1))
+    v=$(ncli "$port" get "dlock:{$1}:fence")
+    [ -n "$v" ] || continue
+    [ "$v" = "$2" ] && equal=1
+    [ "$v" -le "$2" ] && below=$((below + 1))
+  done
+  [ "$equal" = 1 ] && [ "$below" -ge $((count / 2 + 1)) ]
+}
+
+# wait_lease_grows PORT NAME: waits (5 s at most) until the lease of the lock NAME on the node
+# on PORT grows: a renewal just reached it.
+wait_lease_grows() {
+  local port=$1 key="dlock:{$2}" before now deadline=$(($(now_ms) + 5000))
+  before=$(ncli "$port" pttl "$key")
+  while :; do
+    now=$(ncli "$port" pttl "$key")
+    [ "$now" -gt $((before + 100)) ] && return 0
+    [ "$now" -lt "$before" ] && before=$now
+    [ "$(now_ms)" -lt "$deadline" ] || { echo "no renewal of $key seen on $port (pttl $now)" >&2; return 1; }
+    sleep 0.005
+  done
+}
+
+# renewed_everywhere NAME: waits (5 s at most) until the lease of the lock NAME grew on every
+# node: a renewal reached each of them.
+renewed_everywhere() {
+  local key="dlock:{$1}" port before=() grown=() i now deadline=$(($(now_ms) + 5000)) left
+  for port in $NODE_PORTS; do before+=("$(ncli "$port" pttl "$key")"); grown+=(0); done
+  while :; do
+    i=0
+    left=0
+    for port in $NODE_PORTS; do
+      if [ "${grown[i]}" = 0 ]; then
+        now=$(ncli "$port" pttl "$key")
+        if [ "$now" -gt $((before[i] + 100)) ]; then
+          grown[i]=1
+        else
+          [ "$now" -ge "${before[i]}" ] || before[i]=$now
+          left=$((left + 1))
+        fi
+      fi
+      i=$((i + 1))
+    done
+    [ "$left" -gt 0 ] || return 0
+    [ "$(now_ms)" -lt "$deadline" ] || { echo "no renewal of $key seen on every node: $(leftovers "$1")" >&2; return 1; }
+    sleep 0.005
+  done
+}
+
+# started NAME CONDITION [PID [TIMEOUT_S]]: waits (default 10 s) until CONDITION holds while
+# the process start_bg started as NAME (PID, default BG_PID) runs; fails at once, showing its
+# stderr, if it exits first.
+started() {
+  local name=$1 condition=$2 pid=${3:-$BG_PID}
+  wait_for "$condition || ! alive $pid" "${4:-10}" || true
+  eval "$condition" && return 0
+  echo "$name exited, or timed out, before: $condition" >&2
+  cat "$T/$name.err" >&2
+  return 1
+}
+
+# exit_of PID: waits for the background job PID (a child of this shell) and sets RC to its
+# exit status.
+exit_of() {
+  RC=0
+  wait "$1" || RC=$?
+}
