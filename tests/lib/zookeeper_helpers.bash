@@ -96,7 +96,7 @@ zk_contenders() {
 }
 
 # The hooks of store.bats (store_helpers.bash).
-STORE_FEATURES="shared fair"
+STORE_FEATURES="shared fair loss_notice"
 STORE_LOSS="its ZooKeeper session expired or its node was deleted"
 
 store_start() {

@@ -183,7 +183,9 @@ died_of() {
 @test "$STORE: the session ended by the server or by release --force: the command is stopped within 500 ms" {
   # The session is the lease: once the server ended it, another client can take the lock, so
   # dlock stops the command as soon as the server's goodbye arrives (man dlock, DATABASE
-  # STORES: "usually within milliseconds"), not at the next renewal.
+  # STORES: "usually within milliseconds"), not at the next renewal. (A Redis holder finds out
+  # at its next renewal: man dlock, release --force.)
+  requires loss_notice
   local how slow=0
   for how in store_end_sessions "\"\$DLOCK\" release --force -k prompt >/dev/null"; do
     rm -f "$T/cmd.pid" "$T/termed"
