@@ -3,7 +3,8 @@
 # client end (CLIENT_IP) is in the namespace NS, where dlock runs (in_ns). `partition` drops
 # every packet between the two inside the namespace (a silent cut: no RST, no ICMP); `heal`
 # lets them through again. Clients in the root namespace reach the server over loopback and are
-# not cut. Needs store_helpers.bash (skip_file).
+# not cut. A file exports NS_URL, its server's URL at SERVER_IP, for dlock in the namespace.
+# Needs store_helpers.bash (skip_file).
 
 # netns_start TAG: creates the namespace and the veth pair (a /30 of its own from the pid, so
 # that parallel files do not share addresses); skips the file, saying why, without root,
@@ -56,3 +57,61 @@ partition() {
   in_ns iptables -I OUTPUT -d "$SERVER_IP" -j DROP
 }
 heal() { in_ns iptables -F INPUT 2>/dev/null; in_ns iptables -F OUTPUT 2>/dev/null; true; }
+
+# The partition scenario, written once for every store: a holder in the namespace, a waiter
+# in the root namespace, the cut, and what each must have done. A file's test strings them
+# together and adds its store's own bounds, e.g.
+#   ns_holder part 4s; loopback_waiter part 4s; wait_for QUEUED; cut_holder; waiter_took
+#   [ $((LAST - CUT)) -lt 4000 ]    # stopped before the 4 s lease could end
+
+# ns_holder KEY TTL [dlock run options...]: in the namespace, dlock run (against NS_URL) of a
+# command that writes its pid to $T/cmd.pid and a heartbeat (the time, ms) to $T/beat every
+# 10 ms, dlock's stderr in $T/holder.err; returns once the command beats. Sets HOLDER (dlock's
+# pid, recorded for the teardown).
+ns_holder() {
+  local key=$1 ttl=$2
+  shift 2
+  in_ns "$DLOCK" -u "$NS_URL" run -k "$key" -t "$ttl" "$@" -- sh -c 'echo $$ >"$T/cmd.pid"
+      while :; do date +%s%3N >"$T/beat.tmp"; mv "$T/beat.tmp" "$T/beat"; sleep 0.01; done' \
+    2>"$T/holder.err" 3>&- &
+  HOLDER=$!
+  echo "$HOLDER" >>"$T/bg.pid"
+  wait_for "[ -s '$T/cmd.pid' ] && [ -s '$T/beat' ]" 10
+}
+
+# loopback_waiter KEY TTL: a waiter for the lock in the root namespace (DLOCK_URL over
+# loopback: not cut), -w 30s, whose command writes the time (ms) it got the lock to $T/taken
+# (start_bg waiter). Sets WAITER.
+loopback_waiter() {
+  start_bg waiter "$DLOCK" run -k "$1" -t "$2" -w 30s -- sh -c 'date +%s%3N >"$T/taken"'
+  WAITER=$BG_PID
+}
+
+# cut_holder: cuts the namespace from the server (partition) and waits until the holder's
+# command is gone (10 s at most) and dlock exited, which must be with 76. Sets CUT (when the
+# cut came, ms), LAST (the command's last heartbeat, ms) and EXITED (ms from the cut to
+# dlock's exit).
+cut_holder() {
+  CUT=$(now_ms)
+  partition
+  wait_for "gone $(cat "$T/cmd.pid")" 10
+  LAST=$(cat "$T/beat")
+  local st=0
+  wait "$HOLDER" || st=$?
+  EXITED=$(($(now_ms) - CUT))
+  cat "$T/holder.err"
+  echo "command's last heartbeat at +$((LAST - CUT)) ms, dlock exited $st at +$EXITED ms"
+  [ "$st" -eq 76 ]
+}
+
+# waiter_took: waits for loopback_waiter's waiter, which must have exited 0, having taken the
+# lock after the holder's command's last heartbeat. Sets TAKEN (when it took the lock, ms).
+waiter_took() {
+  local st=0
+  wait "$WAITER" || st=$?
+  cat "$T/waiter.err"
+  [ "$st" -eq 0 ]
+  TAKEN=$(cat "$T/taken")
+  echo "the waiter took the lock at +$((TAKEN - CUT)) ms"
+  [ "$TAKEN" -gt "$LAST" ]
+}

@@ -11,8 +11,9 @@ load "${BASH_SOURCE[0]%/*}/store_helpers"
 STORE_FEATURES="shared limit fair coordinate detached"
 STORE_LOSS="it expired or was released by someone else"
 
+# store_start [redis-server args...]
 store_start() {
-  start_redis || return 1
+  start_redis "$@" || return 1
   export DLOCK_URL=redis://127.0.0.1:$REDIS_PORT
 }
 

@@ -196,36 +196,14 @@ new_leases() { comm -13 <(printf '%s\n' "$1") <(leases); }
 
 @test "partition: the holder's command is stopped (76) before its lease ends; a waiter gets it after" {
   [ -z "${NETNS_SKIP:-}" ] || skip "$NETNS_SKIP"
-  in_ns "$DLOCK" -u "$NS_URL" run -k part -t 4s -- sh -c 'echo $$ >"$T/cmd.pid"
-      while :; do date +%s%3N >"$T/beat.tmp"; mv "$T/beat.tmp" "$T/beat"; sleep 0.01; done' \
-    2>"$T/holder.err" 3>&- &
-  local holder=$!
-  echo "$holder" >>"$T/bg.pid"
-  wait_for "[ -s '$T/cmd.pid' ] && [ -s '$T/beat' ]" 10
-  start_bg waiter "$DLOCK" run -k part -t 4s -w 30s -- sh -c 'date +%s%3N >"$T/taken"'
-  local waiter=$BG_PID
+  ns_holder part 4s
+  loopback_waiter part 4s
   wait_for '[ "$(keys part | wc -l)" = 2 ]' 10
-  local cut
-  cut=$(now_ms)
-  partition
-  wait_for "gone $(cat "$T/cmd.pid")" 10
-  local last
-  last=$(cat "$T/beat")
-  local st=0
-  wait "$holder" || st=$?
-  cat "$T/holder.err"
-  echo "command's last heartbeat at +$((last - cut)) ms, dlock exited $st"
-  [ "$st" -eq 76 ]
-  st=0
-  wait "$waiter" || st=$?
-  cat "$T/waiter.err"
-  [ "$st" -eq 0 ]
-  local taken
-  taken=$(cat "$T/taken")
-  echo "the waiter took the lock at +$((taken - cut)) ms (the lease ran out)"
-  [ "$taken" -gt "$last" ]
+  cut_holder
+  # the waiter gets the lock once the lease ran out
+  waiter_took
   # stopped before the 4 s lease could end
-  [ $((last - cut)) -lt 4000 ]
+  [ $((LAST - CUT)) -lt 4000 ]
 }
 
 # tenant_key NAME VALUE: another tenant of the store puts a key in dlock's lock NAME's queue

@@ -46,40 +46,16 @@ waiting_sessions() {
 }
 
 @test "partition: the holder's command is stopped (76) before the server frees the lock; a waiter gets it after" {
-  in_ns "$DLOCK" -u "$NS_URL" run -k part -t 4s -- sh -c 'echo $$ >"$T/cmd.pid"
-      while :; do date +%s%3N >"$T/beat.tmp"; mv "$T/beat.tmp" "$T/beat"; sleep 0.01; done' \
-    2>"$T/holder.err" 3>&- &
-  local holder=$!
-  echo "$holder" >>"$T/bg.pid"
-  wait_for "[ -s '$T/cmd.pid' ] && [ -s '$T/beat' ]" 10
+  ns_holder part 4s
   # the waiter, over loopback: not partitioned
-  start_bg waiter "$DLOCK" run -k part -t 4s -w 30s -- sh -c 'date +%s%3N >"$T/taken"'
-  local waiter=$BG_PID
+  loopback_waiter part 4s
   wait_for '[ "$(waiting_sessions)" = 1 ]' 10
-  local cut
-  cut=$(now_ms)
-  partition
-  wait_for "gone $(cat "$T/cmd.pid")" 10
-  local last
-  last=$(cat "$T/beat")
-  local st=0
-  wait "$holder" || st=$?
-  local exited=$(($(now_ms) - cut))
-  cat "$T/holder.err"
-  echo "command's last heartbeat at +$((last - cut)) ms, dlock exited $st at +$exited ms"
-  [ "$st" -eq 76 ]
+  cut_holder
   # not minutes: the lease (4 s), the kill-after grace and a bounded release attempt
-  [ "$exited" -lt 10000 ]
+  [ "$EXITED" -lt 10000 ]
   # the server ends the session (keepalives: about 5 s) and the waiter gets the lock
-  st=0
-  wait "$waiter" || st=$?
-  cat "$T/waiter.err"
-  [ "$st" -eq 0 ]
-  local taken
-  taken=$(cat "$T/taken")
-  echo "the waiter took the lock at +$((taken - cut)) ms"
-  [ "$taken" -gt "$last" ]
-  [ $((taken - cut)) -lt 15000 ]
+  waiter_took
+  [ $((TAKEN - CUT)) -lt 15000 ]
 }
 
 @test "partition while waiting: -w runs out on time, dlock does not hang on the cancel request" {
