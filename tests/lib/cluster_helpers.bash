@@ -12,16 +12,18 @@
 # settled (a previous test may have moved a slot or failed a master over), empties the masters
 # and points DLOCK_URL at the cluster. A file that breaks its cluster starts one per test
 # instead, from setup after dlock_setup (the nodes then live in $T/cluster and are recorded in
-# $T/cluster.pid, so the teardown stops them whatever happens).
+# $T/cluster.pid, so the teardown stops them whatever happens: redis_nodes.bash).
 #
 # Exported by start_cluster (space-separated port lists; bats cannot export arrays):
 #   CLUSTER_PORTS  every node, in the order they were started
 #   MASTER_PORTS   the masters, by the first slot they serve (refreshed by cluster_settled)
 #   REPLICA_PORTS  the replicas (refreshed by cluster_settled)
 #   CLUSTER_URL    redis://127.0.0.1:PORT of the first node
-#   CLUSTER_DIR    the nodes' directories n1, n2... (redis.log, nodes.conf, redis.pid)
+#   CLUSTER_DIR    the nodes' directories n1, n2... (redis.log, nodes.conf, redis.pid, port);
+#                  their pids in $CLUSTER_DIR.pid
 
 load "${BASH_SOURCE[0]%/*}/helpers"
+load "${BASH_SOURCE[0]%/*}/redis_nodes"
 
 # The command-line client that matches the server (redis-cli works with both).
 if [[ ${REDIS_SERVER:-redis-server} == *valkey-server* ]] && command -v valkey-cli >/dev/null; then
@@ -78,47 +80,21 @@ key_exists() { [ "$(ccli exists "dlock:{$1}")" = 1 ]; }
 start_cluster() {
   local masters=${1:-3} replicas=${2:-1}
   shift 2 || shift $#
-  local count=$((masters * (1 + replicas))) i try dir port addrs=() ports=()
+  local port addrs=()
   if [ -n "${T:-}" ]; then
     CLUSTER_DIR=$T/cluster
   else
     CLUSTER_DIR=$BATS_FILE_TMPDIR/cluster
   fi
-  mkdir -p "$CLUSTER_DIR"
-  : >"$CLUSTER_DIR/pids"
-  for i in $(seq "$count"); do
-    dir=$CLUSTER_DIR/n$i
-    mkdir -p "$dir"
-    for try in 1 2 3 4 5; do
-      port=$(free_port)
-      # --cluster-port: the bus port would otherwise be port + 10000, which nobody reserved.
-      # --repl-diskless-sync-delay 0: a replica's first sync would otherwise wait 5 s.
-      server_args "$dir" "$port" --daemonize yes --pidfile "$dir/redis.pid" \
-        --cluster-enabled yes --cluster-config-file "$dir/nodes.conf" \
-        --cluster-node-timeout 2000 --cluster-port FREE_PORT \
-        --repl-diskless-sync-delay 0 "$@"
-      rm -f "$dir/redis.log" "$dir/redis.pid" "$dir/nodes.conf"
-      "${REDIS_SERVER:-redis-server}" "${SERVER_ARGS[@]}" || break
-      # Ours answers, not whoever took the port meanwhile: the pid it reports is its pidfile's.
-      if wait_for "[ -s '$dir/redis.pid' ] && [ \"\$(_node_pid_reported $port)\" = \"\$(cat '$dir/redis.pid')\" ] ||
-          lost_port_race '$dir'" 10 && ! lost_port_race "$dir"; then
-        cat "$dir/redis.pid" >>"$CLUSTER_DIR/pids"
-        [ -z "${T:-}" ] || cat "$dir/redis.pid" >>"$T/cluster.pid"
-        echo "$port" >"$dir/port"
-        ports+=("$port")
-        addrs+=("127.0.0.1:$port")
-        continue 2
-      fi
-      if [ -s "$dir/redis.pid" ]; then kill -9 "$(cat "$dir/redis.pid")" 2>/dev/null || true; fi
-      lost_port_race "$dir" || break
-    done
-    echo "cluster node $i did not start:" >&2
-    cat "$dir/redis.log" >&2
-    stop_cluster
-    return 1
-  done
-  CLUSTER_PORTS=${ports[*]}
-  CLUSTER_URL=redis://127.0.0.1:${ports[0]}
+  # --cluster-port: the bus port would otherwise be port + 10000, which nobody reserved.
+  # --repl-diskless-sync-delay 0: a replica's first sync would otherwise wait 5 s.
+  start_redis_nodes "$CLUSTER_DIR" $((masters * (1 + replicas))) \
+    --cluster-enabled yes --cluster-config-file nodes.conf \
+    --cluster-node-timeout 2000 --cluster-port FREE_PORT \
+    --repl-diskless-sync-delay 0 "$@" || return 1
+  for port in $GROUP_PORTS; do addrs+=("127.0.0.1:$port"); done
+  CLUSTER_PORTS=$GROUP_PORTS
+  CLUSTER_URL=redis://127.0.0.1:${CLUSTER_PORTS%% *}
   export CLUSTER_DIR CLUSTER_PORTS CLUSTER_URL
   if ! "$CLUSTER_CLI" --cluster create "${addrs[@]}" --cluster-replicas "$replicas" \
       --cluster-yes >"$CLUSTER_DIR/create.log" 2>&1; then
@@ -130,26 +106,9 @@ start_cluster() {
   cluster_settled 30 || { stop_cluster; return 1; }
 }
 
-_node_pid_reported() { ncli "$1" info server 2>/dev/null | tr -d '\r' | sed -n 's/^process_id://p'; }
-
 # stop_cluster: stops every node start_cluster started (SIGTERM, SIGKILL after 5 s) and waits
 # until they are gone.
-stop_cluster() {
-  [ -n "${CLUSTER_DIR:-}" ] && [ -s "$CLUSTER_DIR/pids" ] || return 0
-  local pid pids=() i any
-  while read -r pid; do pids+=("$pid"); done <"$CLUSTER_DIR/pids"
-  for pid in "${pids[@]}"; do
-    kill -CONT "$pid" 2>/dev/null || true
-    kill -TERM "$pid" 2>/dev/null || true
-  done
-  for i in $(seq 100); do
-    any=0
-    for pid in "${pids[@]}"; do alive "$pid" && any=1 && break; done
-    [ "$any" = 0 ] && return 0
-    sleep 0.05
-  done
-  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-}
+stop_cluster() { [ -z "${CLUSTER_DIR:-}" ] || stop_redis_nodes "$CLUSTER_DIR"; }
 
 # started NAME CONDITION [PID [TIMEOUT_S]]: waits (default 10 s) until CONDITION holds while
 # the process start_bg started as NAME (PID, default BG_PID) runs; fails at once, showing its

@@ -6,21 +6,23 @@
 #
 # start_nodes from setup_file starts nodes for the whole file (in $BATS_FILE_TMPDIR/nodes,
 # stopped by stop_nodes in teardown_file); from a test (or from setup after dlock_setup), for
-# that test only (in $T/nodes, their pids also in $T/nodes.pid, so the default teardown stops
-# them whatever happens). A file whose tests do not break nodes starts them once; a file whose
+# that test only (in $T/nodes, their pids in $T/nodes.pid, so the default teardown stops them
+# whatever happens): redis_nodes.bash. A file whose tests do not break nodes starts them once; a file whose
 # tests restart them starts them per test. Freezing (SIGSTOP) is undone by redlock_setup and by
 # the teardown.
 #
 # Exported by start_nodes (space-separated lists; bats cannot export arrays):
 #   NODE_PORTS    every node's port, node 1 first
 #   NODE_PIDS     every node's pid, in the same order (refreshed by restart_node)
-#   NODE_DIR      the nodes' directories n1, n2... (redis.log, redis.pid, port)
+#   NODE_DIR      the nodes' directories n1, n2... (redis.log, redis.pid, port); their pids
+#                 in $NODE_DIR.pid
 #   REDLOCK_URLS  redis://127.0.0.1:PORT of every node, separated by spaces: the form
 #                 DLOCK_URL takes
 # redlock_setup (the per-test default) sets the array RL: the same URLs as -u arguments,
 #   for "$DLOCK" "${RL[@]}" run ...
 
 load "${BASH_SOURCE[0]%/*}/helpers"
+load "${BASH_SOURCE[0]%/*}/redis_nodes"
 
 setup_file() { start_nodes 5 && warm_up; }
 teardown_file() { stop_nodes; }
@@ -49,86 +51,29 @@ redlock_args() {
   for port in $NODE_PORTS; do RL+=(-u "redis://127.0.0.1:$port"); done
 }
 
-# start_nodes N [redis-server args...]: starts N independent nodes (see the top of this file)
-# and returns once each answers as itself: the process id it reports is its pidfile's, so a
-# node that lost the race for its port to another process is started again on another one.
+# start_nodes N [redis-server args...]: starts N independent nodes (see the top of this file:
+# start_redis_nodes) and returns once each answers as itself.
 start_nodes() {
-  local count=$1 i port ports=() pids=() urls=()
+  local count=$1 port urls=()
   shift
   if [ -n "${T:-}" ]; then
     NODE_DIR=$T/nodes
   else
     NODE_DIR=$BATS_FILE_TMPDIR/nodes
   fi
-  mkdir -p "$NODE_DIR"
-  : >"$NODE_DIR/pids"
   export NODE_DIR
-  for i in $(seq "$count"); do
-    mkdir -p "$NODE_DIR/n$i"
-    if ! _start_node "$i" "" "$@"; then
-      echo "node $i did not start:" >&2
-      cat "$NODE_DIR/n$i/redis.log" >&2
-      stop_nodes
-      return 1
-    fi
-    port=$(cat "$NODE_DIR/n$i/port")
-    ports+=("$port")
-    pids+=("$(cat "$NODE_DIR/n$i/redis.pid")")
-    urls+=("redis://127.0.0.1:$port")
-  done
-  NODE_PORTS=${ports[*]}
-  NODE_PIDS=${pids[*]}
+  start_redis_nodes "$NODE_DIR" "$count" "$@" || return 1
+  for port in $GROUP_PORTS; do urls+=("redis://127.0.0.1:$port"); done
+  NODE_PORTS=$GROUP_PORTS
+  NODE_PIDS=$GROUP_PIDS
   REDLOCK_URLS=${urls[*]}
   export NODE_PORTS NODE_PIDS REDLOCK_URLS
   redlock_args
 }
 
-# _start_node I PORT [args...]: starts node I on PORT (empty: a free port, retried on a lost
-# race), daemonized, without persistence; records its pid and port. Extra args: redis-server's.
-_start_node() {
-  local i=$1 want=$2 dir=$NODE_DIR/n$1 try port pid
-  shift 2
-  for try in 1 2 3 4 5 6 7 8 9 10; do
-    port=${want:-$(free_port)}
-    server_args "$dir" "$port" --daemonize yes --pidfile "$dir/redis.pid" "$@"
-    rm -f "$dir/redis.log" "$dir/redis.pid"
-    "${REDIS_SERVER:-redis-server}" "${SERVER_ARGS[@]}" || return 1
-    if wait_for "[ -s '$dir/redis.pid' ] && [ \"\$(_pid_reported $port)\" = \"\$(cat '$dir/redis.pid' 2>/dev/null)\" ] ||
-        lost_port_race '$dir'" 10 && ! lost_port_race "$dir"; then
-      pid=$(cat "$dir/redis.pid")
-      echo "$pid" >>"$NODE_DIR/pids"
-      [ -z "${T:-}" ] || [ "$NODE_DIR" != "$T/nodes" ] || echo "$pid" >>"$T/nodes.pid"
-      echo "$port" >"$dir/port"
-      return 0
-    fi
-    if [ -s "$dir/redis.pid" ]; then kill -9 "$(cat "$dir/redis.pid")" 2>/dev/null || true; fi
-    lost_port_race "$dir" || return 1
-    # the same port (a restart): wait for whoever took it to let go
-    [ -z "$want" ] || sleep 0.2
-  done
-  return 1
-}
-
-_pid_reported() { timeout 2 redis-cli -p "$1" info server 2>/dev/null | tr -d '\r' | sed -n 's/^process_id://p'; }
-
-# stop_nodes: stops every node start_nodes (or restart_node) started, in this NODE_DIR
-# (SIGCONT, SIGTERM, SIGKILL after 5 s), and waits until they are gone.
-stop_nodes() {
-  [ -n "${NODE_DIR:-}" ] && [ -s "$NODE_DIR/pids" ] || return 0
-  local pid pids=() i any
-  while read -r pid; do pids+=("$pid"); done <"$NODE_DIR/pids"
-  for pid in "${pids[@]}"; do
-    kill -CONT "$pid" 2>/dev/null || true
-    kill -TERM "$pid" 2>/dev/null || true
-  done
-  for i in $(seq 100); do
-    any=0
-    for pid in "${pids[@]}"; do alive "$pid" && any=1 && break; done
-    [ "$any" = 0 ] && return 0
-    sleep 0.05
-  done
-  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-}
+# stop_nodes: stops every node start_nodes (or restart_node) started, in this NODE_DIR, and
+# waits until they are gone.
+stop_nodes() { [ -z "${NODE_DIR:-}" ] || stop_redis_nodes "$NODE_DIR"; }
 
 # node_port I, node_pid I: node I's (1-based) port and current pid.
 node_port() { cut -d' ' -f"$1" <<<"$NODE_PORTS"; }
@@ -154,9 +99,9 @@ nodecli() {
 freeze() { local i; for i in "$@"; do kill -STOP "$(node_pid "$i")"; done; }
 thaw() { local i; for i in "$@"; do kill -CONT "$(node_pid "$i")"; done; }
 thaw_all() {
-  [ -n "${NODE_DIR:-}" ] && [ -s "$NODE_DIR/pids" ] || return 0
+  [ -n "${NODE_DIR:-}" ] && [ -s "$NODE_DIR.pid" ] || return 0
   local pid
-  while read -r pid; do kill -CONT "$pid" 2>/dev/null || true; done <"$NODE_DIR/pids"
+  while read -r pid; do kill -CONT "$pid" 2>/dev/null || true; done <"$NODE_DIR.pid"
 }
 
 # restart_node I: kills node I (SIGKILL) and starts a new, empty one on the same port (no
@@ -168,9 +113,8 @@ restart_node() {
   kill -KILL "$pid"
   wait_for "! alive $pid" 5
   # forget the dead pid (it may be reused): only live nodes are stopped at the end
-  sed -i "/^$pid\$/d" "$NODE_DIR/pids"
-  [ ! -e "${T:-/nonexistent}/nodes.pid" ] || sed -i "/^$pid\$/d" "$T/nodes.pid"
-  _start_node "$i" "$port" || { echo "node $i did not restart on $port:" >&2; cat "$NODE_DIR/n$i/redis.log" >&2; return 1; }
+  sed -i "/^$pid\$/d" "$NODE_DIR.pid"
+  start_redis_node "$NODE_DIR/n$i" "$port" || { echo "node $i did not restart on $port" >&2; return 1; }
   local j pids=()
   for j in $(seq "$(wc -w <<<"$NODE_PORTS")"); do pids+=("$(node_pid "$j")"); done
   NODE_PIDS=${pids[*]}

@@ -5,9 +5,10 @@
 # DLOCK...) is at hand.
 #
 # Where the group lives: started from setup_file (T is not set there), it is the file's and
-# lives in $BATS_FILE_TMPDIR (teardown_file: stop_sentinel_group); started from setup or a test,
-# it is the test's and lives in $T, its pids in $T/bg.pid, so the default teardown
-# (stop_recorded) stops it. Tests that kill or fail over the master start their own.
+# lives in $BATS_FILE_TMPDIR/sentinel-group (teardown_file: stop_sentinel_group); started from
+# setup or a test, it is the test's and lives in $T/sentinel-group, its pids in
+# $T/sentinel-group.pid, so the default teardown (stop_recorded) stops it (redis_nodes.bash).
+# Tests that kill or fail over the master start their own.
 #
 # Sentinel's timers, which set the pace of these tests: a Sentinel finds the replicas in the
 # master's INFO (at once on connecting, then every 10 s) and the other Sentinels through hello
@@ -17,6 +18,7 @@
 # for about 10 s, until the Sentinels reconfigure it as a replica of the new one.
 
 load "${BASH_SOURCE[0]%/*}/helpers"
+load "${BASH_SOURCE[0]%/*}/redis_nodes"
 
 SENTINEL_MASTER=mymaster
 
@@ -24,6 +26,12 @@ SENTINEL_MASTER=mymaster
 # after a failover (its offset went past the new master's) gets its copy at once instead of
 # after the default 5 s, so WAIT (--wait-replicas) on the new master is answered again soon.
 DATA_NODE_ARGS=(--repl-diskless-sync-delay 0)
+
+# GROUP_TLS: non-empty for a group whose nodes listen on a TLS port only (NODE_TLS of
+# start_redis_node); group_node_args sets NODE_ARGS, what every node of the group (data node and
+# Sentinel) is given besides: nothing here, the certificates in a TLS file.
+GROUP_TLS=
+group_node_args() { NODE_ARGS=(); }
 
 # start_sentinel_group [--replicas N] [--sentinel-password P] [--data-password P]: starts a
 # master, N replicas of it (default 1) and 3 Sentinels monitoring it as mymaster (quorum 2,
@@ -48,17 +56,16 @@ start_sentinel_group() {
     esac
     shift 2
   done
-  # start_server keeps its servers in $T/NAME and their pids in $T/bg.pid
   local T=${T:-$BATS_FILE_TMPDIR}
   SENTINEL_GROUP_DIR=$T
-  local data_args=("${DATA_NODE_ARGS[@]}")
+  local data_args=()
   [ -z "$DATA_AUTH" ] || data_args+=(--requirepass "$DATA_AUTH" --masterauth "$DATA_AUTH")
 
-  start_server master "${data_args[@]}" || return 1
+  start_data_node master "${data_args[@]}" || return 1
   MASTER_PORT=$SERVER_PORT MASTER_PID=$SERVER_PID
   REPLICA_PORTS='' REPLICA_PIDS=''
   for i in $(seq "$replicas"); do
-    start_server "replica$i" "${data_args[@]}" --replicaof 127.0.0.1 "$MASTER_PORT" || return 1
+    start_data_node "replica$i" "${data_args[@]}" --replicaof 127.0.0.1 "$MASTER_PORT" || return 1
     REPLICA_PORTS+="${REPLICA_PORTS:+ }$SERVER_PORT"
     REPLICA_PIDS+="${REPLICA_PIDS:+ }$SERVER_PID"
   done
@@ -91,49 +98,42 @@ start_sentinel_group() {
   fi
 }
 
+# start_data_node NAME [redis-server args...]: a data node of the group in
+# $T/sentinel-group/NAME (start_redis_node, with DATA_NODE_ARGS); sets SERVER_PORT and
+# SERVER_PID once it answers as itself.
+start_data_node() {
+  local name=$1 NODE_ARGS
+  shift
+  group_node_args
+  local NODE_CLI=ncli NODE_TLS=$GROUP_TLS
+  start_redis_node "$T/sentinel-group/$name" "" "${DATA_NODE_ARGS[@]}" "${NODE_ARGS[@]}" "$@" ||
+    return 1
+  SERVER_PORT=$NODE_STARTED_PORT SERVER_PID=$NODE_STARTED_PID
+}
+
 # start_sentinel NAME: a Sentinel (the server binary with --sentinel) monitoring 127.0.0.1:
-# MASTER_PORT as mymaster, in $T/NAME with its own config file, which it rewrites; sets
-# SENTINEL_PORT and SENTINEL_PID once it answers as itself (INFO's process_id is its pid, so
-# another server that took the port meanwhile is not mistaken for it).
+# MASTER_PORT as mymaster, in $T/sentinel-group/NAME with its own config file, which it
+# rewrites; sets SENTINEL_PORT and SENTINEL_PID once it answers as itself (start_redis_node).
 start_sentinel() {
-  local dir=$T/$1 try i
+  local dir=$T/sentinel-group/$1 NODE_ARGS
   mkdir -p "$dir"
-  for try in 1 2 3 4 5; do
-    SENTINEL_PORT=$(free_port)
-    {
-      echo "port $SENTINEL_PORT"
-      echo "bind 127.0.0.1"
-      echo "dir $dir"
-      echo "logfile $dir/redis.log"
-      [ -z "$SENTINEL_AUTH" ] || echo "requirepass $SENTINEL_AUTH"
-      echo "sentinel resolve-hostnames no"
-      echo "sentinel monitor $SENTINEL_MASTER 127.0.0.1 $MASTER_PORT 2"
-      echo "sentinel down-after-milliseconds $SENTINEL_MASTER 1000"
-      echo "sentinel failover-timeout $SENTINEL_MASTER 5000"
-      echo "sentinel parallel-syncs $SENTINEL_MASTER 1"
-      [ -z "$DATA_AUTH" ] || echo "sentinel auth-pass $SENTINEL_MASTER $DATA_AUTH"
-    } >"$dir/sentinel.conf"
-    rm -f "$dir/redis.log"
-    # a subshell: outside this shell's job table (see start_server)
-    ("${REDIS_SERVER:-redis-server}" "$dir/sentinel.conf" --sentinel 3>&- & echo $! >>"$T/bg.pid")
-    SENTINEL_PID=$(tail -n 1 "$T/bg.pid")
-    for i in $(seq 200); do
-      if scli "$SENTINEL_PORT" info server 2>/dev/null | tr -d '\r' | grep -qx "process_id:$SENTINEL_PID"; then
-        return 0
-      fi
-      alive "$SENTINEL_PID" || break
-      sleep 0.05
-    done
-    lost_port_race "$dir" || break
-    kill -9 "$SENTINEL_PID" 2>/dev/null || true
-  done
-  echo "sentinel $1 did not start:" >&2
-  cat "$dir/redis.log" >&2
-  return 1
+  {
+    [ -z "$SENTINEL_AUTH" ] || echo "requirepass $SENTINEL_AUTH"
+    echo "sentinel resolve-hostnames no"
+    echo "sentinel monitor $SENTINEL_MASTER 127.0.0.1 $MASTER_PORT 2"
+    echo "sentinel down-after-milliseconds $SENTINEL_MASTER 1000"
+    echo "sentinel failover-timeout $SENTINEL_MASTER 5000"
+    echo "sentinel parallel-syncs $SENTINEL_MASTER 1"
+    [ -z "$DATA_AUTH" ] || echo "sentinel auth-pass $SENTINEL_MASTER $DATA_AUTH"
+  } >"$dir/sentinel.conf"
+  group_node_args
+  local NODE_CLI=scli NODE_CONF=$dir/sentinel.conf NODE_TLS=$GROUP_TLS
+  start_redis_node "$dir" "" "${NODE_ARGS[@]}" || return 1
+  SENTINEL_PORT=$NODE_STARTED_PORT SENTINEL_PID=$NODE_STARTED_PID
 }
 
 # stop_sentinel_group: stops every server of the group (SIGTERM, then SIGKILL: stop_recorded on
-# the group's pid file). For teardown_file; a test's group is stopped by the default teardown.
+# the group's pid files). For teardown_file; a test's group is stopped by the default teardown.
 stop_sentinel_group() {
   [ -n "${SENTINEL_GROUP_DIR:-}" ] || return 0
   local BATS_TEST_TMPDIR=$SENTINEL_GROUP_DIR
