@@ -110,18 +110,6 @@ start_cluster() {
 # until they are gone.
 stop_cluster() { [ -z "${CLUSTER_DIR:-}" ] || stop_redis_nodes "$CLUSTER_DIR"; }
 
-# started NAME CONDITION [PID [TIMEOUT_S]]: waits (default 10 s) until CONDITION holds while
-# the process start_bg started as NAME (PID, default BG_PID) runs; fails at once, showing its
-# stderr, if it exits first.
-started() {
-  local name=$1 condition=$2 pid=${3:-$BG_PID}
-  wait_for "$condition || ! alive $pid" "${4:-10}" || true
-  eval "$condition" && return 0
-  echo "$name exited, or timed out, before: $condition" >&2
-  cat "$T/$name.err" >&2
-  return 1
-}
-
 # node_pid PORT: the pid of the node listening on PORT.
 node_pid() {
   local dir

@@ -237,6 +237,18 @@ start_bg() {
   echo "$BG_PID" >>"$T/bg.pid"
 }
 
+# started NAME CONDITION [PID [TIMEOUT_S]]: waits (default 10 s) until CONDITION holds while
+# the process start_bg started as NAME (PID, default BG_PID) runs; fails at once, showing its
+# stderr, if it exits first.
+started() {
+  local name=$1 condition=$2 pid=${3:-$BG_PID}
+  wait_for "$condition || ! alive $pid" "${4:-10}" || true
+  eval "$condition" && return 0
+  echo "$name exited, or timed out, before: $condition" >&2
+  cat "$T/$name.err" >&2
+  return 1
+}
+
 # hold KEY SECONDS [dlock run options...]: a background `dlock run -k KEY -- sleep SECONDS`
 # (start_bg hold: BG_PID); returns once it holds the lock.
 hold() {

@@ -58,10 +58,25 @@ partition() {
 }
 heal() { in_ns iptables -F INPUT 2>/dev/null; in_ns iptables -F OUTPUT 2>/dev/null; true; }
 
+# netns_setup, netns_teardown: the per-test defaults of a file that loads this one (after
+# helpers.bash, whose defaults they replace): a file skipped (skip_file) skips each test, and a
+# cut that a failed test left behind is healed.
+netns_setup() {
+  skip_if_file_skipped
+  dlock_setup
+  heal
+}
+netns_teardown() {
+  [ -n "${STORE_SKIP:-}" ] || heal
+  dlock_teardown
+}
+setup() { netns_setup; }
+teardown() { netns_teardown; }
+
 # The partition scenario, written once for every store: a holder in the namespace, a waiter
 # in the root namespace, the cut, and what each must have done. A file's test strings them
 # together and adds its store's own bounds, e.g.
-#   ns_holder part 4s; loopback_waiter part 4s; wait_for QUEUED; cut_holder; waiter_took
+#   ns_holder part 4s; outside_waiter part 4s; wait_for QUEUED; cut_holder; waiter_took
 #   [ $((LAST - CUT)) -lt 4000 ]    # stopped before the 4 s lease could end
 
 # ns_holder KEY TTL [dlock run options...]: in the namespace, dlock run (against NS_URL) of a
@@ -79,10 +94,10 @@ ns_holder() {
   wait_for "[ -s '$T/cmd.pid' ] && [ -s '$T/beat' ]" 10
 }
 
-# loopback_waiter KEY TTL: a waiter for the lock in the root namespace (DLOCK_URL over
-# loopback: not cut), -w 30s, whose command writes the time (ms) it got the lock to $T/taken
+# outside_waiter KEY TTL: a waiter for the lock outside the namespace, in the root one
+# (DLOCK_URL: not cut), -w 30s, whose command writes the time (ms) it got the lock to $T/taken
 # (start_bg waiter). Sets WAITER.
-loopback_waiter() {
+outside_waiter() {
   start_bg waiter "$DLOCK" run -k "$1" -t "$2" -w 30s -- sh -c 'date +%s%3N >"$T/taken"'
   WAITER=$BG_PID
 }
@@ -104,7 +119,7 @@ cut_holder() {
   [ "$st" -eq 76 ]
 }
 
-# waiter_took: waits for loopback_waiter's waiter, which must have exited 0, having taken the
+# waiter_took: waits for outside_waiter's waiter, which must have exited 0, having taken the
 # lock after the holder's command's last heartbeat. Sets TAKEN (when it took the lock, ms).
 waiter_took() {
   local st=0

@@ -197,7 +197,7 @@ new_leases() { comm -13 <(printf '%s\n' "$1") <(leases); }
 @test "partition: the holder's command is stopped (76) before its lease ends; a waiter gets it after" {
   [ -z "${NETNS_SKIP:-}" ] || skip "$NETNS_SKIP"
   ns_holder part 4s
-  loopback_waiter part 4s
+  outside_waiter part 4s
   wait_for '[ "$(keys part | wc -l)" = 2 ]' 10
   cut_holder
   # the waiter gets the lock once the lease ran out

@@ -29,17 +29,6 @@ teardown_file() {
   netns_stop
 }
 
-setup() {
-  skip_if_file_skipped
-  dlock_setup
-  heal
-}
-
-teardown() {
-  [ -n "${STORE_SKIP:-}" ] || heal
-  dlock_teardown
-}
-
 # waiting_sessions: how many sessions wait for an advisory lock.
 waiting_sessions() {
   psql_admin -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
@@ -48,7 +37,7 @@ waiting_sessions() {
 @test "partition: the holder's command is stopped (76) before the server frees the lock; a waiter gets it after" {
   ns_holder part 4s
   # the waiter, over loopback: not partitioned
-  loopback_waiter part 4s
+  outside_waiter part 4s
   wait_for '[ "$(waiting_sessions)" = 1 ]' 10
   cut_holder
   # not minutes: the lease (4 s), the kill-after grace and a bounded release attempt

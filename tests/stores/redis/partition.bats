@@ -24,17 +24,6 @@ teardown_file() {
   netns_stop
 }
 
-setup() {
-  skip_if_file_skipped
-  dlock_setup
-  heal
-}
-
-teardown() {
-  [ -n "${STORE_SKIP:-}" ] || heal
-  dlock_teardown
-}
-
 @test "partition while the command runs: it is dead before the lease can expire, dlock exits 76" {
   ns_holder part 2s
   # Cut right after a renewal, so that no renewal is in flight and the lease (as Redis keeps

@@ -26,20 +26,9 @@ teardown_file() {
   netns_stop
 }
 
-setup() {
-  skip_if_file_skipped
-  dlock_setup
-  heal
-}
-
-teardown() {
-  [ -n "${STORE_SKIP:-}" ] || heal
-  dlock_teardown
-}
-
 @test "zookeeper partition: the holder's command is stopped (76) before the session expires; the waiter gets the lock after" {
   ns_holder part 3s
-  loopback_waiter part 3s
+  outside_waiter part 3s
   sleep 1 # the waiter queued behind the holder
   cut_holder
   # the waiter gets the lock once the session expired
