@@ -34,34 +34,25 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
-[ "$deps" = 0 ] || "$REPO/packaging/install-deps.sh" bench >/dev/null
-for tool in redis-server redis-cli flock python3; do
-  command -v "$tool" >/dev/null || die "$tool is missing (packaging/install-deps.sh bench)"
-done
+# shellcheck source=bench/lib.sh
+. "$BENCH_DIR/lib.sh"
+need_tools "$deps" redis-server redis-cli flock python3
 [ -x "$DLOCK_BIN" ] || die "no dlock binary at $DLOCK_BIN (cmake --build build -j2, or set DLOCK_BIN)"
 "$DLOCK_BIN" latch --help >/dev/null 2>&1 || die "$DLOCK_BIN has no latch (an older build?)"
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/dlock-bench-coordinate.XXXXXX")
-REDIS_PID=""
+bench_tmpdir coordinate
 cleanup() {
   set +e
-  [ -z "$REDIS_PID" ] || kill "$REDIS_PID" 2>/dev/null
+  stop_servers
   wait 2>/dev/null
   rm -rf "$TMP"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 
-cp "$DLOCK_BIN" "$TMP/dlock" # one fixed copy: the build directory may be rebuilt meanwhile
-REDIS_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no --dir "$TMP" \
-  --logfile "$TMP/redis.log" --daemonize no &
-REDIS_PID=$!
-for _ in $(seq 100); do
-  [ "$(redis-cli -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ] && break
-  sleep 0.05
-done
+copy_dlock
+REDIS_PORT=$(free_ports 1)
+start_redis "$TMP" "$REDIS_PORT"
 unset DLOCK_URL DLOCK_PREFIX DLOCK_PASSWORD DLOCK_CONFIG
 export DLOCK_SYSTEM_CONFIG=/nonexistent XDG_CONFIG_HOME=/nonexistent # no config file applies
 

@@ -29,56 +29,23 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-say() { printf '%s\n' "$*"; }
-header() { printf '\n== %s   [at %d s]\n' "$*" "$SECONDS"; }
-die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
-[ "$deps" = 0 ] || "$REPO/packaging/install-deps.sh" bench >/dev/null
-for tool in hyperfine redis-server redis-cli flock python3 cc; do
-  command -v "$tool" >/dev/null || die "$tool is missing (packaging/install-deps.sh bench)"
-done
+# shellcheck source=bench/lib.sh
+. "$BENCH_DIR/lib.sh"
+need_tools "$deps" hyperfine redis-server redis-cli flock python3 cc
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/dlock-bench-ha.XXXXXX")
-PIDS=()
+bench_tmpdir ha
 cleanup() {
   set +e
-  local pid
-  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null; done
+  stop_servers
   wait 2>/dev/null
   rm -rf "$TMP"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 
-free_ports() { # N: N free loopback ports
-  python3 -c '
-import socket, sys
-socks = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in socks])' "$1"
-}
-wait_until() { # SECONDS DESCRIPTION COMMAND...: retries COMMAND every 50 ms
-  local limit=$1 what=$2 deadline
-  shift 2
-  deadline=$(($(date +%s) + limit))
-  until "$@" >/dev/null 2>&1; do
-    [ "$(date +%s)" -lt "$deadline" ] || die "timed out after ${limit}s waiting for $what"
-    sleep 0.05
-  done
-}
-server() { # NAME PORT ARGS...: a redis-server in $TMP/NAME, in the background
-  local name=$1 port=$2
-  shift 2
-  mkdir -p "$TMP/$name"
-  redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --dir "$TMP/$name" \
-    --logfile "$TMP/$name/log" "$@" &
-  PIDS+=($!)
-}
-answers() { [ "$(redis-cli -p "$1" ping 2>/dev/null)" = PONG ]; }
+server() { start_redis "$TMP/$1" "${@:2}"; } # NAME PORT ARGS...: a redis-server in $TMP/NAME
 
-# Measure one fixed copy: the build directory may be rebuilt while this runs.
-cp "$DLOCK_BIN" "$TMP/dlock"
-DLOCK=$TMP/dlock
+copy_dlock
 unset DLOCK_URL DLOCK_PREFIX DLOCK_PASSWORD
 
 read -r SINGLE MASTER REPLICA S1 S2 S3 C1 C2 C3 CB1 CB2 CB3 < <(free_ports 12)
@@ -96,7 +63,7 @@ for s in "$S1" "$S2" "$S3"; do
   printf 'port %s\nbind 127.0.0.1\ndir %s\nlogfile %s/log\nsentinel monitor bench 127.0.0.1 %s 2\nsentinel down-after-milliseconds bench 1000\nsentinel failover-timeout bench 5000\n' \
     "$s" "$TMP/sentinel-$s" "$TMP/sentinel-$s" "$MASTER" >"$TMP/sentinel-$s/sentinel.conf"
   redis-server "$TMP/sentinel-$s/sentinel.conf" --sentinel &
-  PIDS+=($!)
+  SERVER_PIDS+=($!)
 done
 i=0
 CB=("$CB1" "$CB2" "$CB3")
@@ -105,7 +72,6 @@ for c in "$C1" "$C2" "$C3"; do
     --cluster-config-file "$TMP/cluster-$c/nodes.conf" --cluster-node-timeout 2000
   i=$((i + 1))
 done
-for p in "$SINGLE" "$MASTER" "$REPLICA" "$C1" "$C2" "$C3" "${REDLOCK_PORTS[@]}"; do wait_until 10 "redis-server on $p" answers "$p"; done
 redis-cli --cluster create "127.0.0.1:$C1" "127.0.0.1:$C2" "127.0.0.1:$C3" --cluster-yes >"$TMP/cluster-create.log" 2>&1 ||
   die "redis-cli --cluster create failed: $(cat "$TMP/cluster-create.log")"
 cluster_ok() { for p in "$C1" "$C2" "$C3"; do redis-cli -p "$p" cluster info | grep -q 'cluster_state:ok' || return 1; done; }
@@ -130,7 +96,6 @@ done
 say "dlock HA benchmark - $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(uname -sr), $(nproc) CPUs"
 say "  dlock: $DLOCK_BIN ($("$DLOCK" --version 2>&1 | head -1)); redis $(redis-server --version | awk '{print $3}'), all on 127.0.0.1 TCP"
 header "Uncontended lock cycle: acquire, run true, release (hyperfine -N, $runs runs, 5 warm-up)"
-q() { printf '%q' "$1"; }
 hyperfine -N --warmup 5 --runs "$runs" --style basic --export-json "$TMP/ha.json" \
   -n "single node (redis://)" "$(q "$DLOCK") -u redis://127.0.0.1:$SINGLE run -k $KEY -- true" \
   -n "Sentinel (3 sentinels, ROLE)" "$(q "$DLOCK") -u $SENTINEL_URL run -k $KEY -- true" \
@@ -142,8 +107,7 @@ hyperfine -N --warmup 5 --runs "$runs" --style basic --export-json "$TMP/ha.json
 python3 "$BENCH_DIR/analyze.py" uncontended "$TMP/results.json" "$TMP/ha.json"
 
 header "Contention: 8 workers x $cycles cycles of one lock, started together (helper loop)"
-HELPER=$TMP/helper
-cc -O2 -o "$HELPER" "$BENCH_DIR/helper.c"
+build_helper
 contend() { # LABEL COMMAND...: the 8 workers; analyze.py prints the time per critical section
   local label=$1 start w pids=() outs=()
   shift
@@ -169,8 +133,9 @@ say "  dlock run -t 3s -- sleep 30; the renewals are logged with -v and time-sta
 for n in $(seq "$failovers"); do
   master_port=$(redis-cli -p "$S1" sentinel get-master-addr-by-name bench | tail -n 1)
   log=$TMP/failover-$n.log
-  # each stderr line with the time it arrived, in ms since the epoch
-  ("$DLOCK" -v -u "$SENTINEL_URL" run -k "failover-$n" -t 3s -- sleep 30 2>&1 >/dev/null |
+  # each stderr line with the time it arrived, in ms since the epoch; dlock's pid in FILE.pid
+  (sh -c 'echo $$ >"$0"; exec "$@"' "$TMP/failover-$n.pid" \
+    "$DLOCK" -v -u "$SENTINEL_URL" run -k "failover-$n" -t 3s -- sleep 30 2>&1 >/dev/null |
     while IFS= read -r line; do printf '%s %s\n' "$(date +%s%3N)" "$line"; done >"$log") &
   runner=$!
   wait_until 10 "the lock" grep -q 'acquired lock' "$log"
@@ -187,7 +152,7 @@ for n in $(seq "$failovers"); do
   switched=$(grep -m1 'switched to a new master' "$log" | cut -d' ' -f1)
   say "  failover $n: SENTINEL FAILOVER at 0 ms; dlock told of the switch at $((switched - start)) ms;" \
     "lease confirmed on the new master at $((confirmed - start)) ms"
-  pkill -TERM -f "run -k failover-$n" 2>/dev/null || true
+  kill -TERM "$(cat "$TMP/failover-$n.pid")" 2>/dev/null || true
   wait "$runner" 2>/dev/null || true
   # the old master must be a replica again before the next round
   old=$master_port

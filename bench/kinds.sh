@@ -44,17 +44,11 @@ LIMIT=3         # the semaphore's number of slots
 STEP_LIMIT=240  # seconds: upper bound of any one contention step
 SECTION_S=$(printf '0.%03d' "$SECTION_MS")
 
-say() { printf '%s\n' "$*"; }
-header() { printf '\n== %s   [at %d s]\n' "$*" "$SECONDS"; }
-die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
-now_ns() { date +%s%N; }
-loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+# shellcheck source=bench/lib.sh
+. "$BENCH_DIR/lib.sh"
 
 # ------------------------------------------------------------------------------------ dependencies
-[ "$deps" = 0 ] || "$REPO/packaging/install-deps.sh" bench >/dev/null
-for tool in redis-server redis-cli flock python3 cc timeout sleep; do
-  command -v "$tool" >/dev/null || die "$tool is missing (packaging/install-deps.sh bench)"
-done
+need_tools "$deps" redis-server redis-cli flock python3 cc timeout sleep
 if [ ! -x "$DLOCK_BIN" ]; then
   [ -f "$REPO/build/CMakeCache.txt" ] || die "no dlock binary at $DLOCK_BIN and no build directory (configure with cmake, or set DLOCK_BIN)"
   say "bench: no dlock at $DLOCK_BIN; building it (cmake --build build -j2)"
@@ -63,17 +57,14 @@ if [ ! -x "$DLOCK_BIN" ]; then
 fi
 
 # --------------------------------------------------------------------------------- private server
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/dlock-bench-kinds.XXXXXX")
-REDIS_PID="" REDIS_PORT=""
+bench_tmpdir kinds
 cleanup() {
   set +e
   local p
   for p in $(jobs -p); do
-    [ "$p" = "$REDIS_PID" ] || kill "$p" 2>/dev/null
+    [[ " ${SERVER_PIDS[*]} " == *" $p "* ]] || kill "$p" 2>/dev/null
   done
-  if [ -n "$REDIS_PID" ]; then
-    redis-cli -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1 || kill "$REDIS_PID" 2>/dev/null
-  fi
+  stop_servers
   wait 2>/dev/null
   rm -rf "$TMP"
 }
@@ -81,40 +72,16 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'say "bench: stopped by SIGTERM" >&2; exit 143' TERM
 
-wait_until() { # SECONDS DESCRIPTION COMMAND...: retries COMMAND every 50 ms
-  local limit=$1 what=$2 deadline
-  shift 2
-  deadline=$(($(date +%s) + limit))
-  until "$@" >/dev/null 2>&1; do
-    [ "$(date +%s)" -lt "$deadline" ] || die "timed out after ${limit}s waiting for $what"
-    sleep 0.05
-  done
-}
+REDIS_PORT=$(free_ports 1)
+start_redis "$TMP" "$REDIS_PORT"
 
-REDIS_PORT=$(python3 -c '
-import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])')
-redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no --dir "$TMP" \
-  --logfile "$TMP/redis.log" --daemonize no &
-REDIS_PID=$!
-wait_until 10 "redis-server on $REDIS_PORT" sh -c "[ \"\$(redis-cli -p $REDIS_PORT ping)\" = PONG ]"
-
-# Measure one fixed copy: the build directory may be rebuilt while this runs.
-for attempt in 1 2 3 4 5; do
-  cp "$DLOCK_BIN" "$TMP/dlock" 2>/dev/null && "$TMP/dlock" --version >/dev/null 2>&1 && break
-  [ "$attempt" -lt 5 ] || die "could not copy a working $DLOCK_BIN"
-  sleep 2 # being relinked right now?
-done
-DLOCK=$TMP/dlock
+copy_dlock
 "$DLOCK" run --help 2>&1 | grep -q -- '--limit' || die "$DLOCK_BIN has no --limit (an older build?)"
 "$DLOCK" run --help 2>&1 | grep -q -- '--shared' || die "$DLOCK_BIN has no --shared (an older build?)"
 unset DLOCK_URL DLOCK_PREFIX DLOCK_PASSWORD
 URL=redis://127.0.0.1:$REDIS_PORT
 
-HELPER=$TMP/helper
-cc -O2 -o "$HELPER" "$BENCH_DIR/helper.c" || die "could not compile bench/helper.c"
+build_helper
 
 # The variants: NAME<TAB>lock prefix (the command follows it). Each has its own key or file.
 # Written as shell words; the same prefix is used uncontended (+ true) and contended (+ sleep).

@@ -60,10 +60,8 @@ QUIET_PAUSE_MS=40  # section 3b: pause of each worker between its lock processes
 BATCH=50         # section 5: waiters started per batch
 STEP_LIMIT=240   # seconds: upper bound of any one measured step
 
-say() { printf '%s\n' "$*"; }
-header() { printf '\n== %s   [at %d s]\n' "$*" "$SECONDS"; }
-die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
-now_ns() { date +%s%N; }
+# shellcheck source=bench/lib.sh
+. "$BENCH_DIR/lib.sh"
 
 # ------------------------------------------------------------------------------------ dependencies
 if [ "$deps" = 1 ]; then
@@ -75,27 +73,22 @@ if [ ! -x /usr/bin/time ]; then # GNU time, for peak RSS (section 6)
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends time >/dev/null ||
     say "bench: could not install the 'time' package; section 6 falls back to /proc VmHWM"
 fi
-for tool in hyperfine etcd etcdctl redis-server redis-cli flock python3 cc timeout; do
-  command -v "$tool" >/dev/null || die "$tool not found (run packaging/install-deps.sh bench)"
-done
+need_tools 0 hyperfine etcd etcdctl redis-server redis-cli flock python3 cc timeout
 [ -x "$DLOCK_BIN" ] || die "no dlock binary at $DLOCK_BIN (build it, or set DLOCK_BIN)"
 
 # --------------------------------------------------------------------------------- private servers
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/dlock-bench.XXXXXX")
+bench_tmpdir run
 RES=$TMP/results.json
 SOCK=$TMP/redis.sock
-REDIS_PID="" ETCD_PID="" MON_PID=""
+MON_PID=""
 cleanup() {
   set +e
   [ -n "$MON_PID" ] && kill "$MON_PID" 2>/dev/null
   local p
   for p in $(jobs -p); do
-    [ "$p" = "$REDIS_PID" ] || [ "$p" = "$ETCD_PID" ] || kill "$p" 2>/dev/null
+    [[ " ${SERVER_PIDS[*]} " == *" $p "* ]] || kill "$p" 2>/dev/null
   done
-  if [ -n "$REDIS_PID" ]; then
-    redis-cli -s "$SOCK" shutdown nosave >/dev/null 2>&1 || kill "$REDIS_PID" 2>/dev/null
-  fi
-  [ -n "$ETCD_PID" ] && kill "$ETCD_PID" 2>/dev/null
+  stop_servers
   wait 2>/dev/null
   if [ -n "$out" ]; then
     mkdir -p "$out" && cp -r "$TMP"/. "$out"/ && rm -f "$out/redis.sock" && say "raw data kept in $out"
@@ -113,55 +106,20 @@ python3 -c 'import os, sys, time; time.sleep(float(sys.argv[1])); os.kill(int(sy
 # Redis needs a file descriptor per client (section 5 connects 1000+ of them).
 ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-read -r REDIS_PORT ETCD_PORT ETCD_PEER_PORT < <(python3 -c '
-import socket
-socks = [socket.socket() for _ in range(3)]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in socks])')
+read -r REDIS_PORT ETCD_PORT ETCD_PEER_PORT < <(free_ports 3)
 
 rcli() { redis-cli -s "$SOCK" "$@"; }
-wait_until() { # SECONDS DESCRIPTION COMMAND...: retries COMMAND every 50 ms
-  local limit=$1 what=$2 deadline
-  shift 2
-  deadline=$(($(date +%s) + limit))
-  until "$@" >/dev/null 2>&1; do
-    [ "$(date +%s)" -lt "$deadline" ] || die "timed out after ${limit}s waiting for $what"
-    sleep 0.05
-  done
-}
+start_redis "$TMP" "$REDIS_PORT" --unixsocket "$SOCK" --unixsocketperm 700 --maxclients 10000
+start_etcd "$TMP" "$ETCD_PORT" "$ETCD_PEER_PORT"
 
-redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --unixsocket "$SOCK" --unixsocketperm 700 \
-  --save '' --appendonly no --maxclients 10000 --dir "$TMP" --logfile "$TMP/redis.log" \
-  --daemonize no &
-REDIS_PID=$!
-wait_until 10 "redis-server" rcli ping
-
-ETCD_URL=http://127.0.0.1:$ETCD_PORT
-etcd --name bench --data-dir "$TMP/etcd" \
-  --listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
-  --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-  --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-  --initial-cluster "bench=http://127.0.0.1:$ETCD_PEER_PORT" --initial-cluster-state new \
-  >"$TMP/etcd.log" 2>&1 &
-ETCD_PID=$!
-export ETCDCTL_API=3
-wait_until 20 "etcd" etcdctl --endpoints="$ETCD_URL" endpoint health
-
-# Measure one fixed copy: the build directory may be rebuilt while this runs.
-for attempt in 1 2 3 4 5; do
-  cp "$DLOCK_BIN" "$TMP/dlock" 2>/dev/null && "$TMP/dlock" --version >/dev/null 2>&1 && break
-  [ "$attempt" -lt 5 ] || die "could not copy a working $DLOCK_BIN"
-  sleep 2 # being relinked right now?
-done
+copy_dlock
 DLOCK_SRC=$DLOCK_BIN
-DLOCK_BIN=$TMP/dlock
+DLOCK_BIN=$DLOCK
 
 export DLOCK_URL=unix://$SOCK
 unset DLOCK_PREFIX DLOCK_PASSWORD
 
-HELPER=$TMP/helper
-cc -O2 -static -o "$HELPER" "$BENCH_DIR/helper.c" 2>/dev/null || cc -O2 -o "$HELPER" "$BENCH_DIR/helper.c"
+build_helper
 analyze() { python3 "$BENCH_DIR/analyze.py" "$1" "$RES" "${@:2}"; }
 
 monitor_start() { # FILE (redis-cli itself in the background, not a subshell, so MON_PID is its pid)
@@ -182,14 +140,12 @@ info_field() { # SECTION FIELD
   rcli info "$1" | tr -d '\r' | awk -F: -v f="$2" '$1 == f { print $2 }'
 }
 lock_held() { [ "$(rcli exists "dlock:{$1}")" = 1 ]; } # KEY
-q() { printf '%q' "$1"; } # quoting for hyperfine -N (shell-words)
 server_cpu() { # CPU seconds used so far by redis-server and etcd together (from /proc, 1/CLK_TCK steps)
   local tck
   tck=$(getconf CLK_TCK)
   cat "/proc/$REDIS_PID/stat" "/proc/$ETCD_PID/stat" 2>/dev/null |
     awk -v t="$tck" '{ sub(/^.*\) /, ""); s += $12 + $13 } END { printf "%.2f", s / t }'
 }
-loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 
 say "dlock benchmark ($MODE) - $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(uname -sr), $(nproc) CPUs"
 say "  dlock:   $DLOCK_SRC ($("$DLOCK_BIN" --version 2>&1 | head -1)), copied to the temporary directory"

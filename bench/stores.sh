@@ -50,36 +50,29 @@ HO_HOLD_MS=100     # section 3: how long the command holds the lock, so the wait
 HO_PAUSE_MS=40     # section 3: pause of each worker between its lock processes
 STEP_LIMIT=240     # seconds: upper bound of any one measured step
 
-say() { printf '%s\n' "$*"; }
-header() { printf '\n== %s   [at %d s]\n' "$*" "$SECONDS"; }
-die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
-now_ns() { date +%s%N; }
-loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
-q() { printf '%q' "$1"; } # quoting for hyperfine -N (shell-words)
+# shellcheck source=bench/lib.sh
+. "$BENCH_DIR/lib.sh"
 
 # ------------------------------------------------------------------------------------ dependencies
-[ "$deps" = 0 ] || "$REPO/packaging/install-deps.sh" bench >/dev/null
-for tool in hyperfine redis-server redis-cli etcd etcdctl flock python3 cc timeout; do
-  command -v "$tool" >/dev/null || die "$tool is missing (packaging/install-deps.sh bench)"
-done
+need_tools "$deps" hyperfine redis-server redis-cli etcd etcdctl flock python3 cc timeout
 [ -x /usr/bin/time ] || die "GNU time (/usr/bin/time) is missing (packaging/install-deps.sh bench)"
 PG_BIN=$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -1)
 [ -n "$PG_BIN" ] && [ -x "$PG_BIN/initdb" ] || die "PostgreSQL's server is missing (apt-get install postgresql)"
 [ -x "$DLOCK_BIN" ] || die "no dlock binary at $DLOCK_BIN (cmake --build build -j2, or set DLOCK_BIN)"
 
 # --------------------------------------------------------------------------------- private servers
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/dlock-bench-stores.XXXXXX")
+bench_tmpdir stores
 chmod 755 "$TMP" # the database servers' own users reach their directories in here
 RES=${out:+$out/results.json}
 RES=${RES:-$TMP/results.json}
 [ -z "$out" ] || mkdir -p "$out"
-REDIS_PID="" ETCD_PID="" PG_DATA="" MARIADB_PID=""
+PG_DATA=""
 cleanup() {
   set +e
   local p
   for p in $(jobs -p); do kill "$p" 2>/dev/null; done
   [ -z "$PG_DATA" ] || as_db postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" stop -m immediate >/dev/null 2>&1
-  for p in $REDIS_PID $ETCD_PID $MARIADB_PID ${ZK_PID:-}; do kill "$p" 2>/dev/null; done
+  stop_servers
   wait 2>/dev/null
   [ -z "$out" ] || cp "$TMP"/*.json "$TMP"/handover-*.log "$out"/ 2>/dev/null
   rm -rf "$TMP"
@@ -94,26 +87,9 @@ as_db() { # USER COMMAND...: as that user when root (the servers refuse to run a
   shift
   if [ "$(id -u)" = 0 ]; then runuser -u "$user" -- "$@"; else "$@"; fi
 }
-wait_until() { # SECONDS DESCRIPTION COMMAND...: retries COMMAND every 50 ms
-  local limit=$1 what=$2 deadline
-  shift 2
-  deadline=$(($(date +%s) + limit))
-  until "$@" >/dev/null 2>&1; do
-    [ "$(date +%s)" -lt "$deadline" ] || die "timed out after ${limit}s waiting for $what"
-    sleep 0.05
-  done
-}
-read -r REDIS_PORT PG_PORT MARIADB_PORT ETCD_PORT ETCD_PEER_PORT < <(python3 -c '
-import socket
-socks = [socket.socket() for _ in range(5)]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in socks])')
+read -r REDIS_PORT PG_PORT MARIADB_PORT ETCD_PORT ETCD_PEER_PORT ZK_PORT < <(free_ports 6)
 
-redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no --dir "$TMP" \
-  --logfile "$TMP/redis.log" --daemonize no &
-REDIS_PID=$!
-wait_until 10 "redis-server" sh -c "[ \"\$(redis-cli -p $REDIS_PORT ping)\" = PONG ]"
+start_redis "$TMP" "$REDIS_PORT"
 
 mkdir "$TMP/pg"
 [ "$(id -u)" != 0 ] || chown postgres "$TMP/pg"
@@ -135,17 +111,16 @@ if "$DLOCK_BIN" --version 2>&1 | grep -qi mariadb && command -v mariadbd >/dev/n
     --port="$MARIADB_PORT" --bind-address=127.0.0.1 --skip-log-bin --pid-file="$TMP/mariadb/pid" \
     --log-error="$TMP/mariadb/log" </dev/null >/dev/null 2>&1 &
   wait_until 30 "MariaDB" mariadb --no-defaults -S "$TMP/mariadb/sock" -uroot -e 'select 1'
-  MARIADB_PID=$(cat "$TMP/mariadb/pid") # mariadbd's own, not runuser's (which does not pass SIGTERM on)
+  SERVER_PIDS+=("$(cat "$TMP/mariadb/pid")") # mariadbd's own, not runuser's (which does not pass SIGTERM on)
   mariadb --no-defaults -S "$TMP/mariadb/sock" -uroot -e \
     "CREATE DATABASE dlock; CREATE USER dlock@'127.0.0.1' IDENTIFIED BY 'bench'; GRANT ALL ON dlock.* TO dlock@'127.0.0.1'"
   printf 'bench\n' >"$TMP/mariadb.password"
   MYSQL_URL=mysql://dlock@127.0.0.1:$MARIADB_PORT/dlock
 fi
 
-ZK_URL="" ZK_PID=""
+ZK_URL=""
 if "$DLOCK_BIN" --version 2>&1 | grep -q 'ZooKeeper C client [0-9]' && command -v java >/dev/null &&
   [ -e /usr/share/java/zookeeper.jar ]; then
-  ZK_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   mkdir "$TMP/zk"
   printf '%s\n' tickTime=2000 "dataDir=$TMP/zk/data" "clientPort=$ZK_PORT" clientPortAddress=127.0.0.1 \
     admin.enableServer=false 4lw.commands.whitelist=ruok >"$TMP/zk/zoo.cfg"
@@ -154,31 +129,18 @@ if "$DLOCK_BIN" --version 2>&1 | grep -q 'ZooKeeper C client [0-9]' && command -
     metrics-core commons-cli snappy-java; do printf '/usr/share/java/%s.jar:' "$j"; done)
   java -cp "$zk_cp" -Dzookeeper.admin.enableServer=false org.apache.zookeeper.server.quorum.QuorumPeerMain \
     "$TMP/zk/zoo.cfg" >"$TMP/zk/log" 2>&1 &
-  ZK_PID=$!
+  SERVER_PIDS+=($!)
   wait_until 60 "ZooKeeper" bash -c "exec 3<>/dev/tcp/127.0.0.1/$ZK_PORT && echo ruok >&3 && grep -q imok <&3"
   ZK_URL=zk://127.0.0.1:$ZK_PORT/dlock-bench
 fi
 
-ETCD_URL=http://127.0.0.1:$ETCD_PORT
-etcd --name bench --data-dir "$TMP/etcd" \
-  --listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
-  --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-  --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-  --initial-cluster "bench=http://127.0.0.1:$ETCD_PEER_PORT" --initial-cluster-state new \
-  >"$TMP/etcd.log" 2>&1 &
-ETCD_PID=$!
-export ETCDCTL_API=3
-wait_until 20 "etcd" etcdctl --endpoints="$ETCD_URL" endpoint health
+start_etcd "$TMP" "$ETCD_PORT" "$ETCD_PEER_PORT"
 
-# Measure one fixed copy: the build directory may be rebuilt while this runs.
-cp "$DLOCK_BIN" "$TMP/dlock" && "$TMP/dlock" --version >/dev/null 2>&1 || die "could not copy a working $DLOCK_BIN"
-[ ! -e "$(dirname "$DLOCK_BIN")/dlock-tls.so" ] || cp "$(dirname "$DLOCK_BIN")/dlock-tls.so" "$TMP/"
-DLOCK=$TMP/dlock
+copy_dlock
 unset DLOCK_URL DLOCK_PREFIX DLOCK_PASSWORD DLOCK_CONFIG
 export DLOCK_CONFIG='' # no config file of this machine's
 
-HELPER=$TMP/helper
-cc -O2 -static -o "$HELPER" "$BENCH_DIR/helper.c" 2>/dev/null || cc -O2 -o "$HELPER" "$BENCH_DIR/helper.c"
+build_helper
 analyze() { python3 "$BENCH_DIR/analyze.py" "$1" "$RES" "${@:2}"; }
 
 # The tools: NAME and the lock command's prefix (the command follows it), one per line. The same

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds with warnings as errors, runs
-# the unit tests, the bats end-to-end tests (which start their own redis-server) and the fault
-# tests (tests/faults: a network partition, a restart and a failover; the partition needs root
-# and skips itself otherwise) and the high-availability tests (tests/ha: a Sentinel group and a
-# Redis Cluster, each file starting its own; run once, not under the sanitizers) and the
-# store tests (tests/stores: the stores other than Redis, each file with servers of its own,
-# partitions as root; run once, not under the sanitizers). When valkey-server is installed,
+# the unit tests, the bats end-to-end tests (tests/e2e: dlock against a redis-server each file
+# starts), the high-availability tests (tests/ha: a Sentinel group, a Redis Cluster and Redlock's
+# independent nodes, each file starting its own; run once, not under the sanitizers) and the
+# store tests (tests/stores/STORE: the scenarios every store passes, store.bats, and each
+# store's faults, such as a Redis restart, a failover and a network partition, the partitions
+# needing root and skipping themselves otherwise; each file with servers of its own; run once,
+# not under the sanitizers); their helpers are in tests/lib. When valkey-server is installed,
 # the core suites run against Valkey too. Then an AddressSanitizer + UndefinedBehaviorSanitizer
 # build (compiled in the background, at the lowest priority, while the release build's tests
 # run) runs the unit tests and the core suites (CTest label core: dlock run, its lease, its
@@ -124,7 +125,7 @@ if build "release build" build; then
   fi
   unit_tests "release build" build
   # one file more than cores: see above
-  JOBS=$(($(nproc) + 1)) run_bats "release build" build -L 'e2e|faults|ha|stores'
+  JOBS=$(($(nproc) + 1)) run_bats "release build" build -L 'e2e|ha|stores'
   if command -v valkey-server >/dev/null; then
     REDIS_SERVER=valkey-server run_bats "Valkey" build -L core
   fi

@@ -3,7 +3,7 @@
 # conflicts, --wait), renew and release by token or DLOCK_TOKEN, release --force evicting a
 # running holder, and a three-step CI script. JSON is checked with json_ok (helpers.bash).
 
-load helpers
+load ../lib/helpers
 
 # ---------------------------------------------------------------------------------------------
 # acquire, renew, release

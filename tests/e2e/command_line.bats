@@ -3,7 +3,7 @@
 # value per -u, DLOCK_URL split on blanks, flock's --timeout and -x, usage errors that name the
 # right help, a directory given as --password-file.
 
-load helpers
+load ../lib/helpers
 
 # ---------------------------------------------------------------------------------------------
 # durations

@@ -5,7 +5,7 @@
 # measure dlock and not the test's polling. Redis keys read with rcli: dlock:{K}:watchers,
 # :barrier:arrivals, :latch (see keys.hpp).
 
-load helpers
+load ../lib/helpers
 
 # party NAME SUBCOMMAND ARGS...: a background `dlock SUBCOMMAND ARGS...` that writes
 # "STATUS MICROSECONDS" to $T/NAME.end when it returns (start_bg NAME: BG_PID).

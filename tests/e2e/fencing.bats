@@ -2,9 +2,9 @@
 # Fencing tokens: one more per acquisition while the counter exists; a missing counter (never
 # used, expired, deleted, lost) restarts at the server's clock in microseconds, so tokens never
 # go backwards; and the counter expires like every other key dlock writes.
-# (A restart of redis-server itself is in tests/faults/redis_restart.bats.)
+# (A restart of redis-server itself is in tests/stores/redis/restart.bats.)
 
-load helpers
+load ../lib/helpers
 
 # token KEY [RUN-ARGS...]: prints the fencing token a `dlock run` on KEY gets.
 token() {

@@ -5,7 +5,7 @@
 # socket mounted over /dev/log in a mount namespace), and --metrics-dir (Prometheus text
 # files, parsed with the Prometheus project's own Python parser).
 
-load helpers
+load ../lib/helpers
 
 PW=fleet-secret-3e1a
 

@@ -4,7 +4,7 @@
 # The script cache is warmed first, so that a command sent after the refusal would take the
 # lock at once (EVALSHA) instead of failing with NOSCRIPT.
 
-load helpers
+load ../lib/helpers
 
 NOSEL_PW=nosel-Secret-4a1f # ACL user with every right but SELECT
 FULL_PW=full-Secret-8c0e   # ACL user with every right

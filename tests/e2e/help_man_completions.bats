@@ -2,7 +2,7 @@
 # The man page and the shell completions: they render, and they know every subcommand and
 # every option that --help lists. Only the ACL test uses the file's redis-server.
 
-load helpers
+load ../lib/helpers
 
 ROOT=$BATS_TEST_DIRNAME/../..
 MAN=$ROOT/man/dlock.1

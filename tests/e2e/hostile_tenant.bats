@@ -4,7 +4,7 @@
 # made to fool a terminal. dlock reads it bounded and checked: "not a dlock holder" or an
 # unknown token, never 70, a crash, a wait past --wait or memory the size of the record.
 
-load helpers
+load ../lib/helpers
 
 # max_rss_kb FILE: the peak memory /usr/bin/time -v wrote to FILE, in KiB.
 max_rss_kb() { awk -F': ' '/Maximum resident set size/ { print $2 }' "$1"; }

@@ -6,7 +6,7 @@
 # renew or release (76), and --on-lost signal:NAME signals the owner. Each test has its own
 # XDG_RUNTIME_DIR, and the teardown stops every holder process started with it.
 
-load helpers
+load ../lib/helpers
 
 setup() {
   dlock_setup

@@ -5,7 +5,7 @@
 # witnesses the commands keep themselves (a counter in Redis, marker files, mkdir); the store's
 # own keys are read with rcli: dlock:{K}:holders (token -> lease end, server ms), :slots, :kind.
 
-load helpers
+load ../lib/helpers
 
 # slot_holders KEY: how many --shared or --limit holders the key has in Redis.
 slot_holders() { rcli zcard "dlock:{$1}:holders"; }

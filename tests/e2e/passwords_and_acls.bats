@@ -3,7 +3,7 @@
 # from, what a refusal gives (77, or 78 for a bad password file), and that no password ever
 # shows in ps or in dlock's output.
 
-load helpers
+load ../lib/helpers
 
 # Every password of this file; none may ever appear in dlock's output.
 PW=default-Secret-7f3a           # the default user's (requirepass)

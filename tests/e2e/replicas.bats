@@ -1,9 +1,10 @@
 #!/usr/bin/env bats
 # --wait-replicas N: the lock, and each renewal of its lease, counts only once N replicas have
 # it (Redis WAIT). Each test starts a replica of the file's server; SIGSTOP on the replica
-# makes it miss writes. The failover that this guards against is in tests/faults/failover.bats.
+# makes it miss writes. The failover that this guards against is in
+# tests/stores/redis/failover.bats.
 
-load helpers
+load ../lib/helpers
 
 @test "with a replica in sync, run and acquire take the lock once the replica has it" {
   start_replica

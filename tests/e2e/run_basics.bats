@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # dlock run: exit statuses, environment, conflicts and bad input.
 
-load helpers
+load ../lib/helpers
 
 @test "passes the command's exit status through" {
   run -3 "$DLOCK" run -k k -- sh -c 'exit 3'

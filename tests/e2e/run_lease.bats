@@ -3,7 +3,7 @@
 # Redis frozen), signals to dlock, dlock killed, leftovers in the process group, --on-lost and
 # --kill-after. TTLs are 1s to 3s; every bound leaves room for a loaded 2-core machine.
 
-load helpers
+load ../lib/helpers
 
 # wait_dead MAX_MS PID...: polls (one ps per round) until every PID is gone or a zombie;
 # sets DEAD_AT to the time that was first seen; fails after MAX_MS.

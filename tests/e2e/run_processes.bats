@@ -3,7 +3,7 @@
 # dlock itself frozen past its TTL, SIGINT and SIGQUIT passed on as deaths, a script without
 # "#!", SIGINT while waiting. (Ctrl-C and Ctrl-Z in a terminal: run_terminal.bats.)
 
-load helpers
+load ../lib/helpers
 
 # ---------------------------------------------------------------------------------------------
 # descendants outside the process group

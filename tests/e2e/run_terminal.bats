@@ -2,7 +2,7 @@
 # dlock run in a real terminal (tmux): Ctrl-C and Ctrl-Z, job control, a pipeline with a pager,
 # and the waiting line drawn on the terminal while dlock waits for a lock.
 
-load helpers
+load ../lib/helpers
 
 # term_start: an interactive bash in a private tmux server, 120x30.
 term_start() {

@@ -4,7 +4,7 @@
 # (json_ok). Timing bounds leave room for a loaded 2-core machine, except the explicit "list of
 # 2000 locks in under a second" requirement.
 
-load helpers
+load ../lib/helpers
 
 # ---------------------------------------------------------------------------------------------
 # status

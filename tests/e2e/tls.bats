@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # rediss:// against a real redis-server with --tls-port and certificates made by openssl here.
 
-load helpers
+load ../lib/helpers
 
 tls_built() { "$DLOCK" --version | grep -qv 'TLS: no'; }
 

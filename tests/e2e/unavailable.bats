@@ -5,7 +5,7 @@
 # --connect-timeout.
 # Each test starts its own server on a free port, in its own directory; the teardown stops it.
 
-load helpers
+load ../lib/helpers
 
 # No server for the whole file: each test starts the one it needs (start_server).
 setup_file() { :; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # Waiting without polling: wake on release, crashed holders, --fair order, command counts.
 
-load helpers
+load ../lib/helpers
 
 @test "a waiter starts within 200 ms of the holder's end" {
   "$DLOCK" run -k ho -- sh -c 'sleep 1; date +%s%3N > "$BATS_TEST_TMPDIR/end"' &

@@ -7,7 +7,7 @@
 # which follows no redirect). Migration and failover: cluster_migration.bats; a cluster that
 # is down: cluster_down.bats.
 
-load cluster_helpers
+load ../lib/cluster_helpers
 
 # url PORT: the URL of one node.
 url() { echo "redis://127.0.0.1:$1"; }

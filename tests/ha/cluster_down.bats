@@ -6,7 +6,7 @@
 # the slots that are served. Each test starts its own cluster of 3 masters without replicas,
 # since it kills one (cluster_helpers.bash; the teardown stops the rest).
 
-load cluster_helpers
+load ../lib/cluster_helpers
 
 setup_file() { :; }
 teardown_file() { :; }

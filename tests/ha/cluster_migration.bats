@@ -5,7 +5,7 @@
 # of 3 masters with a replica each for the file (cluster_helpers.bash); the setup of each test
 # waits until the previous test's changes have settled.
 
-load cluster_helpers
+load ../lib/cluster_helpers
 
 url() { echo "redis://127.0.0.1:$1"; }
 

@@ -7,7 +7,7 @@
 # continues it); restarting nodes, and nodes that have never run dlock's scripts:
 # redlock_faults.bats.
 
-load redlock_helpers
+load ../lib/redlock_helpers
 
 # A command for dlock run: writes "TOKEN TTL_MS FENCING_TOKEN" to $1 (atomically), then waits
 # until $2 exists and exits with ${3:-0}.

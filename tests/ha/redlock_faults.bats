@@ -5,7 +5,7 @@
 # dlock in each test (no script cached: dlock's first EVALSHA on each gets NOSCRIPT), unlike
 # redlock.bats's, which are warmed up once. Everything else about Redlock: redlock.bats.
 
-load redlock_helpers
+load ../lib/redlock_helpers
 
 setup_file() { :; }
 teardown_file() { :; }

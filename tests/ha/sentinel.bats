@@ -5,7 +5,7 @@
 # three Sentinels: sentinel_helpers.bash) serves every test but the password test, which
 # starts its own; failovers are in sentinel_failover.bats.
 
-load sentinel_helpers
+load ../lib/sentinel_helpers
 
 setup_file() { start_sentinel_group; }
 teardown_file() { stop_sentinel_group; }

@@ -9,7 +9,7 @@
 # promoted is moved to the new master at once, so that WAIT 1 is answered there again within
 # a second (the old master, if alive, is only moved about 10 s later).
 
-load sentinel_helpers
+load ../lib/sentinel_helpers
 
 setup_file() { :; }
 teardown_file() { :; }

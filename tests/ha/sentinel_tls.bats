@@ -9,12 +9,12 @@
 # in tests/e2e/tls.bats. (The data nodes keep the unix socket every test server has, which
 # neither dlock nor these tests use: the Sentinels name TCP addresses.)
 #
-# start_sentinel_group (sentinel_helpers.bash) starts its nodes with start_server and
-# start_sentinel and talks to them with ncli and scli: this file redefines those four for
-# TLS-only nodes and reuses the rest as it is. The group is the file's, but for the failover
-# test, which starts its own.
+# start_sentinel_group (sentinel_helpers.bash) starts its nodes with GROUP_TLS and
+# group_node_args and talks to them with ncli and scli: this file sets those for TLS-only nodes
+# and reuses the rest as it is. The group is the file's, but for the failover test, which
+# starts its own.
 
-load sentinel_helpers
+load ../lib/sentinel_helpers
 
 # tls_missing: whether this dlock cannot do TLS, and why, in TLS_MISSING. Its --version says
 # "TLS: no" (built without), "TLS: built in, but TLS support is not installed: cannot load
@@ -68,79 +68,12 @@ ncli() {
   tcli -p "$port" ${DATA_AUTH:+--no-auth-warning -a "$DATA_AUTH"} "$@"
 }
 
-# start_server NAME [redis-server args...]: a data node that listens on a TLS port only (--port 0,
-# --tls-port), in $T/NAME; sets SERVER_PORT (the TLS port) and SERVER_PID once it answers PING
-# over TLS, and starts it again on another port if it lost the race for its port.
-start_server() {
-  local dir=$T/$1 try i
-  shift
-  mkdir -p "$dir"
-  for try in 1 2 3 4 5; do
-    server_args "$dir" 0 --tls-port FREE_PORT --tls-cert-file "$CERTS/server.crt" \
-      --tls-key-file "$CERTS/server.key" --tls-ca-cert-file "$CERTS/ca.crt" \
-      --tls-auth-clients no --tls-replication yes "$@"
-    SERVER_PORT=$OTHER_PORT
-    rm -f "$dir/redis.log"
-    ("${REDIS_SERVER:-redis-server}" "${SERVER_ARGS[@]}" 3>&- & echo $! >>"$T/bg.pid")
-    SERVER_PID=$(tail -n 1 "$T/bg.pid")
-    for i in $(seq 200); do
-      if [ -n "$(ncli "$SERVER_PORT" ping 2>/dev/null)" ]; then
-        return 0
-      fi
-      alive "$SERVER_PID" || break
-      sleep 0.05
-    done
-    lost_port_race "$dir" || break
-    kill -9 "$SERVER_PID" 2>/dev/null || true
-  done
-  echo "redis-server (TLS) $* did not start:" >&2
-  cat "$dir/redis.log" >&2
-  return 1
-}
-
-# start_sentinel NAME: a Sentinel on a TLS port only, monitoring 127.0.0.1:MASTER_PORT as
-# mymaster over TLS (see start_sentinel in sentinel_helpers.bash, of which this is the TLS
-# version); sets SENTINEL_PORT and SENTINEL_PID once it answers over TLS as itself.
-start_sentinel() {
-  local dir=$T/$1 try i
-  mkdir -p "$dir"
-  for try in 1 2 3 4 5; do
-    SENTINEL_PORT=$(free_port)
-    {
-      echo "port 0"
-      echo "tls-port $SENTINEL_PORT"
-      echo "tls-cert-file $CERTS/server.crt"
-      echo "tls-key-file $CERTS/server.key"
-      echo "tls-ca-cert-file $CERTS/ca.crt"
-      echo "tls-auth-clients no"
-      echo "tls-replication yes"
-      echo "bind 127.0.0.1"
-      echo "dir $dir"
-      echo "logfile $dir/redis.log"
-      [ -z "$SENTINEL_AUTH" ] || echo "requirepass $SENTINEL_AUTH"
-      echo "sentinel resolve-hostnames no"
-      echo "sentinel monitor $SENTINEL_MASTER 127.0.0.1 $MASTER_PORT 2"
-      echo "sentinel down-after-milliseconds $SENTINEL_MASTER 1000"
-      echo "sentinel failover-timeout $SENTINEL_MASTER 5000"
-      echo "sentinel parallel-syncs $SENTINEL_MASTER 1"
-      [ -z "$DATA_AUTH" ] || echo "sentinel auth-pass $SENTINEL_MASTER $DATA_AUTH"
-    } >"$dir/sentinel.conf"
-    rm -f "$dir/redis.log"
-    ("${REDIS_SERVER:-redis-server}" "$dir/sentinel.conf" --sentinel 3>&- & echo $! >>"$T/bg.pid")
-    SENTINEL_PID=$(tail -n 1 "$T/bg.pid")
-    for i in $(seq 200); do
-      if scli "$SENTINEL_PORT" info server 2>/dev/null | tr -d '\r' | grep -qx "process_id:$SENTINEL_PID"; then
-        return 0
-      fi
-      alive "$SENTINEL_PID" || break
-      sleep 0.05
-    done
-    lost_port_race "$dir" || break
-    kill -9 "$SENTINEL_PID" 2>/dev/null || true
-  done
-  echo "sentinel (TLS) $1 did not start:" >&2
-  cat "$dir/redis.log" >&2
-  return 1
+# Every node, data node and Sentinel, listens on a TLS port only (--port 0, --tls-port), with
+# the nodes' certificate, asks clients for none, and talks TLS to the others.
+GROUP_TLS=1
+group_node_args() {
+  NODE_ARGS=(--tls-cert-file "$CERTS/server.crt" --tls-key-file "$CERTS/server.key"
+    --tls-ca-cert-file "$CERTS/ca.crt" --tls-auth-clients no --tls-replication yes)
 }
 
 # start_tls_group: start_sentinel_group with the TLS-only nodes above; exports TLS_URL, the
