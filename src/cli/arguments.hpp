@@ -1,9 +1,13 @@
 #pragma once
 
-#include "commands/coordinate.hpp"
-#include "commands/lease_steps.hpp"
+#include "commands/acquire.hpp"
+#include "commands/barrier.hpp"
+#include "commands/latch.hpp"
+#include "commands/release.hpp"
+#include "commands/renew.hpp"
 #include "commands/run.hpp"
 #include "commands/status.hpp"
+#include "commands/wait.hpp"
 #include "stores/config.hpp"
 
 #include <CLI/CLI.hpp>

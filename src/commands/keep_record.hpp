@@ -1,7 +1,5 @@
 #pragma once
 
-#include "commands/context.hpp"
-#include "commands/lease_steps.hpp"
 #include "lock/name.hpp"
 
 #include <sys/types.h>
@@ -36,37 +34,14 @@ public:
   std::optional<std::string> lost() const;
   // Removes everything recorded for the token.
   void forget() const;
+  // renew, release: a lease the --keep process saw lost is told (when and why) once, as an
+  // error, and the record goes; whether there was one.
+  bool report_loss(const std::vector<lock::LockName>& names) const;
 
 private:
   std::string path(const char* suffix) const;
   std::string m_base; // directory/hash; empty if no safe directory exists
   std::string m_fingerprint; // of the token, in the holder file: bound to this token alone
-};
-
-// The holder of `acquire --keep`, forked before the lock is asked for (so that the store has
-// no connection yet to share, and the holder's pid can be recorded as the lock's holder). It
-// waits for go(); if this process exits or calls abort() instead, it exits and holds nothing.
-class Keeper {
-public:
-  // Forks the holder of names for token; owner is the process it keeps the lock for.
-  Keeper(Context& context, std::vector<lock::LockName> names, std::string token, util::Millis ttl,
-         const KeepOptions& options, pid_t owner);
-  ~Keeper();
-  Keeper(const Keeper&) = delete;
-  Keeper& operator=(const Keeper&) = delete;
-
-  pid_t pid() const noexcept { return m_pid; }
-  // The lock is taken (its lease runs from sent_at, for validity or the whole TTL): the holder
-  // detaches and renews it.
-  void go(util::TimePoint sent_at, std::optional<util::Millis> validity);
-  // Nothing was taken: the holder exits.
-  void abort() noexcept;
-  // The holder releases the lock and exits (the token could not be handed over).
-  void stop() noexcept;
-
-private:
-  pid_t m_pid = -1;
-  int m_go = -1; // write end of the pipe the holder waits on
 };
 
 } // namespace dlock::commands
