@@ -5,7 +5,6 @@
 #include "hold/lease_keeper.hpp"
 #include "process/process_table.hpp"
 #include "process/signals.hpp"
-#include "util/event_loop.hpp"
 #include "util/forked.hpp"
 #include "util/syslog.hpp"
 
@@ -90,57 +89,30 @@ private:
       *this);
     util::syslog_event(util::EventLevel::info, "holding",
                        {{"key", m_shown}, {"owner_pid", std::to_string(m_owner)}, {"by", "acquire --keep"}});
-
-    while (true) {
-      if (owner.ended()) {
-        finish(fmt::format("pid {} ended", m_owner));
-      }
-      keeper.on_time();
-      util::EventLoop loop;
-      int signal = 0;
-      loop.watch(signals.fd(), POLLIN, [&](short) {
-        while (auto sig = signals.read()) {
-          signal = *sig;
-        }
-      });
-      bool owner_ended = false;
-      if (owner.fd() >= 0) {
-        loop.watch(owner.fd(), POLLIN, [&](short) { owner_ended = true; });
-      } else {
-        loop.wake_at(clock.now() + std::chrono::seconds(1)); // no pidfd: look now and then
-      }
-      keeper.wait(loop);
-      if (signal != 0) {
-        finish(fmt::format("signal {}", signal));
-      }
-      if (owner_ended) {
-        finish(fmt::format("pid {} ended", m_owner));
-      }
-      keeper.take_answers();
+    hold::KeepEnd end = keeper.keep_for(owner, signals);
+    switch (end.why) {
+    case hold::KeepEnd::Why::owner_ended:
+      finish(fmt::format("pid {} ended", m_owner));
+    case hold::KeepEnd::Why::signal:
+      finish(fmt::format("signal {}", end.signal));
+    case hold::KeepEnd::Why::stopped:
+      break;
     }
+    switch (keeper.watchdog().stop_reason()) {
+    case lock::StopReason::lost:
+      lose("the lock is no longer held by this token (it expired or was taken over, e.g. "
+           "release --force)");
+    case lock::StopReason::max_hold:
+      finish("--max-hold ran out");
+    case lock::StopReason::unconfirmed:
+    case lock::StopReason::none:
+      break;
+    }
+    lose("no renewal was confirmed before the lease could expire (the lock store did not answer)");
   }
 
-  // The watchdog stops the lease: lost, not confirmed before it could expire, or --max-hold.
-  void act(const lock::Actions& actions) override
-  {
-    for (const auto& notice : actions.notices) {
-      if (!notice) {
-        continue;
-      }
-      switch (notice->kind) {
-      case lock::Notice::Kind::lost:
-        lose("the lock is no longer held by this token (it expired or was taken over, e.g. "
-             "release --force)");
-      case lock::Notice::Kind::unconfirmed:
-        lose("no renewal was confirmed before the lease could expire (the lock store did not "
-             "answer)");
-      case lock::Notice::Kind::max_hold:
-        finish("--max-hold ran out");
-      default:
-        break;
-      }
-    }
-  }
+  // The loop above reads the watchdog's decisions once it stops.
+  void act(const lock::Actions&) override {}
 
   void round_ended(hold::RenewalVerdict verdict, const std::string& first_error) override
   {

@@ -177,6 +177,44 @@ void LeaseKeeper::on_renewal(const lock::Outcome& outcome)
   }
 }
 
+KeepEnd LeaseKeeper::keep_for(const process::ProcessWatch& owner, process::SignalFd& signals)
+{
+  using Why = KeepEnd::Why;
+  while (true) {
+    if (owner.ended()) {
+      return KeepEnd{Why::owner_ended};
+    }
+    on_time();
+    if (m_watchdog.stopping()) {
+      return KeepEnd{Why::stopped};
+    }
+    util::EventLoop loop;
+    int signal = 0;
+    loop.watch(signals.fd(), POLLIN, [&](short) {
+      while (auto sig = signals.read()) {
+        signal = *sig;
+      }
+    });
+    bool owner_ended = false;
+    if (owner.fd() >= 0) {
+      loop.watch(owner.fd(), POLLIN, [&](short) { owner_ended = true; });
+    } else {
+      loop.wake_at(m_clock.now() + std::chrono::seconds(1)); // no pidfd: look now and then
+    }
+    wait(loop);
+    if (signal != 0) {
+      return KeepEnd{Why::signal, signal};
+    }
+    if (owner_ended) {
+      return KeepEnd{Why::owner_ended};
+    }
+    take_answers();
+    if (m_watchdog.stopping()) {
+      return KeepEnd{Why::stopped};
+    }
+  }
+}
+
 void LeaseKeeper::hand_back(const lock::Watchdog& latest)
 {
   m_watchdog = latest;

@@ -3,6 +3,8 @@
 #include "hold/clock.hpp"
 #include "lock/store.hpp"
 #include "lock/watchdog.hpp"
+#include "process/process_table.hpp"
+#include "process/signals.hpp"
 
 #include <sys/types.h>
 
@@ -47,6 +49,17 @@ public:
   virtual void disconnected(const lock::Outcome& outcome) { (void)outcome; }
 };
 
+// Why keeping a lease for a process (acquire --keep) ended.
+struct KeepEnd {
+  enum class Why {
+    owner_ended, // the process the lock was kept for ended
+    signal,      // a signal (release sends SIGTERM)
+    stopped,     // the watchdog stopped: the lease was lost or --max-hold ran out (stop_reason)
+  };
+  Why why = Why::owner_ended;
+  int signal = 0;
+};
+
 // The one renewal loop of dlock: carries out what lock::Watchdog decides for a lease (renewals
 // sent, timed out, answered; the store's disconnections), for `run` (its Supervisor), the
 // renewer that keeps run's lease while dlock is stopped (Ctrl-Z), and acquire --keep. The
@@ -68,6 +81,10 @@ public:
   void wait(util::EventLoop& loop);
   // Takes what the store answered: renewals, disconnections.
   void take_answers();
+
+  // acquire --keep's loop: keeps the lease until owner ends (its pidfd; without one, looked at
+  // each second), a signal, or the watchdog stops.
+  KeepEnd keep_for(const process::ProcessWatch& owner, process::SignalFd& signals);
 
   // Another process kept the lease meanwhile (the Ctrl-Z renewer) and left latest: the lease
   // as it saw it. What was in flight here is unknown, so it counts as failed.

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace std::chrono_literals;
@@ -253,4 +254,81 @@ TEST(LeaseKeeper, TheCtrlZRenewerKeepsTheLeaseInAProcessOfItsOwnAndHandsItBack)
   EXPECT_GT(keeper.watchdog().lease().expires_at(), before) << "the renewer's renewals count";
   EXPECT_TRUE(bench.store.renewals.empty()) << "this process renewed nothing itself";
   EXPECT_GE(bench.store.abandoned, 1);
+}
+
+namespace {
+
+// A process to keep a lease for, ended when the test says.
+struct Owner {
+  pid_t pid = ::fork();
+  Owner()
+  {
+    if (pid == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+  }
+  ~Owner() { end(); }
+  void end()
+  {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      pid = -1;
+    }
+  }
+};
+
+} // namespace
+
+TEST(LeaseKeeper, KeepingForAProcessEndsWhenItEnds)
+{
+  Bench bench;
+  Owner owner;
+  dlock::process::ProcessWatch watch(owner.pid);
+  dlock::process::SignalFd signals({SIGTERM});
+  bench.store.answer = [&](int n) {
+    if (n == 3) {
+      owner.end(); // while the lease is kept, at 30 s
+    }
+    return FakeStore::held(true);
+  };
+  LeaseKeeper keeper = bench.keeper();
+  dlock::hold::KeepEnd end = keeper.keep_for(watch, signals);
+  EXPECT_EQ(end.why, dlock::hold::KeepEnd::Why::owner_ended);
+  EXPECT_EQ(bench.store.renewals.size(), 3u) << "renewed every 10 s until then";
+  EXPECT_EQ(bench.since_start(bench.clock.now()), 30s);
+}
+
+TEST(LeaseKeeper, KeepingForAProcessEndsAtASignal)
+{
+  Bench bench;
+  Owner owner;
+  dlock::process::ProcessWatch watch(owner.pid);
+  dlock::process::SignalFd signals({SIGTERM});
+  bench.store.answer = [&](int n) {
+    if (n == 2) {
+      ::raise(SIGTERM); // release sends it
+    }
+    return FakeStore::held(true);
+  };
+  LeaseKeeper keeper = bench.keeper();
+  dlock::hold::KeepEnd end = keeper.keep_for(watch, signals);
+  EXPECT_EQ(end.why, dlock::hold::KeepEnd::Why::signal);
+  EXPECT_EQ(end.signal, SIGTERM);
+  EXPECT_EQ(bench.store.renewals.size(), 2u);
+}
+
+TEST(LeaseKeeper, KeepingForAProcessStopsWhenTheLeaseIsLost)
+{
+  Bench bench;
+  Owner owner;
+  dlock::process::ProcessWatch watch(owner.pid);
+  dlock::process::SignalFd signals({SIGTERM});
+  bench.store.answer = [](int n) { return FakeStore::held(n < 2); };
+  LeaseKeeper keeper = bench.keeper();
+  dlock::hold::KeepEnd end = keeper.keep_for(watch, signals);
+  EXPECT_EQ(end.why, dlock::hold::KeepEnd::Why::stopped);
+  EXPECT_EQ(keeper.watchdog().stop_reason(), StopReason::lost);
+  EXPECT_EQ(bench.since_start(bench.clock.now()), 20s);
 }
