@@ -506,7 +506,7 @@ Waiter::End Waiter::wait()
     if (!m_in_flight) {
       send();
     }
-    Answer attempt = answer(true);
+    Answer attempt = answer();
     if (!attempt.outcome) {
       if (attempt.signal != 0) {
         if (m_way->withdraws_on_signal(true)) {
@@ -547,7 +547,7 @@ Waiter::End Waiter::wait()
   }
 }
 
-Waiter::Answer Waiter::answer(bool may_ride_out)
+Waiter::Answer Waiter::answer()
 {
   m_in_flight = false;
   try {
@@ -556,7 +556,7 @@ Waiter::Answer Waiter::answer(bool may_ride_out)
     m_outage->over();
     return Answer{std::move(outcome)};
   } catch (const Error& error) {
-    if (!may_ride_out || !m_outage->ride_out(error, m_deadline)) {
+    if (!m_outage->ride_out(error, m_deadline)) {
       throw;
     }
   }

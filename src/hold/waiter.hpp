@@ -99,7 +99,7 @@ private:
   void begin(const lock::LockName& name, std::unique_ptr<Way> way);
   void send();
   End wait();
-  Answer answer(bool may_ride_out);
+  Answer answer();
   int block_for_wake(util::Millis block);
   Woken sleep_until(util::TimePoint until);
   int pause();

@@ -291,6 +291,9 @@ TEST(LeaseKeeper, KeepingForAProcessEndsWhenItEnds)
     if (n == 3) {
       owner.end(); // while the lease is kept, at 30 s
     }
+    if (n == 10) {
+      ::raise(SIGTERM); // not noticed: end the keeping anyway (the test fails)
+    }
     return FakeStore::held(true);
   };
   LeaseKeeper keeper = bench.keeper();
