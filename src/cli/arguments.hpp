@@ -3,6 +3,7 @@
 #include "commands/acquire.hpp"
 #include "commands/barrier.hpp"
 #include "commands/latch.hpp"
+#include "commands/list.hpp"
 #include "commands/release.hpp"
 #include "commands/renew.hpp"
 #include "commands/run.hpp"

@@ -54,9 +54,10 @@ int acquire(Context& context, const AcquireOptions& options)
     hold::make_wait_policy(options.no_wait, options.fair, options.wait, context.request_timeout);
   policy.replicas = options.replicas;
   policy.kind = options.kind;
+  lock::AcquireRequest request{.token = token, .ttl = options.ttl, .holder = me, .ticket = {},
+                               .ack = {}};
   hold::Taken outcome =
-    hold::Acquisition(hold::system_clock(), context.store, signals, policy, names,
-                      lock::AcquireRequest{.token = token, .ttl = options.ttl, .holder = me, .ticket = {}, .ack = {}})
+    hold::Acquisition(hold::system_clock(), context.store, signals, policy, names, request)
       .finish();
   if (process::stops_calling_script(outcome.signal)) {
     process::die_of_signal(outcome.signal, false); // nothing is held; the script stops too

@@ -71,7 +71,7 @@ private:
   [[noreturn]] void keep(const Go& go)
   {
     process::SignalFd signals({SIGTERM, SIGINT, SIGHUP});
-    m_record.holder_started(::getpid());
+    m_record.keep_process_started(::getpid());
     process::ProcessWatch& owner = m_owner_watch.emplace(m_owner);
 
     hold::Clock& clock = hold::system_clock();

@@ -92,14 +92,14 @@ std::string KeepRecord::path(const char* suffix) const
   return m_base.empty() ? std::string() : m_base + suffix;
 }
 
-void KeepRecord::holder_started(pid_t pid) const
+void KeepRecord::keep_process_started(pid_t pid) const
 {
   ::unlink(path(".lost").c_str());
   std::optional<std::uint64_t> start = process::start_time(pid);
   write_file(path(".holder"), fmt::format("{} {} {}\n", pid, start.value_or(0), m_fingerprint));
 }
 
-bool KeepRecord::signal_holder(int sig) const
+bool KeepRecord::signal_keep_process(int sig) const
 {
   std::optional<std::string> text = read_file(path(".holder"));
   if (!text) {

@@ -76,7 +76,7 @@ int release(Context& context, const ReleaseOptions& options)
     record.unmark_released(); // still held: the keep process goes on, and a loss is still a loss
     throw;
   }
-  if (!record.signal_holder(SIGTERM)) {
+  if (!record.signal_keep_process(SIGTERM)) {
     record.forget();
   }
   return status;

@@ -137,8 +137,10 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
     hold::make_wait_policy(options.no_wait, options.fair, options.wait, context.request_timeout);
   wait_policy.replicas = options.replicas;
   wait_policy.kind = options.kind;
+  lock::AcquireRequest request{.token = token, .ttl = options.ttl, .holder = me, .ticket = {},
+                               .ack = {}};
   hold::Acquisition acquisition(hold::system_clock(), context.store, signals, wait_policy, names,
-                                lock::AcquireRequest{.token = token, .ttl = options.ttl, .holder = me, .ticket = {}, .ack = {}});
+                                request);
   acquisition.begin();
   try {
     group.emplace(signals.original_mask()); // while the first attempt is in flight

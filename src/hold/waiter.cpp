@@ -33,7 +33,8 @@ std::size_t line_room()
 }
 
 // who_holds, with the holder's command or with its identity alone.
-std::string describe_holders(const lock::AcquireResult& result, bool with_lease, bool with_command)
+std::string describe_holders(const lock::AcquireResult& result, bool with_lease,
+                             bool with_command)
 {
   if (result.holder_ttl_ms == -2) {
     return "no one (earlier --fair waiters go first)";

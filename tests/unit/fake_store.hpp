@@ -72,7 +72,8 @@ public:
                    false, {}, {}};
   }
 
-  void start_acquire(const dlock::lock::LockName&, const dlock::lock::AcquireRequest& request) override
+  void start_acquire(const dlock::lock::LockName&,
+                     const dlock::lock::AcquireRequest& request) override
   {
     attempts.push_back(clock());
     tickets.push_back(request.ticket);

@@ -206,7 +206,8 @@ TEST(LeaseKeeper, ADisconnectedStoreIsAskedSoonerThanTheNextTurn)
   keeper.watchdog().store_disconnected(bench.clock.now());
   Bench::turn_until(keeper, bench.clock, bench.start + 5s);
   ASSERT_EQ(bench.store.renewals.size(), 1u);
-  EXPECT_EQ(bench.since_start(bench.store.renewals[0]), 4s) << "a retry interval after, not at 10 s";
+  EXPECT_EQ(bench.since_start(bench.store.renewals[0]), 4s)
+    << "a retry interval after, not at 10 s";
 }
 
 TEST(LeaseKeeper, ALeaseHandedBackFromTheCtrlZRenewerIsTheRenewersAndWhatWasInFlightCountsAsFailed)

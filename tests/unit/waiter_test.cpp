@@ -238,7 +238,8 @@ TEST(Waiter, ABarrierOfOtherPartiesIsTheCallersMistake)
   gate.request.ticket.mode = WaitMode::barrier;
   gate.request.parties = 3;
   try {
-    Waiter(bench.clock, bench.store, bench.signals, bench.policy()).pass(LockName::parse("u"), gate);
+    Waiter waiter(bench.clock, bench.store, bench.signals, bench.policy());
+    waiter.pass(LockName::parse("u"), gate);
     FAIL();
   } catch (const dlock::Error& error) {
     EXPECT_EQ(error.code(), dlock::ExitCode::usage);
