@@ -83,10 +83,10 @@ private:
     policy.lease.kill_after = Millis(0);
     policy.max_hold = m_options.max_hold;
     m_context.store.limit_blocking(policy.lease.request_timeout());
+    const TimePoint started = clock.now();
     hold::LeaseKeeper keeper(
       clock, m_context.store, hold::KeptLock{m_names, m_token, m_options.kind, m_ttl},
-      lock::Watchdog(policy, TimePoint(std::chrono::nanoseconds(go.sent_at_ns)), clock.now()),
-      *this);
+      lock::Watchdog(policy, TimePoint(std::chrono::nanoseconds(go.sent_at_ns)), started), *this);
     util::syslog_event(util::EventLevel::info, "holding",
                        {{"key", m_shown}, {"owner_pid", std::to_string(m_owner)}, {"by", "acquire --keep"}});
     hold::KeepEnd end = keeper.keep_for(owner, signals);
@@ -107,6 +107,9 @@ private:
     case lock::StopReason::unconfirmed:
     case lock::StopReason::none:
       break;
+    }
+    if (m_options.max_hold && clock.now() >= started + *m_options.max_hold) {
+      finish("--max-hold ran out"); // at the same time: --max-hold first, as it always was
     }
     lose("no renewal was confirmed before the lease could expire (the lock store did not answer)");
   }
