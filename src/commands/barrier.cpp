@@ -8,7 +8,7 @@ using namespace std::chrono_literals;
 
 int barrier(Context& context, const BarrierOptions& options)
 {
-  lock::require(context.store, lock::Feature::coordinate);
+  require_coordination(context);
   hold::Gate gate;
   gate.request.ticket.mode = lock::WaitMode::barrier;
   gate.request.parties = options.parties;

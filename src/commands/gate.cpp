@@ -4,6 +4,11 @@
 
 namespace dlock::commands {
 
+void require_coordination(Context& context)
+{
+  lock::require(context.store, lock::Feature::coordinate);
+}
+
 int wait_at_gate(Context& context, const lock::LockName& name, const hold::Gate& gate,
                  std::optional<util::Millis> wait, int conflict_exit_code,
                  const std::string& opened)

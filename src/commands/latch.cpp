@@ -69,7 +69,7 @@ int count_down(Context& context, const LatchOptions& options)
 
 int latch(Context& context, const LatchOptions& options)
 {
-  lock::require(context.store, lock::Feature::coordinate);
+  require_coordination(context);
   switch (options.action) {
   case LatchOptions::Action::count:
     return set_latch(context, options);

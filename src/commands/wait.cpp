@@ -8,7 +8,7 @@ using namespace std::chrono_literals;
 
 int wait_until_free(Context& context, const WaitFreeOptions& options)
 {
-  lock::require(context.store, lock::Feature::coordinate);
+  require_coordination(context);
   hold::Gate gate;
   gate.request.ticket.mode = lock::WaitMode::watch;
   // A watcher blocks for the holder's remaining lease, within this.
