@@ -2,10 +2,15 @@
 
 #include "cli/arguments.hpp"
 #include "cli/secrets.hpp"
-#include "commands/coordinate.hpp"
-#include "commands/lease_steps.hpp"
+#include "commands/acquire.hpp"
+#include "commands/barrier.hpp"
+#include "commands/latch.hpp"
+#include "commands/list.hpp"
+#include "commands/release.hpp"
+#include "commands/renew.hpp"
 #include "commands/run.hpp"
 #include "commands/status.hpp"
+#include "commands/wait.hpp"
 #include "stores/config.hpp"
 
 // From Arguments as typed to the option structs commands/ takes: what CLI11 cannot check

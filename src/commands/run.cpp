@@ -1,8 +1,8 @@
 #include "commands/run.hpp"
 
-#include "commands/acquire_wait.hpp"
 #include "commands/run_report.hpp"
 #include "commands/supervisor.hpp"
+#include "hold/acquisition.hpp"
 #include "lock/watchdog.hpp"
 #include "process/child.hpp"
 #include "process/signals.hpp"
@@ -51,7 +51,7 @@ public:
   bool release()
   {
     m_done = true;
-    return release_all(m_context, m_names, m_token);
+    return hold::release_all(m_context.store, m_names, m_token, m_context.request_timeout);
   }
 
 private:
@@ -133,12 +133,22 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
   const lock::HolderInfo me =
     lock::HolderInfo::current(lock::recorded_command(options.command, options.record_command));
 
-  WaitPolicy wait_policy =
-    make_wait_policy(options.no_wait, options.fair, options.wait, context.request_timeout);
+  hold::WaitPolicy wait_policy =
+    hold::make_wait_policy(options.no_wait, options.fair, options.wait, context.request_timeout);
   wait_policy.replicas = options.replicas;
   wait_policy.kind = options.kind;
-  WaitOutcome outcome = acquire_all_with_wait(context, names, token, options.ttl, me, wait_policy,
-                                              signals, [&] { group.emplace(signals.original_mask()); });
+  lock::AcquireRequest request{.token = token, .ttl = options.ttl, .holder = me, .ticket = {},
+                               .ack = {}};
+  hold::Acquisition acquisition(hold::system_clock(), context.store, signals, wait_policy, names,
+                                request);
+  acquisition.begin();
+  try {
+    group.emplace(signals.original_mask()); // while the first attempt is in flight
+  } catch (const Error&) {
+    acquisition.cancel();
+    throw;
+  }
+  hold::Taken outcome = acquisition.finish();
   if (outcome.signal != 0) {
     util::log_verbose("interrupted by signal {} while waiting for lock '{}'", outcome.signal,
                       shown);
@@ -150,9 +160,6 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
   if (!outcome.acquired) {
     report.skipped(outcome.held_by, !options.no_wait);
     return RunEnd{options.conflict_exit_code};
-  }
-  if (!group) {
-    group.emplace(signals.original_mask()); // not forked yet (never: the first attempt forks it)
   }
   if (outcome.fence != 0) {
     util::log_verbose("acquired lock '{}' (fencing token {})", shown, outcome.fence);
@@ -188,7 +195,8 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
   spec.inherit = context.store.inherited_descriptors();
   CommandEnd end;
   context.store.limit_blocking(policy.lease.request_timeout());
-  Supervisor supervisor(context.store, names, token, options.kind,
+  Supervisor supervisor(context.store,
+                        hold::KeptLock{names, token, options.kind, options.ttl},
                         lock::Watchdog(policy, outcome.sent_at, util::monotonic_now()), *group,
                         signals);
   try {

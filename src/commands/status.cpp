@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include <array>
 #include <cstdio>
 
 namespace dlock::commands {
@@ -14,15 +13,6 @@ namespace {
 
 using util::format_duration;
 using util::Millis;
-
-void print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
-
-std::string holder_name(const lock::HolderInfo& holder)
-{
-  return holder.user.empty() && holder.host.empty()
-           ? "?"
-           : util::printable(holder.user) + "@" + util::printable(holder.host);
-}
 
 // The fencing counter, or "unknown" when the store holds a value dlock did not write.
 std::string last_fence(const lock::LockStatus& status)
@@ -103,39 +93,16 @@ std::string human_status(const lock::LockStatus& status)
   return out + human_nodes(status);
 }
 
-std::string human_table(const std::vector<lock::LockStatus>& statuses)
-{
-  std::vector<std::array<std::string, 8>> rows;
-  rows.push_back({"KEY", "HOLDER", "PID", "HELD", "TTL", "FENCE", "WAITERS", "COMMAND"});
-  for (const auto& status : statuses) {
-    std::string holder = holder_name(status.holder);
-    if (status.slots.size() > 1) {
-      holder += fmt::format(" +{}", status.slots.size() - 1); // --shared, --limit: the others
-    }
-    rows.push_back({util::printable(status.name), holder, std::to_string(status.holder.pid),
-                    format_duration(Millis(status.held_ms())),
-                    status.ttl_ms >= 0 ? format_duration(Millis(status.ttl_ms)) : "-",
-                    std::to_string(status.holder.fence), std::to_string(status.waiters),
-                    util::printable(status.holder.command)});
-  }
-  std::array<std::size_t, 8> widths{};
-  for (const auto& row : rows) {
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      widths[i] = std::max(widths[i], row[i].size());
-    }
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      line += i + 1 < row.size() ? fmt::format("{:<{}}  ", row[i], widths[i]) : row[i];
-    }
-    out += line + "\n";
-  }
-  return out;
-}
-
 } // namespace
+
+void print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+
+std::string holder_name(const lock::HolderInfo& holder)
+{
+  return holder.user.empty() && holder.host.empty()
+           ? "?"
+           : util::printable(holder.user) + "@" + util::printable(holder.host);
+}
 
 int status(Context& context, const StatusOptions& options)
 {
@@ -150,21 +117,6 @@ int status(Context& context, const StatusOptions& options)
     print(human_status(status));
   }
   return status.held ? 0 : static_cast<int>(ExitCode::not_held);
-}
-
-int list(Context& context, const ListOptions& options)
-{
-  std::vector<lock::LockStatus> statuses = context.store.list(options.pattern, context.request_timeout);
-  if (options.json) {
-    std::vector<util::JsonObject> locks(statuses.size());
-    for (std::size_t i = 0; i < statuses.size(); ++i) {
-      statuses[i].add_json_fields(locks[i]);
-    }
-    print(util::JsonObject().add("version", std::int64_t{1}).add("locks", locks).str() + "\n");
-  } else if (!statuses.empty()) {
-    print(human_table(statuses));
-  }
-  return 0;
 }
 
 } // namespace dlock::commands

@@ -13,16 +13,13 @@ struct StatusOptions {
   bool json = false;
 };
 
-// `dlock list [PATTERN] [--json]`
-struct ListOptions {
-  std::string pattern = "*";
-  bool json = false;
-};
-
 // `dlock status`: who holds one lock; exit 0 when held, 1 when free.
 int status(Context& context, const StatusOptions& options);
 
-// `dlock list`: every held lock under the prefix, sorted by name; exit 0.
-int list(Context& context, const ListOptions& options);
+// Who holds a lock as status and list show it: user@host ("?" when the store does not say).
+std::string holder_name(const lock::HolderInfo& holder);
+
+// Writes text to stdout as it is.
+void print(const std::string& text);
 
 } // namespace dlock::commands

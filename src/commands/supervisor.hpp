@@ -1,6 +1,6 @@
 #pragma once
 
-#include "commands/renewal_round.hpp"
+#include "hold/lease_keeper.hpp"
 #include "lock/store.hpp"
 #include "lock/watchdog.hpp"
 #include "process/child.hpp"
@@ -19,16 +19,16 @@ struct CommandEnd {
   bool terminal_sent = false; // the terminal sent that signal to the command's group
 };
 
-// The I/O of supervising a running command, as the Watchdog decides it: renews the lease
-// through the store, gives the guard its deadlines, forwards signals, stops and kills the
-// command, and mirrors job control (Ctrl-Z) while a renewer process keeps the lease.
-class Supervisor {
+// The command's side of `run` while it holds the lock: a hold::LeaseKeeper renews the lease as
+// the Watchdog decides; the Supervisor gives the guard its deadlines, forwards signals, stops
+// and kills the command, and mirrors job control (Ctrl-Z: the keeper's renewer holds the lease
+// while dlock is stopped).
+class Supervisor final : private hold::LeaseEvents {
 public:
-  // names: every key of the lock (one lease renewal covers them all; losing one is losing it).
-  // kind: how the token holds them (a renewal of a slot differs from one of the lock alone).
-  Supervisor(lock::Store& store, std::vector<lock::LockName> names, std::string token,
-             lock::LockKind kind, lock::Watchdog watchdog, process::ProcessGroup& child,
-             process::SignalFd& signals);
+  // lock: every key, the token and how it holds them; the lease as the watchdog starts it.
+  Supervisor(lock::Store& store, hold::KeptLock lock, lock::Watchdog watchdog,
+             process::ProcessGroup& child, process::SignalFd& signals,
+             hold::Clock& clock = hold::system_clock());
 
   // Gives the guard the lease's deadlines, then has it start the command: the guard enforces
   // them from the command's first instant, and reads both requests in one wake-up.
@@ -36,27 +36,21 @@ public:
   // Runs until the command exits; throws Error if the guard is lost.
   CommandEnd wait_for_exit();
 
-  const lock::Watchdog& watchdog() const noexcept { return m_watchdog; }
+  const lock::Watchdog& watchdog() const noexcept { return m_keeper.watchdog(); }
   // The first error told while the command ran (why the lease was lost), or "".
   const std::string& first_error() const noexcept { return m_first_error; }
 
 private:
-  void act(const lock::Actions& actions);
-  void take_outcomes();
-  // One key's renewal answered; the watchdog hears of the round once every key has.
-  void on_renewal(const lock::Outcome& outcome, util::TimePoint t);
+  void act(const lock::Actions& actions) override;
+  void renewal_error(const Error& error) override;
+  void disconnected(const lock::Outcome& outcome) override;
   void on_signal(int sig);
   std::optional<CommandEnd> on_event(const process::CommandEvent& event);
   void pause_while_stopped(int sig);
-  [[noreturn]] void renew_for_stopped_parent(void* shared, pid_t parent);
 
   lock::Store& m_store;
-  std::vector<lock::LockName> m_names;
   std::string m_shown; // the names, for messages
-  std::string m_token;
-  lock::LockKind m_kind;
-  RenewalRound m_round;
-  lock::Watchdog m_watchdog;
+  hold::LeaseKeeper m_keeper;
   process::ProcessGroup& m_child;
   process::SignalFd& m_signals;
   std::string m_first_error;

@@ -46,7 +46,9 @@ Ran supervise(FakeStore& store, const std::string& command, WatchdogPolicy polic
   SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGCONT});
   ProcessGroup group(signals.original_mask());
   TimePoint start = dlock::util::monotonic_now();
-  Supervisor supervisor(store, std::move(names), "token", dlock::lock::LockKind::exclusive(),
+  Supervisor supervisor(store,
+                        dlock::hold::KeptLock{std::move(names), "token",
+                                              dlock::lock::LockKind::exclusive(), policy.lease.ttl},
                         Watchdog(policy, start, start),
                         group, signals);
   CommandSpec spec;

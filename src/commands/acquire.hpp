@@ -31,29 +31,7 @@ struct AcquireOptions : LockRequestOptions {
   std::optional<KeepOptions> keep{}; // --keep
 };
 
-// `dlock renew --key K... --token T [--ttl D]`
-struct RenewOptions {
-  std::vector<lock::LockName> keys;
-  std::string token{};
-  std::optional<util::Millis> ttl{}; // nullopt: the holder's own lease length
-  lock::ReplicaAck replicas{};       // --wait-replicas: the renewal counts once they have it
-};
-
-// `dlock release --key K... (--token T | --force)`
-struct ReleaseOptions {
-  std::vector<lock::LockName> keys;
-  std::string token{}; // empty with force
-  bool force = false;
-};
-
 // `dlock acquire`: takes the lock for a job that spans several steps and prints the token.
 int acquire(Context& context, const AcquireOptions& options);
-
-// `dlock renew`: extends the lease if the token still holds it; 0, or 76 if not, or 69 if
-// it did not reach the --wait-replicas in time.
-int renew(Context& context, const RenewOptions& options);
-
-// `dlock release`: compare-and-delete by token (0, or 76 if not held), or --force.
-int release(Context& context, const ReleaseOptions& options);
 
 } // namespace dlock::commands
