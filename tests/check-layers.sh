@@ -15,7 +15,7 @@ include='[[:space:]]*#[[:space:]]*include[[:space:]]*'
 forbid() {
   local dir=$1 regex=$2 why=$3 except=${4:-} hits
   [ -e "$dir" ] || return 0
-  hits=$(grep -rnE "^${include}${regex}" "$dir" || true)
+  hits=$(grep -rnHE "^${include}${regex}" "$dir" || true)
   if [ -n "$except" ] && [ -n "$hits" ]; then
     hits=$(printf '%s\n' "$hits" | grep -vE "^[^:]*:[0-9]+:${include}${except}" || true)
   fi
