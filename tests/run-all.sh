@@ -112,6 +112,14 @@ else
   failed=$((failed + 1))
 fi
 if build "release build" build; then
+  # before the tests start, so that clang-tidy's two minutes do not slow the timed ones
+  echo "=== style of src/ (tests/check-style.sh: clang-format, clang-tidy)"
+  if tests/check-style.sh build; then
+    passed=$((passed + 1))
+  else
+    echo "not ok: tests/check-style.sh"
+    failed=$((failed + 1))
+  fi
   # The sanitizer build compiles meanwhile, at the lowest priority: the bats files mostly wait
   # (on servers, leases, sleeps), and their timing bounds allow for a loaded machine.
   if [ "$sanitize" = 1 ]; then
