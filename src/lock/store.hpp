@@ -117,11 +117,11 @@ struct Outcome {
   };
 
   Op op = Op::acquire;
-  std::optional<Error> error; // the store did not answer, or refused (its exit code inside)
-  bool held = false;          // renew, release: the token held the lock
-  AcquireResult acquire;      // acquire
+  std::optional<Error> error{}; // the store did not answer, or refused (its exit code inside)
+  bool held = false;            // renew, release: the token held the lock
+  AcquireResult acquire{};      // acquire
   // With a ReplicaAck, once the write was made: how many replicas acknowledged it in time.
-  std::optional<int> replicas_acknowledged;
+  std::optional<int> replicas_acknowledged{};
   bool slot = false; // renew: the token holds a --shared or --limit slot, not the lock alone
   // gate; withdraw of a barrier party (open: it tripped before the withdrawal, which then
   // withdrew nothing); count_down (count: what is left, -1: no latch).
@@ -129,6 +129,14 @@ struct Outcome {
   // disconnected: the connection was the lease (a database session), so the lock went with
   // it; the holder confirms at once instead of after a retry interval.
   bool lease_ended = false;
+
+  // op's answer that says no more than done, or failed with error.
+  static Outcome of(Op op, std::optional<Error> error = std::nullopt)
+  {
+    return Outcome{.op = op, .error = std::move(error)};
+  }
+  // A renewal's or release's answer: whether the token held the lock.
+  static Outcome holding(Op op, bool held) { return Outcome{.op = op, .held = held}; }
 };
 
 // The lock protocol of one store, non-blocking: start operations, let an EventLoop watch the

@@ -1,8 +1,7 @@
 #pragma once
 
-#include "lock/store.hpp"
+#include "lock/outcome_queue.hpp"
 
-#include <deque>
 #include <functional>
 #include <vector>
 
@@ -13,16 +12,15 @@ public:
   using Outcome = dlock::lock::Outcome;
   // Decides the answer to the nth renewal (from 1).
   std::function<std::optional<Outcome>(int n)> answer = [](int) {
-    return Outcome{Outcome::Op::renew, std::nullopt, true, {}, {}};
+    return Outcome::holding(Outcome::Op::renew, true);
   };
   std::vector<dlock::util::TimePoint> renewals;
   int abandoned = 0;
 
-  static Outcome held(bool yes) { return Outcome{Outcome::Op::renew, std::nullopt, yes, {}, {}}; }
+  static Outcome held(bool yes) { return Outcome::holding(Outcome::Op::renew, yes); }
   static Outcome failed()
   {
-    return Outcome{Outcome::Op::renew, dlock::Error(dlock::ExitCode::unavailable, "fake: down"),
-                   false, {}, {}};
+    return Outcome::of(Outcome::Op::renew, dlock::Error(dlock::ExitCode::unavailable, "fake: down"));
   }
 
   void start_acquire(const dlock::lock::LockName&, const dlock::lock::AcquireRequest&) override
@@ -30,60 +28,52 @@ public:
     dlock::lock::AcquireResult result;
     result.acquired = true;
     result.fence = 1;
-    m_ready.push_back(Outcome{Outcome::Op::acquire, std::nullopt, false, result, {}});
+    m_answers.answer(Outcome{.op = Outcome::Op::acquire, .acquire = result});
   }
   void start_wait_for_wake(const dlock::lock::LockName&, const dlock::lock::WaitTicket&,
                            dlock::util::Millis) override
   {
-    m_ready.push_back(Outcome{Outcome::Op::wait_for_wake, std::nullopt, false, {}, {}});
+    m_answers.answer(Outcome::of(Outcome::Op::wait_for_wake));
   }
   void start_renew(const dlock::lock::LockName&, const dlock::lock::RenewRequest&) override
   {
     renewals.push_back(dlock::util::monotonic_now());
     if (std::optional<Outcome> outcome = answer(static_cast<int>(renewals.size()))) {
-      m_ready.push_back(*outcome);
+      m_answers.answer(*outcome);
     }
   }
   void start_release(const dlock::lock::LockName&, const std::string&) override
   {
-    m_ready.push_back(Outcome{Outcome::Op::release, std::nullopt, true, {}, {}});
+    m_answers.answer(Outcome::holding(Outcome::Op::release, true));
   }
   void start_withdraw(const dlock::lock::LockName&, const dlock::lock::WaitTicket&) override
   {
-    m_ready.push_back(Outcome{Outcome::Op::withdraw, std::nullopt, false, {}, {}});
+    m_answers.answer(Outcome::of(Outcome::Op::withdraw));
   }
   void start_raise_fence(const dlock::lock::LockName&, std::int64_t) override
   {
-    m_ready.push_back(Outcome{Outcome::Op::raise_fence, std::nullopt, false, {}, {}});
+    m_answers.answer(Outcome::of(Outcome::Op::raise_fence));
   }
   void start_gate(const dlock::lock::LockName&, const dlock::lock::GateRequest&) override
   {
-    Outcome outcome{Outcome::Op::gate, std::nullopt, false, {}, {}};
+    Outcome outcome{.op = Outcome::Op::gate};
     outcome.gate.open = true;
-    m_ready.push_back(outcome);
+    m_answers.answer(outcome);
   }
   void start_set_latch(const dlock::lock::LockName&, std::int64_t, dlock::util::Millis) override
   {
-    m_ready.push_back(Outcome{Outcome::Op::set_latch, std::nullopt, false, {}, {}});
+    m_answers.answer(Outcome::of(Outcome::Op::set_latch));
   }
   void start_count_down(const dlock::lock::LockName&) override
   {
-    m_ready.push_back(Outcome{Outcome::Op::count_down, std::nullopt, false, {}, {}});
+    m_answers.answer(Outcome::of(Outcome::Op::count_down));
   }
   void watch(dlock::util::EventLoop&) override {}
-  std::optional<Outcome> next_outcome() override
-  {
-    if (m_ready.empty()) {
-      return std::nullopt;
-    }
-    Outcome outcome = m_ready.front();
-    m_ready.pop_front();
-    return outcome;
-  }
+  std::optional<Outcome> next_outcome() override { return m_answers.next(); }
   void abandon() noexcept override
   {
     ++abandoned;
-    m_ready.clear();
+    m_answers.clear();
   }
   dlock::Error timed_out() noexcept override
   {
@@ -104,5 +94,5 @@ public:
   }
 
 private:
-  std::deque<Outcome> m_ready;
+  dlock::lock::OutcomeQueue m_answers;
 };

@@ -29,65 +29,57 @@ public:
 
   static Outcome granted(std::int64_t fence)
   {
-    Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+    Outcome outcome{.op = Op::acquire};
     outcome.acquire.acquired = true;
     outcome.acquire.fence = fence;
     return outcome;
   }
   static Outcome refused(std::int64_t holder_pid)
   {
-    Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+    Outcome outcome{.op = Op::acquire};
     outcome.acquire.holder.pid = holder_pid;
     outcome.acquire.holder_ttl_ms = 5000;
     outcome.acquire.block = 5000ms;
     return outcome;
   }
-  static Outcome failed(Op op) { return Outcome{op, dlock::Error(ExitCode::unavailable, "down"), false, {}, {}}; }
-  static Outcome renewed(bool held) { return Outcome{Op::renew, std::nullopt, held, {}, {}}; }
+  static Outcome failed(Op op) { return Outcome::of(op, dlock::Error(ExitCode::unavailable, "down")); }
+  static Outcome renewed(bool held) { return Outcome::holding(Op::renew, held); }
 
   void start_acquire(const LockName&, const AcquireRequest&) override
   {
     ++acquires;
-    m_ready.push_back(next(acquire_answers, granted(1)));
+    m_answers.answer(next(acquire_answers, granted(1)));
   }
   void start_wait_for_wake(const LockName&, const dlock::lock::WaitTicket&, dlock::util::Millis) override
   {
-    m_ready.push_back(Outcome{Op::wait_for_wake, std::nullopt, false, {}, {}});
+    m_answers.answer(Outcome::of(Op::wait_for_wake));
   }
   void start_renew(const LockName&, const RenewRequest&) override
   {
     ++renews;
-    m_ready.push_back(next(renew_answers, renewed(true)));
+    m_answers.answer(next(renew_answers, renewed(true)));
   }
   void start_release(const LockName&, const std::string&) override
   {
     ++releases;
-    m_ready.push_back(Outcome{Op::release, std::nullopt, true, {}, {}});
+    m_answers.answer(Outcome::holding(Op::release, true));
   }
   void start_withdraw(const LockName&, const dlock::lock::WaitTicket&) override
   {
-    m_ready.push_back(Outcome{Op::withdraw, std::nullopt, false, {}, {}});
+    m_answers.answer(Outcome::of(Op::withdraw));
   }
   void start_raise_fence(const LockName&, std::int64_t at_least) override
   {
     raised_to = at_least;
-    m_ready.push_back(Outcome{Op::raise_fence, std::nullopt, false, {}, {}});
+    m_answers.answer(Outcome::of(Op::raise_fence));
   }
   // Redlock refuses wait, barrier and latch before asking any node.
   void start_gate(const LockName&, const dlock::lock::GateRequest&) override { ++coordinations; }
   void start_set_latch(const LockName&, std::int64_t, dlock::util::Millis) override { ++coordinations; }
   void start_count_down(const LockName&) override { ++coordinations; }
   void watch(dlock::util::EventLoop&) override {}
-  std::optional<Outcome> next_outcome() override
-  {
-    if (m_ready.empty()) {
-      return std::nullopt;
-    }
-    Outcome outcome = m_ready.front();
-    m_ready.pop_front();
-    return outcome;
-  }
-  void abandon() noexcept override { m_ready.clear(); }
+  std::optional<Outcome> next_outcome() override { return m_answers.next(); }
+  void abandon() noexcept override { m_answers.clear(); }
   dlock::Error timed_out() noexcept override { return dlock::Error(ExitCode::unavailable, "timed out"); }
   void limit_blocking(dlock::util::Millis) noexcept override {}
   std::string store_name() const override { return "scripted node"; }
@@ -104,7 +96,7 @@ private:
     answers.pop_front();
     return outcome;
   }
-  std::deque<Outcome> m_ready;
+  dlock::lock::OutcomeQueue m_answers;
 };
 
 struct Cluster {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "lock/outcome_queue.hpp"
 #include "lock/store.hpp"
 #include "stores/config.hpp"
 #include "stores/etcd/api.hpp"
@@ -7,7 +8,6 @@
 
 #include <sys/types.h>
 
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -85,9 +85,7 @@ private:
     std::int64_t watched_to = 0;  // owner: the last revision the own watch saw
   };
 
-  void answer(lock::Outcome outcome) { m_ready.push_back(std::move(outcome)); }
-  void answer(Op op, std::optional<Error> error = std::nullopt);
-  void fail(Op op, const Error& error) { answer(op, error); }
+  void fail(Op op, const Error& error) { m_answers.answer(op, error); }
   // The steps of an acquisition, each run from the previous one's answer.
   void grant(const std::string& name, const lock::AcquireRequest& request);
   void put_key(const std::string& name, const lock::AcquireRequest& request);
@@ -107,7 +105,7 @@ private:
   util::Millis m_timeout;
   pid_t m_pid;
   std::map<std::string, Mine> m_mine; // by lock name
-  std::deque<lock::Outcome> m_ready;
+  lock::OutcomeQueue m_answers;
 };
 
 } // namespace dlock::etcd

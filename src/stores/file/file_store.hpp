@@ -1,12 +1,12 @@
 #pragma once
 
+#include "lock/outcome_queue.hpp"
 #include "lock/store.hpp"
 #include "stores/file/layout.hpp"
 #include "util/fd.hpp"
 
 #include <sys/types.h>
 
-#include <deque>
 #include <map>
 #include <string>
 #include <vector>
@@ -97,7 +97,6 @@ private:
   using Op = lock::Outcome::Op;
 
   Named* find(const lock::LockName& name);
-  void answer(Op op, std::optional<Error> error = std::nullopt);
   // Opens the directory and .dlock once (creating them if missing with create) and checks
   // that other users cannot replace what is in them; false if the directory does not exist
   // (and create is not set). Error naming what is wrong.
@@ -129,7 +128,7 @@ private:
   std::string m_dir;
   pid_t m_pid; // the process that opened the store: a forked child never unlocks its locks
   std::map<std::string, Named> m_named;
-  std::deque<lock::Outcome> m_ready;
+  lock::OutcomeQueue m_answers;
   util::UniqueFd m_inotify;
   util::UniqueFd m_dirfd;  // DIR
   util::UniqueFd m_metafd; // DIR/.dlock; none: no records, no fencing tokens

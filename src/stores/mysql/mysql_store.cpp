@@ -631,14 +631,9 @@ Answer MysqlStore::ask(const std::string& sql, util::TimePoint deadline)
 {
   std::optional<Answer> got;
   control().query(sql, [&got](Answer& a) { got = std::move(a); });
-  while (!got) {
-    if (util::monotonic_now() >= deadline) {
-      throw timed_out();
-    }
-    util::EventLoop loop;
-    m_control->watch(loop);
-    loop.wake_at(deadline);
-    loop.wait();
+  if (!util::run_until(deadline, [&got] { return got.has_value(); },
+                       [this](util::EventLoop& loop) { m_control->watch(loop); })) {
+    throw timed_out();
   }
   return std::move(*got);
 }

@@ -639,14 +639,9 @@ Answer PostgresStore::ask(const std::string& sql, std::vector<std::string> param
 {
   std::optional<Answer> got;
   control().query(sql, std::move(params), [&got](Answer& a) { got = std::move(a); });
-  while (!got) {
-    if (util::monotonic_now() >= deadline) {
-      throw timed_out();
-    }
-    util::EventLoop loop;
-    m_control->watch(loop);
-    loop.wake_at(deadline);
-    loop.wait();
+  if (!util::run_until(deadline, [&got] { return got.has_value(); },
+                       [this](util::EventLoop& loop) { m_control->watch(loop); })) {
+    throw timed_out();
   }
   return std::move(*got);
 }

@@ -229,7 +229,7 @@ void RedisStore::send(Pending pending, Node* node)
 void RedisStore::fail(const Pending& pending, const Error& error)
 {
   if (pending.last) {
-    m_ready.push_back(Outcome{pending.op, error, false, {}, {}});
+    m_answers.answer(pending.op, error);
   }
 }
 
@@ -355,7 +355,7 @@ void RedisStore::start_withdraw(const lock::LockName& name, const lock::WaitTick
     // An exclusive waiter also kept new shared holders out.
     send(Pending{.op = Outcome::Op::withdraw, .argv = {"ZREM", k.writers, ticket.waiter_id}, .slot = slot});
   } else {
-    m_ready.push_back(Outcome{Outcome::Op::withdraw, std::nullopt, false, {}, {}});
+    m_answers.answer(Outcome::Op::withdraw);
   }
 }
 
@@ -399,8 +399,7 @@ void RedisStore::start_gate(const lock::LockName& name, const lock::GateRequest&
   case lock::WaitMode::once:
   case lock::WaitMode::wait:
   case lock::WaitMode::fair:
-    m_ready.push_back(Outcome{Outcome::Op::gate, Error(ExitCode::internal, "a lock waiter at a gate"),
-                              false, {}, {}});
+    m_answers.answer(Outcome::Op::gate, Error(ExitCode::internal, "a lock waiter at a gate"));
     return;
   }
   send(Pending{.op = Outcome::Op::gate,
@@ -550,7 +549,7 @@ void RedisStore::on_reply(Node& node, const redisReply& reply)
   std::optional<WakeUp> wake;
   Outcome outcome = make_outcome(pending, reply, wake);
   if (outcome.error && is_not_master(reply)) {
-    m_ready.push_back(std::move(outcome));
+    m_answers.answer(std::move(outcome));
     leave_node(node, Error(ExitCode::unavailable, "{}: the node is no longer the master",
                            node.connection.describe_endpoint()));
     return;
@@ -561,7 +560,7 @@ void RedisStore::on_reply(Node& node, const redisReply& reply)
 lock::Outcome RedisStore::make_outcome(const Pending& pending, const redisReply& reply,
                                        std::optional<WakeUp>& wake) const
 {
-  Outcome outcome{pending.op, std::nullopt, false, {}, {}};
+  Outcome outcome{.op = pending.op};
   try {
     switch (pending.op) {
     case Outcome::Op::acquire:
@@ -646,7 +645,7 @@ void RedisStore::finish(Node& node, Pending& pending, Outcome outcome,
          &node);
     return;
   }
-  m_ready.push_back(std::move(outcome));
+  m_answers.answer(std::move(outcome));
 }
 
 void RedisStore::fail_all(Node& node, const Error& error)
@@ -654,13 +653,13 @@ void RedisStore::fail_all(Node& node, const Error& error)
   bool owed = false;
   for (const Pending& pending : node.pending) {
     if (pending.last) {
-      m_ready.push_back(Outcome{pending.op, error, false, {}, {}});
+      m_answers.answer(pending.op, error);
       owed = true;
     }
   }
   node.pending.clear();
   if (!owed) {
-    m_ready.push_back(Outcome{Outcome::Op::disconnected, error, false, {}, {}});
+    m_answers.answer(Outcome::Op::disconnected, error);
   }
 }
 
@@ -672,12 +671,7 @@ void RedisStore::leave_node(Node& node, const Error& error)
 
 std::optional<Outcome> RedisStore::next_outcome()
 {
-  if (m_ready.empty()) {
-    return std::nullopt;
-  }
-  Outcome outcome = std::move(m_ready.front());
-  m_ready.pop_front();
-  return outcome;
+  return m_answers.next();
 }
 
 void RedisStore::abandon() noexcept
@@ -689,7 +683,7 @@ void RedisStore::abandon() noexcept
   if (m_switches) {
     m_switches->reset();
   }
-  m_ready.clear();
+  m_answers.clear();
   m_retries.clear();
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "lock/outcome_queue.hpp"
 #include "lock/store.hpp"
 #include "stores/redis/cluster.hpp"
 #include "stores/redis/connection.hpp"
@@ -120,7 +121,7 @@ private:
   std::map<int, Node*> m_slot_nodes;          // slots learned from MOVED and CLUSTER SLOTS
   std::unique_ptr<SwitchListener> m_switches; // null unless through Sentinel
   std::string m_prefix;
-  std::deque<lock::Outcome> m_ready;
+  lock::OutcomeQueue m_answers;
   std::vector<Retry> m_retries;
   util::Millis m_blocking_limit = util::Millis::max();
   bool m_redlock_node = false;

@@ -57,7 +57,7 @@ RedlockStore::Request& RedlockStore::begin_on(const std::vector<bool>& asked, Op
   for (std::size_t i = 0; i < m_nodes.size(); ++i) {
     if (!asked[i]) {
       // Not asked: an answer that counts for nothing ("ok" is no failure in tallies).
-      m_requests.back().answers[i] = Outcome{op, Error(ExitCode::ok, "not asked"), false, {}, {}};
+      m_requests.back().answers[i] = Outcome::of(op, Error(ExitCode::ok, "not asked"));
       continue;
     }
     m_owed[i].push_back(m_requests.back().id);
@@ -119,9 +119,7 @@ void RedlockStore::start_raise_fence(const lock::LockName& name, std::int64_t at
 
 void RedlockStore::refuse(Op op)
 {
-  m_ready.push_back(Outcome{op,
-                            lock::refusal(*this, lock::Feature::coordinate),
-                            false, {}, {}});
+  m_answers.answer(op, lock::refusal(*this, lock::Feature::coordinate));
 }
 
 void RedlockStore::start_gate(const lock::LockName&, const lock::GateRequest&) { refuse(Op::gate); }
@@ -192,7 +190,7 @@ void RedlockStore::drop_node(std::size_t node, const Error& error)
   for (std::uint64_t id : m_owed[node]) {
     for (Request& request : m_requests) {
       if (request.id == id && !request.answers[node]) {
-        request.answers[node] = Outcome{request.op, error, false, {}, {}};
+        request.answers[node] = Outcome::of(request.op, error);
       }
     }
   }
@@ -214,11 +212,10 @@ void RedlockStore::collect()
     }
     for (std::size_t i = 0; i < m_nodes.size(); ++i) {
       if (!request.answers[i]) {
-        request.answers[i] = Outcome{request.op,
-                                     Error(ExitCode::unavailable, "{}: no answer within {}", m_names[i],
-                                           util::format_duration(std::chrono::duration_cast<Millis>(
-                                             request.node_deadline - request.sent_at))),
-                                     false, {}, {}};
+        request.answers[i] = Outcome::of(
+          request.op, Error(ExitCode::unavailable, "{}: no answer within {}", m_names[i],
+                            util::format_duration(std::chrono::duration_cast<Millis>(
+                              request.node_deadline - request.sent_at))));
       }
     }
   }
@@ -235,7 +232,7 @@ void RedlockStore::collect()
     if (std::optional<Outcome> outcome = decide(request, all_in)) {
       request.decided = true;
       if (!request.internal) {
-        m_ready.push_back(std::move(*outcome));
+        m_answers.answer(std::move(*outcome));
       }
     }
   }
@@ -276,7 +273,7 @@ std::optional<Outcome> RedlockStore::decide(Request& request, bool all_in)
     if (request.op == Op::wait_for_wake ? !answered && !all_in : !all_in) {
       return std::nullopt;
     }
-    Outcome outcome{request.op, std::nullopt, false, {}, {}};
+    Outcome outcome{.op = request.op};
     if (!answered) {
       outcome.error = Error(ExitCode::unavailable, "no node answered ({})", tally(request, "answered"));
     }
@@ -288,7 +285,7 @@ std::optional<Outcome> RedlockStore::decide(Request& request, bool all_in)
   case Op::count_down:
     break;
   }
-  return Outcome{request.op, std::nullopt, false, {}, {}};
+  return Outcome::of(request.op);
 }
 
 std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_in)
@@ -317,15 +314,14 @@ std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_i
     Millis validity = request.acquire.ttl - elapsed - clock_drift(request.acquire.ttl);
     if (validity <= Millis(0)) {
       undo_acquire(request);
-      return Outcome{Op::acquire,
-                     Error(ExitCode::unavailable,
-                           "a majority granted the lock, but only after {} of its {} TTL ({}); "
-                           "released it",
-                           util::format_duration(elapsed), util::format_duration(request.acquire.ttl),
-                           tally(request, "granted")),
-                     false, {}, {}};
+      return Outcome::of(Op::acquire,
+                         Error(ExitCode::unavailable,
+                               "a majority granted the lock, but only after {} of its {} TTL ({}); "
+                               "released it",
+                               util::format_duration(elapsed),
+                               util::format_duration(request.acquire.ttl), tally(request, "granted")));
     }
-    Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+    Outcome outcome{.op = Op::acquire};
     outcome.acquire.acquired = true;
     outcome.acquire.validity = validity;
     std::vector<int> acknowledged;
@@ -358,10 +354,8 @@ std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_i
     undo_acquire(request);
   }
   if (refused == 0) {
-    return Outcome{Op::acquire,
-                   Error(ExitCode::unavailable, "no majority of the {} nodes: {}", n,
-                         tally(request, "granted the lock")),
-                   false, {}, {}};
+    return Outcome::of(Op::acquire, Error(ExitCode::unavailable, "no majority of the {} nodes: {}",
+                                          n, tally(request, "granted the lock")));
   }
   // Held elsewhere: report the holder most nodes name, with the longest lease, and wait on
   // the first node that named a holder (it registered this waiter).
@@ -372,7 +366,7 @@ std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_i
       break;
     }
   }
-  Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+  Outcome outcome{.op = Op::acquire};
   std::size_t best_votes = 0;
   for (const auto& answer : request.answers) {
     if (!answer || answer->error || answer->acquire.acquired) {
@@ -421,7 +415,7 @@ std::optional<Outcome> RedlockStore::decide_renew(Request& request, bool all_in)
   }
   std::size_t n = m_nodes.size();
   if (extended >= quorum()) {
-    Outcome outcome{Op::renew, std::nullopt, true, {}, {}};
+    Outcome outcome{.op = Op::renew, .held = true};
     std::vector<int> acknowledged;
     for (const auto& answer : request.answers) {
       if (answer && !answer->error && answer->held) {
@@ -439,15 +433,14 @@ std::optional<Outcome> RedlockStore::decide_renew(Request& request, bool all_in)
     return outcome;
   }
   if (lost + quorum() > n) {
-    return Outcome{Op::renew, std::nullopt, false, {}, {}}; // a majority no longer has it
+    return Outcome::of(Op::renew); // a majority no longer has it
   }
   if (!all_in && extended + (n - extended - lost - failed) >= quorum()) {
     return std::nullopt;
   }
-  return Outcome{Op::renew,
-                 Error(ExitCode::unavailable, "the renewal reached no majority of the {} nodes: {}",
-                       n, tally(request, "extended the lease")),
-                 false, {}, {}};
+  return Outcome::of(Op::renew,
+                     Error(ExitCode::unavailable, "the renewal reached no majority of the {} nodes: {}",
+                           n, tally(request, "extended the lease")));
 }
 
 std::optional<Outcome> RedlockStore::decide_release(Request& request, bool all_in)
@@ -463,12 +456,13 @@ std::optional<Outcome> RedlockStore::decide_release(Request& request, bool all_i
     }
   }
   if (released >= quorum() || not_held + quorum() > m_nodes.size()) {
-    return Outcome{Op::release, std::nullopt, released >= quorum(), {}, {}};
+    return Outcome::holding(Op::release, released >= quorum());
   }
-  return Outcome{Op::release,
-                 Error(ExitCode::unavailable, "the release reached no majority of the {} nodes: {}",
-                       m_nodes.size(), tally(request, "released it")),
-                 released > 0, {}, {}};
+  return Outcome{.op = Op::release,
+                 .error = Error(ExitCode::unavailable,
+                                "the release reached no majority of the {} nodes: {}",
+                                m_nodes.size(), tally(request, "released it")),
+                 .held = released > 0};
 }
 
 std::string RedlockStore::tally(const Request& request, std::string_view verb) const
@@ -496,15 +490,10 @@ std::optional<Outcome> RedlockStore::next_outcome()
   collect();
   if (m_disconnected) {
     m_disconnected = false;
-    return Outcome{Op::disconnected, Error(ExitCode::unavailable, "a node dropped its connection"),
-                   false, {}, {}};
+    return Outcome::of(Op::disconnected,
+                       Error(ExitCode::unavailable, "a node dropped its connection"));
   }
-  if (m_ready.empty()) {
-    return std::nullopt;
-  }
-  Outcome outcome = std::move(m_ready.front());
-  m_ready.pop_front();
-  return outcome;
+  return m_answers.next();
 }
 
 void RedlockStore::abandon() noexcept
@@ -516,7 +505,7 @@ void RedlockStore::abandon() noexcept
     owed.clear();
   }
   m_requests.clear();
-  m_ready.clear();
+  m_answers.clear();
   m_disconnected = false;
 }
 

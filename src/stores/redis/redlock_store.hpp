@@ -1,5 +1,6 @@
 #pragma once
 
+#include "lock/outcome_queue.hpp"
 #include "lock/store.hpp"
 
 #include <cstdint>
@@ -110,7 +111,7 @@ private:
   std::vector<std::string> m_names;
   std::vector<std::deque<std::uint64_t>> m_owed; // per node: requests it has not answered
   std::deque<Request> m_requests;                // oldest first, until every node answered
-  std::deque<lock::Outcome> m_ready;
+  lock::OutcomeQueue m_answers;
   std::uint64_t m_next_id = 1;
   bool m_disconnected = false; // a node dropped an idle connection: tell the holder once
   std::size_t m_wait_node = 0; // where a waiter blocks: the first node that named the holder

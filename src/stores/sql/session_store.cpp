@@ -15,11 +15,6 @@ SessionStore::SessionStore(std::string idle_timeout_setting)
 {
 }
 
-void SessionStore::answer(Op op, std::optional<Error> error)
-{
-  m_ready.push_back(Outcome{op, std::move(error), false, {}, {}});
-}
-
 void SessionStore::start_withdraw(const lock::LockName&, const lock::WaitTicket&)
 {
   answer(Op::withdraw);
@@ -45,15 +40,7 @@ void SessionStore::start_count_down(const lock::LockName&)
   answer(Op::count_down, lock::refusal(*this, lock::Feature::coordinate));
 }
 
-std::optional<Outcome> SessionStore::next_outcome()
-{
-  if (m_ready.empty()) {
-    return std::nullopt;
-  }
-  Outcome outcome = std::move(m_ready.front());
-  m_ready.pop_front();
-  return outcome;
-}
+std::optional<Outcome> SessionStore::next_outcome() { return m_answers.next(); }
 
 std::string SessionStore::left_behind(util::Millis) const
 {

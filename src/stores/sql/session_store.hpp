@@ -1,9 +1,9 @@
 #pragma once
 
+#include "lock/outcome_queue.hpp"
 #include "lock/store.hpp"
 #include "util/clock.hpp"
 
-#include <deque>
 #include <optional>
 #include <string>
 
@@ -32,14 +32,17 @@ protected:
   explicit SessionStore(std::string idle_timeout_setting);
 
   // Queues the answer to op: done, or failed with error.
-  void answer(lock::Outcome::Op op, std::optional<Error> error = std::nullopt);
-  void answer(lock::Outcome outcome) { m_ready.push_back(std::move(outcome)); }
-  bool has_answers() const { return !m_ready.empty(); }
-  void forget_answers() noexcept { m_ready.clear(); }
+  void answer(lock::Outcome::Op op, std::optional<Error> error = std::nullopt)
+  {
+    m_answers.answer(op, std::move(error));
+  }
+  void answer(lock::Outcome outcome) { m_answers.answer(std::move(outcome)); }
+  bool has_answers() const { return !m_answers.empty(); }
+  void forget_answers() noexcept { m_answers.clear(); }
 
 private:
   std::string m_idle_timeout_setting;
-  std::deque<lock::Outcome> m_ready;
+  lock::OutcomeQueue m_answers;
 };
 
 // The soonest a database server may end dlock's session on its own (an idle time-out, a

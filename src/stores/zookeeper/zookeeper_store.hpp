@@ -1,12 +1,12 @@
 #pragma once
 
+#include "lock/outcome_queue.hpp"
 #include "lock/store.hpp"
 #include "stores/config.hpp"
 #include "stores/zookeeper/client.hpp"
 #include "stores/zookeeper/nodes.hpp"
 #include "stores/zookeeper/url.hpp"
 
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -123,8 +123,6 @@ private:
   void remove_all(std::vector<std::string> paths, std::function<void(int, std::optional<Error>)> then,
                   int removed = 0);
 
-  void answer(lock::Outcome outcome) { m_ready.push_back(std::move(outcome)); }
-  void answer(Op op, std::optional<Error> error = std::nullopt);
   // The error of a failed request, with the exit code its return code means.
   Error error_of(int rc, std::string_view what) const;
   // Runs the loop until done or deadline (status, list).
@@ -139,7 +137,7 @@ private:
   bool m_dead = false;              // m_client's session expired or its authentication failed
   std::vector<std::function<void(std::optional<Error>)>> m_on_ready;
   std::map<std::string, Named> m_named; // by lock name
-  std::deque<lock::Outcome> m_ready;
+  lock::OutcomeQueue m_answers;
 };
 
 } // namespace dlock::zookeeper
