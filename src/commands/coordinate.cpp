@@ -65,9 +65,9 @@ struct GateEnd {
 // waiter does (acquire_with_wait): each failed attempt registers the waiter in the same step,
 // then it blocks for a wake-up (at most the block the store said, within block_cap), with a
 // last attempt at the deadline, after which it withdraws.
-GateEnd wait_at_gate(Context& context, const lock::LockName& name, lock::GateRequest request,
-                     Millis block_cap, const WaitPolicy& policy, const std::string& subject,
-                     process::SignalFd& signals)
+GateEnd wait_at_gate(Context& context, lock::Coordination& gates, const lock::LockName& name,
+                     lock::GateRequest request, Millis block_cap, const WaitPolicy& policy,
+                     const std::string& subject, process::SignalFd& signals)
 {
   // TimePoint::max() stands for "wait forever".
   const TimePoint deadline = policy.wait ? now() + *policy.wait : TimePoint::max();
@@ -93,7 +93,7 @@ GateEnd wait_at_gate(Context& context, const lock::LockName& name, lock::GateReq
                          ? block_cap
                          : std::clamp(std::chrono::duration_cast<Millis>(deadline - sent_at),
                                       Millis(1), block_cap);
-    store.start_gate(name, request);
+    gates.start_gate(name, request);
     int signal = 0;
     std::optional<lock::Outcome> attempt =
       await_attempt(store, lock::Outcome::Op::gate, sent_at + policy.request_timeout, deadline, true,
@@ -183,13 +183,14 @@ struct WaitWords {
 
 // The whole of a wait at a gate (wait, barrier, latch --wait): its signals and policy, the
 // wait, and its exit status.
-int wait_at(Context& context, const lock::LockName& name, const lock::GateRequest& request,
-            Millis block_cap, std::optional<Millis> wait, int conflict_exit_code,
-            const WaitWords& words)
+int wait_at(Context& context, lock::Coordination& gates, const lock::LockName& name,
+            const lock::GateRequest& request, Millis block_cap, std::optional<Millis> wait,
+            int conflict_exit_code, const WaitWords& words)
 {
   process::SignalFd signals = wait_signals();
   WaitPolicy policy = make_wait_policy(false, false, wait, context.request_timeout);
-  GateEnd end = wait_at_gate(context, name, request, block_cap, policy, words.subject, signals);
+  GateEnd end =
+    wait_at_gate(context, gates, name, request, block_cap, policy, words.subject, signals);
   if (end.open) {
     util::log_verbose("{}", words.opened);
   }
@@ -200,10 +201,10 @@ int wait_at(Context& context, const lock::LockName& name, const lock::GateReques
 
 int wait_until_free(Context& context, const WaitFreeOptions& options)
 {
-  lock::require(context.store, lock::Feature::coordinate);
+  lock::Coordination& gates = lock::require_coordination(context.store);
   lock::GateRequest request;
   request.ticket.mode = lock::WaitMode::watch;
-  return wait_at(context, options.key, request, watch_block, options.wait,
+  return wait_at(context, gates, options.key, request, watch_block, options.wait,
                  options.conflict_exit_code,
                  {fmt::format("lock '{}' to be free", options.key.str()),
                   fmt::format("lock '{}' is free", options.key.str())});
@@ -211,11 +212,11 @@ int wait_until_free(Context& context, const WaitFreeOptions& options)
 
 int barrier(Context& context, const BarrierOptions& options)
 {
-  lock::require(context.store, lock::Feature::coordinate);
+  lock::Coordination& gates = lock::require_coordination(context.store);
   lock::GateRequest request;
   request.ticket.mode = lock::WaitMode::barrier;
   request.parties = options.parties;
-  return wait_at(context, options.key, request, barrier_block, options.wait,
+  return wait_at(context, gates, options.key, request, barrier_block, options.wait,
                  options.conflict_exit_code,
                  {fmt::format("barrier '{}'", options.key.str()),
                   fmt::format("barrier '{}': all {} parties arrived", options.key.str(),
@@ -224,12 +225,12 @@ int barrier(Context& context, const BarrierOptions& options)
 
 int latch(Context& context, const LatchOptions& options)
 {
-  lock::require(context.store, lock::Feature::coordinate);
+  lock::Coordination& gates = lock::require_coordination(context.store);
   const lock::LockName& name = options.key;
   lock::Store& store = context.store;
   switch (options.action) {
   case LatchOptions::Action::count:
-    store.start_set_latch(name, options.count, options.expire);
+    gates.start_set_latch(name, options.count, options.expire);
     lock::await_outcome(store, lock::Outcome::Op::set_latch,
                         util::deadline_after(context.request_timeout));
     util::log_verbose("latch '{}' set to {} (expires in {})", name.str(), options.count,
@@ -239,7 +240,7 @@ int latch(Context& context, const LatchOptions& options)
     }
     return 0;
   case LatchOptions::Action::down: {
-    store.start_count_down(name);
+    gates.start_count_down(name);
     std::int64_t left = lock::await_outcome(store, lock::Outcome::Op::count_down,
                                             util::deadline_after(context.request_timeout))
                           .gate.count;
@@ -264,7 +265,7 @@ int latch(Context& context, const LatchOptions& options)
   }
   lock::GateRequest request;
   request.ticket.mode = lock::WaitMode::latch;
-  return wait_at(context, name, request, latch_block, options.wait, options.conflict_exit_code,
+  return wait_at(context, gates, name, request, latch_block, options.wait, options.conflict_exit_code,
                  {fmt::format("latch '{}'", name.str()),
                   fmt::format("latch '{}' is at zero", name.str())});
 }

@@ -136,7 +136,7 @@ private:
     lock::LeasePolicy policy;
     policy.ttl = go.validity_ms >= 0 ? Millis(go.validity_ms) : m_ttl;
     policy.request_limit = m_context.request_timeout;
-    policy.drift = m_context.store.clock_drift(m_ttl);
+    policy.drift = m_context.store.traits().clock_drift(m_ttl);
     lock::Lease lease(policy, TimePoint(std::chrono::nanoseconds(go.sent_at_ns)));
     const TimePoint hold_until =
       m_options.max_hold ? now() + *m_options.max_hold : TimePoint::max();

@@ -44,14 +44,23 @@ Error refusal(const Store& store, Feature feature)
 {
   Row r = row(feature);
   return Error(ExitCode::usage, "{}: not available on {}; it needs {}", r.asked,
-               store.store_name(), r.stores);
+               store.traits().name, r.stores);
 }
 
 void require(const Store& store, Feature feature)
 {
-  if (!store.supports(feature)) {
+  if (!store.traits().features.has(feature)) {
     throw refusal(store, feature);
   }
+}
+
+Coordination& require_coordination(Store& store)
+{
+  Coordination* coordination = store.coordination();
+  if (coordination == nullptr) {
+    throw refusal(store, Feature::coordinate);
+  }
+  return *coordination;
 }
 
 } // namespace dlock::lock

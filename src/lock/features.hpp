@@ -2,6 +2,8 @@
 
 #include "util/error.hpp"
 
+#include <initializer_list>
+
 namespace dlock::lock {
 
 class Store;
@@ -17,9 +19,32 @@ enum class Feature {
   replicas,   // --wait-replicas N: a write acknowledged by the store's replicas
 };
 
+// The features a store has, as one value (StoreTraits::features).
+class FeatureSet {
+public:
+  constexpr FeatureSet() = default;
+  constexpr FeatureSet(std::initializer_list<Feature> features)
+  {
+    for (Feature feature : features) {
+      m_bits |= bit(feature);
+    }
+  }
+  // Whether feature is in the set.
+  constexpr bool has(Feature feature) const noexcept { return (m_bits & bit(feature)) != 0; }
+
+private:
+  static constexpr unsigned bit(Feature feature) { return 1U << static_cast<unsigned>(feature); }
+  unsigned m_bits = 0;
+};
+
+class Coordination;
+
 // Refuses (throws refusal()) a feature the store lacks. Called once, before anything is
 // sent, so that nothing is left behind.
 void require(const Store& store, Feature feature);
+// The store's coordination (wait, barrier, latch), asked for once before anything is sent;
+// refuses (throws refusal(Feature::coordinate)) a store that has none.
+Coordination& require_coordination(Store& store);
 // The one line that refuses feature on store (Error(usage)), naming the stores that have it.
 Error refusal(const Store& store, Feature feature);
 

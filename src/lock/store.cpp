@@ -19,6 +19,15 @@ Outcome await_outcome(Store& store, Outcome::Op op, util::TimePoint deadline)
   return std::move(*found);
 }
 
+std::string StoreTraits::left_behind_after(util::Millis ttl) const
+{
+  std::string text = left_behind;
+  if (std::size_t at = text.find("{ttl}"); at != std::string::npos) {
+    text.replace(at, 5, util::format_duration(ttl));
+  }
+  return text;
+}
+
 Outcome renew_any(Store& store, const LockName& name, RenewRequest request,
                   util::Millis request_timeout)
 {

@@ -139,6 +139,50 @@ struct Outcome {
   static Outcome holding(Op op, bool held) { return Outcome{.op = op, .held = held}; }
 };
 
+// What a store is, as the commands above it need to know it: one value per store.
+struct StoreTraits {
+  // The store as messages name it: "Redis", "Redlock (several --url)", "PostgreSQL (postgres://)".
+  std::string name;
+  // What it can do correctly beyond one exclusive lock with a lease (lock::require refuses the
+  // rest): one Redis server can do all; independent masters (Redlock) cannot agree on a queue,
+  // a count or a state; a database session cannot outlive its process.
+  FeatureSet features{};
+  // How far the clocks of the store's nodes may run apart over a lease: a part of the TTL
+  // (in %) plus a margin; a holder counts its lease as ending that much earlier (Redlock: 1% of
+  // the TTL + 2 ms; one server: none).
+  int drift_percent = 0;
+  util::Millis drift_margin{0};
+  // What becomes of a lock whose release did not get through, for the warning that says so
+  // ("{ttl}" stands for the lease's TTL): a lease ends with its TTL; a database session's
+  // lock, when the server ends the session.
+  std::string left_behind = "it expires within {ttl}";
+  // How a lock is lost in this store, for the message that says it was: a lease expires; a
+  // database session's lock goes with the session.
+  std::string loss_cause = "it expired or was released by someone else";
+
+  // The clock drift over a lease of ttl.
+  util::Millis clock_drift(util::Millis ttl) const { return ttl * drift_percent / 100 + drift_margin; }
+  // left_behind, said of a lease of ttl.
+  std::string left_behind_after(util::Millis ttl) const;
+};
+
+// Waiters that take nothing (dlock wait, barrier, latch): what a store offers when it keeps
+// one state per name besides the lock (Store::coordination, Feature::coordinate).
+class Coordination {
+public:
+  virtual ~Coordination() = default;
+  // One attempt at the gate request.ticket.mode names (Outcome::gate): open, or, in the same
+  // step, the waiter is registered so that whatever opens it wakes it (start_wait_for_wake);
+  // a barrier's last arrival wakes the other parties before its outcome comes.
+  virtual void start_gate(const LockName& name, const GateRequest& request) = 0;
+  // Sets the lock name's count-down latch to count, expiring after expire (so nothing is left
+  // forever); a latch set before starts again.
+  virtual void start_set_latch(const LockName& name, std::int64_t count, util::Millis expire) = 0;
+  // Counts the latch down by one (Outcome::gate.count: what is left, -1 if none is set); at
+  // zero it wakes every waiter and stays there until it expires.
+  virtual void start_count_down(const LockName& name) = 0;
+};
+
 // The lock protocol of one store, non-blocking: start operations, let an EventLoop watch the
 // store's descriptors, and take outcomes as they arrive. Commands drive locks only through
 // this interface, so that a new store or topology is one more implementation of it.
@@ -162,21 +206,6 @@ public:
   // Forgets a waiter that gives up (registrations also expire on their own); a barrier party's
   // arrival is withdrawn only if its barrier has not tripped (Outcome::gate.open if it had).
   virtual void start_withdraw(const LockName& name, const WaitTicket& ticket) = 0;
-  // Raises the lock's fencing counter to at least at_least, for a store made of several
-  // (Redlock): the next majority shares a node with this one, so its token is larger.
-  virtual void start_raise_fence(const LockName& name, std::int64_t at_least) = 0;
-
-  // Waiters that take nothing (dlock wait, barrier, latch); see Feature::coordinate.
-  // One attempt at the gate request.ticket.mode names (Outcome::gate): open, or, in the same
-  // step, the waiter is registered so that whatever opens it wakes it (start_wait_for_wake);
-  // a barrier's last arrival wakes the other parties before its outcome comes.
-  virtual void start_gate(const LockName& name, const GateRequest& request) = 0;
-  // Sets the lock name's count-down latch to count, expiring after expire (so nothing is left
-  // forever); a latch set before starts again.
-  virtual void start_set_latch(const LockName& name, std::int64_t count, util::Millis expire) = 0;
-  // Counts the latch down by one (Outcome::gate.count: what is left, -1 if none is set); at
-  // zero it wakes every waiter and stays there until it expires.
-  virtual void start_count_down(const LockName& name) = 0;
 
   // Has loop watch whatever the store waits on, for one round.
   virtual void watch(util::EventLoop& loop) = 0;
@@ -187,35 +216,15 @@ public:
   virtual void abandon() noexcept = 0;
   // Abandons everything in flight and says what timed out, for a caller whose deadline passed.
   virtual Error timed_out() noexcept = 0;
-  // Caps the time a connection attempt may block (a TLS handshake is not driven by poll).
-  virtual void limit_blocking(util::Millis limit) noexcept = 0;
+  // Caps the time a connection attempt may block (a TLS handshake is not driven by poll); a
+  // store whose connections never block (a database's, etcd's, a file's) ignores it.
+  virtual void limit_blocking(util::Millis limit) noexcept { (void)limit; }
 
-  // How far the clocks of the store's nodes may run apart over a lease of ttl; a holder counts
-  // its lease as ending that much earlier (Redlock: 1% of the TTL + 2 ms; one server: 0).
-  virtual util::Millis clock_drift(util::Millis ttl) const noexcept
-  {
-    (void)ttl;
-    return util::Millis(0);
-  }
-  // Whether the store can do a feature correctly (lock::require refuses the others): one
-  // Redis server can do all; independent masters (Redlock) cannot agree on a queue, a count or
-  // a state; a database session cannot outlive its process.
-  virtual bool supports(Feature feature) const noexcept
-  {
-    (void)feature;
-    return true;
-  }
-  // What becomes of a lock whose release did not get through, for the warning that says so:
-  // a lease ends with its TTL; a database session's lock, when the server ends the session.
-  virtual std::string left_behind(util::Millis ttl) const
-  {
-    return "it expires within " + util::format_duration(ttl);
-  }
-  // How a lock is lost in this store, for the message that says it was: a lease expires; a
-  // database session's lock goes with the session.
-  virtual std::string loss_cause() const { return "it expired or was released by someone else"; }
-  // The store as messages name it: "Redis", "Redlock (several --url)", "PostgreSQL".
-  virtual std::string store_name() const = 0;
+  // What the store is and can do: its name, features, clock drift and how a lease ends.
+  virtual const StoreTraits& traits() const noexcept = 0;
+  // The store's waiters that take nothing (wait, barrier, latch; Feature::coordinate), whose
+  // outcomes come from next_outcome() with the others; nullptr when it has none.
+  virtual Coordination* coordination() noexcept { return nullptr; }
   // Descriptors the command inherits while the locks are held: file://'s lock files, as
   // flock(1) gives them to its command; every other descriptor of dlock's is closed for it.
   virtual std::vector<int> inherited_descriptors() const { return {}; }

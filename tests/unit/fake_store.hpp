@@ -7,7 +7,7 @@
 
 // A lock store in memory, for unit tests of what drives lock::Store: every renewal is
 // recorded with its time and answered at once as `answer` says (nullopt: never answered).
-class FakeStore final : public dlock::lock::Store {
+class FakeStore final : public dlock::lock::Store, public dlock::lock::Coordination {
 public:
   using Outcome = dlock::lock::Outcome;
   // Decides the answer to the nth renewal (from 1).
@@ -50,10 +50,7 @@ public:
   {
     m_answers.answer(Outcome::of(Outcome::Op::withdraw));
   }
-  void start_raise_fence(const dlock::lock::LockName&, std::int64_t) override
-  {
-    m_answers.answer(Outcome::of(Outcome::Op::raise_fence));
-  }
+  dlock::lock::Coordination* coordination() noexcept override { return this; }
   void start_gate(const dlock::lock::LockName&, const dlock::lock::GateRequest&) override
   {
     Outcome outcome{.op = Outcome::Op::gate};
@@ -80,8 +77,16 @@ public:
     abandon();
     return dlock::Error(dlock::ExitCode::unavailable, "fake: timed out");
   }
-  void limit_blocking(dlock::util::Millis) noexcept override {}
-  std::string store_name() const override { return "fake"; }
+  const dlock::lock::StoreTraits& traits() const noexcept override
+  {
+    using dlock::lock::Feature;
+    static const dlock::lock::StoreTraits traits{
+      .name = "fake",
+      .features = {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate,
+                   Feature::detached, Feature::replicas},
+    };
+    return traits;
+  }
   dlock::lock::LockStatus status(const dlock::lock::LockName& name, dlock::util::TimePoint) override
   {
     dlock::lock::LockStatus status;

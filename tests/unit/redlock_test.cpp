@@ -21,10 +21,10 @@ namespace {
 
 // One node: answers each request with the next scripted outcome of its kind, and records
 // what it was asked.
-class ScriptedNode final : public dlock::lock::Store {
+class ScriptedNode final : public dlock::redis::Node {
 public:
   std::deque<Outcome> acquire_answers, renew_answers;
-  int acquires = 0, renews = 0, releases = 0, coordinations = 0;
+  int acquires = 0, renews = 0, releases = 0;
   std::int64_t raised_to = 0;
 
   static Outcome granted(std::int64_t fence)
@@ -73,16 +73,15 @@ public:
     raised_to = at_least;
     m_answers.answer(Outcome::of(Op::raise_fence));
   }
-  // Redlock refuses wait, barrier and latch before asking any node.
-  void start_gate(const LockName&, const dlock::lock::GateRequest&) override { ++coordinations; }
-  void start_set_latch(const LockName&, std::int64_t, dlock::util::Millis) override { ++coordinations; }
-  void start_count_down(const LockName&) override { ++coordinations; }
   void watch(dlock::util::EventLoop&) override {}
   std::optional<Outcome> next_outcome() override { return m_answers.next(); }
   void abandon() noexcept override { m_answers.clear(); }
   dlock::Error timed_out() noexcept override { return dlock::Error(ExitCode::unavailable, "timed out"); }
-  void limit_blocking(dlock::util::Millis) noexcept override {}
-  std::string store_name() const override { return "scripted node"; }
+  const dlock::lock::StoreTraits& traits() const noexcept override
+  {
+    static const dlock::lock::StoreTraits traits{.name = "scripted node"};
+    return traits;
+  }
   dlock::lock::LockStatus status(const LockName&, dlock::util::TimePoint) override { return {}; }
   std::vector<dlock::lock::LockStatus> list(std::string_view, dlock::util::Millis) override { return {}; }
 
@@ -105,7 +104,7 @@ struct Cluster {
 
   explicit Cluster(std::size_t n)
   {
-    std::vector<std::unique_ptr<dlock::lock::Store>> owned;
+    std::vector<std::unique_ptr<dlock::redis::Node>> owned;
     std::vector<std::string> names;
     for (std::size_t i = 0; i < n; ++i) {
       auto node = std::make_unique<ScriptedNode>();
@@ -149,8 +148,8 @@ TEST(Redlock, AMajorityGrantsTheLockWithTheLargestFenceAndLessThanTheTtl)
   EXPECT_TRUE(outcome.acquire.acquired);
   EXPECT_EQ(outcome.acquire.fence, 40);
   ASSERT_TRUE(outcome.acquire.validity);
-  EXPECT_LE(*outcome.acquire.validity, 10s - c.store->clock_drift(10s));
-  EXPECT_EQ(c.store->clock_drift(10s), 102ms); // 1% + 2 ms
+  EXPECT_LE(*outcome.acquire.validity, 10s - c.store->traits().clock_drift(10s));
+  EXPECT_EQ(c.store->traits().clock_drift(10s), 102ms); // 1% + 2 ms
   EXPECT_EQ(c.nodes[0]->releases, 0) << "a lock that is held is not given back";
   for (ScriptedNode* node : c.nodes) {
     EXPECT_EQ(node->raised_to, 40) << "every node learns the token a majority handed out";
@@ -271,8 +270,10 @@ TEST(Redlock, PerNodeTimeoutIsSmallAgainstTheTtl)
   EXPECT_EQ(RedlockStore::node_timeout(10s), 200ms);
   EXPECT_EQ(RedlockStore::node_timeout(1s), 50ms);
   EXPECT_EQ(RedlockStore::node_timeout(1h), 500ms);
-  EXPECT_FALSE(Cluster(3).store->supports(dlock::lock::Feature::fair));
-  EXPECT_TRUE(Cluster(3).store->supports(dlock::lock::Feature::detached));
+  EXPECT_FALSE(Cluster(3).store->traits().features.has(dlock::lock::Feature::fair));
+  EXPECT_TRUE(Cluster(3).store->traits().features.has(dlock::lock::Feature::detached));
+  // Wait, barrier and latch are refused before any node is asked: no coordination at all.
+  EXPECT_EQ(Cluster(3).store->coordination(), nullptr);
   EXPECT_EQ(Cluster(5).store->quorum(), 3u);
   EXPECT_EQ(Cluster(4).store->quorum(), 3u);
 }

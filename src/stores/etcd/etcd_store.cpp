@@ -49,6 +49,16 @@ EtcdStore::EtcdStore(EtcdUrl url, std::optional<std::string> password, stores::T
 {
 }
 
+const lock::StoreTraits& EtcdStore::traits() const noexcept
+{
+  static const lock::StoreTraits traits{
+    .name = "etcd (etcd://)",
+    .features = {lock::Feature::fair},
+    .loss_cause = "its etcd lease expired or was revoked, or its key was deleted",
+  };
+  return traits;
+}
+
 EtcdStore::~EtcdStore()
 {
   if (::getpid() != m_pid) {
@@ -428,26 +438,6 @@ void EtcdStore::start_withdraw(const lock::LockName& name, const lock::WaitTicke
   m_client.cancel(found->second.wake_watch);
   m_mine.erase(found);
   revoke(lease, [this](Answer&) { m_answers.answer(Op::withdraw); });
-}
-
-void EtcdStore::start_raise_fence(const lock::LockName&, std::int64_t)
-{
-  m_answers.answer(Op::raise_fence); // revisions only grow
-}
-
-void EtcdStore::start_gate(const lock::LockName&, const lock::GateRequest&)
-{
-  m_answers.answer(Op::gate, lock::refusal(*this, lock::Feature::coordinate));
-}
-
-void EtcdStore::start_set_latch(const lock::LockName&, std::int64_t, Millis)
-{
-  m_answers.answer(Op::set_latch, lock::refusal(*this, lock::Feature::coordinate));
-}
-
-void EtcdStore::start_count_down(const lock::LockName&)
-{
-  m_answers.answer(Op::count_down, lock::refusal(*this, lock::Feature::coordinate));
 }
 
 void EtcdStore::watch(util::EventLoop& loop)

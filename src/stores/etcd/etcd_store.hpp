@@ -37,10 +37,6 @@ public:
   void start_renew(const lock::LockName& name, const lock::RenewRequest& request) override;
   void start_release(const lock::LockName& name, const std::string& token) override;
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
-  void start_raise_fence(const lock::LockName& name, std::int64_t at_least) override;
-  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
-  void start_set_latch(const lock::LockName& name, std::int64_t count, util::Millis expire) override;
-  void start_count_down(const lock::LockName& name) override;
 
   void watch(util::EventLoop& loop) override;
   std::optional<lock::Outcome> next_outcome() override;
@@ -48,20 +44,11 @@ public:
   // of a held key), as a database store keeps its sessions.
   void abandon() noexcept override;
   Error timed_out() noexcept override;
-  void limit_blocking(util::Millis) noexcept override {}
 
   // Exclusive locks in one FIFO queue (--fair is what it always does). Not done: --shared and
   // --limit (etcdctl has no such recipe to share), wait/barrier/latch, and a lock outliving
   // dlock (acquire: nothing would keep the lease alive).
-  bool supports(lock::Feature feature) const noexcept override
-  {
-    return feature == lock::Feature::fair;
-  }
-  std::string loss_cause() const override
-  {
-    return "its etcd lease expired or was revoked, or its key was deleted";
-  }
-  std::string store_name() const override { return "etcd (etcd://)"; }
+  const lock::StoreTraits& traits() const noexcept override;
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;

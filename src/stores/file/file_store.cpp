@@ -1025,23 +1025,6 @@ void FileStore::start_withdraw(const lock::LockName& name, const lock::WaitTicke
   m_answers.answer(Op::withdraw);
 }
 
-void FileStore::start_raise_fence(const lock::LockName&, std::int64_t) { m_answers.answer(Op::raise_fence); }
-
-void FileStore::start_gate(const lock::LockName&, const lock::GateRequest&)
-{
-  m_answers.answer(Op::gate, lock::refusal(*this, lock::Feature::coordinate));
-}
-
-void FileStore::start_set_latch(const lock::LockName&, std::int64_t, Millis)
-{
-  m_answers.answer(Op::set_latch, lock::refusal(*this, lock::Feature::coordinate));
-}
-
-void FileStore::start_count_down(const lock::LockName&)
-{
-  m_answers.answer(Op::count_down, lock::refusal(*this, lock::Feature::coordinate));
-}
-
 void FileStore::on_inotify()
 {
   alignas(inotify_event) std::array<char, 4096> buffer{};
@@ -1111,14 +1094,15 @@ Error FileStore::timed_out() noexcept
   return Error(ExitCode::unavailable, "file store: {} did not answer in time", m_dir);
 }
 
-std::string FileStore::left_behind(Millis) const
+const lock::StoreTraits& FileStore::traits() const noexcept
 {
-  return "the kernel frees it once dlock and its command have exited";
-}
-
-std::string FileStore::loss_cause() const
-{
-  return "its lock file was removed or replaced (release --force, or someone deleted it)";
+  static const lock::StoreTraits traits{
+    .name = "file:// (this host only)",
+    .features = {lock::Feature::shared, lock::Feature::limit},
+    .left_behind = "the kernel frees it once dlock and its command have exited",
+    .loss_cause = "its lock file was removed or replaced (release --force, or someone deleted it)",
+  };
+  return traits;
 }
 
 std::vector<int> FileStore::inherited_descriptors() const

@@ -622,11 +622,6 @@ Error MysqlStore::timed_out() noexcept
   return Error(ExitCode::unavailable, "MySQL at {} {}", m_params.shown, what);
 }
 
-void MysqlStore::limit_blocking(Millis) noexcept
-{
-  // The library connects without blocking once the host name is looked up.
-}
-
 Answer MysqlStore::ask(const std::string& sql, util::TimePoint deadline)
 {
   std::optional<Answer> got;

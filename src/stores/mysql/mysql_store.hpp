@@ -36,12 +36,10 @@ public:
   // command); the others are closed, which ends a GET_LOCK that waits.
   void abandon() noexcept override;
   Error timed_out() noexcept override;
-  void limit_blocking(util::Millis limit) noexcept override;
 
   // One exclusive lock per name: GET_LOCK has no shared mode, and no lock outlives its
   // session's process.
-  bool supports(lock::Feature) const noexcept override { return false; }
-  std::string store_name() const override { return "MySQL or MariaDB (mysql://)"; }
+  const lock::StoreTraits& traits() const noexcept override { return m_traits; }
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
@@ -83,6 +81,7 @@ private:
   std::map<std::string, Named> m_named; // by lock name
   std::unique_ptr<Session> m_control;
   bool m_fencing = true; // false once dlock_fence turned out not writable
+  lock::StoreTraits m_traits = session_traits("MySQL or MariaDB (mysql://)", {});
 };
 
 } // namespace dlock::mysql

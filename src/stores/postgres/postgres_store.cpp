@@ -629,11 +629,6 @@ Error PostgresStore::timed_out() noexcept
   return Error(ExitCode::unavailable, "PostgreSQL at {} {}", m_params.shown, what);
 }
 
-void PostgresStore::limit_blocking(Millis) noexcept
-{
-  // libpq connects without blocking; only a cancel request (abandon) connects in the open.
-}
-
 Answer PostgresStore::ask(const std::string& sql, std::vector<std::string> params,
                           util::TimePoint deadline)
 {

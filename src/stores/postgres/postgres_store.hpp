@@ -45,15 +45,10 @@ public:
   // command); the others are cancelled and closed.
   void abandon() noexcept override;
   Error timed_out() noexcept override;
-  void limit_blocking(util::Millis limit) noexcept override;
 
   // Exclusive and shared locks; no semaphore, queue or coordination state that a crash would
   // not leave behind; and no lock outlives its session's process.
-  bool supports(lock::Feature feature) const noexcept override
-  {
-    return feature == lock::Feature::shared;
-  }
-  std::string store_name() const override { return "PostgreSQL (postgres://)"; }
+  const lock::StoreTraits& traits() const noexcept override { return m_traits; }
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
@@ -101,6 +96,7 @@ private:
   std::unique_ptr<Session> m_control;
   bool m_fencing = true; // false once dlock_fence turned out not writable
   std::optional<FenceTable> m_fence; // where dlock_fence is, once looked for
+  lock::StoreTraits m_traits = session_traits("PostgreSQL (postgres://)", {lock::Feature::shared});
 };
 
 } // namespace dlock::postgres

@@ -704,6 +704,17 @@ Error RedisStore::timed_out() noexcept
                connecting ? "timed out connecting" : "timed out waiting for a reply");
 }
 
+const lock::StoreTraits& RedisStore::traits() const noexcept
+{
+  using lock::Feature;
+  static const lock::StoreTraits traits{
+    .name = "Redis",
+    .features = {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate,
+                 Feature::detached, Feature::replicas},
+  };
+  return traits;
+}
+
 void RedisStore::limit_blocking(util::Millis limit) noexcept
 {
   m_blocking_limit = limit;

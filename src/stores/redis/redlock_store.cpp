@@ -23,7 +23,7 @@ Millis random_pause()
 
 } // namespace
 
-RedlockStore::RedlockStore(std::vector<std::unique_ptr<lock::Store>> nodes,
+RedlockStore::RedlockStore(std::vector<std::unique_ptr<Node>> nodes,
                            std::vector<std::string> names)
   : m_nodes(std::move(nodes)), m_names(std::move(names)), m_owed(m_nodes.size())
 {
@@ -31,7 +31,16 @@ RedlockStore::RedlockStore(std::vector<std::unique_ptr<lock::Store>> nodes,
 
 Millis RedlockStore::node_timeout(Millis ttl) { return std::clamp(ttl / 50, Millis(50), Millis(500)); }
 
-Millis RedlockStore::clock_drift(Millis ttl) const noexcept { return ttl / 100 + Millis(2); }
+const lock::StoreTraits& RedlockStore::traits() const noexcept
+{
+  static const lock::StoreTraits traits{
+    .name = "Redlock (several --url)",
+    .features = {lock::Feature::detached, lock::Feature::replicas},
+    .drift_percent = 1,
+    .drift_margin = Millis(2),
+  };
+  return traits;
+}
 
 template<typename Start>
 RedlockStore::Request& RedlockStore::begin(Op op, const lock::LockName& name, Millis timeout,
@@ -110,23 +119,6 @@ void RedlockStore::start_withdraw(const lock::LockName& name, const lock::WaitTi
   begin(Op::withdraw, name, node_timeout(lock::default_ttl), false,
         [&](lock::Store& node) { node.start_withdraw(name, ticket); });
 }
-
-void RedlockStore::start_raise_fence(const lock::LockName& name, std::int64_t at_least)
-{
-  begin(Op::raise_fence, name, node_timeout(lock::default_ttl), false,
-        [&](lock::Store& node) { node.start_raise_fence(name, at_least); });
-}
-
-void RedlockStore::refuse(Op op)
-{
-  m_answers.answer(op, lock::refusal(*this, lock::Feature::coordinate));
-}
-
-void RedlockStore::start_gate(const lock::LockName&, const lock::GateRequest&) { refuse(Op::gate); }
-
-void RedlockStore::start_set_latch(const lock::LockName&, std::int64_t, Millis) { refuse(Op::set_latch); }
-
-void RedlockStore::start_count_down(const lock::LockName&) { refuse(Op::count_down); }
 
 void RedlockStore::undo_acquire(const Request& request)
 {
@@ -280,7 +272,7 @@ std::optional<Outcome> RedlockStore::decide(Request& request, bool all_in)
     return outcome;
   }
   case Op::disconnected:
-  case Op::gate: // never started on the nodes: see refuse()
+  case Op::gate: // never started: Redlock has no coordination
   case Op::set_latch:
   case Op::count_down:
     break;
@@ -311,7 +303,7 @@ std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_i
   }
   if (granted >= quorum()) {
     Millis elapsed = std::chrono::duration_cast<Millis>(now() - request.sent_at);
-    Millis validity = request.acquire.ttl - elapsed - clock_drift(request.acquire.ttl);
+    Millis validity = request.acquire.ttl - elapsed - traits().clock_drift(request.acquire.ttl);
     if (validity <= Millis(0)) {
       undo_acquire(request);
       return Outcome::of(Op::acquire,
@@ -342,7 +334,7 @@ std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_i
     // Every node learns the token, so that any later majority hands out a larger one even if
     // the nodes that made this one lose their counters (or jumped ahead after a restart).
     begin(Op::raise_fence, *request.name, node_timeout(request.acquire.ttl), true,
-          [&](lock::Store& node) { node.start_raise_fence(*request.name, outcome.acquire.fence); });
+          [&](Node& node) { node.start_raise_fence(*request.name, outcome.acquire.fence); });
     return outcome;
   }
   if (!all_in && refused + failed + quorum() <= n) {

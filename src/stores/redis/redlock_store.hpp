@@ -2,6 +2,7 @@
 
 #include "lock/outcome_queue.hpp"
 #include "lock/store.hpp"
+#include "stores/redis/node.hpp"
 
 #include <cstdint>
 #include <deque>
@@ -21,7 +22,7 @@ class RedlockStore final : public lock::Store {
 public:
   // nodes: one single-server store per master, in the order the URLs were given; names: how
   // each is shown in messages (its redacted URL).
-  RedlockStore(std::vector<std::unique_ptr<lock::Store>> nodes, std::vector<std::string> names);
+  RedlockStore(std::vector<std::unique_ptr<Node>> nodes, std::vector<std::string> names);
 
   void start_acquire(const lock::LockName& name, const lock::AcquireRequest& request) override;
   void start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
@@ -29,11 +30,6 @@ public:
   void start_renew(const lock::LockName& name, const lock::RenewRequest& request) override;
   void start_release(const lock::LockName& name, const std::string& token) override;
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
-  void start_raise_fence(const lock::LockName& name, std::int64_t at_least) override;
-  // Refused (Feature::coordinate): each answers a usage error.
-  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
-  void start_set_latch(const lock::LockName& name, std::int64_t count, util::Millis expire) override;
-  void start_count_down(const lock::LockName& name) override;
 
   void watch(util::EventLoop& loop) override;
   std::optional<lock::Outcome> next_outcome() override;
@@ -44,15 +40,11 @@ public:
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
 
-  util::Millis clock_drift(util::Millis ttl) const noexcept override;
   // One queue of waiters, a count of holders, whether a lock was freed, who arrived at a
   // barrier, a latch's count: each one state, which independent masters cannot agree on
-  // without consensus. A lease outlives the process, as on one server.
-  bool supports(lock::Feature feature) const noexcept override
-  {
-    return feature == lock::Feature::detached || feature == lock::Feature::replicas;
-  }
-  std::string store_name() const override { return "Redlock (several --url)"; }
+  // without consensus (no coordination either). A lease outlives the process, as on one
+  // server. The nodes' clocks drift apart by 1% of the TTL + 2 ms.
+  const lock::StoreTraits& traits() const noexcept override;
 
   // How long one node may take to answer one request: a fiftieth of the TTL, from 50 ms to
   // 500 ms (small against the TTL, as the algorithm asks, yet room for a fresh connection).
@@ -95,8 +87,6 @@ private:
   void take_answers(std::size_t node);
   // Gives a node up for the requests it still owes (after a timeout, or to end a wait).
   void drop_node(std::size_t node, const Error& error);
-  // Answers op with the refusal of Feature::coordinate.
-  void refuse(Op op);
   // Releases token on every node, for nobody (an acquisition that did not reach a majority).
   void undo_acquire(const Request& request);
   // Takes the lock again, with the same token, on nodes that lost it (a restart).
@@ -107,7 +97,7 @@ private:
   static lock::LockStatus combine(const std::string& name, const std::vector<lock::LockStatus>& views,
                                   std::vector<lock::NodeView> nodes, std::size_t quorum);
 
-  std::vector<std::unique_ptr<lock::Store>> m_nodes;
+  std::vector<std::unique_ptr<Node>> m_nodes;
   std::vector<std::string> m_names;
   std::vector<std::deque<std::uint64_t>> m_owed; // per node: requests it has not answered
   std::deque<Request> m_requests;                // oldest first, until every node answered

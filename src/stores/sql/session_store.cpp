@@ -20,39 +20,20 @@ void SessionStore::start_withdraw(const lock::LockName&, const lock::WaitTicket&
   answer(Op::withdraw);
 }
 
-void SessionStore::start_raise_fence(const lock::LockName&, std::int64_t)
-{
-  answer(Op::raise_fence);
-}
-
-void SessionStore::start_gate(const lock::LockName&, const lock::GateRequest&)
-{
-  answer(Op::gate, lock::refusal(*this, lock::Feature::coordinate));
-}
-
-void SessionStore::start_set_latch(const lock::LockName&, std::int64_t, util::Millis)
-{
-  answer(Op::set_latch, lock::refusal(*this, lock::Feature::coordinate));
-}
-
-void SessionStore::start_count_down(const lock::LockName&)
-{
-  answer(Op::count_down, lock::refusal(*this, lock::Feature::coordinate));
-}
-
 std::optional<Outcome> SessionStore::next_outcome() { return m_answers.next(); }
 
-std::string SessionStore::left_behind(util::Millis) const
+lock::StoreTraits SessionStore::session_traits(std::string name, lock::FeatureSet features) const
 {
-  return fmt::format("the server frees it when it ends dlock's session: at once if the "
-                     "connection closed cleanly, else when its TCP keepalive or {} gives up on it",
-                     m_idle_timeout_setting);
-}
-
-std::string SessionStore::loss_cause() const
-{
-  return "its database session ended (terminated, timed out or cut off) or it was released by "
-         "someone else";
+  return lock::StoreTraits{
+    .name = std::move(name),
+    .features = features,
+    .left_behind = fmt::format("the server frees it when it ends dlock's session: at once if the "
+                               "connection closed cleanly, else when its TCP keepalive or {} "
+                               "gives up on it",
+                               m_idle_timeout_setting),
+    .loss_cause = "its database session ended (terminated, timed out or cut off) or it was "
+                  "released by someone else",
+  };
 }
 
 void SoonestLimit::consider(util::Millis after, std::string setting)

@@ -670,26 +670,6 @@ void ZookeeperStore::start_withdraw(const lock::LockName& name, const lock::Wait
   m_client->remove(node, [this](Reply&) { m_answers.answer(Op::withdraw); });
 }
 
-void ZookeeperStore::start_raise_fence(const lock::LockName&, std::int64_t)
-{
-  m_answers.answer(Op::raise_fence); // czxid needs no raising: it grows across the whole ensemble
-}
-
-void ZookeeperStore::start_gate(const lock::LockName&, const lock::GateRequest&)
-{
-  m_answers.answer(Op::gate, lock::refusal(*this, lock::Feature::coordinate));
-}
-
-void ZookeeperStore::start_set_latch(const lock::LockName&, std::int64_t, Millis)
-{
-  m_answers.answer(Op::set_latch, lock::refusal(*this, lock::Feature::coordinate));
-}
-
-void ZookeeperStore::start_count_down(const lock::LockName&)
-{
-  m_answers.answer(Op::count_down, lock::refusal(*this, lock::Feature::coordinate));
-}
-
 // --- the loop ------------------------------------------------------------------------------
 
 void ZookeeperStore::watch(util::EventLoop& loop)
@@ -761,15 +741,16 @@ Error ZookeeperStore::timed_out() noexcept
   return Error(ExitCode::unavailable, "ZooKeeper at {} {}", m_url.shown, what);
 }
 
-std::string ZookeeperStore::left_behind(Millis ttl) const
+const lock::StoreTraits& ZookeeperStore::traits() const noexcept
 {
-  return "ZooKeeper deletes its node when dlock's session ends: at once when dlock closes it, "
-         "else once the session times out (" + util::format_duration(ttl) + ")";
-}
-
-std::string ZookeeperStore::loss_cause() const
-{
-  return "its ZooKeeper session expired or its node was deleted (release --force)";
+  static const lock::StoreTraits traits{
+    .name = "ZooKeeper (zk://)",
+    .features = {lock::Feature::fair, lock::Feature::shared},
+    .left_behind = "ZooKeeper deletes its node when dlock's session ends: at once when dlock "
+                   "closes it, else once the session times out ({ttl})",
+    .loss_cause = "its ZooKeeper session expired or its node was deleted (release --force)",
+  };
+  return traits;
 }
 
 // --- status and list ---------------------------------------------------------------------

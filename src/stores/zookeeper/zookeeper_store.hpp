@@ -36,11 +36,7 @@ public:
   void start_renew(const lock::LockName& name, const lock::RenewRequest& request) override;
   void start_release(const lock::LockName& name, const std::string& token) override;
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
-  void start_raise_fence(const lock::LockName& name, std::int64_t at_least) override;
   // Refused (Feature::coordinate): a latch or barrier that outlives nobody needs its own recipe.
-  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
-  void start_set_latch(const lock::LockName& name, std::int64_t count, util::Millis expire) override;
-  void start_count_down(const lock::LockName& name) override;
 
   void watch(util::EventLoop& loop) override;
   std::optional<lock::Outcome> next_outcome() override;
@@ -52,13 +48,7 @@ public:
 
   // Exclusive, shared (Curator's read/write lock) and the fair queue; no semaphore (Curator's
   // is another recipe), no coordination state, and no lock outlives its session's process.
-  bool supports(lock::Feature feature) const noexcept override
-  {
-    return feature == lock::Feature::fair || feature == lock::Feature::shared;
-  }
-  std::string left_behind(util::Millis ttl) const override;
-  std::string loss_cause() const override;
-  std::string store_name() const override { return "ZooKeeper (zk://)"; }
+  const lock::StoreTraits& traits() const noexcept override;
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
