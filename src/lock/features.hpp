@@ -3,6 +3,7 @@
 #include "util/error.hpp"
 
 #include <initializer_list>
+#include <string_view>
 
 namespace dlock::lock {
 
@@ -36,6 +37,19 @@ private:
   static constexpr unsigned bit(Feature feature) { return 1U << static_cast<unsigned>(feature); }
   unsigned m_bits = 0;
 };
+
+// Every kind of store dlock opens (stores/open.cpp chooses one by URL), as the feature table
+// knows them: Redis in each of its forms (one server, Sentinel, Cluster), Redlock, and so on.
+enum class StoreKind { redis, redlock, postgres, mysql, etcd, file, zookeeper };
+
+// The features of a kind of store: its column of the one feature table (features.cpp), which
+// generates the refusal texts, gives each store its StoreTraits::features, and which the man
+// page's tables and the tests' STORE_FEATURES are checked against (features_test.cpp).
+FeatureSet features_of(StoreKind kind);
+// Every kind of store, in the table's order.
+std::initializer_list<StoreKind> store_kinds();
+// A feature as the tests' STORE_FEATURES words name it: "fair", "shared", "coordinate".
+std::string_view feature_word(Feature feature);
 
 class Coordination;
 

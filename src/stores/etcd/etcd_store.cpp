@@ -53,7 +53,7 @@ const lock::StoreTraits& EtcdStore::traits() const noexcept
 {
   static const lock::StoreTraits traits{
     .name = "etcd (etcd://)",
-    .features = {lock::Feature::fair},
+    .features = lock::features_of(lock::StoreKind::etcd),
     .loss_cause = "its etcd lease expired or was revoked, or its key was deleted",
   };
   return traits;

@@ -1098,7 +1098,7 @@ const lock::StoreTraits& FileStore::traits() const noexcept
 {
   static const lock::StoreTraits traits{
     .name = "file:// (this host only)",
-    .features = {lock::Feature::shared, lock::Feature::limit},
+    .features = lock::features_of(lock::StoreKind::file),
     .left_behind = "the kernel frees it once dlock and its command have exited",
     .loss_cause = "its lock file was removed or replaced (release --force, or someone deleted it)",
   };

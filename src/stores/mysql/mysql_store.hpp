@@ -81,7 +81,8 @@ private:
   std::map<std::string, Named> m_named; // by lock name
   std::unique_ptr<Session> m_control;
   bool m_fencing = true; // false once dlock_fence turned out not writable
-  lock::StoreTraits m_traits = session_traits("MySQL or MariaDB (mysql://)", {});
+  lock::StoreTraits m_traits =
+    session_traits("MySQL or MariaDB (mysql://)", lock::features_of(lock::StoreKind::mysql));
 };
 
 } // namespace dlock::mysql

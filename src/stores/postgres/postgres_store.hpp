@@ -96,7 +96,8 @@ private:
   std::unique_ptr<Session> m_control;
   bool m_fencing = true; // false once dlock_fence turned out not writable
   std::optional<FenceTable> m_fence; // where dlock_fence is, once looked for
-  lock::StoreTraits m_traits = session_traits("PostgreSQL (postgres://)", {lock::Feature::shared});
+  lock::StoreTraits m_traits =
+    session_traits("PostgreSQL (postgres://)", lock::features_of(lock::StoreKind::postgres));
 };
 
 } // namespace dlock::postgres

@@ -706,11 +706,9 @@ Error RedisStore::timed_out() noexcept
 
 const lock::StoreTraits& RedisStore::traits() const noexcept
 {
-  using lock::Feature;
   static const lock::StoreTraits traits{
     .name = "Redis",
-    .features = {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate,
-                 Feature::detached, Feature::replicas},
+    .features = lock::features_of(lock::StoreKind::redis),
   };
   return traits;
 }

@@ -35,7 +35,7 @@ const lock::StoreTraits& RedlockStore::traits() const noexcept
 {
   static const lock::StoreTraits traits{
     .name = "Redlock (several --url)",
-    .features = {lock::Feature::detached, lock::Feature::replicas},
+    .features = lock::features_of(lock::StoreKind::redlock),
     .drift_percent = 1,
     .drift_margin = Millis(2),
   };

@@ -745,7 +745,7 @@ const lock::StoreTraits& ZookeeperStore::traits() const noexcept
 {
   static const lock::StoreTraits traits{
     .name = "ZooKeeper (zk://)",
-    .features = {lock::Feature::fair, lock::Feature::shared},
+    .features = lock::features_of(lock::StoreKind::zookeeper),
     .left_behind = "ZooKeeper deletes its node when dlock's session ends: at once when dlock "
                    "closes it, else once the session times out ({ttl})",
     .loss_cause = "its ZooKeeper session expired or its node was deleted (release --force)",
