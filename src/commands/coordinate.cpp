@@ -265,7 +265,8 @@ int latch(Context& context, const LatchOptions& options)
   }
   lock::GateRequest request;
   request.ticket.mode = lock::WaitMode::latch;
-  return wait_at(context, gates, name, request, latch_block, options.wait, options.conflict_exit_code,
+  return wait_at(context, gates, name, request, latch_block, options.wait,
+                 options.conflict_exit_code,
                  {fmt::format("latch '{}'", name.str()),
                   fmt::format("latch '{}' is at zero", name.str())});
 }

@@ -211,7 +211,8 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
   }
   report.released(released, end.status);
   lock::RunVerdict verdict = supervisor.watchdog().verdict(released);
-  std::string notice = verdict.notice ? lock::describe(*verdict.notice, shown, context.store.traits().loss_cause) : "";
+  std::string notice =
+    verdict.notice ? lock::describe(*verdict.notice, shown, context.store.traits().loss_cause) : "";
   if (verdict.notice) {
     util::log_error("{}", notice);
   }

@@ -161,7 +161,10 @@ struct StoreTraits {
   std::string loss_cause = "it expired or was released by someone else";
 
   // The clock drift over a lease of ttl.
-  util::Millis clock_drift(util::Millis ttl) const { return ttl * drift_percent / 100 + drift_margin; }
+  util::Millis clock_drift(util::Millis ttl) const
+  {
+    return ttl * drift_percent / 100 + drift_margin;
+  }
   // left_behind, said of a lease of ttl.
   std::string left_behind_after(util::Millis ttl) const;
 };

@@ -401,7 +401,10 @@ std::string fingerprint_of(const KeyValue& kv)
   return string_field(Json::parse(kv.value, nullptr, false), "token");
 }
 
-std::string token_fingerprint(const std::string& token) { return lock::token_fingerprint(token, 32); }
+std::string token_fingerprint(const std::string& token)
+{
+  return lock::token_fingerprint(token, 32);
+}
 
 std::optional<Error> answer_error(long http_status, const Json& body, const std::string& where)
 {

@@ -242,7 +242,8 @@ void EtcdStore::watch_own_key(const std::string& name)
           .op = Op::disconnected,
           .error = gone ? Error(ExitCode::lost, "the key of lock '{}' was deleted (its lease was "
                                                 "revoked or expired)", name)
-                        : Error(ExitCode::unavailable, "the watch of lock '{}' was cancelled", name),
+                        : Error(ExitCode::unavailable, "the watch of lock '{}' was cancelled",
+                                name),
           .lease_ended = true,
         });
       }

@@ -730,9 +730,10 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
     return;
   }
   if (request.kind.mode == lock::LockKind::Mode::limit && request.kind.limit > most_slots) {
-    m_answers.answer(Op::acquire, Error(ExitCode::usage, "--limit {}: the file store has a slot file per "
-                                               "holder and takes --limit {} at most",
-                              request.kind.limit, most_slots));
+    m_answers.answer(Op::acquire, Error(ExitCode::usage,
+                                        "--limit {}: the file store has a slot file per holder "
+                                        "and takes --limit {} at most",
+                                        request.kind.limit, most_slots));
     return;
   }
   if (n.kind != request.kind) {

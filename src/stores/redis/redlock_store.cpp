@@ -311,7 +311,8 @@ std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_i
                                "a majority granted the lock, but only after {} of its {} TTL ({}); "
                                "released it",
                                util::format_duration(elapsed),
-                               util::format_duration(request.acquire.ttl), tally(request, "granted")));
+                               util::format_duration(request.acquire.ttl),
+                               tally(request, "granted")));
     }
     Outcome outcome{.op = Op::acquire};
     outcome.acquire.acquired = true;
@@ -431,8 +432,9 @@ std::optional<Outcome> RedlockStore::decide_renew(Request& request, bool all_in)
     return std::nullopt;
   }
   return Outcome::of(Op::renew,
-                     Error(ExitCode::unavailable, "the renewal reached no majority of the {} nodes: {}",
-                           n, tally(request, "extended the lease")));
+                     Error(ExitCode::unavailable,
+                           "the renewal reached no majority of the {} nodes: {}", n,
+                           tally(request, "extended the lease")));
 }
 
 std::optional<Outcome> RedlockStore::decide_release(Request& request, bool all_in)

@@ -284,8 +284,9 @@ void ZookeeperStore::place(const std::string& key)
 {
   Named& n = m_named.at(key);
   if (++n.attempts > max_steps) {
-    m_answers.answer(Op::acquire, Error(ExitCode::unavailable, "ZooKeeper at {}: the node of lock '{}' "
-                              "kept disappearing", m_url.shown, key));
+    m_answers.answer(Op::acquire, Error(ExitCode::unavailable,
+                                        "ZooKeeper at {}: the node of lock '{}' kept disappearing",
+                                        m_url.shown, key));
     return;
   }
   if (!n.node.empty() && n.session != m_client->session_id()) {
@@ -307,7 +308,8 @@ void ZookeeperStore::place(const std::string& key)
     }
     Named& e = found->second;
     if (reply.rc != ZOK && reply.rc != ZNONODE) {
-      m_answers.answer(Op::acquire, error_of(reply.rc, "list the contenders of lock '" + key + "'"));
+      m_answers.answer(Op::acquire,
+                       error_of(reply.rc, "list the contenders of lock '" + key + "'"));
       return;
     }
     e.maybe_created = false;
@@ -369,7 +371,8 @@ void ZookeeperStore::judge(const std::string& key)
     }
     Named& e = found->second;
     if (reply.rc != ZOK && reply.rc != ZNONODE) {
-      m_answers.answer(Op::acquire, error_of(reply.rc, "list the contenders of lock '" + key + "'"));
+      m_answers.answer(Op::acquire,
+                       error_of(reply.rc, "list the contenders of lock '" + key + "'"));
       return;
     }
     std::vector<Contender> queue = sorted_contenders(reply.children);
@@ -440,7 +443,8 @@ void ZookeeperStore::judge(const std::string& key)
         return;
       }
       if (seen.rc != ZOK) {
-        m_answers.answer(Op::acquire, error_of(seen.rc, "watch the contenders of lock '" + key + "'"));
+        m_answers.answer(Op::acquire,
+                         error_of(seen.rc, "watch the contenders of lock '" + key + "'"));
         return;
       }
       report_holder(key, queue);
