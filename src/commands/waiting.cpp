@@ -109,18 +109,19 @@ namespace {
 // holder_text, with the holder's command or with its identity alone.
 std::string holder_text(const lock::AcquireResult& result, bool with_lease, bool with_command)
 {
-  if (result.holder_ttl_ms == -2) {
+  if (result.lease == lock::AcquireResult::Lease::fair_queue) {
     return "no one (earlier --fair waiters go first)";
   }
-  if (result.holder_ttl_ms == -3) {
+  if (result.lease == lock::AcquireResult::Lease::writer_first) {
     return "no one (a waiting exclusive holder goes first)";
   }
   std::string text = with_command ? result.holder.describe() : result.holder.identity();
   if (result.holders > 1) {
     text += fmt::format(" and {} other holder{}", result.holders - 1, result.holders > 2 ? "s" : "");
   }
-  if (with_lease && result.holder_ttl_ms > 0) {
-    text += fmt::format(", lease ends in {}", util::format_duration(Millis(result.holder_ttl_ms)));
+  if (with_lease && result.lease == lock::AcquireResult::Lease::ends
+      && result.holder_ttl > Millis(0)) {
+    text += fmt::format(", lease ends in {}", util::format_duration(result.holder_ttl));
   }
   return text;
 }

@@ -62,11 +62,18 @@ struct AcquireRequest {
 
 // The outcome of one acquisition attempt.
 struct AcquireResult {
+  // When not acquired: what is known of the holder's lease, or why a free lock was not taken.
+  enum class Lease {
+    ends,         // the holder's lease ends in holder_ttl (0: not known)
+    no_expiry,    // held without a TTL: by a session or a process, or by data dlock did not write
+    fair_queue,   // free, but earlier --fair waiters go first
+    writer_first, // free, but a waiting exclusive holder goes before new shared ones
+  };
+
   bool acquired = false;
   std::int64_t fence = 0;         // when acquired: this holder's fencing token
-  std::int64_t holder_ttl_ms = 0; // when not: the holder's remaining lease (-1: none; -2: free
-                                  // but earlier --fair waiters go first; -3: free, but a
-                                  // waiting exclusive holder goes before new shared ones)
+  Lease lease = Lease::ends;      // when not: see Lease
+  util::Millis holder_ttl{0};     // when not, and lease ends: what is left of it
   HolderInfo holder;              // when not: who holds it (may be empty)
   std::int64_t holders = 0;       // when not: how many --shared or --limit holders have it
   // When not: the key is held as another kind, which this one cannot share (nothing was
@@ -91,7 +98,7 @@ struct GateResult {
   std::int64_t parties = 0;
   std::int64_t arrived = 0; // barrier: parties arrived so far, this one included
   std::int64_t count = -1;  // latch: the count left (-1: no latch is set)
-  AcquireResult lock;       // watch, when held: who holds it (holder_ttl_ms, holder, holders)
+  AcquireResult lock;       // watch, when held: who holds it (lease, holder_ttl, holder, holders)
 };
 
 // One renewal: extend the lease if token still holds it.

@@ -38,7 +38,7 @@ public:
   {
     Outcome outcome{.op = Op::acquire};
     outcome.acquire.holder.pid = holder_pid;
-    outcome.acquire.holder_ttl_ms = 5000;
+    outcome.acquire.holder_ttl = 5000ms;
     outcome.acquire.block = 5000ms;
     return outcome;
   }

@@ -207,7 +207,7 @@ void EtcdStore::decide(const std::string& name, const lock::AcquireRequest& requ
   }
   result.holder = holder_of(keys.front());
   result.holders = 1;
-  result.holder_ttl_ms = -1;
+  result.lease = lock::AcquireResult::Lease::no_expiry;
   if (request.ticket.mode == lock::WaitMode::once) {
     std::int64_t lease = mine.lease;
     m_mine.erase(found);

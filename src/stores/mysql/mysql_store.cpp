@@ -377,7 +377,7 @@ void MysqlStore::report_holder(const std::string& name, const lock::AcquireReque
       }
       Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
       lock::AcquireResult& result = outcome.acquire;
-      result.holder_ttl_ms = -1; // a session has no expiry
+      result.lease = lock::AcquireResult::Lease::no_expiry; // a session has no expiry
       if (a.rows.count() == 1 && !a.rows.null(0, 0)) {
         result.holder = read_holder(a.rows, 0, 0, 4);
         result.holders = 1;

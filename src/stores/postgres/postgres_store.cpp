@@ -439,7 +439,7 @@ void PostgresStore::report_holder(const std::string& name, const lock::AcquireRe
                      Holders holders = read_holders(a.rows);
                      Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
                      lock::AcquireResult& result = outcome.acquire;
-                     result.holder_ttl_ms = -1; // a session has no expiry
+                     result.lease = lock::AcquireResult::Lease::no_expiry; // a session
                      if (!holders.granted.empty()) {
                        result.holder = holders.granted.front();
                      }

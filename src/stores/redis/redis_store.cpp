@@ -9,6 +9,19 @@ using lock::Outcome;
 
 namespace {
 
+// The scripts' pttl (acquire.lua, watch.lua): the holder's remaining lease in ms, or -1 (no
+// TTL), -2 (free, but earlier --fair waiters go first), -3 (free, but a waiting exclusive
+// holder goes before new shared ones).
+void set_lease(lock::AcquireResult& result, std::int64_t pttl)
+{
+  using Lease = lock::AcquireResult::Lease;
+  result.lease = pttl >= 0 ? Lease::ends
+                 : pttl == -2 ? Lease::fair_queue
+                 : pttl == -3 ? Lease::writer_first
+                              : Lease::no_expiry;
+  result.holder_ttl = util::Millis(pttl >= 0 ? pttl : 0);
+}
+
 std::string ms_string(util::Millis duration) { return std::to_string(duration.count()); }
 
 // A script's 1/0 answer; anything else is an internal error.
@@ -57,7 +70,7 @@ lock::AcquireResult parse_acquire(const redisReply& reply)
     std::string_view code(reply.element[1]->str, reply.element[1]->len);
     lock::AcquireResult result;
     if (code == "foreign") {
-      result.holder_ttl_ms = -1;
+      result.lease = lock::AcquireResult::Lease::no_expiry;
       result.holder = lock::HolderInfo::not_dlock();
       result.block = util::Millis(1000);
       return result;
@@ -81,7 +94,7 @@ lock::AcquireResult parse_acquire(const redisReply& reply)
       || reply.element[4]->type != REDIS_REPLY_INTEGER) {
     throw unexpected();
   }
-  result.holder_ttl_ms = reply.element[1]->integer;
+  set_lease(result, reply.element[1]->integer);
   result.holder = holder_from_hash(*reply.element[2]);
   result.block = util::Millis(reply.element[3]->integer);
   result.holders = reply.element[4]->integer;
@@ -108,7 +121,7 @@ lock::GateResult parse_watch(const redisReply& reply)
   if (result.open) {
     return result;
   }
-  result.lock.holder_ttl_ms = element_integer(reply, 1, what);
+  set_lease(result.lock, element_integer(reply, 1, what));
   if (reply.elements != 6) {
     throw Error(ExitCode::internal, "{}: unexpected reply ({})", what, describe(reply));
   }

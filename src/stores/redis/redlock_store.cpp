@@ -11,6 +11,23 @@ using util::TimePoint;
 
 namespace {
 
+// Which of several holders' reports named by as many nodes Redlock passes on: the longest
+// lease, then one without a TTL, then a free lock's reasons (as the scripts' numbers order them).
+std::int64_t lease_rank(const lock::AcquireResult& result)
+{
+  switch (result.lease) {
+  case lock::AcquireResult::Lease::ends:
+    return result.holder_ttl.count();
+  case lock::AcquireResult::Lease::no_expiry:
+    return -1;
+  case lock::AcquireResult::Lease::fair_queue:
+    return -2;
+  case lock::AcquireResult::Lease::writer_first:
+    return -3;
+  }
+  return -1;
+}
+
 TimePoint now() { return util::monotonic_now(); }
 
 // A pause of 10 to 100 ms, so that contenders that split the nodes between them do not try
@@ -373,7 +390,7 @@ std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_i
                  : 0;
     }
     if (votes > best_votes || (votes == best_votes
-                               && answer->acquire.holder_ttl_ms > outcome.acquire.holder_ttl_ms)) {
+                               && lease_rank(answer->acquire) > lease_rank(outcome.acquire))) {
       best_votes = votes;
       outcome.acquire = answer->acquire;
     }

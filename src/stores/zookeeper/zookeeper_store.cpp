@@ -459,7 +459,7 @@ void ZookeeperStore::report_holder(const std::string& key, const std::vector<Con
   auto not_acquired = [this, key, holders](std::optional<lock::HolderInfo> holder) {
     auto found = m_named.find(key);
     Outcome outcome{.op = Op::acquire};
-    outcome.acquire.holder_ttl_ms = -1; // a session, not a lease with a TTL
+    outcome.acquire.lease = lock::AcquireResult::Lease::no_expiry; // a session, not a TTL
     outcome.acquire.block =
       found != m_named.end() ? found->second.request.ticket.max_block : Millis(1000);
     if (holder) {
