@@ -78,12 +78,12 @@ RedlockStore::Request& RedlockStore::begin_on(const std::vector<bool>& asked, Op
   request.sent_at = now();
   request.node_deadline = request.sent_at + timeout;
   request.answers.resize(m_nodes.size());
+  request.passed.resize(m_nodes.size());
   request.name = name;
   m_requests.push_back(std::move(request));
   for (std::size_t i = 0; i < m_nodes.size(); ++i) {
     if (!asked[i]) {
-      // Not asked: an answer that counts for nothing ("ok" is no failure in tallies).
-      m_requests.back().answers[i] = Outcome::of(op, Error(ExitCode::ok, "not asked"));
+      m_requests.back().passed[i] = true;
       continue;
     }
     m_owed[i].push_back(m_requests.back().id);
@@ -172,6 +172,16 @@ void RedlockStore::watch(util::EventLoop& loop)
   }
 }
 
+bool RedlockStore::Request::all_in() const
+{
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    if (!answers[i] && !passed[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
 void RedlockStore::take_answers(std::size_t node)
 {
   while (std::optional<Outcome> outcome = m_nodes[node]->next_outcome()) {
@@ -185,21 +195,27 @@ void RedlockStore::take_answers(std::size_t node)
     std::uint64_t id = m_owed[node].front();
     m_owed[node].pop_front();
     for (Request& request : m_requests) {
-      if (request.id == id && !request.answers[node]) { // not after it was timed out
+      // Not after it was timed out or passed over.
+      if (request.id == id && !request.answers[node] && !request.passed[node]) {
         request.answers[node] = std::move(*outcome);
       }
     }
   }
 }
 
-void RedlockStore::drop_node(std::size_t node, const Error& error)
+void RedlockStore::drop_node(std::size_t node, const std::optional<Error>& error)
 {
   take_answers(node); // what it delivered already counts; what it still owes is lost
   m_nodes[node]->abandon();
   for (std::uint64_t id : m_owed[node]) {
     for (Request& request : m_requests) {
-      if (request.id == id && !request.answers[node]) {
-        request.answers[node] = Outcome::of(request.op, error);
+      if (request.id != id || request.answers[node] || request.passed[node]) {
+        continue;
+      }
+      if (error) {
+        request.answers[node] = Outcome::of(request.op, *error);
+      } else {
+        request.passed[node] = true;
       }
     }
   }
@@ -220,7 +236,7 @@ void RedlockStore::collect()
       continue;
     }
     for (std::size_t i = 0; i < m_nodes.size(); ++i) {
-      if (!request.answers[i]) {
+      if (!request.answers[i] && !request.passed[i]) {
         request.answers[i] = Outcome::of(
           request.op, Error(ExitCode::unavailable, "{}: no answer within {}", m_names[i],
                             util::format_duration(std::chrono::duration_cast<Millis>(
@@ -236,9 +252,7 @@ void RedlockStore::collect()
     if (request.decided) {
       continue;
     }
-    bool all_in = std::all_of(request.answers.begin(), request.answers.end(),
-                              [](const auto& answer) { return answer.has_value(); });
-    if (std::optional<Outcome> outcome = decide(request, all_in)) {
+    if (std::optional<Outcome> outcome = decide(request, request.all_in())) {
       request.decided = true;
       if (!request.internal) {
         m_answers.answer(std::move(*outcome));
@@ -253,13 +267,11 @@ void RedlockStore::collect()
     }
     for (std::size_t i = 0; i < m_nodes.size(); ++i) {
       if (std::find(m_owed[i].begin(), m_owed[i].end(), request.id) != m_owed[i].end()) {
-        drop_node(i, Error(ExitCode::ok, "woken elsewhere"));
+        drop_node(i, std::nullopt); // woken elsewhere
       }
     }
   }
-  while (!m_requests.empty() && m_requests.front().decided
-         && std::all_of(m_requests.front().answers.begin(), m_requests.front().answers.end(),
-                        [](const auto& answer) { return answer.has_value(); })) {
+  while (!m_requests.empty() && m_requests.front().decided && m_requests.front().all_in()) {
     m_requests.pop_front();
   }
 }
@@ -307,7 +319,7 @@ std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_i
       continue;
     }
     if (answer->error) {
-      failed += answer->error->code() == ExitCode::ok ? 0 : 1; // "not asked" counts for nothing
+      ++failed;
     } else if (answer->acquire.acquired) {
       ++granted;
     } else {
@@ -486,9 +498,7 @@ std::string RedlockStore::tally(const Request& request, std::string_view verb) c
       continue;
     }
     if (answer->error) {
-      if (answer->error->code() != ExitCode::ok) {
-        errors += fmt::format("; {}", answer->error->what());
-      }
+      errors += fmt::format("; {}", answer->error->what());
     } else if (answer->acquire.acquired || answer->held) {
       ++yes;
     }

@@ -63,6 +63,11 @@ private:
     util::TimePoint sent_at{};
     util::TimePoint node_deadline{};  // a node that has not answered by then has failed
     std::vector<std::optional<lock::Outcome>> answers{};
+    // Per node: passed over (not asked, or its wait ended elsewhere), so no answer comes and
+    // none counts, for or against.
+    std::vector<bool> passed{};
+    // Whether every node answered or was passed over.
+    bool all_in() const;
     bool decided = false;
     std::optional<lock::LockName> name{};
     lock::AcquireRequest acquire{};   // acquire: what was asked (to undo it, to re-join)
@@ -85,8 +90,9 @@ private:
   std::optional<lock::Outcome> decide_release(Request& request, bool all_in);
   // Takes the outcomes a node has delivered, as answers to the requests it owes, in order.
   void take_answers(std::size_t node);
-  // Gives a node up for the requests it still owes (after a timeout, or to end a wait).
-  void drop_node(std::size_t node, const Error& error);
+  // Gives a node up for the requests it still owes: failed with error (after a timeout), or
+  // passed over (nullopt: a wait that ended elsewhere).
+  void drop_node(std::size_t node, const std::optional<Error>& error);
   // Releases token on every node, for nobody (an acquisition that did not reach a majority).
   void undo_acquire(const Request& request);
   // Takes the lock again, with the same token, on nodes that lost it (a restart).
