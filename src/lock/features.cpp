@@ -37,30 +37,31 @@ constexpr Column table[] = {
 };
 
 // The feature as the user asked for it; what it needs when that is more than a list of the
-// stores that have it (a feature of Redis's forms only, and why).
+// stores that have it (a feature of Redis's forms only, and why); its word in the tests.
 struct Row {
   std::string_view asked;
   std::string_view needs;
+  std::string_view word;
 };
 
 Row row(Feature feature)
 {
   switch (feature) {
   case Feature::fair:
-    return {"--fair", ""};
+    return {"--fair", "", "fair"};
   case Feature::shared:
-    return {"--shared", ""};
+    return {"--shared", "", "shared"};
   case Feature::limit:
-    return {"--limit", ""};
+    return {"--limit", "", "limit"};
   case Feature::coordinate:
-    return {"wait, barrier and latch", ""};
+    return {"wait, barrier and latch", "", "coordinate"};
   case Feature::detached:
     return {"acquire (a lock that outlives the dlock process that took it)",
-            "Redis or Redlock, whose lease is not tied to a connection; use dlock run"};
+            "Redis or Redlock, whose lease is not tied to a connection; use dlock run", "detached"};
   case Feature::replicas:
-    return {"--wait-replicas", "Redis, whose WAIT counts the replicas a write reached"};
+    return {"--wait-replicas", "Redis, whose WAIT counts the replicas a write reached", "replicas"};
   }
-  return {"?", "?"};
+  return {"?", "?", "?"};
 }
 
 // "A, B and C": the stores of the table that have feature.
@@ -101,24 +102,7 @@ std::initializer_list<StoreKind> store_kinds()
   return kinds;
 }
 
-std::string_view feature_word(Feature feature)
-{
-  switch (feature) {
-  case Feature::fair:
-    return "fair";
-  case Feature::shared:
-    return "shared";
-  case Feature::limit:
-    return "limit";
-  case Feature::coordinate:
-    return "coordinate";
-  case Feature::detached:
-    return "detached";
-  case Feature::replicas:
-    return "replicas";
-  }
-  return "?";
-}
+std::string_view feature_word(Feature feature) { return row(feature).word; }
 
 Error refusal(const Store& store, Feature feature)
 {

@@ -36,7 +36,10 @@ public:
   void watch(dlock::util::EventLoop&) override {}
   std::optional<dlock::lock::Outcome> next_outcome() override { return std::nullopt; }
   void abandon() noexcept override {}
-  dlock::Error timed_out() noexcept override { return dlock::Error(dlock::ExitCode::unavailable, "x"); }
+  dlock::Error timed_out() noexcept override
+  {
+    return dlock::Error(dlock::ExitCode::unavailable, "x");
+  }
   const dlock::lock::StoreTraits& traits() const noexcept override
   {
     static const dlock::lock::StoreTraits traits{.name = "X"};
@@ -111,7 +114,9 @@ std::set<Feature> in_table(StoreKind kind)
 TEST(FeatureTable, RefusalsNameTheStoresThatHaveTheFeature)
 {
   BareStore store;
-  auto text = [&](Feature feature) { return std::string(dlock::lock::refusal(store, feature).what()); };
+  auto text = [&](Feature feature) {
+    return std::string(dlock::lock::refusal(store, feature).what());
+  };
   EXPECT_EQ(text(Feature::fair),
             "--fair: not available on X; it needs one Redis server, Sentinel or Cluster "
             "(redis://, rediss://, unix://), etcd (etcd://) and ZooKeeper (zk://)");
@@ -153,8 +158,8 @@ TEST(FeatureTable, TheManPageTablesSayTheSame)
 TEST(FeatureTable, TheStoreTestsFeatureListsSayTheSame)
 {
   const std::map<std::string, StoreKind> files = {
-    {"redis", StoreKind::redis},  {"postgres", StoreKind::postgres}, {"mysql", StoreKind::mysql},
-    {"etcd", StoreKind::etcd},    {"file", StoreKind::file},         {"zookeeper", StoreKind::zookeeper},
+    {"redis", StoreKind::redis}, {"postgres", StoreKind::postgres}, {"mysql", StoreKind::mysql},
+    {"etcd", StoreKind::etcd},   {"file", StoreKind::file},         {"zookeeper", StoreKind::zookeeper},
   };
   int checked = 0;
   for (const auto& [store, kind] : files) {
