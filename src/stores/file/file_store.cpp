@@ -763,7 +763,8 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
     std::vector<std::string> files = files_of(n.layout, util::directory_entries(m_dirfd.get()));
     Observed seen = observe(m_dirfd.get(), n.layout, files, proc_locks(), records);
     using Lease = lock::AcquireResult::Lease;
-    result.lease = n.writer_waiting && seen.holders.empty() ? Lease::writer_first : Lease::no_expiry;
+    bool writer_first = n.writer_waiting && seen.holders.empty();
+    result.lease = writer_first ? Lease::writer_first : Lease::no_expiry;
     if (!seen.holders.empty()) {
       result.holder = seen.holders.front();
     }
