@@ -78,7 +78,7 @@ private:
     lock::WatchdogPolicy policy;
     policy.lease.ttl = go.validity_ms >= 0 ? Millis(go.validity_ms) : m_ttl;
     policy.lease.request_limit = m_context.request_timeout;
-    policy.lease.drift = m_context.store.clock_drift(m_ttl);
+    policy.lease.drift = m_context.store.traits().clock_drift(m_ttl);
     // No command to stop: the lease counts as lost when it could expire, not earlier.
     policy.lease.kill_after = Millis(0);
     policy.max_hold = m_options.max_hold;

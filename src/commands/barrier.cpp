@@ -8,8 +8,8 @@ using namespace std::chrono_literals;
 
 int barrier(Context& context, const BarrierOptions& options)
 {
-  require_coordination(context);
   hold::Gate gate;
+  gate.coordination = &require_coordination(context);
   gate.request.ticket.mode = lock::WaitMode::barrier;
   gate.request.parties = options.parties;
   // A party refreshes its arrival at least this often (a registration lapses 2 s after its

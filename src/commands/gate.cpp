@@ -4,9 +4,9 @@
 
 namespace dlock::commands {
 
-void require_coordination(Context& context)
+lock::Coordination& require_coordination(Context& context)
 {
-  lock::require(context.store, lock::Feature::coordinate);
+  return lock::require_coordination(context.store);
 }
 
 int wait_at_gate(Context& context, const lock::LockName& name, const hold::Gate& gate,

@@ -15,7 +15,7 @@ namespace dlock::commands {
 
 // Refuses a store that cannot coordinate (Feature::coordinate), before any I/O: the one place
 // wait, barrier and latch ask for the store's coordination.
-void require_coordination(Context& context);
+lock::Coordination& require_coordination(Context& context);
 
 // Waits at gate until it opens (0; with -v, says `opened`), --wait runs out
 // (conflict_exit_code), or a signal (128+N; dies of SIGINT and SIGQUIT as acquire's wait does).

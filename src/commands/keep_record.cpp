@@ -1,5 +1,6 @@
 #include "commands/keep_record.hpp"
 
+#include "lock/holder.hpp"
 #include "process/process_table.hpp"
 #include "util/files.hpp"
 #include "util/log.hpp"
@@ -18,16 +19,6 @@
 namespace dlock::commands {
 
 namespace {
-
-// FNV-1a, 64 bits: names the token's files without writing the token itself anywhere.
-std::string token_hash(const std::string& token)
-{
-  std::uint64_t hash = 14695981039346656037ull;
-  for (unsigned char c : token) {
-    hash = (hash ^ c) * 1099511628211ull;
-  }
-  return fmt::format("{:016x}", hash);
-}
 
 // A directory of the user's own that nobody else can write, created if missing; "" if none.
 std::string state_directory()
@@ -83,7 +74,7 @@ KeepRecord::KeepRecord(const std::string& token)
 {
   std::string dir = state_directory();
   if (!dir.empty()) {
-    m_base = dir + "/" + token_hash(token);
+    m_base = dir + "/" + lock::token_fingerprint(token); // never the token itself
   }
 }
 

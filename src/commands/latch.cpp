@@ -27,9 +27,9 @@ void print_count(const lock::LockName& name, std::int64_t count)
 }
 
 // --count: sets the latch.
-int set_latch(Context& context, const LatchOptions& options)
+int set_latch(Context& context, lock::Coordination& gates, const LatchOptions& options)
 {
-  context.store.start_set_latch(options.key, options.count, options.expire);
+  gates.start_set_latch(options.key, options.count, options.expire);
   lock::await_outcome(context.store, lock::Outcome::Op::set_latch,
                       util::deadline_after(context.request_timeout));
   util::log_verbose("latch '{}' set to {} (expires in {})", options.key.str(), options.count,
@@ -41,10 +41,10 @@ int set_latch(Context& context, const LatchOptions& options)
 }
 
 // --down: counts it down.
-int count_down(Context& context, const LatchOptions& options)
+int count_down(Context& context, lock::Coordination& gates, const LatchOptions& options)
 {
   const lock::LockName& name = options.key;
-  context.store.start_count_down(name);
+  gates.start_count_down(name);
   std::int64_t left = lock::await_outcome(context.store, lock::Outcome::Op::count_down,
                                           util::deadline_after(context.request_timeout))
                         .gate.count;
@@ -69,16 +69,17 @@ int count_down(Context& context, const LatchOptions& options)
 
 int latch(Context& context, const LatchOptions& options)
 {
-  require_coordination(context);
+  lock::Coordination& gates = require_coordination(context);
   switch (options.action) {
   case LatchOptions::Action::count:
-    return set_latch(context, options);
+    return set_latch(context, gates, options);
   case LatchOptions::Action::down:
-    return count_down(context, options);
+    return count_down(context, gates, options);
   case LatchOptions::Action::wait:
     break;
   }
   hold::Gate gate;
+  gate.coordination = &gates;
   gate.request.ticket.mode = lock::WaitMode::latch;
   gate.block_cap = 30s;
   gate.subject = fmt::format("latch '{}'", options.key.str());

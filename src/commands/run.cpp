@@ -42,7 +42,7 @@ public:
         release();
       } catch (const Error& error) {
         util::log_warning("could not release lock '{}' ({}); {}", lock::join_names(m_names),
-                          error.what(), m_context.store.left_behind(m_ttl));
+                          error.what(), m_context.store.traits().left_behind_after(m_ttl));
       } catch (...) {
       }
     }
@@ -174,7 +174,7 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
   policy.lease.ttl = options.ttl;
   policy.lease.kill_after = options.kill_after.value_or(options.ttl / 4);
   policy.lease.request_limit = context.request_timeout + options.replicas.timeout; // WAIT's too
-  policy.lease.drift = context.store.clock_drift(options.ttl);
+  policy.lease.drift = context.store.traits().clock_drift(options.ttl);
   policy.replicas = options.replicas;
   policy.on_lost_ignore = options.on_lost_ignore;
   policy.max_hold = options.max_hold;
@@ -212,14 +212,15 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
     released = held.release();
   } catch (const Error& error) {
     util::log_warning("could not release lock '{}' ({}); {}", shown, error.what(),
-                      context.store.left_behind(options.ttl));
+                      context.store.traits().left_behind_after(options.ttl));
   }
   if (released == true) {
     util::log_verbose("released lock '{}'", shown);
   }
   report.released(released, end.status);
   lock::RunVerdict verdict = supervisor.watchdog().verdict(released);
-  std::string notice = verdict.notice ? lock::describe(*verdict.notice, shown, context.store.loss_cause()) : "";
+  std::string notice =
+    verdict.notice ? lock::describe(*verdict.notice, shown, context.store.traits().loss_cause) : "";
   if (verdict.notice) {
     util::log_error("{}", notice);
   }

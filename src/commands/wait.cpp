@@ -8,8 +8,8 @@ using namespace std::chrono_literals;
 
 int wait_until_free(Context& context, const WaitFreeOptions& options)
 {
-  require_coordination(context);
   hold::Gate gate;
+  gate.coordination = &require_coordination(context);
   gate.request.ticket.mode = lock::WaitMode::watch;
   // A watcher blocks for the holder's remaining lease, within this.
   gate.block_cap = 30s;

@@ -36,18 +36,19 @@ std::size_t line_room()
 std::string describe_holders(const lock::AcquireResult& result, bool with_lease,
                              bool with_command)
 {
-  if (result.holder_ttl_ms == -2) {
+  if (result.lease == lock::AcquireResult::Lease::fair_queue) {
     return "no one (earlier --fair waiters go first)";
   }
-  if (result.holder_ttl_ms == -3) {
+  if (result.lease == lock::AcquireResult::Lease::writer_first) {
     return "no one (a waiting exclusive holder goes first)";
   }
   std::string text = with_command ? result.holder.describe() : result.holder.identity();
   if (result.holders > 1) {
     text += fmt::format(" and {} other holder{}", result.holders - 1, result.holders > 2 ? "s" : "");
   }
-  if (with_lease && result.holder_ttl_ms > 0) {
-    text += fmt::format(", lease ends in {}", util::format_duration(Millis(result.holder_ttl_ms)));
+  if (with_lease && result.lease == lock::AcquireResult::Lease::ends
+      && result.holder_ttl > Millis(0)) {
+    text += fmt::format(", lease ends in {}", util::format_duration(result.holder_ttl));
   }
   return text;
 }
@@ -337,10 +338,10 @@ public:
   lock::WaitMode mode() const override { return m_gate.request.ticket.mode; }
   Millis block_cap() const override { return m_gate.block_cap; }
   lock::Outcome::Op op() const override { return lock::Outcome::Op::gate; }
-  void start(lock::Store& store, const lock::WaitTicket& ticket) override
+  void start(lock::Store&, const lock::WaitTicket& ticket) override
   {
     m_gate.request.ticket = ticket;
-    store.start_gate(m_name, m_gate.request); // the one coordination call of a wait
+    m_gate.coordination->start_gate(m_name, m_gate.request); // the one coordination call of a wait
   }
 
   Reading read(const lock::Outcome& answer, lock::WaitTicket& ticket) override

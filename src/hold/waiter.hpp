@@ -59,6 +59,7 @@ struct Passed {
 // A gate to wait at: the request (its ticket's mode says which), the longest single block, and
 // what the progress and time-out lines call it ("barrier 'x'").
 struct Gate {
+  lock::Coordination* coordination = nullptr; // the store's, asked for once by the command
   lock::GateRequest request;
   util::Millis block_cap{30'000};
   std::string subject;

@@ -3,55 +3,128 @@
 #include "lock/store.hpp"
 #include "util/error.hpp"
 
+#include <vector>
+
 namespace dlock::lock {
 
 namespace {
 
-// The feature as the user asked for it, and the stores that have it (one line of the man
-// page's feature × store table).
+constexpr FeatureSet every_feature{Feature::fair,       Feature::shared,   Feature::limit,
+                                   Feature::coordinate, Feature::detached, Feature::replicas};
+
+// One column of the feature table: a kind of store, as refusals name it, and what it does.
+struct Column {
+  StoreKind kind;
+  std::string_view label;   // "etcd", as the list of stores that have a feature names it
+  std::string_view schemes; // " (etcd://)", after the label
+  // The schemes in a list of four stores or more, which would otherwise not fit a line.
+  std::string_view schemes_in_long_list;
+  FeatureSet features;
+};
+
+// The one feature table (the man page's "Features by store" says the same). A Cluster or
+// Sentinel is one Redis store; independent masters (Redlock) cannot agree on a queue, a count
+// or a state; a database session cannot outlive its process.
+constexpr Column table[] = {
+  {StoreKind::redis, "one Redis server, Sentinel or Cluster", " (redis://, rediss://, unix://)", "",
+   every_feature},
+  {StoreKind::redlock, "Redlock", "", "", {Feature::detached, Feature::replicas}},
+  {StoreKind::postgres, "PostgreSQL", " (postgres://)", " (postgres://)", {Feature::shared}},
+  {StoreKind::mysql, "MySQL or MariaDB", " (mysql://)", " (mysql://)", {}},
+  {StoreKind::etcd, "etcd", " (etcd://)", " (etcd://)", {Feature::fair}},
+  {StoreKind::file, "files", " (file://)", " (file://)", {Feature::shared, Feature::limit}},
+  {StoreKind::zookeeper, "ZooKeeper", " (zk://)", " (zk://)", {Feature::fair, Feature::shared}},
+};
+
+// The feature as the user asked for it; what it needs when that is more than a list of the
+// stores that have it (a feature of Redis's forms only, and why); its word in the tests.
 struct Row {
-  const char* asked;
-  const char* stores;
+  std::string_view asked;
+  std::string_view needs;
+  std::string_view word;
 };
 
 Row row(Feature feature)
 {
   switch (feature) {
   case Feature::fair:
-    return {"--fair", "one Redis server, Sentinel or Cluster (redis://, rediss://, unix://), "
-                      "etcd (etcd://) and ZooKeeper (zk://)"};
+    return {"--fair", "", "fair"};
   case Feature::shared:
-    return {"--shared", "one Redis server, Sentinel or Cluster, PostgreSQL (postgres://), "
-                        "files (file://) and ZooKeeper (zk://)"};
+    return {"--shared", "", "shared"};
   case Feature::limit:
-    return {"--limit", "one Redis server, Sentinel or Cluster (redis://, rediss://, unix://) "
-                       "and files (file://)"};
+    return {"--limit", "", "limit"};
   case Feature::coordinate:
-    return {"wait, barrier and latch",
-            "one Redis server, Sentinel or Cluster (redis://, rediss://, unix://)"};
+    return {"wait, barrier and latch", "", "coordinate"};
   case Feature::detached:
     return {"acquire (a lock that outlives the dlock process that took it)",
-            "Redis or Redlock, whose lease is not tied to a connection; use dlock run"};
+            "Redis or Redlock, whose lease is not tied to a connection; use dlock run", "detached"};
   case Feature::replicas:
-    return {"--wait-replicas", "Redis, whose WAIT counts the replicas a write reached"};
+    return {"--wait-replicas", "Redis, whose WAIT counts the replicas a write reached", "replicas"};
   }
-  return {"?", "?"};
+  return {"?", "?", "?"};
+}
+
+// "A, B and C": the stores of the table that have feature.
+std::string stores_with(Feature feature)
+{
+  std::vector<const Column*> having;
+  for (const Column& column : table) {
+    if (column.features.has(feature)) {
+      having.push_back(&column);
+    }
+  }
+  std::string text;
+  for (std::size_t i = 0; i < having.size(); ++i) {
+    text += i == 0 ? "" : i + 1 == having.size() ? " and " : ", ";
+    text += having[i]->label;
+    text += having.size() > 3 ? having[i]->schemes_in_long_list : having[i]->schemes;
+  }
+  return text;
 }
 
 } // namespace
+
+FeatureSet features_of(StoreKind kind)
+{
+  for (const Column& column : table) {
+    if (column.kind == kind) {
+      return column.features;
+    }
+  }
+  return {};
+}
+
+std::initializer_list<StoreKind> store_kinds()
+{
+  static constexpr std::initializer_list<StoreKind> kinds{
+    StoreKind::redis, StoreKind::redlock, StoreKind::postgres, StoreKind::mysql,
+    StoreKind::etcd,  StoreKind::file,    StoreKind::zookeeper};
+  return kinds;
+}
+
+std::string_view feature_word(Feature feature) { return row(feature).word; }
 
 Error refusal(const Store& store, Feature feature)
 {
   Row r = row(feature);
   return Error(ExitCode::usage, "{}: not available on {}; it needs {}", r.asked,
-               store.store_name(), r.stores);
+               store.traits().name, r.needs.empty() ? stores_with(feature) : std::string(r.needs));
 }
 
 void require(const Store& store, Feature feature)
 {
-  if (!store.supports(feature)) {
+  if (!store.traits().features.has(feature)) {
     throw refusal(store, feature);
   }
+}
+
+Coordination& require_coordination(Store& store)
+{
+  Coordination* coordination = store.coordination();
+  if (coordination == nullptr) {
+    throw refusal(store, Feature::coordinate);
+  }
+  return *coordination;
 }
 
 } // namespace dlock::lock

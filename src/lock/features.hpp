@@ -2,6 +2,9 @@
 
 #include "util/error.hpp"
 
+#include <initializer_list>
+#include <string_view>
+
 namespace dlock::lock {
 
 class Store;
@@ -17,9 +20,45 @@ enum class Feature {
   replicas,   // --wait-replicas N: a write acknowledged by the store's replicas
 };
 
+// The features a store has, as one value (StoreTraits::features).
+class FeatureSet {
+public:
+  constexpr FeatureSet() = default;
+  constexpr FeatureSet(std::initializer_list<Feature> features)
+  {
+    for (Feature feature : features) {
+      m_bits |= bit(feature);
+    }
+  }
+  // Whether feature is in the set.
+  constexpr bool has(Feature feature) const noexcept { return (m_bits & bit(feature)) != 0; }
+
+private:
+  static constexpr unsigned bit(Feature feature) { return 1U << static_cast<unsigned>(feature); }
+  unsigned m_bits = 0;
+};
+
+// Every kind of store dlock opens (stores/open.cpp chooses one by URL), as the feature table
+// knows them: Redis in each of its forms (one server, Sentinel, Cluster), Redlock, and so on.
+enum class StoreKind { redis, redlock, postgres, mysql, etcd, file, zookeeper };
+
+// The features of a kind of store: its column of the one feature table (features.cpp), which
+// generates the refusal texts, gives each store its StoreTraits::features, and which the man
+// page's tables and the tests' STORE_FEATURES are checked against (features_test.cpp).
+FeatureSet features_of(StoreKind kind);
+// Every kind of store, in the table's order.
+std::initializer_list<StoreKind> store_kinds();
+// A feature as the tests' STORE_FEATURES words name it: "fair", "shared", "coordinate".
+std::string_view feature_word(Feature feature);
+
+class Coordination;
+
 // Refuses (throws refusal()) a feature the store lacks. Called once, before anything is
 // sent, so that nothing is left behind.
 void require(const Store& store, Feature feature);
+// The store's coordination (wait, barrier, latch), asked for once before anything is sent;
+// refuses (throws refusal(Feature::coordinate)) a store that has none.
+Coordination& require_coordination(Store& store);
 // The one line that refuses feature on store (Error(usage)), naming the stores that have it.
 Error refusal(const Store& store, Feature feature);
 

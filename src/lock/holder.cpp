@@ -1,5 +1,6 @@
 #include "lock/holder.hpp"
 
+#include "util/sha256.hpp"
 #include "util/text.hpp"
 
 #include <fmt/format.h>
@@ -145,6 +146,11 @@ std::string recorded_command(const std::vector<std::string>& argv, bool whole_li
     }
   }
   return std::string(util::utf8_prefix(line, max_command_length));
+}
+
+std::string token_fingerprint(std::string_view token, std::size_t hex_digits)
+{
+  return util::sha256_hex(token).substr(0, hex_digits);
 }
 
 } // namespace dlock::lock

@@ -75,4 +75,9 @@ inline std::optional<std::int64_t> parse_fence(std::string_view text) { return p
 // the whole command line, truncated, only with whole_line (--record-command).
 std::string recorded_command(const std::vector<std::string>& argv, bool whole_line);
 
+// What is written instead of a holder's token wherever others may read it (a store's record,
+// a session's name, a local state file's name): the first hex_digits of its SHA-256. Each
+// store keeps the length it has always written, so that what it stored stays readable.
+std::string token_fingerprint(std::string_view token, std::size_t hex_digits = 16);
+
 } // namespace dlock::lock

@@ -4,24 +4,28 @@ namespace dlock::lock {
 
 Outcome await_outcome(Store& store, Outcome::Op op, util::TimePoint deadline)
 {
-  while (true) {
-    if (std::optional<Outcome> outcome = store.next_outcome()) {
-      if (outcome->op != op) {
-        continue;
-      }
-      if (outcome->error) {
-        throw *outcome->error;
-      }
-      return std::move(*outcome);
+  std::optional<Outcome> found;
+  auto arrived = [&] {
+    while ((found = store.next_outcome()) && found->op != op) {
     }
-    if (util::monotonic_now() >= deadline) {
-      throw store.timed_out();
-    }
-    util::EventLoop loop;
-    store.watch(loop);
-    loop.wake_at(deadline);
-    loop.wait();
+    return found.has_value();
+  };
+  if (!util::run_until(deadline, arrived, [&store](util::EventLoop& loop) { store.watch(loop); })) {
+    throw store.timed_out();
   }
+  if (found->error) {
+    throw *found->error;
+  }
+  return std::move(*found);
+}
+
+std::string StoreTraits::left_behind_after(util::Millis ttl) const
+{
+  std::string text = left_behind;
+  if (std::size_t at = text.find("{ttl}"); at != std::string::npos) {
+    text.replace(at, 5, util::format_duration(ttl));
+  }
+  return text;
 }
 
 Outcome renew_any(Store& store, const LockName& name, RenewRequest request,

@@ -62,11 +62,18 @@ struct AcquireRequest {
 
 // The outcome of one acquisition attempt.
 struct AcquireResult {
+  // When not acquired: what is known of the holder's lease, or why a free lock was not taken.
+  enum class Lease {
+    ends,         // the holder's lease ends in holder_ttl (0: not known)
+    no_expiry,    // held without a TTL: by a session or a process, or by data dlock did not write
+    fair_queue,   // free, but earlier --fair waiters go first
+    writer_first, // free, but a waiting exclusive holder goes before new shared ones
+  };
+
   bool acquired = false;
   std::int64_t fence = 0;         // when acquired: this holder's fencing token
-  std::int64_t holder_ttl_ms = 0; // when not: the holder's remaining lease (-1: none; -2: free
-                                  // but earlier --fair waiters go first; -3: free, but a
-                                  // waiting exclusive holder goes before new shared ones)
+  Lease lease = Lease::ends;      // when not: see Lease
+  util::Millis holder_ttl{0};     // when not, and lease ends: what is left of it
   HolderInfo holder;              // when not: who holds it (may be empty)
   std::int64_t holders = 0;       // when not: how many --shared or --limit holders have it
   // When not: the key is held as another kind, which this one cannot share (nothing was
@@ -91,7 +98,7 @@ struct GateResult {
   std::int64_t parties = 0;
   std::int64_t arrived = 0; // barrier: parties arrived so far, this one included
   std::int64_t count = -1;  // latch: the count left (-1: no latch is set)
-  AcquireResult lock;       // watch, when held: who holds it (holder_ttl_ms, holder, holders)
+  AcquireResult lock;       // watch, when held: who holds it (lease, holder_ttl, holder, holders)
 };
 
 // One renewal: extend the lease if token still holds it.
@@ -117,11 +124,11 @@ struct Outcome {
   };
 
   Op op = Op::acquire;
-  std::optional<Error> error; // the store did not answer, or refused (its exit code inside)
-  bool held = false;          // renew, release: the token held the lock
-  AcquireResult acquire;      // acquire
+  std::optional<Error> error{}; // the store did not answer, or refused (its exit code inside)
+  bool held = false;            // renew, release: the token held the lock
+  AcquireResult acquire{};      // acquire
   // With a ReplicaAck, once the write was made: how many replicas acknowledged it in time.
-  std::optional<int> replicas_acknowledged;
+  std::optional<int> replicas_acknowledged{};
   bool slot = false; // renew: the token holds a --shared or --limit slot, not the lock alone
   // gate; withdraw of a barrier party (open: it tripped before the withdrawal, which then
   // withdrew nothing); count_down (count: what is left, -1: no latch).
@@ -129,6 +136,61 @@ struct Outcome {
   // disconnected: the connection was the lease (a database session), so the lock went with
   // it; the holder confirms at once instead of after a retry interval.
   bool lease_ended = false;
+
+  // op's answer that says no more than done, or failed with error.
+  static Outcome of(Op op, std::optional<Error> error = std::nullopt)
+  {
+    return Outcome{.op = op, .error = std::move(error)};
+  }
+  // A renewal's or release's answer: whether the token held the lock.
+  static Outcome holding(Op op, bool held) { return Outcome{.op = op, .held = held}; }
+};
+
+// What a store is, as the commands above it need to know it: one value per store.
+struct StoreTraits {
+  // The store as messages name it: "Redis", "Redlock (several --url)", "PostgreSQL (postgres://)".
+  std::string name;
+  // What it can do correctly beyond one exclusive lock with a lease (lock::require refuses the
+  // rest): one Redis server can do all; independent masters (Redlock) cannot agree on a queue,
+  // a count or a state; a database session cannot outlive its process.
+  FeatureSet features{};
+  // How far the clocks of the store's nodes may run apart over a lease: a part of the TTL
+  // (in %) plus a margin; a holder counts its lease as ending that much earlier (Redlock: 1% of
+  // the TTL + 2 ms; one server: none).
+  int drift_percent = 0;
+  util::Millis drift_margin{0};
+  // What becomes of a lock whose release did not get through, for the warning that says so
+  // ("{ttl}" stands for the lease's TTL): a lease ends with its TTL; a database session's
+  // lock, when the server ends the session.
+  std::string left_behind = "it expires within {ttl}";
+  // How a lock is lost in this store, for the message that says it was: a lease expires; a
+  // database session's lock goes with the session.
+  std::string loss_cause = "it expired or was released by someone else";
+
+  // The clock drift over a lease of ttl.
+  util::Millis clock_drift(util::Millis ttl) const
+  {
+    return ttl * drift_percent / 100 + drift_margin;
+  }
+  // left_behind, said of a lease of ttl.
+  std::string left_behind_after(util::Millis ttl) const;
+};
+
+// Waiters that take nothing (dlock wait, barrier, latch): what a store offers when it keeps
+// one state per name besides the lock (Store::coordination, Feature::coordinate).
+class Coordination {
+public:
+  virtual ~Coordination() = default;
+  // One attempt at the gate request.ticket.mode names (Outcome::gate): open, or, in the same
+  // step, the waiter is registered so that whatever opens it wakes it (start_wait_for_wake);
+  // a barrier's last arrival wakes the other parties before its outcome comes.
+  virtual void start_gate(const LockName& name, const GateRequest& request) = 0;
+  // Sets the lock name's count-down latch to count, expiring after expire (so nothing is left
+  // forever); a latch set before starts again.
+  virtual void start_set_latch(const LockName& name, std::int64_t count, util::Millis expire) = 0;
+  // Counts the latch down by one (Outcome::gate.count: what is left, -1 if none is set); at
+  // zero it wakes every waiter and stays there until it expires.
+  virtual void start_count_down(const LockName& name) = 0;
 };
 
 // The lock protocol of one store, non-blocking: start operations, let an EventLoop watch the
@@ -154,21 +216,6 @@ public:
   // Forgets a waiter that gives up (registrations also expire on their own); a barrier party's
   // arrival is withdrawn only if its barrier has not tripped (Outcome::gate.open if it had).
   virtual void start_withdraw(const LockName& name, const WaitTicket& ticket) = 0;
-  // Raises the lock's fencing counter to at least at_least, for a store made of several
-  // (Redlock): the next majority shares a node with this one, so its token is larger.
-  virtual void start_raise_fence(const LockName& name, std::int64_t at_least) = 0;
-
-  // Waiters that take nothing (dlock wait, barrier, latch); see Feature::coordinate.
-  // One attempt at the gate request.ticket.mode names (Outcome::gate): open, or, in the same
-  // step, the waiter is registered so that whatever opens it wakes it (start_wait_for_wake);
-  // a barrier's last arrival wakes the other parties before its outcome comes.
-  virtual void start_gate(const LockName& name, const GateRequest& request) = 0;
-  // Sets the lock name's count-down latch to count, expiring after expire (so nothing is left
-  // forever); a latch set before starts again.
-  virtual void start_set_latch(const LockName& name, std::int64_t count, util::Millis expire) = 0;
-  // Counts the latch down by one (Outcome::gate.count: what is left, -1 if none is set); at
-  // zero it wakes every waiter and stays there until it expires.
-  virtual void start_count_down(const LockName& name) = 0;
 
   // Has loop watch whatever the store waits on, for one round.
   virtual void watch(util::EventLoop& loop) = 0;
@@ -179,35 +226,15 @@ public:
   virtual void abandon() noexcept = 0;
   // Abandons everything in flight and says what timed out, for a caller whose deadline passed.
   virtual Error timed_out() noexcept = 0;
-  // Caps the time a connection attempt may block (a TLS handshake is not driven by poll).
-  virtual void limit_blocking(util::Millis limit) noexcept = 0;
+  // Caps the time a connection attempt may block (a TLS handshake is not driven by poll); a
+  // store whose connections never block (a database's, etcd's, a file's) ignores it.
+  virtual void limit_blocking(util::Millis limit) noexcept { (void)limit; }
 
-  // How far the clocks of the store's nodes may run apart over a lease of ttl; a holder counts
-  // its lease as ending that much earlier (Redlock: 1% of the TTL + 2 ms; one server: 0).
-  virtual util::Millis clock_drift(util::Millis ttl) const noexcept
-  {
-    (void)ttl;
-    return util::Millis(0);
-  }
-  // Whether the store can do a feature correctly (lock::require refuses the others): one
-  // Redis server can do all; independent masters (Redlock) cannot agree on a queue, a count or
-  // a state; a database session cannot outlive its process.
-  virtual bool supports(Feature feature) const noexcept
-  {
-    (void)feature;
-    return true;
-  }
-  // What becomes of a lock whose release did not get through, for the warning that says so:
-  // a lease ends with its TTL; a database session's lock, when the server ends the session.
-  virtual std::string left_behind(util::Millis ttl) const
-  {
-    return "it expires within " + util::format_duration(ttl);
-  }
-  // How a lock is lost in this store, for the message that says it was: a lease expires; a
-  // database session's lock goes with the session.
-  virtual std::string loss_cause() const { return "it expired or was released by someone else"; }
-  // The store as messages name it: "Redis", "Redlock (several --url)", "PostgreSQL".
-  virtual std::string store_name() const = 0;
+  // What the store is and can do: its name, features, clock drift and how a lease ends.
+  virtual const StoreTraits& traits() const noexcept = 0;
+  // The store's waiters that take nothing (wait, barrier, latch; Feature::coordinate), whose
+  // outcomes come from next_outcome() with the others; nullptr when it has none.
+  virtual Coordination* coordination() noexcept { return nullptr; }
   // Descriptors the command inherits while the locks are held: file://'s lock files, as
   // flock(1) gives them to its command; every other descriptor of dlock's is closed for it.
   virtual std::vector<int> inherited_descriptors() const { return {}; }

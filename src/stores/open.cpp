@@ -110,7 +110,7 @@ std::unique_ptr<lock::Store> open_store(const StoreConfig& config)
     return open_redis(config.urls.empty() ? "redis://127.0.0.1:6379" : config.urls.front(), config);
   }
   // Several URLs: Redlock across independent masters, each a plain server.
-  std::vector<std::unique_ptr<lock::Store>> nodes;
+  std::vector<std::unique_ptr<redis::Node>> nodes;
   std::vector<std::string> names;
   for (const std::string& url : config.urls) {
     if (redis::is_sentinel_url(url)) {

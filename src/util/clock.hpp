@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 
 namespace dlock::util {
 
@@ -13,5 +14,19 @@ inline TimePoint monotonic_now() { return std::chrono::steady_clock::now(); }
 // The deadline of one request sent now: each request gets the whole timeout (--connect-timeout)
 // to itself, so a long series of requests is never cut short by a budget for the whole series.
 inline TimePoint deadline_after(std::chrono::milliseconds timeout) { return monotonic_now() + timeout; }
+
+// The wall clock in ms since the Unix epoch, for what a store records or reports (a holder's
+// acquired_ms, a status's server time) where the store has no clock of its own to ask.
+inline std::int64_t unix_ms()
+{
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+// The same in µs.
+inline std::int64_t unix_us()
+{
+  using namespace std::chrono;
+  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+}
 
 } // namespace dlock::util

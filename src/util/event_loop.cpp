@@ -47,4 +47,19 @@ bool EventLoop::wait()
   return ran;
 }
 
+bool run_until(TimePoint deadline, const std::function<bool()>& done,
+               const std::function<void(EventLoop&)>& watch)
+{
+  while (!done()) {
+    if (monotonic_now() >= deadline) {
+      return false;
+    }
+    EventLoop loop;
+    watch(loop);
+    loop.wake_at(deadline);
+    loop.wait();
+  }
+  return true;
+}
+
 } // namespace dlock::util

@@ -36,4 +36,10 @@ private:
   TimePoint m_wake = TimePoint::max();
 };
 
+// Blocks until done() holds (true) or deadline passes first (false), each round waiting in a
+// fresh EventLoop that watch fills: the one blocking wait of a store on its own descriptors
+// (a status, a list, one call), whatever the store.
+bool run_until(TimePoint deadline, const std::function<bool()>& done,
+               const std::function<void(EventLoop&)>& watch);
+
 } // namespace dlock::util

@@ -164,8 +164,6 @@ std::string without_url_secrets(std::string text, std::string_view url)
   return text;
 }
 
-namespace {
-
 int hex_value(char c)
 {
   if (c >= '0' && c <= '9') {
@@ -180,10 +178,9 @@ int hex_value(char c)
   return -1;
 }
 
-} // namespace
-
-std::optional<std::string> percent_decode(std::string_view text)
+std::optional<std::string> percent_decode(std::string_view text, HexDigits digits)
 {
+  auto lower = [digits](char c) { return digits == HexDigits::upper_case && c >= 'a' && c <= 'f'; };
   std::string out;
   for (std::size_t i = 0; i < text.size(); ++i) {
     if (text[i] == '%') {
@@ -192,7 +189,7 @@ std::optional<std::string> percent_decode(std::string_view text)
       }
       int hi = hex_value(text[i + 1]);
       int lo = hex_value(text[i + 2]);
-      if (hi < 0 || lo < 0) {
+      if (hi < 0 || lo < 0 || lower(text[i + 1]) || lower(text[i + 2])) {
         return std::nullopt;
       }
       out.push_back(static_cast<char>(hi * 16 + lo));

@@ -35,9 +35,17 @@ std::vector<PasswordSpan> secret_spans(std::string_view url);
 // Whether a URL string carries a secret (secret_spans), so the CLI can warn that argv shows it.
 bool url_has_password(std::string_view url);
 
+// Which hex digits a %XX escape may use: either case (a URL), or upper case only (a name that
+// dlock encodes itself, so that one name has one spelling).
+enum class HexDigits { any_case, upper_case };
+
 // Decodes the %XX escapes of a URL part (a '@', ':' or '/' in a user name, password or
-// path must be escaped); nullopt when an escape is malformed.
-std::optional<std::string> percent_decode(std::string_view text);
+// path must be escaped), or of a name a store encodes so; nullopt when an escape is malformed.
+std::optional<std::string> percent_decode(std::string_view text,
+                                          HexDigits digits = HexDigits::any_case);
+
+// The value of a hex digit of either case; -1 for any other character.
+int hex_value(char c);
 
 // The URL with each secret replaced by "***", safe for messages.
 std::string url_redacted(std::string_view url);

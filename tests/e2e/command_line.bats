@@ -210,3 +210,25 @@ usage_error_naming() {
   run -78 --separate-stderr "$DLOCK" --password-file "$BATS_TEST_TMPDIR/pwdir" status k
   [[ $stderr == *"is a directory"* ]] || fail "$stderr"
 }
+
+@test "a feature the store lacks is refused (64, one line) before any I/O, even with the store down" {
+  # Nothing listens on port 1: a store asked before the feature is checked would end 69.
+  local args url
+  for args in "etcd://127.0.0.1:1 run --shared" "postgres://dlock@127.0.0.1:1/db run --limit 2" \
+    "mysql://dlock@127.0.0.1:1/db run --fair" "zk://127.0.0.1:1 run --limit 2" \
+    "etcd://127.0.0.1:1 run --wait-replicas 1" "etcd://127.0.0.1:1 acquire --ttl 30s" \
+    "postgres://dlock@127.0.0.1:1/db wait" "zk://127.0.0.1:1 latch --count 2" \
+    "mysql://dlock@127.0.0.1:1/db barrier --parties 2"; do
+    set -- $args
+    url=$1
+    shift
+    if [ "$1" = run ]; then
+      run -64 --separate-stderr timeout 30 "$DLOCK" "$@" -u "$url" --key k -- echo ran
+    else
+      run -64 --separate-stderr timeout 30 "$DLOCK" "$@" -u "$url" --key k
+    fi
+    [[ $stderr == "dlock: "*": not available on "* ]] || fail "$args: $stderr"
+    [ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ] || fail "$args: not one line: $stderr"
+    refute_output --partial ran
+  done
+}

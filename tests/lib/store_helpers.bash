@@ -11,7 +11,8 @@
 #                       how many it ended
 #   STORE_FEATURES      the words of what the store does, which scenarios check with store_has:
 #                       shared, limit, fair, coordinate (wait, barrier, latch), detached
-#                       (acquire), session (a lock is freed as soon as its holder dies),
+#                       (acquire), replicas (--wait-replicas), session (a lock is freed as
+#                       soon as its holder dies),
 #                       loss_notice (the server tells the holder at once that its lock is
 #                       gone, a session's end or a watch, not its next renewal), sql
 #                       (the database stores' own scenarios: URLs, roles, server settings)

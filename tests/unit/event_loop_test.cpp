@@ -44,3 +44,15 @@ TEST(EventLoop, RunsTheHandlersOfReadyDescriptorsOnly)
     ::close(fd);
   }
 }
+
+TEST(EventLoop, RunUntilStopsWhenDoneOrAtTheDeadline)
+{
+  int rounds = 0;
+  auto done_at_third = [&] { return ++rounds >= 3; };
+  auto nothing = [](EventLoop& loop) { loop.wake_at(monotonic_now()); };
+  EXPECT_TRUE(dlock::util::run_until(monotonic_now() + 10s, done_at_third, nothing));
+  EXPECT_EQ(rounds, 3);
+  auto start = monotonic_now();
+  EXPECT_FALSE(dlock::util::run_until(start + 20ms, [] { return false; }, [](EventLoop&) {}));
+  EXPECT_GE(monotonic_now() - start, 20ms);
+}

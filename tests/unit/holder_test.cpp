@@ -88,3 +88,12 @@ TEST(Holder, CurrentFitsTheCapAndNotDlockSaysSo)
   negative.pid = -1;
   EXPECT_FALSE(negative.plausible());
 }
+
+TEST(Holder, ATokensFingerprintIsAPrefixOfItsSha256OfTheLengthAStoreWrites)
+{
+  std::string sixteen = dlock::lock::token_fingerprint("secret-token");
+  EXPECT_EQ(sixteen.size(), 16u);
+  EXPECT_EQ(dlock::lock::token_fingerprint("secret-token", 32).substr(0, 16), sixteen);
+  EXPECT_EQ(dlock::lock::token_fingerprint("", 8), "e3b0c442"); // SHA-256 of nothing
+  EXPECT_EQ(sixteen.find("secret"), std::string::npos);
+}

@@ -21,76 +21,67 @@ namespace {
 
 // One node: answers each request with the next scripted outcome of its kind, and records
 // what it was asked.
-class ScriptedNode final : public dlock::lock::Store {
+class ScriptedNode final : public dlock::redis::Node {
 public:
   std::deque<Outcome> acquire_answers, renew_answers;
-  int acquires = 0, renews = 0, releases = 0, coordinations = 0;
+  int acquires = 0, renews = 0, releases = 0;
   std::int64_t raised_to = 0;
 
   static Outcome granted(std::int64_t fence)
   {
-    Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+    Outcome outcome{.op = Op::acquire};
     outcome.acquire.acquired = true;
     outcome.acquire.fence = fence;
     return outcome;
   }
   static Outcome refused(std::int64_t holder_pid)
   {
-    Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+    Outcome outcome{.op = Op::acquire};
     outcome.acquire.holder.pid = holder_pid;
-    outcome.acquire.holder_ttl_ms = 5000;
+    outcome.acquire.holder_ttl = 5000ms;
     outcome.acquire.block = 5000ms;
     return outcome;
   }
-  static Outcome failed(Op op) { return Outcome{op, dlock::Error(ExitCode::unavailable, "down"), false, {}, {}}; }
-  static Outcome renewed(bool held) { return Outcome{Op::renew, std::nullopt, held, {}, {}}; }
+  static Outcome failed(Op op) { return Outcome::of(op, dlock::Error(ExitCode::unavailable, "down")); }
+  static Outcome renewed(bool held) { return Outcome::holding(Op::renew, held); }
 
   void start_acquire(const LockName&, const AcquireRequest&) override
   {
     ++acquires;
-    m_ready.push_back(next(acquire_answers, granted(1)));
+    m_answers.answer(next(acquire_answers, granted(1)));
   }
   void start_wait_for_wake(const LockName&, const dlock::lock::WaitTicket&, dlock::util::Millis) override
   {
-    m_ready.push_back(Outcome{Op::wait_for_wake, std::nullopt, false, {}, {}});
+    m_answers.answer(Outcome::of(Op::wait_for_wake));
   }
   void start_renew(const LockName&, const RenewRequest&) override
   {
     ++renews;
-    m_ready.push_back(next(renew_answers, renewed(true)));
+    m_answers.answer(next(renew_answers, renewed(true)));
   }
   void start_release(const LockName&, const std::string&) override
   {
     ++releases;
-    m_ready.push_back(Outcome{Op::release, std::nullopt, true, {}, {}});
+    m_answers.answer(Outcome::holding(Op::release, true));
   }
   void start_withdraw(const LockName&, const dlock::lock::WaitTicket&) override
   {
-    m_ready.push_back(Outcome{Op::withdraw, std::nullopt, false, {}, {}});
+    m_answers.answer(Outcome::of(Op::withdraw));
   }
   void start_raise_fence(const LockName&, std::int64_t at_least) override
   {
     raised_to = at_least;
-    m_ready.push_back(Outcome{Op::raise_fence, std::nullopt, false, {}, {}});
+    m_answers.answer(Outcome::of(Op::raise_fence));
   }
-  // Redlock refuses wait, barrier and latch before asking any node.
-  void start_gate(const LockName&, const dlock::lock::GateRequest&) override { ++coordinations; }
-  void start_set_latch(const LockName&, std::int64_t, dlock::util::Millis) override { ++coordinations; }
-  void start_count_down(const LockName&) override { ++coordinations; }
   void watch(dlock::util::EventLoop&) override {}
-  std::optional<Outcome> next_outcome() override
-  {
-    if (m_ready.empty()) {
-      return std::nullopt;
-    }
-    Outcome outcome = m_ready.front();
-    m_ready.pop_front();
-    return outcome;
-  }
-  void abandon() noexcept override { m_ready.clear(); }
+  std::optional<Outcome> next_outcome() override { return m_answers.next(); }
+  void abandon() noexcept override { m_answers.clear(); }
   dlock::Error timed_out() noexcept override { return dlock::Error(ExitCode::unavailable, "timed out"); }
-  void limit_blocking(dlock::util::Millis) noexcept override {}
-  std::string store_name() const override { return "scripted node"; }
+  const dlock::lock::StoreTraits& traits() const noexcept override
+  {
+    static const dlock::lock::StoreTraits traits{.name = "scripted node"};
+    return traits;
+  }
   dlock::lock::LockStatus status(const LockName&, dlock::util::TimePoint) override { return {}; }
   std::vector<dlock::lock::LockStatus> list(std::string_view, dlock::util::Millis) override { return {}; }
 
@@ -104,7 +95,7 @@ private:
     answers.pop_front();
     return outcome;
   }
-  std::deque<Outcome> m_ready;
+  dlock::lock::OutcomeQueue m_answers;
 };
 
 struct Cluster {
@@ -113,7 +104,7 @@ struct Cluster {
 
   explicit Cluster(std::size_t n)
   {
-    std::vector<std::unique_ptr<dlock::lock::Store>> owned;
+    std::vector<std::unique_ptr<dlock::redis::Node>> owned;
     std::vector<std::string> names;
     for (std::size_t i = 0; i < n; ++i) {
       auto node = std::make_unique<ScriptedNode>();
@@ -157,8 +148,8 @@ TEST(Redlock, AMajorityGrantsTheLockWithTheLargestFenceAndLessThanTheTtl)
   EXPECT_TRUE(outcome.acquire.acquired);
   EXPECT_EQ(outcome.acquire.fence, 40);
   ASSERT_TRUE(outcome.acquire.validity);
-  EXPECT_LE(*outcome.acquire.validity, 10s - c.store->clock_drift(10s));
-  EXPECT_EQ(c.store->clock_drift(10s), 102ms); // 1% + 2 ms
+  EXPECT_LE(*outcome.acquire.validity, 10s - c.store->traits().clock_drift(10s));
+  EXPECT_EQ(c.store->traits().clock_drift(10s), 102ms); // 1% + 2 ms
   EXPECT_EQ(c.nodes[0]->releases, 0) << "a lock that is held is not given back";
   for (ScriptedNode* node : c.nodes) {
     EXPECT_EQ(node->raised_to, 40) << "every node learns the token a majority handed out";
@@ -279,8 +270,10 @@ TEST(Redlock, PerNodeTimeoutIsSmallAgainstTheTtl)
   EXPECT_EQ(RedlockStore::node_timeout(10s), 200ms);
   EXPECT_EQ(RedlockStore::node_timeout(1s), 50ms);
   EXPECT_EQ(RedlockStore::node_timeout(1h), 500ms);
-  EXPECT_FALSE(Cluster(3).store->supports(dlock::lock::Feature::fair));
-  EXPECT_TRUE(Cluster(3).store->supports(dlock::lock::Feature::detached));
+  EXPECT_FALSE(Cluster(3).store->traits().features.has(dlock::lock::Feature::fair));
+  EXPECT_TRUE(Cluster(3).store->traits().features.has(dlock::lock::Feature::detached));
+  // Wait, barrier and latch are refused before any node is asked: no coordination at all.
+  EXPECT_EQ(Cluster(3).store->coordination(), nullptr);
   EXPECT_EQ(Cluster(5).store->quorum(), 3u);
   EXPECT_EQ(Cluster(4).store->quorum(), 3u);
 }

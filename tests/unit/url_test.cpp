@@ -232,3 +232,16 @@ TEST(SentinelUrl, RefusesMalformedOnesWithUsage)
     }
   }
 }
+
+TEST(Url, PercentDecodingTakesEitherCaseUnlessANameWantsUpperCaseOnly)
+{
+  using dlock::util::HexDigits;
+  using dlock::util::percent_decode;
+  EXPECT_EQ(percent_decode("a%2Fb%2fc"), "a/b/c");
+  EXPECT_EQ(percent_decode("a%2Fb", HexDigits::upper_case), "a/b");
+  EXPECT_FALSE(percent_decode("a%2fb", HexDigits::upper_case)) << "one name, one spelling";
+  EXPECT_FALSE(percent_decode("a%2"));
+  EXPECT_FALSE(percent_decode("a%G0"));
+  EXPECT_EQ(dlock::util::hex_value('f'), 15);
+  EXPECT_EQ(dlock::util::hex_value('G'), -1);
+}

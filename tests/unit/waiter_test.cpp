@@ -58,7 +58,7 @@ struct Bench {
 
 Outcome gate_shut(Millis block)
 {
-  Outcome outcome{Outcome::Op::gate, std::nullopt, false, {}, {}};
+  Outcome outcome = Outcome::of(Outcome::Op::gate);
   outcome.gate.block = block;
   return outcome;
 }
@@ -213,6 +213,7 @@ TEST(Waiter, ABarrierPartyWaitsForTheOthersWithItsGeneration)
     return outcome;
   };
   Gate gate;
+  gate.coordination = bench.store.coordination();
   gate.request.ticket.mode = WaitMode::barrier;
   gate.request.parties = 3;
   gate.block_cap = 5s;
@@ -235,6 +236,7 @@ TEST(Waiter, ABarrierOfOtherPartiesIsTheCallersMistake)
     return outcome;
   };
   Gate gate;
+  gate.coordination = bench.store.coordination();
   gate.request.ticket.mode = WaitMode::barrier;
   gate.request.parties = 3;
   try {
@@ -252,11 +254,12 @@ TEST(Waiter, ABarrierThatTrippedWhileTheLastPartyWithdrewIsPassed)
   bench.store.gate_answer = [](int) { return gate_shut(5s); };
   bench.store.wake_answer = [](int) { return std::nullopt; };
   bench.store.withdraw_answer = [](int) {
-    Outcome outcome{Outcome::Op::withdraw, std::nullopt, false, {}, {}};
+    Outcome outcome = Outcome::of(Outcome::Op::withdraw);
     outcome.gate.open = true;
     return outcome;
   };
   Gate gate;
+  gate.coordination = bench.store.coordination();
   gate.request.ticket.mode = WaitMode::barrier;
   gate.request.parties = 0;
   Passed passed = Waiter(bench.clock, bench.store, bench.signals, bench.policy(2s))
@@ -272,6 +275,7 @@ TEST(Waiter, ALatchWaiterInterruptedBySignalWithdrawsNothing)
   bench.store.gate_answer = [](int) { return gate_shut(30s); };
   bench.store.wake_answer = [](int) { return std::nullopt; };
   Gate gate;
+  gate.coordination = bench.store.coordination();
   gate.request.ticket.mode = WaitMode::latch;
   ::raise(SIGUSR2);
   Passed passed = Waiter(bench.clock, bench.store, bench.signals, bench.policy())

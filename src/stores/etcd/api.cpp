@@ -1,6 +1,5 @@
 #include "stores/etcd/api.hpp"
 
-#include "util/sha256.hpp"
 #include "util/url.hpp"
 
 #include <fmt/format.h>
@@ -404,7 +403,7 @@ std::string fingerprint_of(const KeyValue& kv)
 
 std::string token_fingerprint(const std::string& token)
 {
-  return util::sha256_hex(token).substr(0, 32);
+  return lock::token_fingerprint(token, 32);
 }
 
 std::optional<Error> answer_error(long http_status, const Json& body, const std::string& where)

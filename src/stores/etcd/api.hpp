@@ -99,6 +99,7 @@ std::string holder_value(const lock::HolderInfo& holder, const std::string& toke
 // that is not dlock's record (too long, not a JSON object) is shown as "not dlock".
 lock::HolderInfo holder_of(const KeyValue& kv);
 std::string fingerprint_of(const KeyValue& kv);
+// etcd's records carry 32 hex digits of the token's fingerprint.
 std::string token_fingerprint(const std::string& token);
 
 // The error an etcd answer carries (HTTP status and body), or nullopt when it is a success:

@@ -448,20 +448,15 @@ Answer Client::call(const std::string& path, const Json& body, util::TimePoint d
 {
   std::optional<Answer> got;
   std::uint64_t id = post(path, body, [&got](Answer& a) { got = std::move(a); });
-  while (true) {
+  auto arrived = [&] {
     pump();
-    if (got) {
-      return std::move(*got);
-    }
-    if (util::monotonic_now() >= deadline) {
-      cancel(id);
-      return Answer{Error(ExitCode::unavailable, "etcd at {} did not answer in time", current()), {}};
-    }
-    util::EventLoop loop;
-    watch(loop);
-    loop.wake_at(deadline);
-    loop.wait();
+    return got.has_value();
+  };
+  if (!util::run_until(deadline, arrived, [this](util::EventLoop& loop) { watch(loop); })) {
+    cancel(id);
+    return Answer{Error(ExitCode::unavailable, "etcd at {} did not answer in time", current()), {}};
   }
+  return std::move(*got);
 }
 
 } // namespace dlock::etcd

@@ -19,13 +19,6 @@ namespace {
 // The longest a waiter waits for a wake-up before it asks again (renewing its lease then).
 constexpr Millis longest_block{30'000};
 
-std::int64_t unix_ms()
-{
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-           std::chrono::system_clock::now().time_since_epoch())
-    .count();
-}
-
 // etcd leases are whole seconds: a TTL rounds up (etcd itself raises one below its minimum).
 std::int64_t lease_seconds(Millis ttl) { return std::max<std::int64_t>(1, (ttl.count() + 999) / 1000); }
 
@@ -56,6 +49,16 @@ EtcdStore::EtcdStore(EtcdUrl url, std::optional<std::string> password, stores::T
 {
 }
 
+const lock::StoreTraits& EtcdStore::traits() const noexcept
+{
+  static const lock::StoreTraits traits{
+    .name = "etcd (etcd://)",
+    .features = lock::features_of(lock::StoreKind::etcd),
+    .loss_cause = "its etcd lease expired or was revoked, or its key was deleted",
+  };
+  return traits;
+}
+
 EtcdStore::~EtcdStore()
 {
   if (::getpid() != m_pid) {
@@ -69,11 +72,6 @@ EtcdStore::~EtcdStore()
     }
   } catch (...) { // NOLINT(bugprone-empty-catch): the leases expire by themselves
   }
-}
-
-void EtcdStore::answer(Op op, std::optional<Error> error)
-{
-  m_ready.push_back(Outcome{op, std::move(error), false, {}, {}});
 }
 
 void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireRequest& request)
@@ -94,10 +92,10 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
   }
   Mine& mine = found->second;
   if (mine.owner) { // asked again (a retry after a lost answer): it is ours
-    Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+    Outcome outcome{.op = Op::acquire};
     outcome.acquire.acquired = true;
     outcome.acquire.fence = mine.revision;
-    answer(std::move(outcome));
+    m_answers.answer(std::move(outcome));
     return;
   }
   // Queued: keep our place (the lease alive), then see who is first now.
@@ -154,7 +152,7 @@ void EtcdStore::put_key(const std::string& name, const lock::AcquireRequest& req
 {
   const Mine& mine = m_mine.at(name);
   lock::HolderInfo me = request.holder;
-  me.acquired_ms = unix_ms();
+  me.acquired_ms = util::unix_ms();
   me.ttl_ms = request.ttl.count();
   m_client.post("/v3/kv/txn",
                 acquire_txn(mine.key, holder_value(me, token_fingerprint(request.token)),
@@ -197,23 +195,23 @@ void EtcdStore::decide(const std::string& name, const lock::AcquireRequest& requ
     return;
   }
   mine.revision = ours->create_revision;
-  Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+  Outcome outcome{.op = Op::acquire};
   lock::AcquireResult& result = outcome.acquire;
   if (ours == keys.begin()) {
     mine.owner = true;
     watch_own_key(name);
     result.acquired = true;
     result.fence = mine.revision;
-    answer(std::move(outcome));
+    m_answers.answer(std::move(outcome));
     return;
   }
   result.holder = holder_of(keys.front());
   result.holders = 1;
-  result.holder_ttl_ms = -1;
+  result.lease = lock::AcquireResult::Lease::no_expiry;
   if (request.ticket.mode == lock::WaitMode::once) {
     std::int64_t lease = mine.lease;
     m_mine.erase(found);
-    revoke(lease, [this, outcome](Answer&) { answer(outcome); });
+    revoke(lease, [this, outcome](Answer&) { m_answers.answer(outcome); });
     return;
   }
   mine.predecessor = std::prev(ours)->key;
@@ -222,7 +220,7 @@ void EtcdStore::decide(const std::string& name, const lock::AcquireRequest& requ
   // The waiter's lease is renewed by its next attempt: wake up well before it could end.
   result.block = std::min({cap, longest_block, Millis(mine.ttl_s * 1000 / 3)});
   result.block = std::max(result.block, Millis(1));
-  answer(std::move(outcome));
+  m_answers.answer(std::move(outcome));
 }
 
 void EtcdStore::watch_own_key(const std::string& name)
@@ -239,21 +237,20 @@ void EtcdStore::watch_own_key(const std::string& name)
       bool compacted = int_field(result, "compact_revision") > 0;
       if (gone || compacted || bool_field(result, "canceled")) {
         m_client.cancel(found->second.own_watch);
-        Outcome ended{Op::disconnected,
-                      Error(ExitCode::lost, "the key of lock '{}' was deleted (its lease was "
-                                            "revoked or expired)", name),
-                      false, {}, {}};
-        ended.lease_ended = gone; // confirm at once: the lock went with the key
-        if (!gone) {
-          ended.error = Error(ExitCode::unavailable, "the watch of lock '{}' was cancelled", name);
-          ended.lease_ended = true; // cannot tell: confirm at once
-        }
-        answer(std::move(ended));
+        // Confirm at once either way: the lock went with the key, or nothing tells.
+        m_answers.answer(Outcome{
+          .op = Op::disconnected,
+          .error = gone ? Error(ExitCode::lost, "the key of lock '{}' was deleted (its lease was "
+                                                "revoked or expired)", name)
+                        : Error(ExitCode::unavailable, "the watch of lock '{}' was cancelled",
+                                name),
+          .lease_ended = true,
+        });
       }
     },
     [this, name](const Error& why) {
       if (m_mine.contains(name)) {
-        answer(Outcome{Op::disconnected, why, false, {}, {}}); // renew soon, watch again then
+        m_answers.answer(Op::disconnected, why); // renew soon, watch again then
       }
     });
 }
@@ -264,7 +261,7 @@ void EtcdStore::start_wait_for_wake(const lock::LockName& name, const lock::Wait
   std::string key = name.str();
   auto found = m_mine.find(key);
   if (found == m_mine.end() || found->second.owner || found->second.predecessor.empty()) {
-    answer(Op::wait_for_wake);
+    m_answers.answer(Op::wait_for_wake);
     return;
   }
   Mine& mine = found->second;
@@ -293,7 +290,7 @@ void EtcdStore::end_wait(const std::string& name)
   m_client.cancel(found->second.wake_watch);
   found->second.wake_watch = 0;
   found->second.wake_by.reset();
-  answer(Op::wait_for_wake);
+  m_answers.answer(Op::wait_for_wake);
 }
 
 void EtcdStore::revoke(std::int64_t lease, std::function<void(Answer&)> done)
@@ -332,24 +329,24 @@ void EtcdStore::start_renew(const lock::LockName& name, const lock::RenewRequest
       watch_own_key(key);
     }
     m_client.post("/v3/lease/keepalive", lease_request(mine.lease), [this, key](Answer& a) {
-      Outcome kept{Op::renew, std::nullopt, false, {}, {}};
+      Outcome kept{.op = Op::renew};
       auto held = m_mine.find(key);
       if (a.error && !lease_not_found(a.body)) {
         kept.error = a.error;
       }
       if (a.error || held == m_mine.end() || kept_ttl(a.body) <= 0) {
-        answer(std::move(kept)); // the lease is gone: so is the key
+        m_answers.answer(std::move(kept)); // the lease is gone: so is the key
         return;
       }
       std::int64_t revision = held->second.revision;
       m_client.post("/v3/kv/range", range_key_request(held->second.key),
                     [this, revision](Answer& r) {
-                      Outcome checked{Op::renew, r.error, false, {}, {}};
+                      Outcome checked{.op = Op::renew, .error = r.error};
                       if (!r.error) {
                         std::vector<KeyValue> kvs = key_values(r.body);
                         checked.held = kvs.size() == 1 && kvs.front().create_revision == revision;
                       }
-                      answer(std::move(checked));
+                      m_answers.answer(std::move(checked));
                     });
     });
     return;
@@ -357,16 +354,16 @@ void EtcdStore::start_renew(const lock::LockName& name, const lock::RenewRequest
   // Another process's token (a nested run, `dlock renew`): its key carries the fingerprint.
   find_token(key, request.token, [this](std::optional<Error> error, std::optional<KeyValue> kv) {
     if (error || !kv) {
-      answer(Op::renew, error);
+      m_answers.answer(Op::renew, error);
       return;
     }
     m_client.post("/v3/lease/keepalive", lease_request(kv->lease), [this](Answer& a) {
-      Outcome outcome{Op::renew, std::nullopt, false, {}, {}};
+      Outcome outcome{.op = Op::renew};
       if (a.error && !lease_not_found(a.body)) {
         outcome.error = a.error;
       }
       outcome.held = !a.error && kept_ttl(a.body) > 0;
-      answer(std::move(outcome));
+      m_answers.answer(std::move(outcome));
     });
   });
 }
@@ -386,14 +383,14 @@ void EtcdStore::start_release(const lock::LockName& name, const std::string& tok
     std::int64_t revision = mine.revision;
     m_client.post("/v3/kv/range", range_key_request(mine.key),
                   [this, lease, owner, revision](Answer& a) {
-                    Outcome outcome{Op::release, a.error, false, {}, {}};
+                    Outcome outcome{.op = Op::release, .error = a.error};
                     std::vector<KeyValue> kvs = a.error ? std::vector<KeyValue>{} : key_values(a.body);
                     outcome.held = owner && kvs.size() == 1 && kvs.front().create_revision == revision;
                     revoke(lease, [this, outcome](Answer& r) mutable {
                       if (r.error && !lease_not_found(r.body) && !outcome.error) {
                         outcome.error = r.error;
                       }
-                      answer(outcome);
+                      m_answers.answer(outcome);
                     });
                   });
     return;
@@ -403,30 +400,30 @@ void EtcdStore::start_release(const lock::LockName& name, const std::string& tok
     m_client.post("/v3/kv/range", range_prefix_request(prefix), [this, prefix](Answer& a) {
       std::vector<KeyValue> keys = a.error ? std::vector<KeyValue>{} : lock_keys(a.body, prefix);
       if (a.error || keys.empty()) {
-        answer(Op::release, a.error);
+        m_answers.answer(Op::release, a.error);
         return;
       }
       revoke(keys.front().lease, [this](Answer& r) {
-        Outcome outcome{Op::release, std::nullopt, true, {}, {}};
+        Outcome outcome{.op = Op::release, .held = true};
         if (r.error && !lease_not_found(r.body)) {
           outcome.error = r.error;
         }
-        answer(std::move(outcome));
+        m_answers.answer(std::move(outcome));
       });
     });
     return;
   }
   find_token(key, token, [this](std::optional<Error> error, std::optional<KeyValue> kv) {
     if (error || !kv) {
-      answer(Op::release, error);
+      m_answers.answer(Op::release, error);
       return;
     }
     revoke(kv->lease, [this](Answer& r) {
-      Outcome outcome{Op::release, std::nullopt, !r.error, {}, {}};
+      Outcome outcome{.op = Op::release, .held = !r.error};
       if (r.error && !lease_not_found(r.body)) {
         outcome.error = r.error;
       }
-      answer(std::move(outcome));
+      m_answers.answer(std::move(outcome));
     });
   });
 }
@@ -435,33 +432,13 @@ void EtcdStore::start_withdraw(const lock::LockName& name, const lock::WaitTicke
 {
   auto found = m_mine.find(name.str());
   if (found == m_mine.end() || found->second.owner) {
-    answer(Op::withdraw);
+    m_answers.answer(Op::withdraw);
     return;
   }
   std::int64_t lease = found->second.lease;
   m_client.cancel(found->second.wake_watch);
   m_mine.erase(found);
-  revoke(lease, [this](Answer&) { answer(Op::withdraw); });
-}
-
-void EtcdStore::start_raise_fence(const lock::LockName&, std::int64_t)
-{
-  answer(Op::raise_fence); // revisions only grow
-}
-
-void EtcdStore::start_gate(const lock::LockName&, const lock::GateRequest&)
-{
-  answer(Op::gate, lock::refusal(*this, lock::Feature::coordinate));
-}
-
-void EtcdStore::start_set_latch(const lock::LockName&, std::int64_t, Millis)
-{
-  answer(Op::set_latch, lock::refusal(*this, lock::Feature::coordinate));
-}
-
-void EtcdStore::start_count_down(const lock::LockName&)
-{
-  answer(Op::count_down, lock::refusal(*this, lock::Feature::coordinate));
+  revoke(lease, [this](Answer&) { m_answers.answer(Op::withdraw); });
 }
 
 void EtcdStore::watch(util::EventLoop& loop)
@@ -473,9 +450,7 @@ void EtcdStore::watch(util::EventLoop& loop)
       loop.wake_at(*mine.wake_by <= now ? now : *mine.wake_by);
     }
   }
-  if (!m_ready.empty()) {
-    loop.wake_at(now);
-  }
+  m_answers.watch(loop);
   m_client.watch(loop);
 }
 
@@ -492,12 +467,7 @@ std::optional<Outcome> EtcdStore::next_outcome()
   for (const std::string& name : due) {
     end_wait(name);
   }
-  if (m_ready.empty()) {
-    return std::nullopt;
-  }
-  Outcome outcome = std::move(m_ready.front());
-  m_ready.pop_front();
-  return outcome;
+  return m_answers.next();
 }
 
 void EtcdStore::abandon() noexcept
@@ -512,7 +482,7 @@ void EtcdStore::abandon() noexcept
     mine.wake_by.reset();
   }
   m_client.cancel_requests_except(keep); // every transfer but the watches of held keys
-  m_ready.clear();
+  m_answers.clear();
 }
 
 Error EtcdStore::timed_out() noexcept
@@ -531,7 +501,7 @@ lock::LockStatus EtcdStore::status(const lock::LockName& name, util::TimePoint d
   std::vector<KeyValue> keys = lock_keys(a.body, prefix);
   lock::LockStatus status;
   status.name = name.str();
-  status.server_time_ms = unix_ms();
+  status.server_time_ms = util::unix_ms();
   if (keys.empty()) {
     return status;
   }
@@ -576,7 +546,7 @@ std::vector<lock::LockStatus> EtcdStore::list(std::string_view pattern, Millis t
     lock::LockStatus status;
     status.name = name;
     status.held = true;
-    status.server_time_ms = unix_ms();
+    status.server_time_ms = util::unix_ms();
     status.holder = holder_of(keys.front());
     status.last_fence = keys.back().create_revision;
     status.waiters = std::int64_t(keys.size()) - 1;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "lock/outcome_queue.hpp"
 #include "lock/store.hpp"
 #include "stores/config.hpp"
 #include "stores/etcd/api.hpp"
@@ -7,7 +8,6 @@
 
 #include <sys/types.h>
 
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -37,10 +37,6 @@ public:
   void start_renew(const lock::LockName& name, const lock::RenewRequest& request) override;
   void start_release(const lock::LockName& name, const std::string& token) override;
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
-  void start_raise_fence(const lock::LockName& name, std::int64_t at_least) override;
-  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
-  void start_set_latch(const lock::LockName& name, std::int64_t count, util::Millis expire) override;
-  void start_count_down(const lock::LockName& name) override;
 
   void watch(util::EventLoop& loop) override;
   std::optional<lock::Outcome> next_outcome() override;
@@ -48,20 +44,11 @@ public:
   // of a held key), as a database store keeps its sessions.
   void abandon() noexcept override;
   Error timed_out() noexcept override;
-  void limit_blocking(util::Millis) noexcept override {}
 
   // Exclusive locks in one FIFO queue (--fair is what it always does). Not done: --shared and
   // --limit (etcdctl has no such recipe to share), wait/barrier/latch, and a lock outliving
   // dlock (acquire: nothing would keep the lease alive).
-  bool supports(lock::Feature feature) const noexcept override
-  {
-    return feature == lock::Feature::fair;
-  }
-  std::string loss_cause() const override
-  {
-    return "its etcd lease expired or was revoked, or its key was deleted";
-  }
-  std::string store_name() const override { return "etcd (etcd://)"; }
+  const lock::StoreTraits& traits() const noexcept override;
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
@@ -85,9 +72,7 @@ private:
     std::int64_t watched_to = 0;  // owner: the last revision the own watch saw
   };
 
-  void answer(lock::Outcome outcome) { m_ready.push_back(std::move(outcome)); }
-  void answer(Op op, std::optional<Error> error = std::nullopt);
-  void fail(Op op, const Error& error) { answer(op, error); }
+  void fail(Op op, const Error& error) { m_answers.answer(op, error); }
   // The steps of an acquisition, each run from the previous one's answer.
   void grant(const std::string& name, const lock::AcquireRequest& request);
   void put_key(const std::string& name, const lock::AcquireRequest& request);
@@ -107,7 +92,7 @@ private:
   util::Millis m_timeout;
   pid_t m_pid;
   std::map<std::string, Mine> m_mine; // by lock name
-  std::deque<lock::Outcome> m_ready;
+  lock::OutcomeQueue m_answers;
 };
 
 } // namespace dlock::etcd

@@ -38,20 +38,6 @@ constexpr Millis longest_block{30'000};
 // --limit N waits with a thread per slot in the helper: more would be a thread army.
 constexpr int most_slots = 1024;
 
-std::int64_t unix_ms()
-{
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-           std::chrono::system_clock::now().time_since_epoch())
-    .count();
-}
-
-std::int64_t unix_us()
-{
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-           std::chrono::system_clock::now().time_since_epoch())
-    .count();
-}
-
 // What an errno of util/files.hpp means for a file of the store.
 std::string reason(int err)
 {
@@ -312,7 +298,7 @@ lock::LockStatus status_of(int meta, const Layout& layout, std::string name, con
   lock::LockStatus status;
   status.name = std::move(name);
   status.ttl_ms = -1; // no expiry: the lock lives as long as its process
-  status.server_time_ms = unix_ms();
+  status.server_time_ms = util::unix_ms();
   status.last_fence = read_fence(meta, layout);
   status.waiters = seen.waiters;
   if (!seen.held) {
@@ -396,11 +382,6 @@ FileStore::~FileStore()
   for (auto& [name, n] : m_named) {
     stop_helper(n);
   }
-}
-
-void FileStore::answer(Op op, std::optional<Error> error)
-{
-  m_ready.push_back(Outcome{op, std::move(error), false, {}, {}});
 }
 
 FileStore::Named* FileStore::find(const lock::LockName& name)
@@ -682,7 +663,7 @@ std::int64_t FileStore::next_fence(const Layout& layout)
   }
   std::int64_t last = parse_fence(util::read_bounded(fd.get(), 64).value_or(""));
   // A missing counter starts above any token it can have issued: from the clock in µs.
-  std::int64_t next = last > 0 ? last + 1 : std::max<std::int64_t>(1, unix_us());
+  std::int64_t next = last > 0 ? last + 1 : std::max<std::int64_t>(1, util::unix_us());
   std::string text = fmt::format("{:020}\n", next); // one width: rewritten in place
   bool ok = ::pwrite(fd.get(), text.data(), text.size(), 0) == static_cast<ssize_t>(text.size()) &&
             ::fdatasync(fd.get()) == 0;
@@ -714,7 +695,7 @@ void FileStore::write_record(Named& n, const lock::AcquireRequest& request, std:
   r.user = request.holder.user;
   r.host = request.holder.host;
   r.pid = request.holder.pid;
-  r.acquired_ms = unix_ms();
+  r.acquired_ms = util::unix_ms();
   r.fence = n.fence;
   r.ttl_ms = request.ttl.count();
   r.command = request.holder.command;
@@ -742,16 +723,17 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
   n.name = name.str();
   if (n.held && n.token == request.token) {
     // Asked again for a lock held (a retry after a lost answer): it is ours.
-    Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+    Outcome outcome{.op = Op::acquire};
     outcome.acquire.acquired = true;
     outcome.acquire.fence = n.fence;
-    m_ready.push_back(std::move(outcome));
+    m_answers.answer(std::move(outcome));
     return;
   }
   if (request.kind.mode == lock::LockKind::Mode::limit && request.kind.limit > most_slots) {
-    answer(Op::acquire, Error(ExitCode::usage, "--limit {}: the file store has a slot file per "
-                                               "holder and takes --limit {} at most",
-                              request.kind.limit, most_slots));
+    m_answers.answer(Op::acquire, Error(ExitCode::usage,
+                                        "--limit {}: the file store has a slot file per holder "
+                                        "and takes --limit {} at most",
+                                        request.kind.limit, most_slots));
     return;
   }
   if (n.kind != request.kind) {
@@ -759,7 +741,7 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
   }
   n.kind = request.kind;
   n.token = request.token;
-  Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+  Outcome outcome{.op = Op::acquire};
   lock::AcquireResult& result = outcome.acquire;
   try {
     prepare_directory();
@@ -768,19 +750,21 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
       if (!compatible(r.kind, request.kind)) {
         drop_candidates(n);
         result.kind_in_use = r.kind;
-        m_ready.push_back(std::move(outcome));
+        m_answers.answer(std::move(outcome));
         return;
       }
     }
     if (try_candidates(n, request)) {
       result.acquired = true;
       result.fence = n.fence;
-      m_ready.push_back(std::move(outcome));
+      m_answers.answer(std::move(outcome));
       return;
     }
     std::vector<std::string> files = files_of(n.layout, util::directory_entries(m_dirfd.get()));
     Observed seen = observe(m_dirfd.get(), n.layout, files, proc_locks(), records);
-    result.holder_ttl_ms = n.writer_waiting && seen.holders.empty() ? -3 : -1; // no expiry
+    using Lease = lock::AcquireResult::Lease;
+    bool writer_first = n.writer_waiting && seen.holders.empty();
+    result.lease = writer_first ? Lease::writer_first : Lease::no_expiry;
     if (!seen.holders.empty()) {
       result.holder = seen.holders.front();
     }
@@ -790,12 +774,12 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
     if (request.ticket.mode == lock::WaitMode::once) {
       drop_candidates(n);
     }
-    m_ready.push_back(std::move(outcome));
+    m_answers.answer(std::move(outcome));
   } catch (const Error& error) {
     if (!n.held) {
       drop_candidates(n);
     }
-    answer(Op::acquire, error);
+    m_answers.answer(Op::acquire, error);
   }
 }
 
@@ -832,7 +816,7 @@ void FileStore::start_wait_for_wake(const lock::LockName& name, const lock::Wait
 {
   Named* n = find(name);
   if (n == nullptr || n->held || n->candidates.empty() || n->granted >= 0) {
-    answer(Op::wait_for_wake);
+    m_answers.answer(Op::wait_for_wake);
     return;
   }
   try {
@@ -840,7 +824,7 @@ void FileStore::start_wait_for_wake(const lock::LockName& name, const lock::Wait
       start_helper(*n);
     }
   } catch (const Error& error) {
-    answer(Op::wait_for_wake, error);
+    m_answers.answer(Op::wait_for_wake, error);
     return;
   }
   n->wait_pending = true;
@@ -871,7 +855,7 @@ void FileStore::on_helper(const std::string& name)
   }
   if (n.wait_pending) {
     n.wait_pending = false;
-    answer(Op::wait_for_wake, error);
+    m_answers.answer(Op::wait_for_wake, error);
   }
 }
 
@@ -936,23 +920,23 @@ void FileStore::drop_hold(Named& n) noexcept
 
 void FileStore::start_renew(const lock::LockName& name, const lock::RenewRequest& request)
 {
-  Outcome outcome{Op::renew, std::nullopt, false, {}, {}};
+  Outcome outcome{.op = Op::renew};
   Named* n = find(name);
   if (n != nullptr && n->held && n->token == request.token) {
     outcome.slot = n->kind.has_slots();
     outcome.held = still_ours(*n);
-    m_ready.push_back(std::move(outcome));
+    m_answers.answer(std::move(outcome));
     return;
   }
   // Held by another process (a nested run checks its caller's token): its live record, for
   // the file that still has the inode it locked.
   try {
     if (!open_directories(false)) {
-      m_ready.push_back(std::move(outcome));
+      m_answers.answer(std::move(outcome));
       return;
     }
   } catch (const Error& error) {
-    answer(Op::renew, error);
+    m_answers.answer(Op::renew, error);
     return;
   }
   Layout layout(m_dir, name.str());
@@ -965,27 +949,27 @@ void FileStore::start_renew(const lock::LockName& name, const lock::RenewRequest
                    st.st_ino == r->inode;
     outcome.slot = r->kind.has_slots();
   }
-  m_ready.push_back(std::move(outcome));
+  m_answers.answer(std::move(outcome));
 }
 
 void FileStore::start_release(const lock::LockName& name, const std::string& token)
 {
-  Outcome outcome{Op::release, std::nullopt, false, {}, {}};
+  Outcome outcome{.op = Op::release};
   Named* n = find(name);
   if (!token.empty() && n != nullptr && n->token == token && n->held) {
     outcome.held = still_ours(*n);
     drop_hold(*n);
     drop_candidates(*n);
-    m_ready.push_back(std::move(outcome));
+    m_answers.answer(std::move(outcome));
     return;
   }
   try {
     if (!open_directories(false)) {
-      m_ready.push_back(std::move(outcome));
+      m_answers.answer(std::move(outcome));
       return;
     }
   } catch (const Error& error) {
-    answer(Op::release, error);
+    m_answers.answer(Op::release, error);
     return;
   }
   // A file that could not be removed is a release that did not happen: said, not logged as done.
@@ -1030,10 +1014,10 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
     }
   }
   if (failure) {
-    answer(Op::release, std::move(failure));
+    m_answers.answer(Op::release, std::move(failure));
     return;
   }
-  m_ready.push_back(std::move(outcome));
+  m_answers.answer(std::move(outcome));
 }
 
 void FileStore::start_withdraw(const lock::LockName& name, const lock::WaitTicket&)
@@ -1041,24 +1025,7 @@ void FileStore::start_withdraw(const lock::LockName& name, const lock::WaitTicke
   if (Named* n = find(name); n != nullptr && !n->held) {
     drop_candidates(*n);
   }
-  answer(Op::withdraw);
-}
-
-void FileStore::start_raise_fence(const lock::LockName&, std::int64_t) { answer(Op::raise_fence); }
-
-void FileStore::start_gate(const lock::LockName&, const lock::GateRequest&)
-{
-  answer(Op::gate, lock::refusal(*this, lock::Feature::coordinate));
-}
-
-void FileStore::start_set_latch(const lock::LockName&, std::int64_t, Millis)
-{
-  answer(Op::set_latch, lock::refusal(*this, lock::Feature::coordinate));
-}
-
-void FileStore::start_count_down(const lock::LockName&)
-{
-  answer(Op::count_down, lock::refusal(*this, lock::Feature::coordinate));
+  m_answers.answer(Op::withdraw);
 }
 
 void FileStore::on_inotify()
@@ -1069,21 +1036,19 @@ void FileStore::on_inotify()
   for (auto& [name, n] : m_named) {
     if (n.held && !n.loss_reported && !still_ours(n)) {
       n.loss_reported = true;
-      Outcome lost{Op::disconnected,
-                   Error(ExitCode::lost, "the lock file {} was removed or replaced", n.path), false,
-                   {}, {}};
-      lost.lease_ended = true; // the holder confirms at once, and finds it lost
-      m_ready.push_back(std::move(lost));
+      Outcome lost{
+        .op = Op::disconnected,
+        .error = Error(ExitCode::lost, "the lock file {} was removed or replaced", n.path),
+        .lease_ended = true, // the holder confirms at once, and finds it lost
+      };
+      m_answers.answer(std::move(lost));
     }
   }
 }
 
 void FileStore::watch(util::EventLoop& loop)
 {
-  util::TimePoint now = util::monotonic_now();
-  if (!m_ready.empty()) {
-    loop.wake_at(now);
-  }
+  m_answers.watch(loop);
   bool holding = false;
   for (auto& [name, n] : m_named) {
     holding = holding || n.held;
@@ -1106,15 +1071,10 @@ std::optional<Outcome> FileStore::next_outcome()
   for (auto& [name, n] : m_named) {
     if (n.wait_pending && now >= n.block_until) {
       n.wait_pending = false; // not woken within the block: the caller asks again
-      answer(Op::wait_for_wake);
+      m_answers.answer(Op::wait_for_wake);
     }
   }
-  if (m_ready.empty()) {
-    return std::nullopt;
-  }
-  Outcome outcome = std::move(m_ready.front());
-  m_ready.pop_front();
-  return outcome;
+  return m_answers.next();
 }
 
 void FileStore::abandon() noexcept
@@ -1128,7 +1088,7 @@ void FileStore::abandon() noexcept
       it = m_named.erase(it);
     }
   }
-  m_ready.clear();
+  m_answers.clear();
 }
 
 Error FileStore::timed_out() noexcept
@@ -1137,14 +1097,15 @@ Error FileStore::timed_out() noexcept
   return Error(ExitCode::unavailable, "file store: {} did not answer in time", m_dir);
 }
 
-std::string FileStore::left_behind(Millis) const
+const lock::StoreTraits& FileStore::traits() const noexcept
 {
-  return "the kernel frees it once dlock and its command have exited";
-}
-
-std::string FileStore::loss_cause() const
-{
-  return "its lock file was removed or replaced (release --force, or someone deleted it)";
+  static const lock::StoreTraits traits{
+    .name = "file:// (this host only)",
+    .features = lock::features_of(lock::StoreKind::file),
+    .left_behind = "the kernel frees it once dlock and its command have exited",
+    .loss_cause = "its lock file was removed or replaced (release --force, or someone deleted it)",
+  };
+  return traits;
 }
 
 std::vector<int> FileStore::inherited_descriptors() const

@@ -1,12 +1,12 @@
 #pragma once
 
+#include "lock/outcome_queue.hpp"
 #include "lock/store.hpp"
 #include "stores/file/layout.hpp"
 #include "util/fd.hpp"
 
 #include <sys/types.h>
 
-#include <deque>
 #include <map>
 #include <string>
 #include <vector>
@@ -35,11 +35,7 @@ public:
   // Nothing is registered while waiting (the helper is the registration), and the counter is
   // this directory's own: done at once.
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
-  void start_raise_fence(const lock::LockName& name, std::int64_t at_least) override;
   // Refused (Feature::coordinate).
-  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
-  void start_set_latch(const lock::LockName& name, std::int64_t count, util::Millis expire) override;
-  void start_count_down(const lock::LockName& name) override;
 
   void watch(util::EventLoop& loop) override;
   std::optional<lock::Outcome> next_outcome() override;
@@ -51,13 +47,7 @@ public:
 
   // Exclusive, --shared (LOCK_SH) and --limit (slot files); no FIFO order among flock(2)
   // waiters, no state besides the locks, no lock without its process.
-  bool supports(lock::Feature feature) const noexcept override
-  {
-    return feature == lock::Feature::shared || feature == lock::Feature::limit;
-  }
-  std::string store_name() const override { return "file:// (this host only)"; }
-  std::string left_behind(util::Millis ttl) const override;
-  std::string loss_cause() const override;
+  const lock::StoreTraits& traits() const noexcept override;
   std::vector<int> inherited_descriptors() const override;
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
@@ -97,7 +87,6 @@ private:
   using Op = lock::Outcome::Op;
 
   Named* find(const lock::LockName& name);
-  void answer(Op op, std::optional<Error> error = std::nullopt);
   // Opens the directory and .dlock once (creating them if missing with create) and checks
   // that other users cannot replace what is in them; false if the directory does not exist
   // (and create is not set). Error naming what is wrong.
@@ -129,7 +118,7 @@ private:
   std::string m_dir;
   pid_t m_pid; // the process that opened the store: a forked child never unlocks its locks
   std::map<std::string, Named> m_named;
-  std::deque<lock::Outcome> m_ready;
+  lock::OutcomeQueue m_answers;
   util::UniqueFd m_inotify;
   util::UniqueFd m_dirfd;  // DIR
   util::UniqueFd m_metafd; // DIR/.dlock; none: no records, no fencing tokens

@@ -23,17 +23,6 @@ bool kept(unsigned char c, bool first)
          c == '-' || (c == '.' && !first);
 }
 
-int hex_value(char c)
-{
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1; // the encoding writes upper case only: one name, one file
-}
-
 // A record's fields are separated by tabs and end at a newline: those become spaces.
 std::string one_field(std::string_view text)
 {
@@ -118,24 +107,9 @@ std::optional<std::string> lock_name_of(std::string_view file_name)
   if (file_name.empty() || file_name.find_first_of("+~") != std::string_view::npos) {
     return std::nullopt;
   }
-  std::string out;
-  for (std::size_t i = 0; i < file_name.size(); ++i) {
-    auto c = static_cast<unsigned char>(file_name[i]);
-    if (c == '%' && i + 2 < file_name.size()) {
-      int hi = hex_value(file_name[i + 1]);
-      int lo = hex_value(file_name[i + 2]);
-      if (hi < 0 || lo < 0) {
-        return std::nullopt;
-      }
-      out.push_back(static_cast<char>(hi * 16 + lo));
-      i += 2;
-    } else if (kept(c, i == 0)) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      return std::nullopt;
-    }
-  }
-  if (file_name_of(out) != file_name) {
+  // The encoding writes upper case only: one name, one file.
+  std::optional<std::string> out = util::percent_decode(file_name, util::HexDigits::upper_case);
+  if (!out || file_name_of(*out) != file_name) {
     return std::nullopt; // not dlock's encoding of any name (a %41 for 'A', a file of the user's)
   }
   return out;
@@ -189,7 +163,6 @@ std::optional<Record> Record::parse(std::string_view text)
   return r;
 }
 
-std::string token_fingerprint(std::string_view token) { return util::sha256_hex(token).substr(0, 16); }
 
 std::vector<ProcLock> parse_proc_locks(std::string_view text)
 {

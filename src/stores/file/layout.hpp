@@ -1,5 +1,6 @@
 #pragma once
 
+#include "lock/holder.hpp"
 #include "lock/kind.hpp"
 
 #include <cstdint>
@@ -87,8 +88,8 @@ struct Record {
   static std::optional<Record> parse(std::string_view text);
 };
 
-// The fingerprint of a token that names its record (the token itself never reaches a file).
-std::string token_fingerprint(std::string_view token);
+// A record is named by its token's fingerprint, 16 hex digits (the token never reaches a file).
+using lock::token_fingerprint;
 
 // One line of /proc/locks about a flock(2) lock.
 struct ProcLock {

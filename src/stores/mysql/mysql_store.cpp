@@ -408,7 +408,7 @@ void MysqlStore::confirm_freed(const std::string& server_name, std::int64_t conn
                     bool still = !a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1;
                     if (!still || tries <= 0) {
                       auto freed = [this](Answer&) {
-                        Outcome outcome{Op::release, std::nullopt, true, {}, {}};
+                        Outcome outcome = Outcome::holding(Op::release, true);
                         answer(std::move(outcome));
                       };
                       if (!m_fencing) {
@@ -432,11 +432,6 @@ void MysqlStore::confirm_freed(const std::string& server_name, std::int64_t conn
 
 
 
-
-void MysqlStore::limit_blocking(Millis) noexcept
-{
-  // The library connects without blocking once the host name is looked up.
-}
 
 Answer MysqlStore::ask(const std::string& sql, util::TimePoint deadline)
 {

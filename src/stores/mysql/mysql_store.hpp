@@ -23,12 +23,9 @@ class MysqlStore final : public sql::SqlStore {
 public:
   MysqlStore(ConnectParams params, std::string prefix);
 
-  void limit_blocking(util::Millis limit) noexcept override;
-
   // One exclusive lock per name: GET_LOCK has no shared mode, and no lock outlives its
   // session's process.
-  bool supports(lock::Feature) const noexcept override { return false; }
-  std::string store_name() const override { return "MySQL or MariaDB (mysql://)"; }
+  const lock::StoreTraits& traits() const noexcept override { return m_traits; }
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
@@ -65,6 +62,8 @@ private:
   Answer ask(const std::string& sql, util::TimePoint deadline);
 
   ConnectParams m_params;
+  lock::StoreTraits m_traits =
+    session_traits("MySQL or MariaDB (mysql://)", lock::features_of(lock::StoreKind::mysql));
 };
 
 } // namespace dlock::mysql

@@ -36,7 +36,7 @@ std::string server_lock_name(std::string_view prefixed_name)
 
 std::string token_lock_name(std::string_view token)
 {
-  return "dlock token " + util::sha256_hex(token).substr(0, 48);
+  return "dlock token " + lock::token_fingerprint(token, 48);
 }
 
 std::string sql_bytes(std::string_view bytes)

@@ -18,8 +18,6 @@ AdvisoryKey AdvisoryKey::of(std::string_view prefixed_name)
   return AdvisoryKey{static_cast<std::int64_t>(bits)};
 }
 
-std::string token_fingerprint(const std::string& token) { return util::sha256_hex(token).substr(0, 16); }
-
 std::string application_name(const std::string& token, const lock::HolderInfo& me)
 {
   std::string name = "dlock " + token_fingerprint(token) + " " + me.user + "@" + me.host + ":" +

@@ -26,7 +26,7 @@ struct AdvisoryKey {
 // lets another dlock process that was given the token (a nested run) find the session that
 // holds the lock, without the token itself ever reaching the server.
 std::string application_name(const std::string& token, const lock::HolderInfo& me);
-std::string token_fingerprint(const std::string& token);
+using lock::token_fingerprint;
 
 // Who holds a lock, from the holding session's row of pg_stat_activity: a dlock session's
 // application_name gives back its user, host and pid; any other session (psql, an

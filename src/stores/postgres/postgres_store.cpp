@@ -414,7 +414,7 @@ void PostgresStore::end_holder(const lock::LockName& name, const std::string& to
     params.push_back("dlock " + token_fingerprint(token) + " %");
   }
   control().query(sql, params, [this](Answer& a) {
-    Outcome outcome{Op::release, a.error, false, {}, {}};
+    Outcome outcome = Outcome::of(Op::release, a.error);
     if (a.error && a.sqlstate == "42501") {
       outcome.error = Error(ExitCode::auth,
                             "release --force on PostgreSQL ends the holder's session, which needs "
@@ -424,11 +424,6 @@ void PostgresStore::end_holder(const lock::LockName& name, const std::string& to
     outcome.held = !a.error && a.rows.count() > 0;
     answer(std::move(outcome));
   });
-}
-
-void PostgresStore::limit_blocking(Millis) noexcept
-{
-  // libpq connects without blocking; only a cancel request (abandon) connects in the open.
 }
 
 Answer PostgresStore::ask(const std::string& sql, std::vector<std::string> params,

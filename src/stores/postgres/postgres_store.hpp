@@ -33,15 +33,9 @@ class PostgresStore final : public sql::SqlStore {
 public:
   PostgresStore(ConnectParams params, std::string prefix);
 
-  void limit_blocking(util::Millis limit) noexcept override;
-
   // Exclusive and shared locks; no semaphore, queue or coordination state that a crash would
   // not leave behind; and no lock outlives its session's process.
-  bool supports(lock::Feature feature) const noexcept override
-  {
-    return feature == lock::Feature::shared;
-  }
-  std::string store_name() const override { return "PostgreSQL (postgres://)"; }
+  const lock::StoreTraits& traits() const noexcept override { return m_traits; }
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
@@ -85,6 +79,8 @@ private:
 
   ConnectParams m_params;
   std::optional<FenceTable> m_fence; // where dlock_fence is, once looked for
+  lock::StoreTraits m_traits =
+    session_traits("PostgreSQL (postgres://)", lock::features_of(lock::StoreKind::postgres));
 };
 
 } // namespace dlock::postgres

@@ -376,24 +376,21 @@ Reply Connection::call(const std::vector<std::string>& argv, util::TimePoint dea
 
 Reply Connection::receive(util::TimePoint deadline)
 {
-  while (true) {
-    if (auto reply = next_reply()) {
-      return std::move(*reply);
-    }
-    if (m_context == nullptr || pending() == 0) {
+  std::optional<Reply> reply;
+  auto arrived = [&] {
+    reply = next_reply();
+    if (!reply && (m_context == nullptr || pending() == 0)) {
       throw Error(ExitCode::internal, "{}: no reply is outstanding", describe_endpoint());
     }
-    if (util::monotonic_now() >= deadline) {
-      bool was_connecting = m_connecting;
-      reset();
-      throw Error(ExitCode::unavailable, "{}: {}", describe_endpoint(),
-                  was_connecting ? "timed out connecting" : "timed out waiting for a reply");
-    }
-    util::EventLoop loop;
-    watch(loop);
-    loop.wake_at(deadline);
-    loop.wait();
+    return reply.has_value();
+  };
+  if (!util::run_until(deadline, arrived, [this](util::EventLoop& loop) { watch(loop); })) {
+    bool was_connecting = m_connecting;
+    reset();
+    throw Error(ExitCode::unavailable, "{}: {}", describe_endpoint(),
+                was_connecting ? "timed out connecting" : "timed out waiting for a reply");
   }
+  return std::move(*reply);
 }
 
 void Connection::watch(util::EventLoop& loop)

@@ -9,6 +9,19 @@ using lock::Outcome;
 
 namespace {
 
+// The scripts' pttl (acquire.lua, watch.lua): the holder's remaining lease in ms, or -1 (no
+// TTL), -2 (free, but earlier --fair waiters go first), -3 (free, but a waiting exclusive
+// holder goes before new shared ones).
+void set_lease(lock::AcquireResult& result, std::int64_t pttl)
+{
+  using Lease = lock::AcquireResult::Lease;
+  result.lease = pttl >= 0 ? Lease::ends
+                 : pttl == -2 ? Lease::fair_queue
+                 : pttl == -3 ? Lease::writer_first
+                              : Lease::no_expiry;
+  result.holder_ttl = util::Millis(pttl >= 0 ? pttl : 0);
+}
+
 std::string ms_string(util::Millis duration) { return std::to_string(duration.count()); }
 
 // A script's 1/0 answer; anything else is an internal error.
@@ -57,7 +70,7 @@ lock::AcquireResult parse_acquire(const redisReply& reply)
     std::string_view code(reply.element[1]->str, reply.element[1]->len);
     lock::AcquireResult result;
     if (code == "foreign") {
-      result.holder_ttl_ms = -1;
+      result.lease = lock::AcquireResult::Lease::no_expiry;
       result.holder = lock::HolderInfo::not_dlock();
       result.block = util::Millis(1000);
       return result;
@@ -81,7 +94,7 @@ lock::AcquireResult parse_acquire(const redisReply& reply)
       || reply.element[4]->type != REDIS_REPLY_INTEGER) {
     throw unexpected();
   }
-  result.holder_ttl_ms = reply.element[1]->integer;
+  set_lease(result, reply.element[1]->integer);
   result.holder = holder_from_hash(*reply.element[2]);
   result.block = util::Millis(reply.element[3]->integer);
   result.holders = reply.element[4]->integer;
@@ -108,7 +121,7 @@ lock::GateResult parse_watch(const redisReply& reply)
   if (result.open) {
     return result;
   }
-  result.lock.holder_ttl_ms = element_integer(reply, 1, what);
+  set_lease(result.lock, element_integer(reply, 1, what));
   if (reply.elements != 6) {
     throw Error(ExitCode::internal, "{}: unexpected reply ({})", what, describe(reply));
   }
@@ -229,7 +242,7 @@ void RedisStore::send(Pending pending, Node* node)
 void RedisStore::fail(const Pending& pending, const Error& error)
 {
   if (pending.last) {
-    m_ready.push_back(Outcome{pending.op, error, false, {}, {}});
+    m_answers.answer(pending.op, error);
   }
 }
 
@@ -355,7 +368,7 @@ void RedisStore::start_withdraw(const lock::LockName& name, const lock::WaitTick
     // An exclusive waiter also kept new shared holders out.
     send(Pending{.op = Outcome::Op::withdraw, .argv = {"ZREM", k.writers, ticket.waiter_id}, .slot = slot});
   } else {
-    m_ready.push_back(Outcome{Outcome::Op::withdraw, std::nullopt, false, {}, {}});
+    m_answers.answer(Outcome::Op::withdraw);
   }
 }
 
@@ -399,8 +412,7 @@ void RedisStore::start_gate(const lock::LockName& name, const lock::GateRequest&
   case lock::WaitMode::once:
   case lock::WaitMode::wait:
   case lock::WaitMode::fair:
-    m_ready.push_back(Outcome{Outcome::Op::gate, Error(ExitCode::internal, "a lock waiter at a gate"),
-                              false, {}, {}});
+    m_answers.answer(Outcome::Op::gate, Error(ExitCode::internal, "a lock waiter at a gate"));
     return;
   }
   send(Pending{.op = Outcome::Op::gate,
@@ -550,7 +562,7 @@ void RedisStore::on_reply(Node& node, const redisReply& reply)
   std::optional<WakeUp> wake;
   Outcome outcome = make_outcome(pending, reply, wake);
   if (outcome.error && is_not_master(reply)) {
-    m_ready.push_back(std::move(outcome));
+    m_answers.answer(std::move(outcome));
     leave_node(node, Error(ExitCode::unavailable, "{}: the node is no longer the master",
                            node.connection.describe_endpoint()));
     return;
@@ -561,7 +573,7 @@ void RedisStore::on_reply(Node& node, const redisReply& reply)
 lock::Outcome RedisStore::make_outcome(const Pending& pending, const redisReply& reply,
                                        std::optional<WakeUp>& wake) const
 {
-  Outcome outcome{pending.op, std::nullopt, false, {}, {}};
+  Outcome outcome{.op = pending.op};
   try {
     switch (pending.op) {
     case Outcome::Op::acquire:
@@ -646,7 +658,7 @@ void RedisStore::finish(Node& node, Pending& pending, Outcome outcome,
          &node);
     return;
   }
-  m_ready.push_back(std::move(outcome));
+  m_answers.answer(std::move(outcome));
 }
 
 void RedisStore::fail_all(Node& node, const Error& error)
@@ -654,13 +666,13 @@ void RedisStore::fail_all(Node& node, const Error& error)
   bool owed = false;
   for (const Pending& pending : node.pending) {
     if (pending.last) {
-      m_ready.push_back(Outcome{pending.op, error, false, {}, {}});
+      m_answers.answer(pending.op, error);
       owed = true;
     }
   }
   node.pending.clear();
   if (!owed) {
-    m_ready.push_back(Outcome{Outcome::Op::disconnected, error, false, {}, {}});
+    m_answers.answer(Outcome::Op::disconnected, error);
   }
 }
 
@@ -672,12 +684,7 @@ void RedisStore::leave_node(Node& node, const Error& error)
 
 std::optional<Outcome> RedisStore::next_outcome()
 {
-  if (m_ready.empty()) {
-    return std::nullopt;
-  }
-  Outcome outcome = std::move(m_ready.front());
-  m_ready.pop_front();
-  return outcome;
+  return m_answers.next();
 }
 
 void RedisStore::abandon() noexcept
@@ -689,7 +696,7 @@ void RedisStore::abandon() noexcept
   if (m_switches) {
     m_switches->reset();
   }
-  m_ready.clear();
+  m_answers.clear();
   m_retries.clear();
 }
 
@@ -708,6 +715,15 @@ Error RedisStore::timed_out() noexcept
   abandon();
   return Error(ExitCode::unavailable, "{}: {}", endpoint,
                connecting ? "timed out connecting" : "timed out waiting for a reply");
+}
+
+const lock::StoreTraits& RedisStore::traits() const noexcept
+{
+  static const lock::StoreTraits traits{
+    .name = "Redis",
+    .features = lock::features_of(lock::StoreKind::redis),
+  };
+  return traits;
 }
 
 void RedisStore::limit_blocking(util::Millis limit) noexcept

@@ -1,6 +1,8 @@
 #pragma once
 
+#include "lock/outcome_queue.hpp"
 #include "lock/store.hpp"
+#include "stores/redis/node.hpp"
 #include "stores/redis/cluster.hpp"
 #include "stores/redis/connection.hpp"
 #include "stores/redis/keys.hpp"
@@ -18,7 +20,7 @@ namespace dlock::redis {
 // URL's server (or the master Sentinel names) is the first node; if it turns out to be a
 // Cluster node, requests follow MOVED and ASK to the node serving the lock's slot, and all
 // of one lock's keys share that slot.
-class RedisStore final : public lock::Store {
+class RedisStore final : public Node, public lock::Coordination {
 public:
   // switches: for a master found through Sentinel, the announcements of its failovers.
   RedisStore(ConnectOptions options, std::string prefix,
@@ -31,6 +33,8 @@ public:
   void start_release(const lock::LockName& name, const std::string& token) override;
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
   void start_raise_fence(const lock::LockName& name, std::int64_t at_least) override;
+  // Redis does every feature (Feature): a Cluster or Sentinel is still one store.
+  lock::Coordination* coordination() noexcept override { return this; }
   void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
   void start_set_latch(const lock::LockName& name, std::int64_t count, util::Millis expire) override;
   void start_count_down(const lock::LockName& name) override;
@@ -41,8 +45,7 @@ public:
   Error timed_out() noexcept override;
   void limit_blocking(util::Millis limit) noexcept override;
 
-  // Redis does every feature (Feature); a Cluster or Sentinel is still one store.
-  std::string store_name() const override { return "Redis"; }
+  const lock::StoreTraits& traits() const noexcept override;
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
@@ -120,7 +123,7 @@ private:
   std::map<int, Node*> m_slot_nodes;          // slots learned from MOVED and CLUSTER SLOTS
   std::unique_ptr<SwitchListener> m_switches; // null unless through Sentinel
   std::string m_prefix;
-  std::deque<lock::Outcome> m_ready;
+  lock::OutcomeQueue m_answers;
   std::vector<Retry> m_retries;
   util::Millis m_blocking_limit = util::Millis::max();
   bool m_redlock_node = false;

@@ -11,6 +11,23 @@ using util::TimePoint;
 
 namespace {
 
+// Which of several holders' reports named by as many nodes Redlock passes on: the longest
+// lease, then one without a TTL, then a free lock's reasons (as the scripts' numbers order them).
+std::int64_t lease_rank(const lock::AcquireResult& result)
+{
+  switch (result.lease) {
+  case lock::AcquireResult::Lease::ends:
+    return result.holder_ttl.count();
+  case lock::AcquireResult::Lease::no_expiry:
+    return -1;
+  case lock::AcquireResult::Lease::fair_queue:
+    return -2;
+  case lock::AcquireResult::Lease::writer_first:
+    return -3;
+  }
+  return -1;
+}
+
 TimePoint now() { return util::monotonic_now(); }
 
 // A pause of 10 to 100 ms, so that contenders that split the nodes between them do not try
@@ -23,7 +40,7 @@ Millis random_pause()
 
 } // namespace
 
-RedlockStore::RedlockStore(std::vector<std::unique_ptr<lock::Store>> nodes,
+RedlockStore::RedlockStore(std::vector<std::unique_ptr<Node>> nodes,
                            std::vector<std::string> names)
   : m_nodes(std::move(nodes)), m_names(std::move(names)), m_owed(m_nodes.size())
 {
@@ -31,7 +48,16 @@ RedlockStore::RedlockStore(std::vector<std::unique_ptr<lock::Store>> nodes,
 
 Millis RedlockStore::node_timeout(Millis ttl) { return std::clamp(ttl / 50, Millis(50), Millis(500)); }
 
-Millis RedlockStore::clock_drift(Millis ttl) const noexcept { return ttl / 100 + Millis(2); }
+const lock::StoreTraits& RedlockStore::traits() const noexcept
+{
+  static const lock::StoreTraits traits{
+    .name = "Redlock (several --url)",
+    .features = lock::features_of(lock::StoreKind::redlock),
+    .drift_percent = 1,
+    .drift_margin = Millis(2),
+  };
+  return traits;
+}
 
 template<typename Start>
 RedlockStore::Request& RedlockStore::begin(Op op, const lock::LockName& name, Millis timeout,
@@ -52,12 +78,12 @@ RedlockStore::Request& RedlockStore::begin_on(const std::vector<bool>& asked, Op
   request.sent_at = now();
   request.node_deadline = request.sent_at + timeout;
   request.answers.resize(m_nodes.size());
+  request.passed.resize(m_nodes.size());
   request.name = name;
   m_requests.push_back(std::move(request));
   for (std::size_t i = 0; i < m_nodes.size(); ++i) {
     if (!asked[i]) {
-      // Not asked: an answer that counts for nothing ("ok" is no failure in tallies).
-      m_requests.back().answers[i] = Outcome{op, Error(ExitCode::ok, "not asked"), false, {}, {}};
+      m_requests.back().passed[i] = true;
       continue;
     }
     m_owed[i].push_back(m_requests.back().id);
@@ -111,25 +137,6 @@ void RedlockStore::start_withdraw(const lock::LockName& name, const lock::WaitTi
         [&](lock::Store& node) { node.start_withdraw(name, ticket); });
 }
 
-void RedlockStore::start_raise_fence(const lock::LockName& name, std::int64_t at_least)
-{
-  begin(Op::raise_fence, name, node_timeout(lock::default_ttl), false,
-        [&](lock::Store& node) { node.start_raise_fence(name, at_least); });
-}
-
-void RedlockStore::refuse(Op op)
-{
-  m_ready.push_back(Outcome{op,
-                            lock::refusal(*this, lock::Feature::coordinate),
-                            false, {}, {}});
-}
-
-void RedlockStore::start_gate(const lock::LockName&, const lock::GateRequest&) { refuse(Op::gate); }
-
-void RedlockStore::start_set_latch(const lock::LockName&, std::int64_t, Millis) { refuse(Op::set_latch); }
-
-void RedlockStore::start_count_down(const lock::LockName&) { refuse(Op::count_down); }
-
 void RedlockStore::undo_acquire(const Request& request)
 {
   begin(Op::release, *request.name, node_timeout(request.acquire.ttl), true,
@@ -165,6 +172,16 @@ void RedlockStore::watch(util::EventLoop& loop)
   }
 }
 
+bool RedlockStore::Request::all_in() const
+{
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    if (!answers[i] && !passed[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
 void RedlockStore::take_answers(std::size_t node)
 {
   while (std::optional<Outcome> outcome = m_nodes[node]->next_outcome()) {
@@ -178,21 +195,27 @@ void RedlockStore::take_answers(std::size_t node)
     std::uint64_t id = m_owed[node].front();
     m_owed[node].pop_front();
     for (Request& request : m_requests) {
-      if (request.id == id && !request.answers[node]) { // not after it was timed out
+      // Not after it was timed out or passed over.
+      if (request.id == id && !request.answers[node] && !request.passed[node]) {
         request.answers[node] = std::move(*outcome);
       }
     }
   }
 }
 
-void RedlockStore::drop_node(std::size_t node, const Error& error)
+void RedlockStore::drop_node(std::size_t node, const std::optional<Error>& error)
 {
   take_answers(node); // what it delivered already counts; what it still owes is lost
   m_nodes[node]->abandon();
   for (std::uint64_t id : m_owed[node]) {
     for (Request& request : m_requests) {
-      if (request.id == id && !request.answers[node]) {
-        request.answers[node] = Outcome{request.op, error, false, {}, {}};
+      if (request.id != id || request.answers[node] || request.passed[node]) {
+        continue;
+      }
+      if (error) {
+        request.answers[node] = Outcome::of(request.op, *error);
+      } else {
+        request.passed[node] = true;
       }
     }
   }
@@ -213,12 +236,11 @@ void RedlockStore::collect()
       continue;
     }
     for (std::size_t i = 0; i < m_nodes.size(); ++i) {
-      if (!request.answers[i]) {
-        request.answers[i] = Outcome{request.op,
-                                     Error(ExitCode::unavailable, "{}: no answer within {}", m_names[i],
-                                           util::format_duration(std::chrono::duration_cast<Millis>(
-                                             request.node_deadline - request.sent_at))),
-                                     false, {}, {}};
+      if (!request.answers[i] && !request.passed[i]) {
+        request.answers[i] = Outcome::of(
+          request.op, Error(ExitCode::unavailable, "{}: no answer within {}", m_names[i],
+                            util::format_duration(std::chrono::duration_cast<Millis>(
+                              request.node_deadline - request.sent_at))));
       }
     }
   }
@@ -230,12 +252,10 @@ void RedlockStore::collect()
     if (request.decided) {
       continue;
     }
-    bool all_in = std::all_of(request.answers.begin(), request.answers.end(),
-                              [](const auto& answer) { return answer.has_value(); });
-    if (std::optional<Outcome> outcome = decide(request, all_in)) {
+    if (std::optional<Outcome> outcome = decide(request, request.all_in())) {
       request.decided = true;
       if (!request.internal) {
-        m_ready.push_back(std::move(*outcome));
+        m_answers.answer(std::move(*outcome));
       }
     }
   }
@@ -247,13 +267,11 @@ void RedlockStore::collect()
     }
     for (std::size_t i = 0; i < m_nodes.size(); ++i) {
       if (std::find(m_owed[i].begin(), m_owed[i].end(), request.id) != m_owed[i].end()) {
-        drop_node(i, Error(ExitCode::ok, "woken elsewhere"));
+        drop_node(i, std::nullopt); // woken elsewhere
       }
     }
   }
-  while (!m_requests.empty() && m_requests.front().decided
-         && std::all_of(m_requests.front().answers.begin(), m_requests.front().answers.end(),
-                        [](const auto& answer) { return answer.has_value(); })) {
+  while (!m_requests.empty() && m_requests.front().decided && m_requests.front().all_in()) {
     m_requests.pop_front();
   }
 }
@@ -276,19 +294,19 @@ std::optional<Outcome> RedlockStore::decide(Request& request, bool all_in)
     if (request.op == Op::wait_for_wake ? !answered && !all_in : !all_in) {
       return std::nullopt;
     }
-    Outcome outcome{request.op, std::nullopt, false, {}, {}};
+    Outcome outcome{.op = request.op};
     if (!answered) {
       outcome.error = Error(ExitCode::unavailable, "no node answered ({})", tally(request, "answered"));
     }
     return outcome;
   }
   case Op::disconnected:
-  case Op::gate: // never started on the nodes: see refuse()
+  case Op::gate: // never started: Redlock has no coordination
   case Op::set_latch:
   case Op::count_down:
     break;
   }
-  return Outcome{request.op, std::nullopt, false, {}, {}};
+  return Outcome::of(request.op);
 }
 
 std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_in)
@@ -301,7 +319,7 @@ std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_i
       continue;
     }
     if (answer->error) {
-      failed += answer->error->code() == ExitCode::ok ? 0 : 1; // "not asked" counts for nothing
+      ++failed;
     } else if (answer->acquire.acquired) {
       ++granted;
     } else {
@@ -314,18 +332,18 @@ std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_i
   }
   if (granted >= quorum()) {
     Millis elapsed = std::chrono::duration_cast<Millis>(now() - request.sent_at);
-    Millis validity = request.acquire.ttl - elapsed - clock_drift(request.acquire.ttl);
+    Millis validity = request.acquire.ttl - elapsed - traits().clock_drift(request.acquire.ttl);
     if (validity <= Millis(0)) {
       undo_acquire(request);
-      return Outcome{Op::acquire,
-                     Error(ExitCode::unavailable,
-                           "a majority granted the lock, but only after {} of its {} TTL ({}); "
-                           "released it",
-                           util::format_duration(elapsed), util::format_duration(request.acquire.ttl),
-                           tally(request, "granted")),
-                     false, {}, {}};
+      return Outcome::of(Op::acquire,
+                         Error(ExitCode::unavailable,
+                               "a majority granted the lock, but only after {} of its {} TTL ({}); "
+                               "released it",
+                               util::format_duration(elapsed),
+                               util::format_duration(request.acquire.ttl),
+                               tally(request, "granted")));
     }
-    Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+    Outcome outcome{.op = Op::acquire};
     outcome.acquire.acquired = true;
     outcome.acquire.validity = validity;
     std::vector<int> acknowledged;
@@ -346,7 +364,7 @@ std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_i
     // Every node learns the token, so that any later majority hands out a larger one even if
     // the nodes that made this one lose their counters (or jumped ahead after a restart).
     begin(Op::raise_fence, *request.name, node_timeout(request.acquire.ttl), true,
-          [&](lock::Store& node) { node.start_raise_fence(*request.name, outcome.acquire.fence); });
+          [&](Node& node) { node.start_raise_fence(*request.name, outcome.acquire.fence); });
     return outcome;
   }
   if (!all_in && refused + failed + quorum() <= n) {
@@ -358,10 +376,8 @@ std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_i
     undo_acquire(request);
   }
   if (refused == 0) {
-    return Outcome{Op::acquire,
-                   Error(ExitCode::unavailable, "no majority of the {} nodes: {}", n,
-                         tally(request, "granted the lock")),
-                   false, {}, {}};
+    return Outcome::of(Op::acquire, Error(ExitCode::unavailable, "no majority of the {} nodes: {}",
+                                          n, tally(request, "granted the lock")));
   }
   // Held elsewhere: report the holder most nodes name, with the longest lease, and wait on
   // the first node that named a holder (it registered this waiter).
@@ -372,7 +388,7 @@ std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_i
       break;
     }
   }
-  Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+  Outcome outcome{.op = Op::acquire};
   std::size_t best_votes = 0;
   for (const auto& answer : request.answers) {
     if (!answer || answer->error || answer->acquire.acquired) {
@@ -386,7 +402,7 @@ std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_i
                  : 0;
     }
     if (votes > best_votes || (votes == best_votes
-                               && answer->acquire.holder_ttl_ms > outcome.acquire.holder_ttl_ms)) {
+                               && lease_rank(answer->acquire) > lease_rank(outcome.acquire))) {
       best_votes = votes;
       outcome.acquire = answer->acquire;
     }
@@ -421,7 +437,7 @@ std::optional<Outcome> RedlockStore::decide_renew(Request& request, bool all_in)
   }
   std::size_t n = m_nodes.size();
   if (extended >= quorum()) {
-    Outcome outcome{Op::renew, std::nullopt, true, {}, {}};
+    Outcome outcome{.op = Op::renew, .held = true};
     std::vector<int> acknowledged;
     for (const auto& answer : request.answers) {
       if (answer && !answer->error && answer->held) {
@@ -439,15 +455,15 @@ std::optional<Outcome> RedlockStore::decide_renew(Request& request, bool all_in)
     return outcome;
   }
   if (lost + quorum() > n) {
-    return Outcome{Op::renew, std::nullopt, false, {}, {}}; // a majority no longer has it
+    return Outcome::of(Op::renew); // a majority no longer has it
   }
   if (!all_in && extended + (n - extended - lost - failed) >= quorum()) {
     return std::nullopt;
   }
-  return Outcome{Op::renew,
-                 Error(ExitCode::unavailable, "the renewal reached no majority of the {} nodes: {}",
-                       n, tally(request, "extended the lease")),
-                 false, {}, {}};
+  return Outcome::of(Op::renew,
+                     Error(ExitCode::unavailable,
+                           "the renewal reached no majority of the {} nodes: {}", n,
+                           tally(request, "extended the lease")));
 }
 
 std::optional<Outcome> RedlockStore::decide_release(Request& request, bool all_in)
@@ -463,12 +479,13 @@ std::optional<Outcome> RedlockStore::decide_release(Request& request, bool all_i
     }
   }
   if (released >= quorum() || not_held + quorum() > m_nodes.size()) {
-    return Outcome{Op::release, std::nullopt, released >= quorum(), {}, {}};
+    return Outcome::holding(Op::release, released >= quorum());
   }
-  return Outcome{Op::release,
-                 Error(ExitCode::unavailable, "the release reached no majority of the {} nodes: {}",
-                       m_nodes.size(), tally(request, "released it")),
-                 released > 0, {}, {}};
+  return Outcome{.op = Op::release,
+                 .error = Error(ExitCode::unavailable,
+                                "the release reached no majority of the {} nodes: {}",
+                                m_nodes.size(), tally(request, "released it")),
+                 .held = released > 0};
 }
 
 std::string RedlockStore::tally(const Request& request, std::string_view verb) const
@@ -481,9 +498,7 @@ std::string RedlockStore::tally(const Request& request, std::string_view verb) c
       continue;
     }
     if (answer->error) {
-      if (answer->error->code() != ExitCode::ok) {
-        errors += fmt::format("; {}", answer->error->what());
-      }
+      errors += fmt::format("; {}", answer->error->what());
     } else if (answer->acquire.acquired || answer->held) {
       ++yes;
     }
@@ -496,15 +511,10 @@ std::optional<Outcome> RedlockStore::next_outcome()
   collect();
   if (m_disconnected) {
     m_disconnected = false;
-    return Outcome{Op::disconnected, Error(ExitCode::unavailable, "a node dropped its connection"),
-                   false, {}, {}};
+    return Outcome::of(Op::disconnected,
+                       Error(ExitCode::unavailable, "a node dropped its connection"));
   }
-  if (m_ready.empty()) {
-    return std::nullopt;
-  }
-  Outcome outcome = std::move(m_ready.front());
-  m_ready.pop_front();
-  return outcome;
+  return m_answers.next();
 }
 
 void RedlockStore::abandon() noexcept
@@ -516,7 +526,7 @@ void RedlockStore::abandon() noexcept
     owed.clear();
   }
   m_requests.clear();
-  m_ready.clear();
+  m_answers.clear();
   m_disconnected = false;
 }
 

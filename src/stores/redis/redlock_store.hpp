@@ -1,6 +1,8 @@
 #pragma once
 
+#include "lock/outcome_queue.hpp"
 #include "lock/store.hpp"
+#include "stores/redis/node.hpp"
 
 #include <cstdint>
 #include <deque>
@@ -20,7 +22,7 @@ class RedlockStore final : public lock::Store {
 public:
   // nodes: one single-server store per master, in the order the URLs were given; names: how
   // each is shown in messages (its redacted URL).
-  RedlockStore(std::vector<std::unique_ptr<lock::Store>> nodes, std::vector<std::string> names);
+  RedlockStore(std::vector<std::unique_ptr<Node>> nodes, std::vector<std::string> names);
 
   void start_acquire(const lock::LockName& name, const lock::AcquireRequest& request) override;
   void start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
@@ -28,11 +30,6 @@ public:
   void start_renew(const lock::LockName& name, const lock::RenewRequest& request) override;
   void start_release(const lock::LockName& name, const std::string& token) override;
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
-  void start_raise_fence(const lock::LockName& name, std::int64_t at_least) override;
-  // Refused (Feature::coordinate): each answers a usage error.
-  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
-  void start_set_latch(const lock::LockName& name, std::int64_t count, util::Millis expire) override;
-  void start_count_down(const lock::LockName& name) override;
 
   void watch(util::EventLoop& loop) override;
   std::optional<lock::Outcome> next_outcome() override;
@@ -43,15 +40,11 @@ public:
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
 
-  util::Millis clock_drift(util::Millis ttl) const noexcept override;
   // One queue of waiters, a count of holders, whether a lock was freed, who arrived at a
   // barrier, a latch's count: each one state, which independent masters cannot agree on
-  // without consensus. A lease outlives the process, as on one server.
-  bool supports(lock::Feature feature) const noexcept override
-  {
-    return feature == lock::Feature::detached || feature == lock::Feature::replicas;
-  }
-  std::string store_name() const override { return "Redlock (several --url)"; }
+  // without consensus (no coordination either). A lease outlives the process, as on one
+  // server. The nodes' clocks drift apart by 1% of the TTL + 2 ms.
+  const lock::StoreTraits& traits() const noexcept override;
 
   // How long one node may take to answer one request: a fiftieth of the TTL, from 50 ms to
   // 500 ms (small against the TTL, as the algorithm asks, yet room for a fresh connection).
@@ -70,6 +63,11 @@ private:
     util::TimePoint sent_at{};
     util::TimePoint node_deadline{};  // a node that has not answered by then has failed
     std::vector<std::optional<lock::Outcome>> answers{};
+    // Per node: passed over (not asked, or its wait ended elsewhere), so no answer comes and
+    // none counts, for or against.
+    std::vector<bool> passed{};
+    // Whether every node answered or was passed over.
+    bool all_in() const;
     bool decided = false;
     std::optional<lock::LockName> name{};
     lock::AcquireRequest acquire{};   // acquire: what was asked (to undo it, to re-join)
@@ -92,10 +90,9 @@ private:
   std::optional<lock::Outcome> decide_release(Request& request, bool all_in);
   // Takes the outcomes a node has delivered, as answers to the requests it owes, in order.
   void take_answers(std::size_t node);
-  // Gives a node up for the requests it still owes (after a timeout, or to end a wait).
-  void drop_node(std::size_t node, const Error& error);
-  // Answers op with the refusal of Feature::coordinate.
-  void refuse(Op op);
+  // Gives a node up for the requests it still owes: failed with error (after a timeout), or
+  // passed over (nullopt: a wait that ended elsewhere).
+  void drop_node(std::size_t node, const std::optional<Error>& error);
   // Releases token on every node, for nobody (an acquisition that did not reach a majority).
   void undo_acquire(const Request& request);
   // Takes the lock again, with the same token, on nodes that lost it (a restart).
@@ -106,11 +103,11 @@ private:
   static lock::LockStatus combine(const std::string& name, const std::vector<lock::LockStatus>& views,
                                   std::vector<lock::NodeView> nodes, std::size_t quorum);
 
-  std::vector<std::unique_ptr<lock::Store>> m_nodes;
+  std::vector<std::unique_ptr<Node>> m_nodes;
   std::vector<std::string> m_names;
   std::vector<std::deque<std::uint64_t>> m_owed; // per node: requests it has not answered
   std::deque<Request> m_requests;                // oldest first, until every node answered
-  std::deque<lock::Outcome> m_ready;
+  lock::OutcomeQueue m_answers;
   std::uint64_t m_next_id = 1;
   bool m_disconnected = false; // a node dropped an idle connection: tell the holder once
   std::size_t m_wait_node = 0; // where a waiter blocks: the first node that named the holder

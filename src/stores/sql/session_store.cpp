@@ -15,57 +15,25 @@ SessionStore::SessionStore(std::string idle_timeout_setting)
 {
 }
 
-void SessionStore::answer(Op op, std::optional<Error> error)
-{
-  m_ready.push_back(Outcome{op, std::move(error), false, {}, {}});
-}
-
 void SessionStore::start_withdraw(const lock::LockName&, const lock::WaitTicket&)
 {
   answer(Op::withdraw);
 }
 
-void SessionStore::start_raise_fence(const lock::LockName&, std::int64_t)
-{
-  answer(Op::raise_fence);
-}
+std::optional<Outcome> SessionStore::next_outcome() { return m_answers.next(); }
 
-void SessionStore::start_gate(const lock::LockName&, const lock::GateRequest&)
+lock::StoreTraits SessionStore::session_traits(std::string name, lock::FeatureSet features) const
 {
-  answer(Op::gate, lock::refusal(*this, lock::Feature::coordinate));
-}
-
-void SessionStore::start_set_latch(const lock::LockName&, std::int64_t, util::Millis)
-{
-  answer(Op::set_latch, lock::refusal(*this, lock::Feature::coordinate));
-}
-
-void SessionStore::start_count_down(const lock::LockName&)
-{
-  answer(Op::count_down, lock::refusal(*this, lock::Feature::coordinate));
-}
-
-std::optional<Outcome> SessionStore::next_outcome()
-{
-  if (m_ready.empty()) {
-    return std::nullopt;
-  }
-  Outcome outcome = std::move(m_ready.front());
-  m_ready.pop_front();
-  return outcome;
-}
-
-std::string SessionStore::left_behind(util::Millis) const
-{
-  return fmt::format("the server frees it when it ends dlock's session: at once if the "
-                     "connection closed cleanly, else when its TCP keepalive or {} gives up on it",
-                     m_idle_timeout_setting);
-}
-
-std::string SessionStore::loss_cause() const
-{
-  return "its database session ended (terminated, timed out or cut off) or it was released by "
-         "someone else";
+  return lock::StoreTraits{
+    .name = std::move(name),
+    .features = features,
+    .left_behind = fmt::format("the server frees it when it ends dlock's session: at once if the "
+                               "connection closed cleanly, else when its TCP keepalive or {} "
+                               "gives up on it",
+                               m_idle_timeout_setting),
+    .loss_cause = "its database session ended (terminated, timed out or cut off) or it was "
+                  "released by someone else",
+  };
 }
 
 void SoonestLimit::consider(util::Millis after, std::string setting)

@@ -1,45 +1,44 @@
 #pragma once
 
+#include "lock/outcome_queue.hpp"
 #include "lock/store.hpp"
 #include "util/clock.hpp"
 
-#include <deque>
 #include <optional>
 #include <string>
 
 namespace dlock::sql {
 
 // What the database stores (postgres://, mysql://) share: a lock is held by a database
-// session, not a lease with a TTL, so there is nothing to withdraw or raise, no coordination
-// state, and a lock is lost or left behind with its session. Answers wait in a queue that
-// next_outcome() empties.
+// session, not a lease with a TTL, so there is nothing to withdraw, no coordination state (a
+// latch or barrier would outlive the sessions), and a lock is lost or left behind with its
+// session. Answers wait in a queue that next_outcome() empties. Their client libraries connect
+// without blocking (libpq's cancel request in abandon() aside), so limit_blocking is not needed.
 class SessionStore : public lock::Store {
 public:
   // Nothing is registered while waiting and fencing counters are the database's: at once.
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
-  void start_raise_fence(const lock::LockName& name, std::int64_t at_least) override;
-  // Refused (Feature::coordinate): a latch or barrier would outlive the sessions.
-  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
-  void start_set_latch(const lock::LockName& name, std::int64_t count, util::Millis expire) override;
-  void start_count_down(const lock::LockName& name) override;
 
   std::optional<lock::Outcome> next_outcome() override;
-  std::string left_behind(util::Millis ttl) const override;
-  std::string loss_cause() const override;
 
 protected:
   // idle_timeout_setting: the server setting that ends an idle session, named in messages.
   explicit SessionStore(std::string idle_timeout_setting);
+  // The traits of a database store named name: a lock lost or left behind with its session.
+  lock::StoreTraits session_traits(std::string name, lock::FeatureSet features) const;
 
   // Queues the answer to op: done, or failed with error.
-  void answer(lock::Outcome::Op op, std::optional<Error> error = std::nullopt);
-  void answer(lock::Outcome outcome) { m_ready.push_back(std::move(outcome)); }
-  bool has_answers() const { return !m_ready.empty(); }
-  void forget_answers() noexcept { m_ready.clear(); }
+  void answer(lock::Outcome::Op op, std::optional<Error> error = std::nullopt)
+  {
+    m_answers.answer(op, std::move(error));
+  }
+  void answer(lock::Outcome outcome) { m_answers.answer(std::move(outcome)); }
+  bool has_answers() const { return !m_answers.empty(); }
+  void forget_answers() noexcept { m_answers.clear(); }
 
 private:
   std::string m_idle_timeout_setting;
-  std::deque<lock::Outcome> m_ready;
+  lock::OutcomeQueue m_answers;
 };
 
 // The soonest a database server may end dlock's session on its own (an idle time-out, a

@@ -50,7 +50,7 @@ SqlStore::Named& SqlStore::named(const lock::LockName& name, const std::string& 
   n.session->on_end([this, key](const Error& error) {
     auto found = m_named.find(key);
     if (found != m_named.end() && found->second.held && !found->second.session->busy()) {
-      Outcome ended{Op::disconnected, error, false, {}, {}};
+      Outcome ended = Outcome::of(Op::disconnected, error);
       ended.lease_ended = true; // the session was the lease: the lock went with it
       answer(std::move(ended));
     }
@@ -132,7 +132,7 @@ void SqlStore::fence(const std::string& name, bool again)
 
 void SqlStore::fenced(std::int64_t fence)
 {
-  Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+  Outcome outcome = Outcome::of(Op::acquire);
   outcome.acquire.acquired = true;
   outcome.acquire.fence = fence;
   answer(std::move(outcome));
@@ -148,9 +148,9 @@ void SqlStore::no_fencing(const std::string& why)
 void SqlStore::holders_found(const lock::AcquireRequest& request, const lock::HolderInfo* first,
                              std::int64_t count)
 {
-  Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+  Outcome outcome = Outcome::of(Op::acquire);
   lock::AcquireResult& result = outcome.acquire;
-  result.holder_ttl_ms = -1; // a session has no expiry
+  result.lease = lock::AcquireResult::Lease::no_expiry; // a session has no expiry
   if (first != nullptr) {
     result.holder = *first;
   }
@@ -190,7 +190,7 @@ void SqlStore::start_renew(const lock::LockName& name, const lock::RenewRequest&
     return;
   }
   if (n->session->broken()) {
-    Outcome outcome{Op::renew, std::nullopt, false, {}, {}};
+    Outcome outcome = Outcome::of(Op::renew);
     outcome.slot = n->kind.has_slots();
     answer(std::move(outcome)); // the session that held it ended: a new one would not hold it
     return;
@@ -202,7 +202,7 @@ void SqlStore::held_confirmed(const std::string& name, const std::optional<Error
                               bool held)
 {
   Named& n = m_named.at(name);
-  Outcome outcome{Op::renew, std::nullopt, false, {}, {}};
+  Outcome outcome = Outcome::of(Op::renew);
   outcome.slot = n.kind.has_slots();
   if (error && n.session->broken()) {
     n.held = false;
@@ -217,7 +217,7 @@ void SqlStore::held_confirmed(const std::string& name, const std::optional<Error
 
 void SqlStore::other_confirmed(const std::optional<Error>& error, bool held)
 {
-  Outcome outcome{Op::renew, error, false, {}, {}};
+  Outcome outcome = Outcome::of(Op::renew, error);
   outcome.held = !error && held;
   answer(std::move(outcome));
 }
@@ -240,7 +240,7 @@ void SqlStore::start_release(const lock::LockName& name, const std::string& toke
 
 void SqlStore::released(const std::optional<Error>& error, bool ended, bool held)
 {
-  Outcome outcome{Op::release, std::nullopt, false, {}, {}};
+  Outcome outcome = Outcome::of(Op::release);
   if (error && ended) {
     // the session ended: the server freed the lock
   } else if (error) {
@@ -308,14 +308,9 @@ Error SqlStore::timed_out() noexcept
 
 void SqlStore::block_until(const std::function<bool()>& answered, util::TimePoint deadline)
 {
-  while (!answered()) {
-    if (util::monotonic_now() >= deadline) {
-      throw timed_out();
-    }
-    util::EventLoop loop;
-    m_control->watch(loop);
-    loop.wake_at(deadline);
-    loop.wait();
+  if (!util::run_until(deadline, answered,
+                       [this](util::EventLoop& loop) { m_control->watch(loop); })) {
+    throw timed_out();
   }
 }
 

@@ -1,7 +1,7 @@
 #include "stores/zookeeper/nodes.hpp"
 
 #include "util/random.hpp"
-#include "util/sha256.hpp"
+#include "util/url.hpp"
 
 #include <fmt/format.h>
 
@@ -32,17 +32,6 @@ std::string_view marker(Role role)
 
 bool escaped(unsigned char c) { return c <= ' ' || c >= 0x7f || c == '/' || c == '%'; }
 
-int hex_value(char c)
-{
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1; // lower case is never made, so never read
-}
-
 } // namespace
 
 std::string encode_name(std::string_view prefixed)
@@ -64,28 +53,13 @@ std::string encode_name(std::string_view prefixed)
 
 std::optional<std::string> decode_name(std::string_view name)
 {
-  std::string out;
-  for (std::size_t i = 0; i < name.size(); ++i) {
-    auto byte = static_cast<unsigned char>(name[i]);
-    if (byte != '%') {
-      if (escaped(byte)) {
-        return std::nullopt;
-      }
-      out += name[i];
-      continue;
-    }
-    if (i + 2 >= name.size()) {
-      return std::nullopt;
-    }
-    int high = hex_value(name[i + 1]);
-    int low = hex_value(name[i + 2]);
-    if (high < 0 || low < 0) {
-      return std::nullopt;
-    }
-    out += static_cast<char>(high * 16 + low);
-    i += 2;
+  auto stray = [](char c) { return c != '%' && escaped(static_cast<unsigned char>(c)); };
+  if (std::any_of(name.begin(), name.end(), stray)) {
+    return std::nullopt;
   }
-  if (out.empty()) {
+  // Lower case is never made, so never read.
+  std::optional<std::string> out = util::percent_decode(name, util::HexDigits::upper_case);
+  if (!out || out->empty()) {
     return std::nullopt;
   }
   return out;
@@ -95,7 +69,7 @@ std::string random_uuid()
 {
   std::string hex = util::random_token(); // 32 hex digits from the kernel's CSPRNG
   hex[12] = '4';                          // version 4
-  hex[16] = "89ab"[hex_value(static_cast<char>(std::toupper(hex[16]))) & 3]; // RFC 4122 variant
+  hex[16] = "89ab"[util::hex_value(hex[16]) & 3]; // RFC 4122 variant
   return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
          hex.substr(16, 4) + "-" + hex.substr(20, 12);
 }
@@ -218,11 +192,6 @@ lock::HolderInfo parse_holder_record(std::string_view data, std::string* fingerp
     *fingerprint = token;
   }
   return *holder;
-}
-
-std::string token_fingerprint(const std::string& token)
-{
-  return util::sha256_hex(token).substr(0, 16);
 }
 
 } // namespace dlock::zookeeper

@@ -66,7 +66,7 @@ std::string holder_record(const lock::HolderInfo& holder, std::string_view finge
 // write (Curator's holds the client's address, another tenant's may be anything, longer than
 // lock::max_holder_record_bytes, or fields dlock would not write) shows the start of its data as the command.
 lock::HolderInfo parse_holder_record(std::string_view data, std::string* fingerprint = nullptr);
-// The fingerprint of a token as records carry it (not the token: any client may read nodes).
-std::string token_fingerprint(const std::string& token);
+// Records carry the token's fingerprint, 16 hex digits (not the token: any client may read nodes).
+using lock::token_fingerprint;
 
 } // namespace dlock::zookeeper

@@ -23,13 +23,6 @@ constexpr int max_steps = 20;
 
 std::string basename_of(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 
-std::int64_t unix_now_ms()
-{
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-           std::chrono::system_clock::now().time_since_epoch())
-    .count();
-}
-
 Role role_of(const lock::LockKind& kind)
 {
   return kind.mode == lock::LockKind::Mode::shared ? Role::read : Role::exclusive;
@@ -146,9 +139,9 @@ void ZookeeperStore::on_event(const WatchEvent& event)
         holds = holds || n.held;
       }
       if (holds) {
-        Outcome lost{Op::disconnected, Error(ExitCode::unavailable, "lost the connection to "
-                                             "ZooKeeper at {}", m_url.shown), false, {}, {}};
-        answer(std::move(lost));
+        m_answers.answer(Op::disconnected, Error(ExitCode::unavailable,
+                                                 "lost the connection to ZooKeeper at {}",
+                                                 m_url.shown));
       }
       return;
     } else {
@@ -165,32 +158,32 @@ void ZookeeperStore::on_event(const WatchEvent& event)
         holds = holds || n.held;
         if (n.wake_by) {
           n.wake_by.reset();
-          answer(Op::wait_for_wake);
+          m_answers.answer(Op::wait_for_wake);
         }
         n.woken = true;
       }
       if (holds) {
-        Outcome lost{Op::disconnected, failed, false, {}, {}};
+        Outcome lost{.op = Op::disconnected, .error = failed};
         lost.lease_ended = lease_ended; // the session was the lease: its nodes are gone
-        answer(std::move(lost));
+        m_answers.answer(std::move(lost));
       }
     }
     return;
   }
   for (auto& [key, n] : m_named) {
     if (!n.node.empty() && event.path == n.node && n.held) {
-      Outcome lost{Op::disconnected,
-                   Error(ExitCode::lost, "the node of lock '{}' changed or was deleted", key),
-                   false, {}, {}};
-      lost.lease_ended = true; // confirm at once: a deleted node is a lost lock
-      answer(std::move(lost));
+      m_answers.answer(Outcome{
+        .op = Op::disconnected,
+        .error = Error(ExitCode::lost, "the node of lock '{}' changed or was deleted", key),
+        .lease_ended = true, // confirm at once: a deleted node is a lost lock
+      });
     }
     if (!n.watching.empty() && event.path == n.watching) {
       n.watching.clear();
       n.woken = true;
       if (n.wake_by) {
         n.wake_by.reset();
-        answer(Op::wait_for_wake);
+        m_answers.answer(Op::wait_for_wake);
       }
     }
   }
@@ -242,11 +235,6 @@ Error ZookeeperStore::error_of(int rc, std::string_view what) const
   }
 }
 
-void ZookeeperStore::answer(Op op, std::optional<Error> error)
-{
-  m_ready.push_back(Outcome{op, std::move(error), false, {}, {}});
-}
-
 // --- acquisition -------------------------------------------------------------------------
 
 void ZookeeperStore::start_acquire(const lock::LockName& name, const lock::AcquireRequest& request)
@@ -260,21 +248,21 @@ void ZookeeperStore::start_acquire(const lock::LockName& name, const lock::Acqui
   n.woken = false;
   n.wake_by.reset();
   if (request.kind.mode == lock::LockKind::Mode::limit) {
-    answer(Op::acquire, lock::refusal(*this, lock::Feature::limit));
+    m_answers.answer(Op::acquire, lock::refusal(*this, lock::Feature::limit));
     return;
   }
   try {
     client(request.ttl);
   } catch (const Error& error) {
-    answer(Op::acquire, error);
+    m_answers.answer(Op::acquire, error);
     return;
   }
   if (n.held && !m_dead && n.session == m_client->session_id()) {
     // Asked again for a lock this session holds (a retry after a lost answer): it is ours.
-    Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+    Outcome outcome{.op = Op::acquire};
     outcome.acquire.acquired = true;
     outcome.acquire.fence = n.fence;
-    answer(std::move(outcome));
+    m_answers.answer(std::move(outcome));
     return;
   }
   n.held = false;
@@ -285,7 +273,7 @@ void ZookeeperStore::start_acquire(const lock::LockName& name, const lock::Acqui
       error = check_session(ttl);
     }
     if (error) {
-      answer(Op::acquire, error);
+      m_answers.answer(Op::acquire, error);
       return;
     }
     place(key);
@@ -296,8 +284,9 @@ void ZookeeperStore::place(const std::string& key)
 {
   Named& n = m_named.at(key);
   if (++n.attempts > max_steps) {
-    answer(Op::acquire, Error(ExitCode::unavailable, "ZooKeeper at {}: the node of lock '{}' "
-                              "kept disappearing", m_url.shown, key));
+    m_answers.answer(Op::acquire, Error(ExitCode::unavailable,
+                                        "ZooKeeper at {}: the node of lock '{}' kept disappearing",
+                                        m_url.shown, key));
     return;
   }
   if (!n.node.empty() && n.session != m_client->session_id()) {
@@ -319,7 +308,8 @@ void ZookeeperStore::place(const std::string& key)
     }
     Named& e = found->second;
     if (reply.rc != ZOK && reply.rc != ZNONODE) {
-      answer(Op::acquire, error_of(reply.rc, "list the contenders of lock '" + key + "'"));
+      m_answers.answer(Op::acquire,
+                       error_of(reply.rc, "list the contenders of lock '" + key + "'"));
       return;
     }
     e.maybe_created = false;
@@ -357,7 +347,7 @@ void ZookeeperStore::create(const std::string& key)
     if (reply.rc == ZNONODE) {
       make_path(e.dir, [this, key](std::optional<Error> error) {
         if (error) {
-          answer(Op::acquire, error);
+          m_answers.answer(Op::acquire, error);
         } else if (m_named.contains(key)) {
           place(key);
         }
@@ -367,7 +357,7 @@ void ZookeeperStore::create(const std::string& key)
     if (reply.rc == ZCONNECTIONLOSS || reply.rc == ZOPERATIONTIMEOUT) {
       e.maybe_created = true;
     }
-    answer(Op::acquire, error_of(reply.rc, "create a node for lock '" + key + "'"));
+    m_answers.answer(Op::acquire, error_of(reply.rc, "create a node for lock '" + key + "'"));
   });
 }
 
@@ -381,7 +371,8 @@ void ZookeeperStore::judge(const std::string& key)
     }
     Named& e = found->second;
     if (reply.rc != ZOK && reply.rc != ZNONODE) {
-      answer(Op::acquire, error_of(reply.rc, "list the contenders of lock '" + key + "'"));
+      m_answers.answer(Op::acquire,
+                       error_of(reply.rc, "list the contenders of lock '" + key + "'"));
       return;
     }
     std::vector<Contender> queue = sorted_contenders(reply.children);
@@ -412,16 +403,16 @@ void ZookeeperStore::judge(const std::string& key)
           return;
         }
         if (seen.rc != ZOK || !seen.stat) {
-          answer(Op::acquire, error_of(seen.rc, "watch the node of lock '" + key + "'"));
+          m_answers.answer(Op::acquire, error_of(seen.rc, "watch the node of lock '" + key + "'"));
           return;
         }
         h.held = true;
         h.fence = seen.stat->czxid;
         h.watching.clear();
-        Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
+        Outcome outcome{.op = Op::acquire};
         outcome.acquire.acquired = true;
         outcome.acquire.fence = h.fence;
-        answer(std::move(outcome));
+        m_answers.answer(std::move(outcome));
       });
       return;
     }
@@ -431,7 +422,7 @@ void ZookeeperStore::judge(const std::string& key)
       e.node.clear();
       m_client->remove(node, [this, key, queue](Reply& seen) {
         if (seen.rc != ZOK && seen.rc != ZNONODE) {
-          answer(Op::acquire, error_of(seen.rc, "delete the node of lock '" + key + "'"));
+          m_answers.answer(Op::acquire, error_of(seen.rc, "delete the node of lock '" + key + "'"));
           return;
         }
         report_holder(key, queue);
@@ -452,7 +443,8 @@ void ZookeeperStore::judge(const std::string& key)
         return;
       }
       if (seen.rc != ZOK) {
-        answer(Op::acquire, error_of(seen.rc, "watch the contenders of lock '" + key + "'"));
+        m_answers.answer(Op::acquire,
+                         error_of(seen.rc, "watch the contenders of lock '" + key + "'"));
         return;
       }
       report_holder(key, queue);
@@ -466,15 +458,15 @@ void ZookeeperStore::report_holder(const std::string& key, const std::vector<Con
   Named& n = m_named.at(key);
   auto not_acquired = [this, key, holders](std::optional<lock::HolderInfo> holder) {
     auto found = m_named.find(key);
-    Outcome outcome{Op::acquire, std::nullopt, false, {}, {}};
-    outcome.acquire.holder_ttl_ms = -1; // a session, not a lease with a TTL
+    Outcome outcome{.op = Op::acquire};
+    outcome.acquire.lease = lock::AcquireResult::Lease::no_expiry; // a session, not a TTL
     outcome.acquire.block =
       found != m_named.end() ? found->second.request.ticket.max_block : Millis(1000);
     if (holder) {
       outcome.acquire.holder = *holder;
     }
     outcome.acquire.holders = static_cast<std::int64_t>(holders.size());
-    answer(std::move(outcome));
+    m_answers.answer(std::move(outcome));
   };
   if (holders.empty()) {
     not_acquired(std::nullopt);
@@ -533,7 +525,7 @@ void ZookeeperStore::start_wait_for_wake(const lock::LockName& name, const lock:
     if (n != nullptr) {
       n->woken = false;
     }
-    answer(Op::wait_for_wake);
+    m_answers.answer(Op::wait_for_wake);
     return;
   }
   n->wake_by = util::monotonic_now() + block;
@@ -545,18 +537,18 @@ void ZookeeperStore::start_renew(const lock::LockName& name, const lock::RenewRe
 {
   Named* n = find(name);
   if (n != nullptr && n->held && n->token == request.token) {
-    Outcome outcome{Op::renew, std::nullopt, false, {}, {}};
+    Outcome outcome{.op = Op::renew};
     outcome.slot = n->kind.has_slots();
     if (!m_client || !m_client->owned() || m_dead || m_client->session_id() != n->session) {
       n->held = false;
-      answer(outcome); // the session that held it ended: its node went with it
+      m_answers.answer(outcome); // the session that held it ended: its node went with it
       return;
     }
     std::string key = name.str();
     m_client->exists(n->node, false, [this, key, outcome](Reply& reply) mutable {
       auto found = m_named.find(key);
       if (found == m_named.end()) {
-        answer(outcome);
+        m_answers.answer(outcome);
         return;
       }
       Named& e = found->second;
@@ -567,11 +559,11 @@ void ZookeeperStore::start_renew(const lock::LockName& name, const lock::RenewRe
         outcome.held = false;
       } else {
         outcome.error = error_of(reply.rc, "confirm lock '" + key + "'");
-        answer(std::move(outcome));
+        m_answers.answer(std::move(outcome));
         return;
       }
       e.held = outcome.held;
-      answer(std::move(outcome));
+      m_answers.answer(std::move(outcome));
     });
     return;
   }
@@ -580,18 +572,18 @@ void ZookeeperStore::start_renew(const lock::LockName& name, const lock::RenewRe
   try {
     client(inspect_session);
   } catch (const Error& error) {
-    answer(Op::renew, error);
+    m_answers.answer(Op::renew, error);
     return;
   }
   std::string fingerprint = token_fingerprint(request.token);
   bool slot = request.slot;
   inspect(dir_of(name), [this, fingerprint, slot](Inspection& found) {
-    Outcome outcome{Op::renew, found.error, false, {}, {}};
+    Outcome outcome{.op = Op::renew, .error = found.error};
     outcome.slot = slot;
     for (const std::string& f : found.fingerprints) {
       outcome.held = outcome.held || f == fingerprint;
     }
-    answer(std::move(outcome));
+    m_answers.answer(std::move(outcome));
   });
 }
 
@@ -605,17 +597,17 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
     bool alive = m_client && m_client->owned() && !m_dead && m_client->session_id() == n->session;
     m_named.erase(key);
     if (!alive) {
-      answer(Op::release); // the session ended: the server deleted the node
+      m_answers.answer(Op::release); // the session ended: the server deleted the node
       return;
     }
     m_client->remove(node, [this, held, key](Reply& reply) {
-      Outcome outcome{Op::release, std::nullopt, false, {}, {}};
+      Outcome outcome{.op = Op::release};
       if (reply.rc == ZOK) {
         outcome.held = held;
       } else if (reply.rc != ZNONODE && reply.rc != ZSESSIONEXPIRED && reply.rc != ZINVALIDSTATE) {
         outcome.error = error_of(reply.rc, "delete the node of lock '" + key + "'");
       }
-      answer(std::move(outcome));
+      m_answers.answer(std::move(outcome));
     });
     return;
   }
@@ -624,14 +616,14 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
   try {
     client(inspect_session);
   } catch (const Error& error) {
-    answer(Op::release, error);
+    m_answers.answer(Op::release, error);
     return;
   }
   std::string fingerprint = token.empty() ? "" : token_fingerprint(token);
   std::string dir = dir_of(name);
   inspect(dir, [this, fingerprint, dir](Inspection& found) {
     if (found.error) {
-      answer(Op::release, found.error);
+      m_answers.answer(Op::release, found.error);
       return;
     }
     std::vector<std::string> paths;
@@ -641,9 +633,9 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
       }
     }
     remove_all(paths, [this](int removed, std::optional<Error> error) {
-      Outcome outcome{Op::release, std::move(error), false, {}, {}};
+      Outcome outcome{.op = Op::release, .error = std::move(error)};
       outcome.held = removed > 0;
-      answer(std::move(outcome));
+      m_answers.answer(std::move(outcome));
     });
   });
 }
@@ -674,41 +666,19 @@ void ZookeeperStore::start_withdraw(const lock::LockName& name, const lock::Wait
     if (n != nullptr && !n->held) {
       m_named.erase(name.str());
     }
-    answer(Op::withdraw);
+    m_answers.answer(Op::withdraw);
     return;
   }
   std::string node = n->node;
   m_named.erase(name.str());
-  m_client->remove(node, [this](Reply&) { answer(Op::withdraw); });
-}
-
-void ZookeeperStore::start_raise_fence(const lock::LockName&, std::int64_t)
-{
-  answer(Op::raise_fence); // czxid needs no raising: it grows across the whole ensemble
-}
-
-void ZookeeperStore::start_gate(const lock::LockName&, const lock::GateRequest&)
-{
-  answer(Op::gate, lock::refusal(*this, lock::Feature::coordinate));
-}
-
-void ZookeeperStore::start_set_latch(const lock::LockName&, std::int64_t, Millis)
-{
-  answer(Op::set_latch, lock::refusal(*this, lock::Feature::coordinate));
-}
-
-void ZookeeperStore::start_count_down(const lock::LockName&)
-{
-  answer(Op::count_down, lock::refusal(*this, lock::Feature::coordinate));
+  m_client->remove(node, [this](Reply&) { m_answers.answer(Op::withdraw); });
 }
 
 // --- the loop ------------------------------------------------------------------------------
 
 void ZookeeperStore::watch(util::EventLoop& loop)
 {
-  if (!m_ready.empty()) {
-    loop.wake_at(util::monotonic_now());
-  }
+  m_answers.watch(loop);
   if (m_client && m_client->owned()) {
     m_client->watch(loop);
   }
@@ -728,21 +698,16 @@ std::optional<Outcome> ZookeeperStore::next_outcome()
   for (auto& [key, n] : m_named) {
     if (n.wake_by && *n.wake_by <= now) {
       n.wake_by.reset();
-      answer(Op::wait_for_wake); // the block ended: the waiter asks again
+      m_answers.answer(Op::wait_for_wake); // the block ended: the waiter asks again
     }
   }
-  if (m_ready.empty()) {
-    return std::nullopt;
-  }
-  Outcome outcome = std::move(m_ready.front());
-  m_ready.pop_front();
-  return outcome;
+  return m_answers.next();
 }
 
 void ZookeeperStore::abandon() noexcept
 {
   m_on_ready.clear();
-  m_ready.clear();
+  m_answers.clear();
   bool holds = false;
   for (auto& [key, n] : m_named) {
     holds = holds || n.held;
@@ -780,15 +745,16 @@ Error ZookeeperStore::timed_out() noexcept
   return Error(ExitCode::unavailable, "ZooKeeper at {} {}", m_url.shown, what);
 }
 
-std::string ZookeeperStore::left_behind(Millis ttl) const
+const lock::StoreTraits& ZookeeperStore::traits() const noexcept
 {
-  return "ZooKeeper deletes its node when dlock's session ends: at once when dlock closes it, "
-         "else once the session times out (" + util::format_duration(ttl) + ")";
-}
-
-std::string ZookeeperStore::loss_cause() const
-{
-  return "its ZooKeeper session expired or its node was deleted (release --force)";
+  static const lock::StoreTraits traits{
+    .name = "ZooKeeper (zk://)",
+    .features = lock::features_of(lock::StoreKind::zookeeper),
+    .left_behind = "ZooKeeper deletes its node when dlock's session ends: at once when dlock "
+                   "closes it, else once the session times out ({ttl})",
+    .loss_cause = "its ZooKeeper session expired or its node was deleted (release --force)",
+  };
+  return traits;
 }
 
 // --- status and list ---------------------------------------------------------------------
@@ -847,14 +813,9 @@ void ZookeeperStore::read_holders(const std::string& dir, std::shared_ptr<Inspec
 
 void ZookeeperStore::block_until(const bool& done, util::TimePoint deadline)
 {
-  while (!done) {
-    if (util::monotonic_now() >= deadline) {
-      throw timed_out();
-    }
-    util::EventLoop loop;
-    m_client->watch(loop);
-    loop.wake_at(deadline);
-    loop.wait();
+  if (!util::run_until(deadline, [&done] { return done; },
+                       [this](util::EventLoop& loop) { m_client->watch(loop); })) {
+    throw timed_out();
   }
 }
 
@@ -874,7 +835,7 @@ lock::LockStatus ZookeeperStore::status(const lock::LockName& name, util::TimePo
   lock::LockStatus status;
   status.name = name.str();
   status.ttl_ms = -1;
-  status.server_time_ms = unix_now_ms(); // ZooKeeper has no clock to ask: this host's
+  status.server_time_ms = util::unix_ms(); // ZooKeeper has no clock to ask: this host's
   status.waiters = static_cast<std::int64_t>(found.queue.size() - found.holding.size());
   if (found.holding.empty()) {
     return status;

@@ -1,12 +1,12 @@
 #pragma once
 
+#include "lock/outcome_queue.hpp"
 #include "lock/store.hpp"
 #include "stores/config.hpp"
 #include "stores/zookeeper/client.hpp"
 #include "stores/zookeeper/nodes.hpp"
 #include "stores/zookeeper/url.hpp"
 
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,11 +36,7 @@ public:
   void start_renew(const lock::LockName& name, const lock::RenewRequest& request) override;
   void start_release(const lock::LockName& name, const std::string& token) override;
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
-  void start_raise_fence(const lock::LockName& name, std::int64_t at_least) override;
   // Refused (Feature::coordinate): a latch or barrier that outlives nobody needs its own recipe.
-  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
-  void start_set_latch(const lock::LockName& name, std::int64_t count, util::Millis expire) override;
-  void start_count_down(const lock::LockName& name) override;
 
   void watch(util::EventLoop& loop) override;
   std::optional<lock::Outcome> next_outcome() override;
@@ -52,13 +48,7 @@ public:
 
   // Exclusive, shared (Curator's read/write lock) and the fair queue; no semaphore (Curator's
   // is another recipe), no coordination state, and no lock outlives its session's process.
-  bool supports(lock::Feature feature) const noexcept override
-  {
-    return feature == lock::Feature::fair || feature == lock::Feature::shared;
-  }
-  std::string left_behind(util::Millis ttl) const override;
-  std::string loss_cause() const override;
-  std::string store_name() const override { return "ZooKeeper (zk://)"; }
+  const lock::StoreTraits& traits() const noexcept override;
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
@@ -123,8 +113,6 @@ private:
   void remove_all(std::vector<std::string> paths, std::function<void(int, std::optional<Error>)> then,
                   int removed = 0);
 
-  void answer(lock::Outcome outcome) { m_ready.push_back(std::move(outcome)); }
-  void answer(Op op, std::optional<Error> error = std::nullopt);
   // The error of a failed request, with the exit code its return code means.
   Error error_of(int rc, std::string_view what) const;
   // Runs the loop until done or deadline (status, list).
@@ -139,7 +127,7 @@ private:
   bool m_dead = false;              // m_client's session expired or its authentication failed
   std::vector<std::function<void(std::optional<Error>)>> m_on_ready;
   std::map<std::string, Named> m_named; // by lock name
-  std::deque<lock::Outcome> m_ready;
+  lock::OutcomeQueue m_answers;
 };
 
 } // namespace dlock::zookeeper
