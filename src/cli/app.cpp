@@ -23,7 +23,7 @@ namespace {
 
 // Resolves a subcommand's options, then opens the store and runs it: options are checked
 // before the store is chosen, so that a usage error wins.
-template <auto command, auto resolve>
+template<auto command, auto resolve>
 int resolve_and_run(const cli::Arguments& args, const cli::GlobalOptions& global)
 {
   const auto options = [&] {

@@ -25,10 +25,10 @@ struct Arguments {
   bool syslog = false;               // --syslog: events to syslog(3) too
   std::optional<std::string> config; // --config FILE (or DLOCK_CONFIG)
   // shared by subcommands
-  std::optional<std::string> key;  // status's KEY
-  std::vector<std::string> keys;   // -k, one per occurrence
-  std::optional<int> limit;        // --limit N
-  bool shared = false;             // -s
+  std::optional<std::string> key; // status's KEY
+  std::vector<std::string> keys;  // -k, one per occurrence
+  std::optional<int> limit;       // --limit N
+  bool shared = false;            // -s
   std::optional<std::string> ttl;
   std::optional<std::string> wait;
   bool no_wait = false;

@@ -175,7 +175,8 @@ ConfigFile read_config_file(const std::string& path)
   std::optional<std::string> text_read = util::read_bounded(fd.get(), max_config_file);
   if (!text_read) {
     throw Error(ExitCode::config, "cannot read config file '{}': {}", path,
-                errno == EFBIG ? fmt::format("larger than {} KiB", max_config_file / 1024) : std::strerror(errno));
+                errno == EFBIG ? fmt::format("larger than {} KiB", max_config_file / 1024)
+                               : std::strerror(errno));
   }
   std::istringstream input(*text_read);
   // Comments out, and where each setting is, before CLI11 reads the rest.
@@ -191,7 +192,8 @@ ConfigFile read_config_file(const std::string& path)
     if (content.empty() || content.front() == ';' || content.front() == '#') {
       continue;
     }
-    if (content.front() == '[' && content.back() == ']' && content.find('=') == std::string_view::npos) {
+    if (content.front() == '[' && content.back() == ']'
+        && content.find('=') == std::string_view::npos) {
       section = std::string(trimmed(content.substr(1, content.size() - 2)));
       continue;
     }
@@ -255,7 +257,8 @@ void apply_config(const std::vector<ConfigFile>& files, const std::vector<Config
                               : target->app->get_option_no_throw("--" + name);
       if (option == nullptr) {
         throw Error(ExitCode::config, "{}: '{}' is not an option of {}", setting.where, name,
-                    setting.section.empty() ? "dlock (global options)" : "dlock " + setting.section);
+                    setting.section.empty() ? "dlock (global options)"
+                                            : "dlock " + setting.section);
       }
       if (option->count() > 0 || set_by_environment(setting.section, name)) {
         continue; // the command line, the environment or a file read first set it

@@ -64,41 +64,48 @@ void add_acquire_options(CLI::App& command, Arguments& args)
     ->description("an exclusive lock (the default; for flock compatibility)");
   command.add_flag("-s,--shared", args.shared,
                    "a shared (read) lock: many shared holders, or one exclusive");
-  command.add_option("--limit", args.limit, "a semaphore: up to N holders at once (same N for all)")
+  command
+    .add_option("--limit", args.limit, "a semaphore: up to N holders at once (same N for all)")
     ->type_name("N")
     ->check(CLI::Range(1, 1000000));
   command.add_flag("--fair", args.fair, "first come, first served among waiters");
   add_conflict_exit_code(command, args, "exit status when the lock is not obtained");
-  add_replica_options(command, args,
-                      "count the lock (and each renewal) only once N replicas have it (Redis WAIT)");
+  add_replica_options(
+    command, args, "count the lock (and each renewal) only once N replicas have it (Redis WAIT)");
 }
 
 // The options before the subcommand; a config file may set them too.
 void add_global_options(CLI::App& app, Arguments& args)
 {
-  app.add_option("-u,--url", args.urls,
-                 "Lock store URL: redis://[[user][:pass]@]host[:port][/db], rediss://..., "
-                 "unix:///path.sock[?db=N], redis-sentinel://host[:port][,host[:port]...][/db]#MASTER, "
-                 "postgres://[user@]host[:port]/db (a libpq URI), "
-                 "mysql://[user[:pass]@]host[:port]/db[?socket=/path] (or mariadb://), "
-                 "zk://[user:pass@]host[:port][,host[:port]...][/chroot]; "
-                 "one per -u; env DLOCK_URL (separated by blanks)")
+  app
+    .add_option(
+      "-u,--url", args.urls,
+      "Lock store URL: redis://[[user][:pass]@]host[:port][/db], rediss://..., "
+      "unix:///path.sock[?db=N], redis-sentinel://host[:port][,host[:port]...][/db]#MASTER, "
+      "postgres://[user@]host[:port]/db (a libpq URI), "
+      "mysql://[user[:pass]@]host[:port]/db[?socket=/path] (or mariadb://), "
+      "zk://[user:pass@]host[:port][,host[:port]...][/chroot]; "
+      "one per -u; env DLOCK_URL (separated by blanks)")
     // One value per occurrence (the words after it are the command's), any number of them;
     // without expected(1) --help would also show "URL ...".
     ->allow_extra_args(false)
     ->expected(1)
     ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
     ->type_name("URL");
-  app.add_option("--password-file", args.password_file,
-                 "read the Redis password from FILE (or set DLOCK_PASSWORD)")
+  app
+    .add_option("--password-file", args.password_file,
+                "read the Redis password from FILE (or set DLOCK_PASSWORD)")
     ->type_name("FILE");
-  app.add_option("--sentinel-password-file", args.sentinel_password_file,
-                 "read the Sentinels' own password from FILE (or set DLOCK_SENTINEL_PASSWORD)")
+  app
+    .add_option("--sentinel-password-file", args.sentinel_password_file,
+                "read the Sentinels' own password from FILE (or set DLOCK_SENTINEL_PASSWORD)")
     ->type_name("FILE");
   app.add_option("--tls-ca", args.tls_ca, "CA bundle for rediss://, postgres:// and mysql://")
     ->envname("DLOCK_TLS_CA")
     ->type_name("FILE");
-  app.add_option("--tls-cert", args.tls_cert, "client certificate for rediss://, postgres:// and mysql://")
+  app
+    .add_option("--tls-cert", args.tls_cert,
+                "client certificate for rediss://, postgres:// and mysql://")
     ->envname("DLOCK_TLS_CERT")
     ->type_name("FILE");
   app.add_option("--tls-key", args.tls_key, "client key for rediss://, postgres:// and mysql://")
@@ -114,15 +121,18 @@ void add_global_options(CLI::App& app, Arguments& args)
     ->envname("DLOCK_CONNECT_TIMEOUT")
     ->type_name("D")
     ->capture_default_str();
-  app.add_flag("-v,--verbose", args.verbose, "more diagnostics on stderr")->envname("DLOCK_VERBOSE");
+  app.add_flag("-v,--verbose", args.verbose, "more diagnostics on stderr")
+    ->envname("DLOCK_VERBOSE");
   app.add_flag("-q,--quiet", args.quiet, "no diagnostics on stderr except errors")
     ->envname("DLOCK_QUIET");
-  app.add_flag("--syslog", args.syslog,
-               "also log acquisitions, skips, waits, losses and releases to syslog")
+  app
+    .add_flag("--syslog", args.syslog,
+              "also log acquisitions, skips, waits, losses and releases to syslog")
     ->envname("DLOCK_SYSLOG");
-  app.add_option("--config", args.config,
-                 "read defaults from FILE only (default: /etc/dlock/dlock.conf, then "
-                 "~/.config/dlock/dlock.conf)")
+  app
+    .add_option("--config", args.config,
+                "read defaults from FILE only (default: /etc/dlock/dlock.conf, then "
+                "~/.config/dlock/dlock.conf)")
     ->envname("DLOCK_CONFIG")
     ->type_name("FILE");
 }
@@ -131,7 +141,9 @@ void add_global_options(CLI::App& app, Arguments& args)
 void add_run_options(CLI::App& run, Arguments& args)
 {
   add_key_option(run, args, "lock name (1 to 1024 bytes); repeat it to take several at once");
-  run.add_option("-t,--ttl", args.ttl, "lease length, renewed while the command runs (default 30s, min 1s)")
+  run
+    .add_option("-t,--ttl", args.ttl,
+                "lease length, renewed while the command runs (default 30s, min 1s)")
     ->type_name("D");
   add_acquire_options(run, args);
   run.add_option("-c,--command", args.shell_command, "run STRING with /bin/sh -c")
@@ -139,7 +151,9 @@ void add_run_options(CLI::App& run, Arguments& args)
   run.add_option("--on-lost", args.on_lost, "when the lease is lost: stop the command, or ignore")
     ->check(CLI::IsMember({"stop", "ignore"}))
     ->capture_default_str();
-  run.add_option("--kill-after", args.kill_after, "grace between SIGTERM and SIGKILL (default ttl/4)")
+  run
+    .add_option("--kill-after", args.kill_after,
+                "grace between SIGTERM and SIGKILL (default ttl/4)")
     ->type_name("D");
   run.add_option("--max-hold", args.max_hold, "stop the command after D (exit 124)")
     ->type_name("D");
@@ -147,8 +161,9 @@ void add_run_options(CLI::App& run, Arguments& args)
                "let the command see DLOCK_PASSWORD and a password in DLOCK_URL");
   run.add_flag("--record-command", args.record_command,
                "record the whole command line for status and list (default: the program's name)");
-  run.add_option("--metrics-dir", args.metrics_dir,
-                 "write a Prometheus text file per key there (node_exporter's textfile collector)")
+  run
+    .add_option("--metrics-dir", args.metrics_dir,
+                "write a Prometheus text file per key there (node_exporter's textfile collector)")
     ->envname("DLOCK_METRICS_DIR")
     ->type_name("DIR");
   run.add_option("command", args.command, "the command and its arguments, after --");
@@ -176,20 +191,25 @@ void add_acquire_command_options(CLI::App& acquire, Arguments& args)
   acquire.add_flag("--keep", args.keep,
                    "a detached holder renews the lease until release, --max-hold, or the calling "
                    "script's exit");
-  acquire.add_option("--while-pid", args.while_pid,
-                     "with --keep: hold while process PID lives (default: the calling script)")
+  acquire
+    .add_option("--while-pid", args.while_pid,
+                "with --keep: hold while process PID lives (default: the calling script)")
     ->type_name("PID");
   acquire.add_option("--max-hold", args.max_hold, "with --keep: release after D")->type_name("D");
-  acquire.add_option("--on-lost", args.keep_on_lost,
-                     "with --keep: signal:NAME sends NAME to the calling script if the lease is lost")
+  acquire
+    .add_option("--on-lost", args.keep_on_lost,
+                "with --keep: signal:NAME sends NAME to the calling script if the lease is lost")
     ->type_name("signal:NAME");
 }
 
 void add_renew_options(CLI::App& renew, Arguments& args)
 {
   add_key_option(renew, args, "lock name; repeat it for each key acquire took");
-  renew.add_option("--token", args.token, "the token acquire printed (required, or set DLOCK_TOKEN)");
-  renew.add_option("-t,--ttl", args.ttl, "new lease length (default: the last one set by acquire or renew --ttl)")
+  renew.add_option("--token", args.token,
+                   "the token acquire printed (required, or set DLOCK_TOKEN)");
+  renew
+    .add_option("-t,--ttl", args.ttl,
+                "new lease length (default: the last one set by acquire or renew --ttl)")
     ->type_name("D");
   add_replica_options(renew, args, "count the renewal only once N replicas have it (Redis WAIT)");
 }
@@ -227,7 +247,8 @@ void add_latch_options(CLI::App& latch, Arguments& args)
     ->type_name("N")
     ->check(CLI::Range(0LL, 1000000000LL));
   latch.add_flag("--down", args.latch_down, "count the latch down by one");
-  latch.add_option("-w,--wait", args.wait, "block until the count is zero; give up after D if given")
+  latch
+    .add_option("-w,--wait", args.wait, "block until the count is zero; give up after D if given")
     ->type_name("[D]")
     ->expected(0, 1);
   latch.add_option("--expire", args.expire, "with --count: delete the latch after D (default 24h)")
@@ -240,8 +261,7 @@ void add_latch_options(CLI::App& latch, Arguments& args)
 // declaring every subcommand's options was most of dlock's start-up work, and a command line
 // names one subcommand. Its --help still lists them all, since they exist before it is parsed.
 CLI::App* add_subcommand(CLI::App& app, Arguments& args, const std::string& name,
-                         const std::string& description,
-                         void (*add_options)(CLI::App&, Arguments&))
+                         const std::string& description, void (*add_options)(CLI::App&, Arguments&))
 {
   CLI::App* sub = app.add_subcommand(name, description);
   sub->preparse_callback([sub, &args, add_options](std::size_t) { add_options(*sub, args); });
@@ -254,20 +274,23 @@ Subcommands define_command_line(CLI::App& app, Arguments& args)
 {
   add_global_options(app, args);
   Subcommands sub;
-  sub.run = add_subcommand(app, args, "run", "run a command while holding the lock", add_run_options);
+  sub.run =
+    add_subcommand(app, args, "run", "run a command while holding the lock", add_run_options);
   sub.status = add_subcommand(app, args, "status", "show who holds a lock (exit 0 held, 1 free)",
                               add_status_options);
-  sub.list = add_subcommand(app, args, "list", "list held locks under the prefix", add_list_options);
-  sub.acquire = add_subcommand(app, args, "acquire", "take a lock for several steps; print its token",
-                               add_acquire_command_options);
+  sub.list =
+    add_subcommand(app, args, "list", "list held locks under the prefix", add_list_options);
+  sub.acquire =
+    add_subcommand(app, args, "acquire", "take a lock for several steps; print its token",
+                   add_acquire_command_options);
   sub.renew = add_subcommand(app, args, "renew", "extend a lease held by a token (76 if not held)",
                              add_renew_options);
   sub.release = add_subcommand(app, args, "release", "release a lock by token, or --force",
                                add_release_options);
   sub.wait = add_subcommand(app, args, "wait", "block until a lock is free; take nothing",
                             add_wait_free_options);
-  sub.barrier = add_subcommand(app, args, "barrier", "block until N callers have arrived",
-                               add_barrier_options);
+  sub.barrier =
+    add_subcommand(app, args, "barrier", "block until N callers have arrived", add_barrier_options);
   sub.latch = add_subcommand(app, args, "latch", "set, count down or wait for a count-down latch",
                              add_latch_options);
   return sub;

@@ -63,7 +63,8 @@ std::optional<std::string> resolve_password(const std::string& option_file, cons
 
 // Tells nested calls where a password was read from instead of the password (a file name is
 // no secret).
-void pass_password_file(EnvironmentChanges& changes, const std::string& name, const std::string& file)
+void pass_password_file(EnvironmentChanges& changes, const std::string& name,
+                        const std::string& file)
 {
   if (!file.empty()) {
     std::error_code error;
@@ -81,7 +82,8 @@ EnvironmentChanges hide_passwords(const std::string& password_file,
   changes.unset.emplace_back("DLOCK_PASSWORD");
   changes.unset.emplace_back("DLOCK_SENTINEL_PASSWORD");
   std::vector<std::string> urls = environment_urls();
-  if (std::any_of(urls.begin(), urls.end(), [](const auto& url) { return util::url_has_password(url); })) {
+  if (std::any_of(urls.begin(), urls.end(),
+                  [](const auto& url) { return util::url_has_password(url); })) {
     std::string without;
     for (const auto& url : urls) {
       without += (without.empty() ? "" : " ") + util::url_without_password(url);

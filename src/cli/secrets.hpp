@@ -19,8 +19,9 @@ struct EnvironmentChanges {
 
 // The store's passwords, and what keeps them out of a command's environment.
 struct StorePasswords {
-  std::optional<std::string> password;          // --password-file, DLOCK_PASSWORD(_FILE)
-  std::optional<std::string> sentinel_password; // --sentinel-password-file, DLOCK_SENTINEL_PASSWORD(_FILE)
+  std::optional<std::string> password; // --password-file, DLOCK_PASSWORD(_FILE)
+  std::optional<std::string>
+    sentinel_password; // --sentinel-password-file, DLOCK_SENTINEL_PASSWORD(_FILE)
   // Unsets DLOCK_PASSWORD, DLOCK_SENTINEL_PASSWORD and a password in DLOCK_URL; a password
   // file is passed on by name, so nested dlock calls still work.
   EnvironmentChanges hide;

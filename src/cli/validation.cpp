@@ -16,7 +16,7 @@ namespace {
 
 // The value of an option the subcommand needs. CLI11's required() is not used: it is checked
 // before unknown options are, and "--key is required" would hide a mistyped option.
-template <typename Value>
+template<typename Value>
 const Value& required(const std::optional<Value>& value, std::string_view name)
 {
   if (!value) {
@@ -106,8 +106,8 @@ lock::LockKind resolve_kind(const Arguments& args)
   if (args.shared && args.limit && *args.limit != 1) {
     throw Error(ExitCode::usage, "--shared and --limit cannot be used together");
   }
-  lock::LockKind kind = args.shared ? lock::LockKind::shared()
-                                    : lock::LockKind::semaphore(args.limit.value_or(1));
+  lock::LockKind kind =
+    args.shared ? lock::LockKind::shared() : lock::LockKind::semaphore(args.limit.value_or(1));
   if (kind.has_slots() && args.fair) {
     throw Error(ExitCode::usage, "--fair works with the exclusive lock only, not with {}",
                 args.shared ? "--shared" : "--limit");

@@ -54,8 +54,8 @@ int acquire(Context& context, const AcquireOptions& options)
     hold::make_wait_policy(options.no_wait, options.fair, options.wait, context.request_timeout);
   policy.replicas = options.replicas;
   policy.kind = options.kind;
-  lock::AcquireRequest request{.token = token, .ttl = options.ttl, .holder = me, .ticket = {},
-                               .ack = {}};
+  lock::AcquireRequest request{
+    .token = token, .ttl = options.ttl, .holder = me, .ticket = {}, .ack = {}};
   hold::Taken outcome =
     hold::Acquisition(hold::system_clock(), context.store, signals, policy, names, request)
       .finish();
@@ -67,8 +67,10 @@ int acquire(Context& context, const AcquireOptions& options)
   }
   if (!outcome.acquired) {
     util::syslog_event(util::EventLevel::notice, "skipped",
-                       {{"key", shown}, {"reason", options.no_wait ? "no_wait" : "wait_ran_out"},
-                        {"held_by", outcome.held_by}, {"by", "acquire"}});
+                       {{"key", shown},
+                        {"reason", options.no_wait ? "no_wait" : "wait_ran_out"},
+                        {"held_by", outcome.held_by},
+                        {"by", "acquire"}});
     return options.conflict_exit_code;
   }
   if (keeper) {
@@ -85,11 +87,11 @@ int acquire(Context& context, const AcquireOptions& options)
       }
       document.add("keys", keys).add("fencing_tokens", outcome.fences);
     }
-    out = document
-            .add("token", token)
-            .add("fencing_token", outcome.fence)
-            .add("ttl_ms", static_cast<std::int64_t>(outcome.validity.value_or(options.ttl).count()))
-            .str();
+    out =
+      document.add("token", token)
+        .add("fencing_token", outcome.fence)
+        .add("ttl_ms", static_cast<std::int64_t>(outcome.validity.value_or(options.ttl).count()))
+        .str();
   } else {
     out = token;
   }

@@ -18,10 +18,10 @@ namespace dlock::commands {
 // `acquire --keep`: a detached holder renews the lease until the lock is released, max_hold
 // runs out, or the process it keeps the lock for exits.
 struct KeepOptions {
-  std::optional<pid_t> while_pid{};         // nullopt: the calling script (see keep.hpp)
+  std::optional<pid_t> while_pid{}; // nullopt: the calling script (see keep.hpp)
   std::optional<util::Millis> max_hold{};
-  int on_lost_signal = 0;                   // sent to that process if the lease is lost
-  lock::LockKind kind{};                    // how the lock is held (acquire's --shared, --limit)
+  int on_lost_signal = 0; // sent to that process if the lease is lost
+  lock::LockKind kind{};  // how the lock is held (acquire's --shared, --limit)
 };
 
 // `dlock acquire --key K... --ttl D [--wait D | --no-wait] [--fair | --shared | --limit N]

@@ -37,14 +37,8 @@ class KeepLoop final : private hold::LeaseEvents {
 public:
   KeepLoop(Context& context, std::vector<lock::LockName> names, std::string token, Millis ttl,
            const KeepOptions& options, pid_t owner)
-    : m_context(context),
-      m_names(std::move(names)),
-      m_shown(lock::join_names(m_names)),
-      m_token(std::move(token)),
-      m_ttl(ttl),
-      m_options(options),
-      m_owner(owner),
-      m_record(m_token)
+    : m_context(context), m_names(std::move(names)), m_shown(lock::join_names(m_names)),
+      m_token(std::move(token)), m_ttl(ttl), m_options(options), m_owner(owner), m_record(m_token)
   {
   }
 
@@ -87,8 +81,9 @@ private:
     hold::LeaseKeeper keeper(
       clock, m_context.store, hold::KeptLock{m_names, m_token, m_options.kind, m_ttl},
       lock::Watchdog(policy, TimePoint(std::chrono::nanoseconds(go.sent_at_ns)), started), *this);
-    util::syslog_event(util::EventLevel::info, "holding",
-                       {{"key", m_shown}, {"owner_pid", std::to_string(m_owner)}, {"by", "acquire --keep"}});
+    util::syslog_event(
+      util::EventLevel::info, "holding",
+      {{"key", m_shown}, {"owner_pid", std::to_string(m_owner)}, {"by", "acquire --keep"}});
     hold::KeepEnd end = keeper.keep_for(owner, signals);
     switch (end.why) {
     case hold::KeepEnd::Why::owner_ended:
@@ -153,9 +148,9 @@ private:
       util::syslog_event(util::EventLevel::info, "released",
                          {{"key", m_shown}, {"why", why}, {"by", "acquire --keep"}});
     } catch (const Error& error) {
-      util::syslog_event(util::EventLevel::warning, "release_failed",
-                         {{"key", m_shown}, {"why", why}, {"reason", error.what()},
-                          {"by", "acquire --keep"}});
+      util::syslog_event(
+        util::EventLevel::warning, "release_failed",
+        {{"key", m_shown}, {"why", why}, {"reason", error.what()}, {"by", "acquire --keep"}});
     }
     quit();
   }
@@ -220,8 +215,9 @@ KeepProcess::~KeepProcess() { abort(); }
 
 void KeepProcess::go(TimePoint sent_at, std::optional<Millis> validity)
 {
-  Go message{std::chrono::duration_cast<std::chrono::nanoseconds>(sent_at.time_since_epoch()).count(),
-             validity ? validity->count() : -1};
+  Go message{
+    std::chrono::duration_cast<std::chrono::nanoseconds>(sent_at.time_since_epoch()).count(),
+    validity ? validity->count() : -1};
   ssize_t n = ::write(m_go, &message, sizeof message);
   abort();
   if (n != static_cast<ssize_t>(sizeof message)) {

@@ -16,9 +16,9 @@ int barrier(Context& context, const BarrierOptions& options)
   // block ends), so that the arrival of one that died lapses within 7 s.
   gate.block_cap = 5s;
   gate.subject = fmt::format("barrier '{}'", options.key.str());
-  return wait_at_gate(context, options.key, gate, options.wait, options.conflict_exit_code,
-                      fmt::format("barrier '{}': all {} parties arrived", options.key.str(),
-                                  options.parties));
+  return wait_at_gate(
+    context, options.key, gate, options.wait, options.conflict_exit_code,
+    fmt::format("barrier '{}': all {} parties arrived", options.key.str(), options.parties));
 }
 
 } // namespace dlock::commands

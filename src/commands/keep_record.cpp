@@ -24,10 +24,11 @@ namespace {
 std::string state_directory()
 {
   const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-  std::string dir = runtime != nullptr && *runtime == '/' ? std::string(runtime) + "/dlock"
-                                                          : fmt::format("/tmp/dlock-{}", ::getuid());
+  std::string dir = runtime != nullptr && *runtime == '/'
+                      ? std::string(runtime) + "/dlock"
+                      : fmt::format("/tmp/dlock-{}", ::getuid());
   ::mkdir(dir.c_str(), 0700);
-  struct stat st{};
+  struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || util::untrusted_because(st)) {
     return {}; // the config files' rule: another user could plant the holder's records there
   }

@@ -40,7 +40,7 @@ public:
 
 private:
   std::string path(const char* suffix) const;
-  std::string m_base; // directory/hash; empty if no safe directory exists
+  std::string m_base;        // directory/hash; empty if no safe directory exists
   std::string m_fingerprint; // of the token, in the .holder file: bound to this token alone
 };
 

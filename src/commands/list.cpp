@@ -51,7 +51,8 @@ std::string human_table(const std::vector<lock::LockStatus>& statuses)
 
 int list(Context& context, const ListOptions& options)
 {
-  std::vector<lock::LockStatus> statuses = context.store.list(options.pattern, context.request_timeout);
+  std::vector<lock::LockStatus> statuses =
+    context.store.list(options.pattern, context.request_timeout);
   if (options.json) {
     std::vector<util::JsonObject> locks(statuses.size());
     for (std::size_t i = 0; i < statuses.size(); ++i) {

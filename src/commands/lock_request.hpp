@@ -19,7 +19,7 @@ struct LockRequestOptions {
   util::Millis ttl = lock::default_ttl;
   std::optional<util::Millis> wait{}; // nullopt: wait forever
   bool no_wait = false;
-  bool fair = false;                  // first come, first served among waiters
+  bool fair = false; // first come, first served among waiters
   int conflict_exit_code = static_cast<int>(ExitCode::conflict);
   lock::ReplicaAck replicas{}; // --wait-replicas: the lock and each renewal count once they have it
 };

@@ -48,7 +48,8 @@ constexpr std::size_t max_metrics_file = 64 * 1024;
 // The counters of the file name in dir (0 for those it lacks, or if there is none). A file
 // that is not a regular one of at most max_metrics_file bytes (a symlink, a FIFO, /dev/zero
 // planted by another user) counts from zero again, with a warning.
-std::map<std::string, std::int64_t> read_counters(int dir, const std::string& name, const std::string& shown)
+std::map<std::string, std::int64_t> read_counters(int dir, const std::string& name,
+                                                  const std::string& shown)
 {
   std::map<std::string, std::int64_t> values;
   util::UniqueFd fd = util::open_regular_at(dir, name, O_RDONLY);
@@ -110,8 +111,8 @@ std::string metrics_file_name(const lock::LockName& key)
   std::string safe;
   bool replaced = false;
   for (char c : name) {
-    bool kept = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'
-                || c == '-' || c == '.';
+    bool kept = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+                || c == '_' || c == '-' || c == '.';
     safe += kept ? c : '_';
     replaced = replaced || !kept;
   }
@@ -140,9 +141,11 @@ void write_run_metrics(const std::string& dir, const lock::LockName& key, const 
     lock = util::open_regular_at(directory.get(), lock_name, O_RDONLY);
   }
   if (!lock || !lock_briefly(lock.get())) {
-    throw Error(ExitCode::internal, "{}", system_error("cannot lock metrics file", dir + "/" + lock_name));
+    throw Error(ExitCode::internal, "{}",
+                system_error("cannot lock metrics file", dir + "/" + lock_name));
   }
-  std::map<std::string, std::int64_t> totals = read_counters(directory.get(), file, dir + "/" + file);
+  std::map<std::string, std::int64_t> totals =
+    read_counters(directory.get(), file, dir + "/" + file);
   totals["dlock_runs_total"] += 1;
   if (run.outcome == "skipped") {
     totals["dlock_skips_total"] += 1;
@@ -173,18 +176,21 @@ void write_run_metrics(const std::string& dir, const lock::LockName& key, const 
   out << fmt::format("dlock_last_run_hold_seconds{{{}}} {:.3f}\n", labels, run.hold_seconds);
   family("dlock_runs_total", "counter", "dlock runs on the key, whatever their outcome.");
   out << fmt::format("dlock_runs_total{{{}}} {}\n", labels, totals["dlock_runs_total"]);
-  family("dlock_skips_total", "counter", "Runs that did not obtain the lock (-n, or --wait ran out).");
+  family("dlock_skips_total", "counter",
+         "Runs that did not obtain the lock (-n, or --wait ran out).");
   out << fmt::format("dlock_skips_total{{{}}} {}\n", labels, totals["dlock_skips_total"]);
   family("dlock_losses_total", "counter", "Runs whose lease was lost while the command ran.");
   out << fmt::format("dlock_losses_total{{{}}} {}\n", labels, totals["dlock_losses_total"]);
-  family("dlock_errors_total", "counter", "Runs ended by an error (store unavailable, refused, ...).");
+  family("dlock_errors_total", "counter",
+         "Runs ended by an error (store unavailable, refused, ...).");
   out << fmt::format("dlock_errors_total{{{}}} {}\n", labels, totals["dlock_errors_total"]);
 
   // Written aside under a random name the collector ignores, then renamed over: never read
   // half-written, and nothing another user planted in the directory is followed.
   if (int error = util::replace_file_at(directory.get(), file, out.str(), 0644); error != 0) {
     errno = error;
-    throw Error(ExitCode::internal, "{}", system_error("cannot write metrics file", dir + "/" + file));
+    throw Error(ExitCode::internal, "{}",
+                system_error("cannot write metrics file", dir + "/" + file));
   }
 }
 

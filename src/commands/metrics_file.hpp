@@ -11,11 +11,11 @@ namespace dlock::commands {
 
 // How one `dlock run` ended, for its metrics.
 struct RunMetrics {
-  std::string outcome;       // one of run_outcomes
-  int exit_code = 0;         // dlock's exit status
-  double wait_seconds = 0;   // from the first attempt until the lock was taken or given up
-  double hold_seconds = 0;   // from the lock taken until its release (0 if not taken)
-  double ended_at = 0;       // Unix time, seconds
+  std::string outcome;     // one of run_outcomes
+  int exit_code = 0;       // dlock's exit status
+  double wait_seconds = 0; // from the first attempt until the lock was taken or given up
+  double hold_seconds = 0; // from the lock taken until its release (0 if not taken)
+  double ended_at = 0;     // Unix time, seconds
 };
 
 // The outcomes a run can have: the command ran (whatever its status), the lock was not

@@ -13,19 +13,20 @@ namespace {
 // release --force of one key: whoever holds it (every holder of a --shared or --limit key).
 void release_by_force(Context& context, const lock::LockName& name)
 {
-  lock::LockStatus before = context.store.status(name, util::deadline_after(context.request_timeout));
+  lock::LockStatus before =
+    context.store.status(name, util::deadline_after(context.request_timeout));
   context.store.start_release(name, "");
   bool held = lock::await_outcome(context.store, lock::Outcome::Op::release,
                                   util::deadline_after(context.request_timeout))
                 .held;
   if (held) {
-    util::syslog_event(util::EventLevel::warning, "released_by_force",
-                       {{"key", name.str()},
-                        {"evicted", before.slots.size() > 1
-                                      ? fmt::format("{} holders ({})", before.slots.size(),
-                                                    before.kind.describe())
-                                      : before.holder.identity()},
-                        {"fencing_token", std::to_string(before.holder.fence)}});
+    util::syslog_event(
+      util::EventLevel::warning, "released_by_force",
+      {{"key", name.str()},
+       {"evicted", before.slots.size() > 1
+                     ? fmt::format("{} holders ({})", before.slots.size(), before.kind.describe())
+                     : before.holder.identity()},
+       {"fencing_token", std::to_string(before.holder.fence)}});
   }
   if (!held) {
     util::log_warning("lock '{}' was not held", name.str());
@@ -64,12 +65,13 @@ int release(Context& context, const ReleaseOptions& options)
              .held) {
         util::log_error("lock '{}' is not held by this token (it expired or was taken over)",
                         name.str());
-        util::syslog_event(util::EventLevel::warning, "lost",
-                           {{"key", name.str()}, {"reason", "not held by the token at release"},
-                            {"by", "release"}});
+        util::syslog_event(
+          util::EventLevel::warning, "lost",
+          {{"key", name.str()}, {"reason", "not held by the token at release"}, {"by", "release"}});
         status = static_cast<int>(ExitCode::lost);
       } else {
-        util::syslog_event(util::EventLevel::info, "released", {{"key", name.str()}, {"by", "release"}});
+        util::syslog_event(util::EventLevel::info, "released",
+                           {{"key", name.str()}, {"by", "release"}});
       }
     }
   } catch (const Error&) {

@@ -12,10 +12,9 @@ int renew(Context& context, const RenewOptions& options)
   }
   int status = 0;
   for (const lock::LockName& name : options.keys) {
-    lock::Outcome outcome =
-      lock::renew_any(context.store, name,
-                      lock::RenewRequest{options.token, options.ttl, true, options.replicas},
-                      context.request_timeout);
+    lock::Outcome outcome = lock::renew_any(
+      context.store, name, lock::RenewRequest{options.token, options.ttl, true, options.replicas},
+      context.request_timeout);
     if (!outcome.held) {
       util::log_error("lock '{}' is not held by this token (it expired or was taken over)",
                       name.str());

@@ -29,7 +29,8 @@ std::string join_numbers(const std::vector<std::int64_t>& numbers)
 // explicitly.
 class HeldLock {
 public:
-  HeldLock(Context& context, const std::vector<lock::LockName>& names, std::string token, Millis ttl)
+  HeldLock(Context& context, const std::vector<lock::LockName>& names, std::string token,
+           Millis ttl)
     : m_context(context), m_names(names), m_token(std::move(token)), m_ttl(ttl)
   {
   }
@@ -86,9 +87,9 @@ bool held_by_caller(Context& context, const RunOptions& options)
   std::vector<std::string> free;
   bool shared = false; // the caller holds a --shared or --limit slot, not the lock alone
   for (const lock::LockName& name : options.keys) {
-    lock::Outcome outcome = lock::renew_any(context.store, name,
-                                            lock::RenewRequest{token, std::nullopt, false, {}},
-                                            context.request_timeout);
+    lock::Outcome outcome =
+      lock::renew_any(context.store, name, lock::RenewRequest{token, std::nullopt, false, {}},
+                      context.request_timeout);
     (outcome.held ? held : free).push_back(name.str());
     shared = shared || outcome.slot;
   }
@@ -115,8 +116,8 @@ bool held_by_caller(Context& context, const RunOptions& options)
 // How `dlock run` ends: an exit status, or death by the signal that ended the command.
 struct RunEnd {
   int status = 0;
-  int die_of = 0;         // SIGINT or SIGQUIT: die of it, as the command did
-  bool to_group = false;  // ...sending it to dlock's group first, as the terminal would have
+  int die_of = 0;        // SIGINT or SIGQUIT: die of it, as the command did
+  bool to_group = false; // ...sending it to dlock's group first, as the terminal would have
 };
 
 RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report)
@@ -137,8 +138,8 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
     hold::make_wait_policy(options.no_wait, options.fair, options.wait, context.request_timeout);
   wait_policy.replicas = options.replicas;
   wait_policy.kind = options.kind;
-  lock::AcquireRequest request{.token = token, .ttl = options.ttl, .holder = me, .ticket = {},
-                               .ack = {}};
+  lock::AcquireRequest request{
+    .token = token, .ttl = options.ttl, .holder = me, .ticket = {}, .ack = {}};
   hold::Acquisition acquisition(hold::system_clock(), context.store, signals, wait_policy, names,
                                 request);
   acquisition.begin();
@@ -167,7 +168,9 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
     util::log_verbose("acquired lock '{}'", shown); // the store said once why it has none
   }
   // who, without the command line: its arguments may hold what a log must not
-  report.acquired(fmt::format("{}@{} pid {}", me.user, me.host, me.pid), outcome.fences.empty() ? std::vector<std::int64_t>{outcome.fence} : outcome.fences);
+  report.acquired(fmt::format("{}@{} pid {}", me.user, me.host, me.pid),
+                  outcome.fences.empty() ? std::vector<std::int64_t>{outcome.fence}
+                                         : outcome.fences);
   HeldLock held(context, names, token, options.ttl);
 
   lock::WatchdogPolicy policy;
@@ -180,10 +183,12 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
   policy.max_hold = options.max_hold;
 
   process::CommandSpec spec = command_spec(options);
-  spec.env.insert(spec.env.begin(), {{"DLOCK_KEY", name.str()},
-              {"DLOCK_KEYS", shown},
-              {"DLOCK_TOKEN", token},
-              {"DLOCK_TTL_MS", std::to_string(outcome.validity.value_or(options.ttl).count())}});
+  spec.env.insert(
+    spec.env.begin(),
+    {{"DLOCK_KEY", name.str()},
+     {"DLOCK_KEYS", shown},
+     {"DLOCK_TOKEN", token},
+     {"DLOCK_TTL_MS", std::to_string(outcome.validity.value_or(options.ttl).count())}});
   // Token 0: the store has no fencing here (a database without dlock_fence): none is set,
   // rather than one a protected resource could mistake for a real token.
   if (outcome.fence != 0) {
@@ -195,8 +200,7 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
   spec.inherit = context.store.inherited_descriptors();
   CommandEnd end;
   context.store.limit_blocking(policy.lease.request_timeout());
-  Supervisor supervisor(context.store,
-                        hold::KeptLock{names, token, options.kind, options.ttl},
+  Supervisor supervisor(context.store, hold::KeptLock{names, token, options.kind, options.ttl},
                         lock::Watchdog(policy, outcome.sent_at, util::monotonic_now()), *group,
                         signals);
   try {
@@ -224,7 +228,8 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
   if (verdict.notice) {
     util::log_error("{}", notice);
   }
-  if (verdict.exit_code == static_cast<int>(ExitCode::lost) || supervisor.watchdog().ran_unprotected()) {
+  if (verdict.exit_code == static_cast<int>(ExitCode::lost)
+      || supervisor.watchdog().ran_unprotected()) {
     report.lost(!supervisor.first_error().empty() ? supervisor.first_error()
                 : !notice.empty()                 ? notice
                                                   : "the lease was lost");

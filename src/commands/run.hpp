@@ -12,8 +12,8 @@ namespace dlock::commands {
 
 // Options of `dlock run`, validated: how to take the lock, then what to run under it.
 struct RunOptions : LockRequestOptions {
-  std::vector<std::string> command{};   // argv, or {"/bin/sh", "-c", STRING} for -c
-  bool record_command = false;          // --record-command: the whole line, not its program
+  std::vector<std::string> command{}; // argv, or {"/bin/sh", "-c", STRING} for -c
+  bool record_command = false;        // --record-command: the whole line, not its program
   bool on_lost_ignore = false;
   std::optional<util::Millis> kill_after{}; // nullopt: ttl/4
   std::optional<util::Millis> max_hold{};

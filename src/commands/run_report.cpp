@@ -83,11 +83,12 @@ void RunReport::interrupted(int signal)
 void RunReport::lost(const std::string& why)
 {
   m_outcome = "lost";
-  util::syslog_event(EventLevel::warning, "lost",
-                     {{"key", key_text()},
-                      {"fencing_token", fence_text()},
-                      {"held_ms", ms_between(m_acquired_at.value_or(m_started), util::monotonic_now())},
-                      {"reason", why}});
+  util::syslog_event(
+    EventLevel::warning, "lost",
+    {{"key", key_text()},
+     {"fencing_token", fence_text()},
+     {"held_ms", ms_between(m_acquired_at.value_or(m_started), util::monotonic_now())},
+     {"reason", why}});
 }
 
 void RunReport::released(std::optional<bool> released, int command_status)
@@ -118,10 +119,9 @@ void RunReport::failed(int exit_status, const std::string& error)
     return;
   }
   m_outcome = "error";
-  util::syslog_event(EventLevel::warning, "error",
-                     {{"key", key_text()},
-                      {"status", std::to_string(exit_status)},
-                      {"reason", error}});
+  util::syslog_event(
+    EventLevel::warning, "error",
+    {{"key", key_text()}, {"status", std::to_string(exit_status)}, {"reason", error}});
   write_metrics(exit_status);
 }
 
@@ -136,8 +136,10 @@ void RunReport::write_metrics(int exit_status)
   run.outcome = m_outcome;
   run.exit_code = exit_status;
   run.wait_seconds = seconds_between(m_started, m_acquired_at.value_or(now));
-  run.hold_seconds = m_acquired_at ? seconds_between(*m_acquired_at, m_released_at.value_or(now)) : 0;
-  run.ended_at = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  run.hold_seconds =
+    m_acquired_at ? seconds_between(*m_acquired_at, m_released_at.value_or(now)) : 0;
+  run.ended_at =
+    std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   for (const lock::LockName& key : m_keys) {
     try {
       write_run_metrics(*m_metrics_dir, key, run);

@@ -36,10 +36,10 @@ std::string human_nodes(const lock::LockStatus& status)
                                 status.nodes.size(), status.quorum);
   for (const lock::NodeView& node : status.nodes) {
     std::string said = !node.error.empty() ? "no answer: " + util::printable(node.error)
-                       : !node.held        ? std::string("free")
-                                           : fmt::format("held by {} pid {}, lease left {}",
-                                                         holder_name(node.holder), node.holder.pid,
-                                                         format_duration(Millis(node.ttl_ms)));
+                       : !node.held
+                         ? std::string("free")
+                         : fmt::format("held by {} pid {}, lease left {}", holder_name(node.holder),
+                                       node.holder.pid, format_duration(Millis(node.ttl_ms)));
     out += fmt::format("{:<15}{}: {}\n", "", node.node, said);
   }
   return out;
@@ -83,8 +83,9 @@ std::string human_status(const lock::LockStatus& status)
   out += fmt::format("{:<15}{} pid {}\n", "holder:", holder_name(holder), holder.pid);
   out += fmt::format("{:<15}{}\n", "command:", util::printable(holder.command));
   if (holder.acquired_ms > 0) {
-    out += fmt::format("{:<15}{} (held {})\n", "acquired at:", util::format_rfc3339(holder.acquired_ms),
-                       format_duration(Millis(status.held_ms())));
+    out +=
+      fmt::format("{:<15}{} (held {})\n", "acquired at:", util::format_rfc3339(holder.acquired_ms),
+                  format_duration(Millis(status.held_ms())));
   }
   out += fmt::format("{:<15}{}\n", "lease left:",
                      status.ttl_ms >= 0 ? format_duration(Millis(status.ttl_ms)) : "no expiry");

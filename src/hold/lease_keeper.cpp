@@ -104,11 +104,7 @@ struct LeaseKeeper::Renewer {
 
 LeaseKeeper::LeaseKeeper(Clock& clock, lock::Store& store, KeptLock lock, lock::Watchdog watchdog,
                          LeaseEvents& events)
-  : m_clock(clock),
-    m_store(store),
-    m_lock(std::move(lock)),
-    m_watchdog(watchdog),
-    m_events(events),
+  : m_clock(clock), m_store(store), m_lock(std::move(lock)), m_watchdog(watchdog), m_events(events),
     m_round(std::make_unique<Round>())
 {
 }
@@ -225,8 +221,8 @@ void LeaseKeeper::hand_back(const lock::Watchdog& latest)
 
 bool LeaseKeeper::start_renewer(int wake_fd)
 {
-  void* memory = ::mmap(nullptr, sizeof(SharedState), PROT_READ | PROT_WRITE,
-                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  void* memory =
+    ::mmap(nullptr, sizeof(SharedState), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (memory == MAP_FAILED) {
     util::log_warning("cannot stop with the command (mmap failed); dlock goes on renewing");
     return false;

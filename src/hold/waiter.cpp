@@ -33,8 +33,7 @@ std::size_t line_room()
 }
 
 // who_holds, with the holder's command or with its identity alone.
-std::string describe_holders(const lock::AcquireResult& result, bool with_lease,
-                             bool with_command)
+std::string describe_holders(const lock::AcquireResult& result, bool with_lease, bool with_command)
 {
   if (result.lease == lock::AcquireResult::Lease::fair_queue) {
     return "no one (earlier --fair waiters go first)";
@@ -44,7 +43,8 @@ std::string describe_holders(const lock::AcquireResult& result, bool with_lease,
   }
   std::string text = with_command ? result.holder.describe() : result.holder.identity();
   if (result.holders > 1) {
-    text += fmt::format(" and {} other holder{}", result.holders - 1, result.holders > 2 ? "s" : "");
+    text +=
+      fmt::format(" and {} other holder{}", result.holders - 1, result.holders > 2 ? "s" : "");
   }
   if (with_lease && result.lease == lock::AcquireResult::Lease::ends
       && result.holder_ttl > Millis(0)) {
@@ -88,8 +88,8 @@ WaitPolicy make_wait_policy(bool no_wait, bool fair, std::optional<Millis> wait,
   policy.request_timeout = request_timeout;
   bool terminal = ::isatty(STDERR_FILENO) == 1;
   util::Verbosity verbosity = util::verbosity();
-  policy.report_holder = verbosity == util::Verbosity::verbose
-                         || (verbosity == util::Verbosity::normal && terminal);
+  policy.report_holder =
+    verbosity == util::Verbosity::verbose || (verbosity == util::Verbosity::normal && terminal);
   policy.live_progress = verbosity != util::Verbosity::quiet && terminal && !no_wait;
   return policy;
 }
@@ -369,8 +369,8 @@ public:
       reading.reported = reading.shown;
       break;
     case lock::WaitMode::latch:
-      reading.shown = result.count < 0 ? std::string("not set yet")
-                                       : fmt::format("count {}", result.count);
+      reading.shown =
+        result.count < 0 ? std::string("not set yet") : fmt::format("count {}", result.count);
       reading.reported = reading.shown;
       break;
     case lock::WaitMode::once:
@@ -447,8 +447,8 @@ void Waiter::cancel()
     return;
   }
   m_in_flight = false;
-  lock::Outcome answer = await(m_way->op(), m_sent_at + m_policy.request_timeout
-                                              + m_policy.replicas.timeout);
+  lock::Outcome answer =
+    await(m_way->op(), m_sent_at + m_policy.request_timeout + m_policy.replicas.timeout);
   m_way->cancel(answer);
 }
 

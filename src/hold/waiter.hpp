@@ -15,13 +15,13 @@ namespace dlock::hold {
 // counts. The waiters that take nothing (wait, barrier, latch) use its waiting part.
 struct WaitPolicy {
   bool no_wait = false;
-  bool fair = false;                 // --fair: first come, first served
-  std::optional<util::Millis> wait;  // nullopt: forever
+  bool fair = false;                // --fair: first come, first served
+  std::optional<util::Millis> wait; // nullopt: forever
   util::Millis request_timeout{2000};
-  bool report_holder = false;        // say who holds it (terminal or -v)
-  bool live_progress = false;        // redraw a "waiting for ..." line (stderr is a terminal)
-  lock::ReplicaAck replicas{};       // --wait-replicas: a lock taken counts once they have it
-  lock::LockKind kind{};             // exclusive, --shared, or a slot of --limit N
+  bool report_holder = false;  // say who holds it (terminal or -v)
+  bool live_progress = false;  // redraw a "waiting for ..." line (stderr is a terminal)
+  lock::ReplicaAck replicas{}; // --wait-replicas: a lock taken counts once they have it
+  lock::LockKind kind{};       // exclusive, --shared, or a slot of --limit N
 };
 
 // A policy for the given options; what is reported follows -q/-v and whether stderr is a

@@ -18,7 +18,8 @@ namespace {
 
 std::string user_name()
 {
-  if (const passwd* entry = ::getpwuid(::geteuid()); entry != nullptr && entry->pw_name != nullptr) {
+  if (const passwd* entry = ::getpwuid(::geteuid());
+      entry != nullptr && entry->pw_name != nullptr) {
     return entry->pw_name;
   }
   if (const char* env = std::getenv("USER"); env != nullptr) {
@@ -64,7 +65,8 @@ std::optional<std::int64_t> parse_record_number(std::string_view text)
   }
   std::int64_t value = 0;
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || value < 0 || text.front() == '-') {
+  if (error != std::errc() || end != text.data() + text.size() || value < 0
+      || text.front() == '-') {
     return std::nullopt;
   }
   return value;

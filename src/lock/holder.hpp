@@ -14,7 +14,7 @@ struct HolderInfo {
   std::string host;
   std::int64_t pid = 0;
   std::string user;
-  std::string command;          // the program's name, or its truncated command line (recorded_command)
+  std::string command; // the program's name, or its truncated command line (recorded_command)
   std::int64_t acquired_ms = 0; // Unix time in ms, from the store's clock
   std::int64_t fence = 0;       // fencing token handed to this holder
   std::int64_t ttl_ms = 0;      // lease length the holder asked for
@@ -68,7 +68,10 @@ std::optional<std::int64_t> parse_record_number(std::string_view text);
 
 // A fencing counter as read from a store: nothing when it is not one dlock wrote (see
 // parse_record_number), so a lock's status still shows, with the token unknown.
-inline std::optional<std::int64_t> parse_fence(std::string_view text) { return parse_record_number(text); }
+inline std::optional<std::int64_t> parse_fence(std::string_view text)
+{
+  return parse_record_number(text);
+}
 
 // What a holder records of its command, which every reader of the store sees: the program's
 // name (the last part of argv[0]: "sh" for -c 'STRING'), since arguments may carry secrets;

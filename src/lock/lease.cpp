@@ -16,10 +16,7 @@ Millis LeasePolicy::retry_interval() const
 
 Millis LeasePolicy::request_timeout() const { return std::min(ttl / 3, request_limit); }
 
-Millis LeasePolicy::safety_margin() const
-{
-  return std::clamp(ttl / 20, Millis(50), Millis(500));
-}
+Millis LeasePolicy::safety_margin() const { return std::clamp(ttl / 20, Millis(50), Millis(500)); }
 
 Millis LeasePolicy::effective_kill_after() const
 {
@@ -29,8 +26,7 @@ Millis LeasePolicy::effective_kill_after() const
 }
 
 Lease::Lease(LeasePolicy policy, TimePoint acquire_sent_at)
-  : m_policy(policy),
-    m_confirmed_from(acquire_sent_at),
+  : m_policy(policy), m_confirmed_from(acquire_sent_at),
     m_next_renewal(acquire_sent_at + policy.renew_interval())
 {
 }

@@ -20,8 +20,8 @@ struct ReplicaAck {
 // The timing rules of a lease, derived from the TTL and --kill-after.
 struct LeasePolicy {
   util::Millis ttl = default_ttl;
-  util::Millis kill_after{7'500};      // SIGTERM-to-SIGKILL grace
-  util::Millis request_limit{2'000};   // longest wait for one renewal reply (connect timeout)
+  util::Millis kill_after{7'500};    // SIGTERM-to-SIGKILL grace
+  util::Millis request_limit{2'000}; // longest wait for one renewal reply (connect timeout)
   // How far the store's clocks may run apart over one lease (Redlock: 1% of the TTL + 2 ms):
   // the lease counts as ending that much earlier.
   util::Millis drift{0};

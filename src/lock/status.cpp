@@ -8,7 +8,8 @@ namespace dlock::lock {
 
 std::int64_t LockStatus::held_ms(const HolderInfo& who) const
 {
-  return held && who.acquired_ms > 0 ? std::max<std::int64_t>(0, server_time_ms - who.acquired_ms) : 0;
+  return held && who.acquired_ms > 0 ? std::max<std::int64_t>(0, server_time_ms - who.acquired_ms)
+                                     : 0;
 }
 
 void LockStatus::add_json_fields(util::JsonObject& object) const
@@ -47,7 +48,10 @@ void LockStatus::add_json_fields(util::JsonObject& object) const
     std::vector<util::JsonObject> holders(slots.size());
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const HolderInfo& slot = slots[i].holder;
-      holders[i].add("host", slot.host).add("pid", slot.pid).add("user", slot.user)
+      holders[i]
+        .add("host", slot.host)
+        .add("pid", slot.pid)
+        .add("user", slot.user)
         .add("command", slot.command);
       if (slot.acquired_ms > 0) {
         holders[i].add("acquired_at", util::format_rfc3339(slot.acquired_ms));
@@ -64,8 +68,11 @@ void LockStatus::add_json_fields(util::JsonObject& object) const
       const NodeView& node = nodes[i];
       views[i].add("url", node.node).add("reachable", node.error.empty()).add("held", node.held);
       if (node.held) {
-        views[i].add("pid", node.holder.pid).add("host", node.holder.host)
-          .add("fencing_token", node.holder.fence).add("ttl_ms", node.ttl_ms);
+        views[i]
+          .add("pid", node.holder.pid)
+          .add("host", node.holder.host)
+          .add("fencing_token", node.holder.fence)
+          .add("ttl_ms", node.ttl_ms);
       }
       if (!node.error.empty()) {
         views[i].add("error", node.error);

@@ -12,7 +12,7 @@ namespace dlock::lock {
 
 // What one node of a store made of several (Redlock) says about a lock.
 struct NodeView {
-  std::string node;  // the node's URL, password redacted
+  std::string node;    // the node's URL, password redacted
   std::string error{}; // non-empty: it did not answer
   bool held = false;
   HolderInfo holder{};
@@ -34,7 +34,7 @@ struct LockStatus {
   // the first one and the lease that ends last (when the key is free unless renewed).
   std::vector<SlotHolder> slots;
   HolderInfo holder;
-  std::int64_t ttl_ms = 0;         // remaining lease
+  std::int64_t ttl_ms = 0; // remaining lease
   // The fencing counter (last token handed out); nothing when the store holds a value dlock
   // did not write there (another tenant's), shown as unknown.
   std::optional<std::int64_t> last_fence = 0;

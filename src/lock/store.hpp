@@ -34,8 +34,8 @@ enum class WaitMode {
 // A waiter's identity and patience, sent with each attempt.
 struct WaitTicket {
   WaitMode mode = WaitMode::once;
-  std::string waiter_id;      // random, per dlock process
-  util::Millis max_block{0};  // never block past the caller's --wait deadline
+  std::string waiter_id;     // random, per dlock process
+  util::Millis max_block{0}; // never block past the caller's --wait deadline
   // watch: when this watcher first found the lock held (the store's clock, in µs; 0 before):
   // a lock taken from free since then counts as freed, even if a lock waiter took it first.
   std::int64_t since = 0;
@@ -46,18 +46,18 @@ struct WaitTicket {
 
 // One attempt of a waiter that takes nothing (start_gate).
 struct GateRequest {
-  WaitTicket ticket; // its mode says which gate: watch, barrier or latch
+  WaitTicket ticket;        // its mode says which gate: watch, barrier or latch
   std::int64_t parties = 0; // barrier: how many parties make it trip (every party gives the same)
 };
 
 // One attempt to take a lock.
 struct AcquireRequest {
-  std::string token;  // secret of this holder; renew and release must present it
+  std::string token; // secret of this holder; renew and release must present it
   util::Millis ttl{30'000};
-  HolderInfo holder;  // who asks, shown to others by status and in conflict messages
-  WaitTicket ticket;  // registers the caller as a waiter in the same step when it is held
-  ReplicaAck ack;     // when taken: replicas that must have it
-  LockKind kind{};    // exclusive, shared, or a slot of a semaphore
+  HolderInfo holder; // who asks, shown to others by status and in conflict messages
+  WaitTicket ticket; // registers the caller as a waiter in the same step when it is held
+  ReplicaAck ack;    // when taken: replicas that must have it
+  LockKind kind{};   // exclusive, shared, or a slot of a semaphore
 };
 
 // The outcome of one acquisition attempt.
@@ -71,15 +71,15 @@ struct AcquireResult {
   };
 
   bool acquired = false;
-  std::int64_t fence = 0;         // when acquired: this holder's fencing token
-  Lease lease = Lease::ends;      // when not: see Lease
-  util::Millis holder_ttl{0};     // when not, and lease ends: what is left of it
-  HolderInfo holder;              // when not: who holds it (may be empty)
-  std::int64_t holders = 0;       // when not: how many --shared or --limit holders have it
+  std::int64_t fence = 0;     // when acquired: this holder's fencing token
+  Lease lease = Lease::ends;  // when not: see Lease
+  util::Millis holder_ttl{0}; // when not, and lease ends: what is left of it
+  HolderInfo holder;          // when not: who holds it (may be empty)
+  std::int64_t holders = 0;   // when not: how many --shared or --limit holders have it
   // When not: the key is held as another kind, which this one cannot share (nothing was
   // registered; the caller's mistake, not a wait).
   std::optional<LockKind> kind_in_use;
-  util::Millis block{0};          // when not: how long to wait for a wake-up before retrying
+  util::Millis block{0}; // when not: how long to wait for a wake-up before retrying
   // When acquired across several nodes (Redlock): the part of the TTL left when the majority
   // had answered, less the clock drift; nullopt: the whole TTL.
   std::optional<util::Millis> validity;
@@ -119,8 +119,16 @@ struct Outcome {
   // failover, an idle timeout); a holder should confirm its lease soon instead of at its next
   // turn. It carries the error that was seen.
   enum class Op {
-    acquire, wait_for_wake, renew, release, withdraw, raise_fence, disconnected,
-    gate, set_latch, count_down, // wait, barrier, latch
+    acquire,
+    wait_for_wake,
+    renew,
+    release,
+    withdraw,
+    raise_fence,
+    disconnected,
+    gate,
+    set_latch,
+    count_down, // wait, barrier, latch
   };
 
   Op op = Op::acquire;

@@ -76,7 +76,8 @@ Actions Watchdog::on_time(TimePoint t)
       actions += kill();
     }
   }
-  if (m_policy.on_lost_ignore && !m_lost && t >= m_lease.expires_at() && !m_unconfirmed_past_expiry) {
+  if (m_policy.on_lost_ignore && !m_lost && t >= m_lease.expires_at()
+      && !m_unconfirmed_past_expiry) {
     m_unconfirmed_past_expiry = true;
     actions.tell(Notice::Kind::maybe_expired);
   }
@@ -191,10 +192,12 @@ TimePoint Watchdog::next_wakeup(TimePoint t) const
 {
   TimePoint next = t + 60s;
   if (m_renewing) {
-    next = std::min(next, m_lease.in_flight() ? m_lease.request_deadline() : m_lease.next_renewal_at());
+    next =
+      std::min(next, m_lease.in_flight() ? m_lease.request_deadline() : m_lease.next_renewal_at());
   }
   if (!m_lost && !m_policy.on_lost_ignore && !m_killed) {
-    next = std::min(next, m_reason == StopReason::none ? m_lease.terminate_at() : m_lease.kill_at());
+    next =
+      std::min(next, m_reason == StopReason::none ? m_lease.terminate_at() : m_lease.kill_at());
   }
   if (m_policy.on_lost_ignore && !m_lost && !m_unconfirmed_past_expiry) {
     next = std::min(next, m_lease.expires_at());

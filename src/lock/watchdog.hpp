@@ -15,9 +15,9 @@ enum class StopReason { none, lost, unconfirmed, max_hold };
 // Everything `run` decides its supervision from.
 struct WatchdogPolicy {
   LeasePolicy lease;
-  bool on_lost_ignore = false;           // --on-lost ignore: never stop for the lease
-  std::optional<util::Millis> max_hold;  // --max-hold
-  ReplicaAck replicas;                   // --wait-replicas: a renewal counts once they have it
+  bool on_lost_ignore = false;          // --on-lost ignore: never stop for the lease
+  std::optional<util::Millis> max_hold; // --max-hold
+  ReplicaAck replicas;                  // --wait-replicas: a renewal counts once they have it
 };
 
 // Something the user is told, with the one duration its message needs.
@@ -77,7 +77,8 @@ public:
   // The renewal in flight was confirmed (t: when the answer came), and reached
   // replicas_acknowledged replicas when the policy asks for some; too few, and it counts as
   // failed: a failover could lose it.
-  Actions renewal_confirmed(util::TimePoint t, std::optional<int> replicas_acknowledged = std::nullopt);
+  Actions renewal_confirmed(util::TimePoint t,
+                            std::optional<int> replicas_acknowledged = std::nullopt);
   // The renewal in flight found the lock gone or held by someone else.
   Actions renewal_refused(util::TimePoint t);
   // The renewal in flight failed (no connection, an error reply): retry soon.
@@ -115,12 +116,12 @@ private:
   WatchdogPolicy m_policy;
   Lease m_lease;
   util::TimePoint m_started;
-  bool m_renewing = true;                // renewals go on (not after a loss)
-  bool m_lost = false;                   // a renewal found the lock gone or taken
+  bool m_renewing = true;                 // renewals go on (not after a loss)
+  bool m_lost = false;                    // a renewal found the lock gone or taken
   bool m_unconfirmed_past_expiry = false; // --on-lost ignore: the lease may have lapsed
-  bool m_stopping = false;               // SIGTERM was sent
-  bool m_killed = false;                 // SIGKILL was sent
-  bool m_replicas_short = false;         // the last renewal reached too few replicas (told once)
+  bool m_stopping = false;                // SIGTERM was sent
+  bool m_killed = false;                  // SIGKILL was sent
+  bool m_replicas_short = false;          // the last renewal reached too few replicas (told once)
   StopReason m_reason = StopReason::none;
   std::optional<util::TimePoint> m_kill_at; // SIGKILL after SIGTERM, per --kill-after
 };

@@ -1,7 +1,7 @@
 #include "process/child.hpp"
 
-#include "process/process_table.hpp"
 #include "process/guard.hpp"
+#include "process/process_table.hpp"
 #include "process/signals.hpp"
 #include "util/error.hpp"
 #include "util/event_loop.hpp"
@@ -255,7 +255,7 @@ void exec_in_place(const CommandSpec& spec)
       }
     }
   }
-  ::signal(SIGPIPE, SIG_DFL); // dlock ignores it; a command must not inherit that
+  ::signal(SIGPIPE, SIG_DFL);                   // dlock ignores it; a command must not inherit that
   ::execvpe(argv[0], argv.data(), envp.data()); // runs a script without "#!" with /bin/sh
   int error = errno;
   ExitCode code = error == ENOENT ? ExitCode::not_found : ExitCode::cannot_execute;
@@ -285,7 +285,8 @@ void ProcessGroup::kill_all() const noexcept
   }
 }
 
-void ProcessGroup::set_deadlines(util::TimePoint terminate_at, util::TimePoint kill_at) const noexcept
+void ProcessGroup::set_deadlines(util::TimePoint terminate_at,
+                                 util::TimePoint kill_at) const noexcept
 {
   guard::Message message;
   message.kind = guard::deadlines;
@@ -333,10 +334,7 @@ std::optional<CommandEvent> ProcessGroup::next_event()
   }
 }
 
-bool ProcessGroup::job_control() const noexcept
-{
-  return m_tty && process::job_control(m_guard);
-}
+bool ProcessGroup::job_control() const noexcept { return m_tty && process::job_control(m_guard); }
 
 void ProcessGroup::reclaim_terminal() noexcept
 {

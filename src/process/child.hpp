@@ -15,9 +15,9 @@ namespace dlock::process {
 
 // What to run and with which environment changes.
 struct CommandSpec {
-  std::vector<std::string> argv;                           // argv[0] is looked up in PATH
-  std::vector<std::pair<std::string, std::string>> env;   // set on top of dlock's environment
-  std::vector<std::string> unset;                          // removed from dlock's environment
+  std::vector<std::string> argv;                        // argv[0] is looked up in PATH
+  std::vector<std::pair<std::string, std::string>> env; // set on top of dlock's environment
+  std::vector<std::string> unset;                       // removed from dlock's environment
   // dlock's descriptors the command inherits (file://'s lock, as flock(1) does); it gets no
   // other descriptor but 0, 1 and 2: a command that drops privileges must not inherit
   // dlock's store session.

@@ -30,8 +30,8 @@ constexpr std::int64_t never = INT64_MAX;
 
 // Signals whose disposition dlock or the guard changes and the command must get back at
 // their default.
-constexpr int reset_signals[] = {SIGPIPE, SIGTTOU, SIGTTIN, SIGTSTP, SIGINT, SIGTERM, SIGHUP,
-                                 SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD, SIGCONT};
+constexpr int reset_signals[] = {SIGPIPE, SIGTTOU, SIGTTIN, SIGTSTP, SIGINT,  SIGTERM,
+                                 SIGHUP,  SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD, SIGCONT};
 
 std::int64_t now_ns()
 {
@@ -96,7 +96,7 @@ std::string find_in_path(const std::string& file)
     std::size_t colon = dirs.find(':');
     std::string dir(dirs.substr(0, colon));
     std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + file;
-    struct stat st{};
+    struct stat st {};
     if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode)
         && ::access(candidate.c_str(), X_OK) == 0) {
       return candidate;
@@ -190,7 +190,8 @@ public:
     ::signal(SIGPIPE, SIG_IGN);
     sigset_t watched;
     sigemptyset(&watched);
-    for (int sig : {SIGCHLD, SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGCONT, SIGALRM}) {
+    for (int sig :
+         {SIGCHLD, SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGCONT, SIGALRM}) {
       sigaddset(&watched, sig);
     }
     ::sigprocmask(SIG_BLOCK, &watched, nullptr);
@@ -389,8 +390,8 @@ private:
       std::string path = find_in_path(argv[0]);
       std::vector<char*> shell_argv{const_cast<char*>("/bin/sh"), path.data()};
       shell_argv.insert(shell_argv.end(), argv.begin() + 1, argv.end());
-      error = ::posix_spawn(&pid, "/bin/sh", nullptr, attributes.get(), shell_argv.data(),
-                            envp.data());
+      error =
+        ::posix_spawn(&pid, "/bin/sh", nullptr, attributes.get(), shell_argv.data(), envp.data());
     }
     if (error != 0) {
       report(spawn_failed, error);

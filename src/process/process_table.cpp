@@ -2,8 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -73,7 +73,8 @@ std::vector<StatLine> read_process_table()
   }
   while (dirent* entry = ::readdir(dir)) {
     StatLine line;
-    if (entry->d_name[0] >= '0' && entry->d_name[0] <= '9' && read_stat(proc_fd, entry->d_name, line)) {
+    if (entry->d_name[0] >= '0' && entry->d_name[0] <= '9'
+        && read_stat(proc_fd, entry->d_name, line)) {
       table.push_back(line);
     }
   }
@@ -195,7 +196,8 @@ pid_t calling_script(pid_t parent)
     }
     std::string cmdline = proc_file(script, "cmdline");
     std::string exe = proc_exe(script);
-    if (cmdline.empty() || exe.empty() || proc_file(up, "cmdline") != cmdline || proc_exe(up) != exe) {
+    if (cmdline.empty() || exe.empty() || proc_file(up, "cmdline") != cmdline
+        || proc_exe(up) != exe) {
       return script;
     }
     script = up;

@@ -31,7 +31,6 @@ private:
   sigset_t m_original{};
 };
 
-
 // Whether job control applies to dlock: it has a controlling terminal whose foreground process
 // group is dlock's own, or also_group (the command's, while it has the terminal). Otherwise
 // (cron, a script's background job, no terminal) a SIGTSTP is kill(1)'s, not a terminal's:

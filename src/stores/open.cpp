@@ -40,7 +40,8 @@ std::unique_ptr<redis::RedisStore> open_redis(const std::string& url, const Stor
     options.connect_timeout = config.request_timeout;
     options.tls = config.tls;
   }
-  return std::make_unique<redis::RedisStore>(std::move(options), config.prefix, std::move(switches));
+  return std::make_unique<redis::RedisStore>(std::move(options), config.prefix,
+                                             std::move(switches));
 }
 
 // A store other than Redis that one --url names alone (several --url are Redlock's independent
@@ -53,29 +54,28 @@ struct SingleUrlStore {
 };
 
 const SingleUrlStore single_url_stores[] = {
-    {[](const std::string& url) { return postgres::is_postgres_url(url); }, "give it alone",
-     [](const std::string& url, const StoreConfig& config) -> std::unique_ptr<lock::Store> {
-       return std::make_unique<postgres::PostgresStore>(postgres::connect_params(url, config),
-                                                        config.prefix);
-     }},
-    {[](const std::string& url) { return mysql::is_mysql_url(url); }, "give it alone",
-     [](const std::string& url, const StoreConfig& config) -> std::unique_ptr<lock::Store> {
-       return std::make_unique<mysql::MysqlStore>(mysql::connect_params(url, config),
-                                                  config.prefix);
-     }},
-    {[](const std::string& url) { return etcd::is_etcd_url(url); },
-     "give one, with the cluster's endpoints separated by commas",
-     [](const std::string& url, const StoreConfig& config) { return etcd::open(url, config); }},
-    {[](const std::string& url) { return zookeeper::is_zookeeper_url(url); },
-     "give the ensemble's servers in one, zk://host:port,host:port/chroot",
-     [](const std::string& url, const StoreConfig& config) -> std::unique_ptr<lock::Store> {
-       return std::make_unique<zookeeper::ZookeeperStore>(zookeeper::connect_params(url, config),
-                                                          config.request_timeout, config.prefix);
-     }},
-    {[](const std::string& url) { return file::is_file_url(url); }, "give it alone",
-     [](const std::string& url, const StoreConfig&) -> std::unique_ptr<lock::Store> {
-       return std::make_unique<file::FileStore>(file::directory_of(url));
-     }},
+  {[](const std::string& url) { return postgres::is_postgres_url(url); }, "give it alone",
+   [](const std::string& url, const StoreConfig& config) -> std::unique_ptr<lock::Store> {
+     return std::make_unique<postgres::PostgresStore>(postgres::connect_params(url, config),
+                                                      config.prefix);
+   }},
+  {[](const std::string& url) { return mysql::is_mysql_url(url); }, "give it alone",
+   [](const std::string& url, const StoreConfig& config) -> std::unique_ptr<lock::Store> {
+     return std::make_unique<mysql::MysqlStore>(mysql::connect_params(url, config), config.prefix);
+   }},
+  {[](const std::string& url) { return etcd::is_etcd_url(url); },
+   "give one, with the cluster's endpoints separated by commas",
+   [](const std::string& url, const StoreConfig& config) { return etcd::open(url, config); }},
+  {[](const std::string& url) { return zookeeper::is_zookeeper_url(url); },
+   "give the ensemble's servers in one, zk://host:port,host:port/chroot",
+   [](const std::string& url, const StoreConfig& config) -> std::unique_ptr<lock::Store> {
+     return std::make_unique<zookeeper::ZookeeperStore>(zookeeper::connect_params(url, config),
+                                                        config.request_timeout, config.prefix);
+   }},
+  {[](const std::string& url) { return file::is_file_url(url); }, "give it alone",
+   [](const std::string& url, const StoreConfig&) -> std::unique_ptr<lock::Store> {
+     return std::make_unique<file::FileStore>(file::directory_of(url));
+   }},
 };
 
 // The URL's scheme with its article, for messages ("a postgres://", "an etcd://").
@@ -84,7 +84,7 @@ std::string scheme_of(const std::string& url)
   std::size_t end = url.find("://");
   std::string scheme = end == std::string::npos ? url : url.substr(0, end + 3);
   bool vowel =
-      !scheme.empty() && std::string_view("aeiou").find(scheme.front()) != std::string_view::npos;
+    !scheme.empty() && std::string_view("aeiou").find(scheme.front()) != std::string_view::npos;
   return (vowel ? "an " : "a ") + scheme;
 }
 

@@ -13,7 +13,10 @@ inline TimePoint monotonic_now() { return std::chrono::steady_clock::now(); }
 
 // The deadline of one request sent now: each request gets the whole timeout (--connect-timeout)
 // to itself, so a long series of requests is never cut short by a budget for the whole series.
-inline TimePoint deadline_after(std::chrono::milliseconds timeout) { return monotonic_now() + timeout; }
+inline TimePoint deadline_after(std::chrono::milliseconds timeout)
+{
+  return monotonic_now() + timeout;
+}
 
 // The wall clock in ms since the Unix epoch, for what a store records or reports (a holder's
 // acquired_ms, a status's server time) where the store has no clock of its own to ask.

@@ -20,12 +20,14 @@ UniqueFd open_directory(const std::string& path)
 
 UniqueFd open_directory_at(int dir, const std::string& name)
 {
-  return UniqueFd(::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY));
+  return UniqueFd(
+    ::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY));
 }
 
 UniqueFd open_regular_at(int dir, const std::string& name, int flags, mode_t mode, bool single_link)
 {
-  UniqueFd fd(::openat(dir, name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, mode));
+  UniqueFd fd(
+    ::openat(dir, name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, mode));
   if (!fd) {
     return fd;
   }
@@ -118,7 +120,8 @@ std::optional<std::string> read_bounded(int fd, std::size_t limit)
 int replace_file_at(int dir, const std::string& name, std::string_view text, mode_t mode)
 {
   const std::string temporary = fmt::format(".{}.{}.tmp", name, random_token().substr(0, 16));
-  UniqueFd fd(::openat(dir, temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+  UniqueFd fd(
+    ::openat(dir, temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
   if (!fd) {
     return errno;
   }

@@ -8,8 +8,7 @@ namespace dlock::util {
 // and ends that process with _exit(failed) if body returns or throws: an exception must never
 // unwind into the frames it was forked from, whose destructors (a held lock's release, a
 // process group's kill) belong to the parent.
-template <typename Body>
-[[noreturn]] void run_forked(Body&& body, int failed = 70) noexcept
+template<typename Body> [[noreturn]] void run_forked(Body&& body, int failed = 70) noexcept
 {
   try {
     body();

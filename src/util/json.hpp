@@ -14,7 +14,10 @@ std::string json_quote(std::string_view text);
 class JsonObject {
 public:
   JsonObject& add(std::string_view name, std::string_view value);
-  JsonObject& add(std::string_view name, const char* value) { return add(name, std::string_view(value)); }
+  JsonObject& add(std::string_view name, const char* value)
+  {
+    return add(name, std::string_view(value));
+  }
   JsonObject& add(std::string_view name, std::int64_t value);
   JsonObject& add(std::string_view name, bool value);
   JsonObject& add_null(std::string_view name);

@@ -17,15 +17,13 @@ Verbosity verbosity();
 void write_line(std::string_view message);
 
 // An error that ends dlock; printed even with -q.
-template<typename... Args>
-void log_error(fmt::format_string<Args...> format, Args&&... args)
+template<typename... Args> void log_error(fmt::format_string<Args...> format, Args&&... args)
 {
   write_line(fmt::format(format, std::forward<Args>(args)...));
 }
 
 // Something the user should know about; silenced by -q.
-template<typename... Args>
-void log_warning(fmt::format_string<Args...> format, Args&&... args)
+template<typename... Args> void log_warning(fmt::format_string<Args...> format, Args&&... args)
 {
   if (verbosity() != Verbosity::quiet) {
     write_line(fmt::format(format, std::forward<Args>(args)...));
@@ -33,8 +31,7 @@ void log_warning(fmt::format_string<Args...> format, Args&&... args)
 }
 
 // Progress details shown with -v only.
-template<typename... Args>
-void log_verbose(fmt::format_string<Args...> format, Args&&... args)
+template<typename... Args> void log_verbose(fmt::format_string<Args...> format, Args&&... args)
 {
   if (verbosity() == Verbosity::verbose) {
     write_line(fmt::format(format, std::forward<Args>(args)...));

@@ -22,8 +22,8 @@ void compress(std::array<std::uint32_t, 8>& state, const std::uint8_t* block)
 {
   std::array<std::uint32_t, 64> w{};
   for (int i = 0; i < 16; ++i) {
-    w[i] = std::uint32_t(block[4 * i]) << 24 | std::uint32_t(block[4 * i + 1]) << 16 |
-           std::uint32_t(block[4 * i + 2]) << 8 | std::uint32_t(block[4 * i + 3]);
+    w[i] = std::uint32_t(block[4 * i]) << 24 | std::uint32_t(block[4 * i + 1]) << 16
+           | std::uint32_t(block[4 * i + 2]) << 8 | std::uint32_t(block[4 * i + 3]);
   }
   for (int i = 16; i < 64; ++i) {
     std::uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);

@@ -8,7 +8,7 @@ namespace dlock::util {
 
 SharedLibrary::SharedLibrary(const char* soname, const char* scheme, const char* what,
                              const char* package)
-    : m_handle(::dlopen(soname, RTLD_NOW | RTLD_LOCAL)), m_scheme(scheme), m_what(what)
+  : m_handle(::dlopen(soname, RTLD_NOW | RTLD_LOCAL)), m_scheme(scheme), m_what(what)
 {
   if (m_handle == nullptr) {
     throw Error(ExitCode::config, "{} needs {} (install the {} package): {}", scheme, what, package,

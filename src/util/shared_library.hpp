@@ -7,14 +7,13 @@ namespace dlock::util {
 // A store's client library, loaded with dlopen on first use rather than linked, so that runs
 // of the other stores do not pay for loading it (and its own dependencies) at start-up. The
 // handle stays open for the life of the process: its functions are used until it exits.
-class SharedLibrary
-{
+class SharedLibrary {
 public:
   // Opens soname; throws Error(config) "SCHEME needs WHAT (install the PACKAGE package): why".
   SharedLibrary(const char* soname, const char* scheme, const char* what, const char* package);
 
   // Sets function to the symbol called name, or notes name as missing.
-  template <class Function> void resolve(Function*& function, const char* name)
+  template<class Function> void resolve(Function*& function, const char* name)
   {
     function = reinterpret_cast<Function*>(address(name));
   }

@@ -36,7 +36,11 @@ std::size_t utf8_char_length(std::string_view text)
   }
   auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
   unsigned char lead = byte(0);
-  std::size_t length = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 0;
+  std::size_t length = lead < 0x80           ? 1
+                       : (lead >> 5) == 0x6  ? 2
+                       : (lead >> 4) == 0xE  ? 3
+                       : (lead >> 3) == 0x1E ? 4
+                                             : 0;
   if (length == 0 || length > text.size()) {
     return 0;
   }
@@ -47,7 +51,8 @@ std::size_t utf8_char_length(std::string_view text)
   }
   // Reject overlong forms and surrogates, as strict decoders do.
   if ((length == 2 && lead < 0xC2) || (length == 3 && lead == 0xE0 && byte(1) < 0xA0)
-      || (length == 3 && lead == 0xED && byte(1) >= 0xA0) || (length == 4 && lead == 0xF0 && byte(1) < 0x90)
+      || (length == 3 && lead == 0xED && byte(1) >= 0xA0)
+      || (length == 4 && lead == 0xF0 && byte(1) < 0x90)
       || (length == 4 && (lead > 0xF4 || (lead == 0xF4 && byte(1) >= 0x90)))) {
     return 0;
   }
@@ -59,7 +64,9 @@ namespace {
 // The code point of the valid UTF-8 character of length bytes at the start of text.
 char32_t decode_utf8(std::string_view text, std::size_t length)
 {
-  auto byte = [&](std::size_t i) { return static_cast<char32_t>(static_cast<unsigned char>(text[i])); };
+  auto byte = [&](std::size_t i) {
+    return static_cast<char32_t>(static_cast<unsigned char>(text[i]));
+  };
   switch (length) {
   case 1:
     return byte(0);

@@ -157,7 +157,8 @@ std::string without_url_secrets(std::string text, std::string_view url)
   for (const PasswordSpan& span : spans) {
     std::string_view secret = url.substr(span.offset, span.length);
     replace_all(secret, "***");
-    if (std::optional<std::string> decoded = percent_decode(secret); decoded && *decoded != secret) {
+    if (std::optional<std::string> decoded = percent_decode(secret);
+        decoded && *decoded != secret) {
       replace_all(*decoded, "***");
     }
   }

@@ -114,7 +114,8 @@ TEST(CliValidation, RunReportsAMissingCommandBeforeItsReplicaOptions)
   args.wait_replicas = 0;
   args.wait_replicas_timeout = "1s";
   args.command.clear();
-  EXPECT_EQ(usage_error([&] { dlock::cli::resolve_run(args, {}); }).rfind("no command given", 0), 0u);
+  EXPECT_EQ(usage_error([&] { dlock::cli::resolve_run(args, {}); }).rfind("no command given", 0),
+            0u);
   EXPECT_EQ(usage_error([&] { dlock::cli::resolve_acquire(args); }),
             "--wait-replicas-timeout needs --wait-replicas N");
 }

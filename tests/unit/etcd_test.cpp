@@ -93,21 +93,22 @@ TEST(EtcdApi, AcquireTransactionPutsIfAbsentAndReadsTheQueue)
 
 TEST(EtcdApi, ReadsTheQueueOfATransactionAnswer)
 {
-  std::string holder = holder_value(lock::HolderInfo{"h", 42, "u", "sleep 1", 1000, 0, 5000},
-                                    token_fingerprint("t"));
+  std::string holder =
+    holder_value(lock::HolderInfo{"h", 42, "u", "sleep 1", 1000, 0, 5000}, token_fingerprint("t"));
   Json answer = {
     {"header", {{"revision", "9"}}},
     {"succeeded", true},
     {"responses",
-     Json::array({Json::object({{"response_put", Json::object()}}),
-                  {{"response_range",
-                    {{"kvs", Json::array({{{"key", base64_encode("p/1a")},
-                                           {"create_revision", "5"},
-                                           {"lease", "26"},
-                                           {"value", base64_encode(holder)}},
-                                          {{"key", base64_encode("p/x/2")}, {"create_revision", "6"}},
-                                          {{"key", base64_encode("p/2b")},
-                                           {"create_revision", "9"}}})}}}}})}};
+     Json::array(
+       {Json::object({{"response_put", Json::object()}}),
+        {{"response_range",
+          {{"kvs",
+            Json::array({{{"key", base64_encode("p/1a")},
+                          {"create_revision", "5"},
+                          {"lease", "26"},
+                          {"value", base64_encode(holder)}},
+                         {{"key", base64_encode("p/x/2")}, {"create_revision", "6"}},
+                         {{"key", base64_encode("p/2b")}, {"create_revision", "9"}}})}}}}})}};
   const Json* range = txn_range(answer, 1);
   ASSERT_NE(range, nullptr);
   std::vector<KeyValue> keys = lock_keys(*range, "p/");
@@ -130,19 +131,23 @@ TEST(EtcdApi, ErrorsMapToExitCodes)
     return error ? error->code() : ExitCode::ok;
   };
   EXPECT_EQ(code(200, R"({"header":{}})"), ExitCode::ok);
-  EXPECT_EQ(code(400, R"({"error":"etcdserver: authentication failed, invalid user ID or password","code":3})"),
-            ExitCode::auth);
+  EXPECT_EQ(
+    code(400,
+         R"({"error":"etcdserver: authentication failed, invalid user ID or password","code":3})"),
+    ExitCode::auth);
   EXPECT_EQ(code(403, R"({"error":"etcdserver: permission denied","code":7})"), ExitCode::auth);
   EXPECT_EQ(code(503, R"({"error":"etcdserver: no leader","code":14})"), ExitCode::unavailable);
   EXPECT_EQ(code(404, "<html>not found</html>"), ExitCode::unavailable);
   EXPECT_EQ(code(500, R"({"error":"something odd","code":13})"), ExitCode::internal);
-  EXPECT_TRUE(lease_not_found(Json::parse(R"({"error":"etcdserver: requested lease not found","code":5})")));
+  EXPECT_TRUE(
+    lease_not_found(Json::parse(R"({"error":"etcdserver: requested lease not found","code":5})")));
   EXPECT_TRUE(token_invalid(Json::parse(R"({"error":"etcdserver: invalid auth token","code":3})")));
 }
 
 TEST(EtcdApi, AStreamErrorObjectIsAnErrorNotACrash)
 {
-  Json stream = Json::parse(R"({"error":{"grpc_code":14,"http_code":503,"message":"etcdserver: no leader","http_status":"Service Unavailable"}})");
+  Json stream = Json::parse(
+    R"({"error":{"grpc_code":14,"http_code":503,"message":"etcdserver: no leader","http_status":"Service Unavailable"}})");
   std::optional<Error> error = answer_error(500, stream, "etcd");
   ASSERT_TRUE(error);
   EXPECT_EQ(error->code(), ExitCode::unavailable);

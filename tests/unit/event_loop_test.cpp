@@ -53,6 +53,7 @@ TEST(EventLoop, RunUntilStopsWhenDoneOrAtTheDeadline)
   EXPECT_TRUE(dlock::util::run_until(monotonic_now() + 10s, done_at_third, nothing));
   EXPECT_EQ(rounds, 3);
   auto start = monotonic_now();
-  EXPECT_FALSE(dlock::util::run_until(start + 20ms, [] { return false; }, [](EventLoop&) {}));
+  EXPECT_FALSE(dlock::util::run_until(
+    start + 20ms, [] { return false; }, [](EventLoop&) {}));
   EXPECT_GE(monotonic_now() - start, 20ms);
 }

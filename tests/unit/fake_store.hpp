@@ -68,7 +68,8 @@ public:
   static Outcome held(bool yes) { return Outcome::holding(Outcome::Op::renew, yes); }
   static Outcome failed()
   {
-    return Outcome::of(Outcome::Op::renew, dlock::Error(dlock::ExitCode::unavailable, "fake: down"));
+    return Outcome::of(Outcome::Op::renew,
+                       dlock::Error(dlock::ExitCode::unavailable, "fake: down"));
   }
 
   void start_acquire(const dlock::lock::LockName&,

@@ -65,9 +65,12 @@ std::string read(const std::string& relative)
 
 // The man page's table rows, by the feature they stand for.
 const std::map<std::string, Feature> man_rows = {
-  {"\\-\\-shared", Feature::shared},          {"\\-\\-limit N", Feature::limit},
-  {"\\-\\-fair", Feature::fair},              {"wait/barrier/latch", Feature::coordinate},
-  {"acquire, \\-\\-keep", Feature::detached}, {"\\-\\-wait\\-replicas", Feature::replicas},
+  {"\\-\\-shared", Feature::shared},
+  {"\\-\\-limit N", Feature::limit},
+  {"\\-\\-fair", Feature::fair},
+  {"wait/barrier/latch", Feature::coordinate},
+  {"acquire, \\-\\-keep", Feature::detached},
+  {"\\-\\-wait\\-replicas", Feature::replicas},
 };
 
 // What the man page's table that starts with header says: per column, the features marked
@@ -158,8 +161,9 @@ TEST(FeatureTable, TheManPageTablesSayTheSame)
 TEST(FeatureTable, TheStoreTestsFeatureListsSayTheSame)
 {
   const std::map<std::string, StoreKind> files = {
-    {"redis", StoreKind::redis}, {"postgres", StoreKind::postgres}, {"mysql", StoreKind::mysql},
-    {"etcd", StoreKind::etcd},   {"file", StoreKind::file},         {"zookeeper", StoreKind::zookeeper},
+    {"redis", StoreKind::redis}, {"postgres", StoreKind::postgres},
+    {"mysql", StoreKind::mysql}, {"etcd", StoreKind::etcd},
+    {"file", StoreKind::file},   {"zookeeper", StoreKind::zookeeper},
   };
   int checked = 0;
   for (const auto& [store, kind] : files) {

@@ -27,7 +27,7 @@ TEST(FileUrl, TakesAnAbsoluteDirectory)
 
 TEST(FileUrl, RefusesWhatIsNotALocalAbsoluteDirectory)
 {
-  EXPECT_EQ(code_of("file://relative/dir"), ExitCode::usage);   // a host, not a path
+  EXPECT_EQ(code_of("file://relative/dir"), ExitCode::usage); // a host, not a path
   EXPECT_EQ(code_of("file://otherhost/tmp"), ExitCode::usage);
   EXPECT_EQ(code_of("file://"), ExitCode::usage);
   EXPECT_EQ(code_of("file:relative"), ExitCode::usage);
@@ -118,11 +118,12 @@ TEST(FileRecord, RoundTrips)
 
 TEST(ProcLocks, ReadsFlockHoldersAndWaiters)
 {
-  std::vector<ProcLock> locks = parse_proc_locks("1: FLOCK  ADVISORY  WRITE 15993 fe:00:10954111 0 EOF\n"
-                                                 "1: -> FLOCK  ADVISORY  READ 15997 fe:00:10954111 0 EOF\n"
-                                                 "2: OFDLCK ADVISORY  WRITE -1 fe:00:10993796 0 EOF\n"
-                                                 "3: POSIX  ADVISORY  WRITE 12 08:02:5 0 EOF\n"
-                                                 "4: FLOCK  ADVISORY  READ 77 103:0a:99 0 EOF\n");
+  std::vector<ProcLock> locks =
+    parse_proc_locks("1: FLOCK  ADVISORY  WRITE 15993 fe:00:10954111 0 EOF\n"
+                     "1: -> FLOCK  ADVISORY  READ 15997 fe:00:10954111 0 EOF\n"
+                     "2: OFDLCK ADVISORY  WRITE -1 fe:00:10993796 0 EOF\n"
+                     "3: POSIX  ADVISORY  WRITE 12 08:02:5 0 EOF\n"
+                     "4: FLOCK  ADVISORY  READ 77 103:0a:99 0 EOF\n");
   ASSERT_EQ(locks.size(), 3u);
   EXPECT_FALSE(locks[0].blocked);
   EXPECT_TRUE(locks[0].write);

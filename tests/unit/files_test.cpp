@@ -121,7 +121,8 @@ TEST_F(FilesTest, ReplacingASymlinkReplacesTheLinkNotItsTarget)
 TEST_F(FilesTest, AFileIsCreatedOnlyIfMissingAndNeverThroughALink)
 {
   std::ofstream(path("there")) << "kept";
-  dlock::util::UniqueFd fd = open_or_create_regular_at(m_dir.get(), "there", O_RDONLY | O_CREAT, 0600);
+  dlock::util::UniqueFd fd =
+    open_or_create_regular_at(m_dir.get(), "there", O_RDONLY | O_CREAT, 0600);
   ASSERT_TRUE(fd);
   EXPECT_EQ(read_bounded(fd.get(), 100).value_or(""), "kept");
   EXPECT_TRUE(open_or_create_regular_at(m_dir.get(), "new", O_RDONLY, 0600));

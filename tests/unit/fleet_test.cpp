@@ -20,8 +20,8 @@ using dlock::cli::read_config_file;
 
 // The directory of this test binary's files, removed when it ends.
 struct TestDirectory {
-  std::filesystem::path path = std::filesystem::temp_directory_path()
-                               / ("dlock-fleet-test-" + std::to_string(::getpid()));
+  std::filesystem::path path =
+    std::filesystem::temp_directory_path() / ("dlock-fleet-test-" + std::to_string(::getpid()));
   ~TestDirectory()
   {
     std::error_code ignored;
@@ -36,19 +36,21 @@ std::string write_file(const std::string& name, const std::string& text)
   std::filesystem::create_directories(dir);
   std::string path = (dir / name).string();
   std::ofstream(path) << text;
-  std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read
+                                       | std::filesystem::perms::owner_write);
   return path;
 }
 
 TEST(ConfigFile, SettingsWithTheirLinesSectionsAndComments)
 {
-  std::string path = write_file("a.conf", "# top\n"
-                                          "url = \"redis-sentinel://a:1,b:2/0#mymaster\"  # a comment\n"
-                                          "\n"
-                                          "prefix = 'x:' ; not a comment\n"
-                                          "[run]\n"
-                                          "ttl = 10s\n"
-                                          "no-wait = true\n");
+  std::string path =
+    write_file("a.conf", "# top\n"
+                         "url = \"redis-sentinel://a:1,b:2/0#mymaster\"  # a comment\n"
+                         "\n"
+                         "prefix = 'x:' ; not a comment\n"
+                         "[run]\n"
+                         "ttl = 10s\n"
+                         "no-wait = true\n");
   ConfigFile file = read_config_file(path);
   ASSERT_EQ(file.settings.size(), 4U);
   EXPECT_EQ(file.settings[0].name, "url");
@@ -64,7 +66,8 @@ TEST(ConfigFile, SettingsWithTheirLinesSectionsAndComments)
 
 TEST(ConfigFile, ArraysGiveSeveralValues)
 {
-  ConfigFile file = read_config_file(write_file("b.conf", "url = [\"redis://a\", \"redis://b\"]\n"));
+  ConfigFile file =
+    read_config_file(write_file("b.conf", "url = [\"redis://a\", \"redis://b\"]\n"));
   ASSERT_EQ(file.settings.size(), 1U);
   EXPECT_EQ(file.settings[0].values, (std::vector<std::string>{"redis://a", "redis://b"}));
 }
@@ -90,7 +93,8 @@ TEST(ConfigFile, ApplyNamesTheLineOfAnUnknownSettingAndLeavesGivenOptionsAlone)
   run->add_option("--ttl", ttl)->type_name("D");
   app.parse(std::vector<std::string>{});
   ConfigFile user = read_config_file(write_file("user.conf", "prefix = user:\n[run]\nttl = 12s\n"));
-  ConfigFile system = read_config_file(write_file("system.conf", "prefix = system:\n[run]\nttl = 11s\n"));
+  ConfigFile system =
+    read_config_file(write_file("system.conf", "prefix = system:\n[run]\nttl = 11s\n"));
   dlock::cli::apply_config({user, system}, {{"", &app}, {"run", run}});
   EXPECT_EQ(prefix, "user:");
   EXPECT_EQ(ttl, "12s");
@@ -101,30 +105,35 @@ TEST(ConfigFile, ApplyNamesTheLineOfAnUnknownSettingAndLeavesGivenOptionsAlone)
     FAIL() << "no error";
   } catch (const dlock::Error& error) {
     EXPECT_EQ(error.code(), dlock::ExitCode::config);
-    EXPECT_NE(std::string(error.what()).find("bad.conf:4: 'colour' is not an option"), std::string::npos)
+    EXPECT_NE(std::string(error.what()).find("bad.conf:4: 'colour' is not an option"),
+              std::string::npos)
       << error.what();
   }
   ConfigFile bad_duration = read_config_file(write_file("d.conf", "[run]\nttl = soon\n"));
   CLI::App fresh;
   CLI::App* fresh_run = fresh.add_subcommand("run");
   fresh_run->add_option("--ttl", ttl)->type_name("D");
-  EXPECT_THROW(dlock::cli::apply_config({bad_duration}, {{"", &fresh}, {"run", fresh_run}}), dlock::Error);
+  EXPECT_THROW(dlock::cli::apply_config({bad_duration}, {{"", &fresh}, {"run", fresh_run}}),
+               dlock::Error);
 }
 
 TEST(SyslogEvent, ValuesWithBlanksQuotesOrNothingAreQuoted)
 {
   EXPECT_EQ(dlock::util::event_line("acquired", {{"key", "report"}, {"fencing_token", "42"}}),
             "event=acquired key=report fencing_token=42");
-  EXPECT_EQ(dlock::util::event_line("skipped", {{"held_by", "a b \"c\" d\\e"}, {"x", ""}, {"y", "k=v"}}),
-            "event=skipped held_by=\"a b \\\"c\\\" d\\\\e\" x=\"\" y=\"k=v\"");
-  EXPECT_EQ(dlock::util::event_line("lost", {{"reason", "one\ntwo"}}), "event=lost reason=\"one two\"");
+  EXPECT_EQ(
+    dlock::util::event_line("skipped", {{"held_by", "a b \"c\" d\\e"}, {"x", ""}, {"y", "k=v"}}),
+    "event=skipped held_by=\"a b \\\"c\\\" d\\\\e\" x=\"\" y=\"k=v\"");
+  EXPECT_EQ(dlock::util::event_line("lost", {{"reason", "one\ntwo"}}),
+            "event=lost reason=\"one two\"");
 }
 
 TEST(MetricsFile, NamesAreSafeAndDistinct)
 {
   using dlock::commands::metrics_file_name;
   using dlock::lock::LockName;
-  EXPECT_EQ(metrics_file_name(LockName::parse("nightly-report.v2")), "dlock_nightly-report.v2.prom");
+  EXPECT_EQ(metrics_file_name(LockName::parse("nightly-report.v2")),
+            "dlock_nightly-report.v2.prom");
   std::string odd = metrics_file_name(LockName::parse("a/b"));
   EXPECT_TRUE(odd.starts_with("dlock_a_b-")) << odd;
   EXPECT_NE(odd, metrics_file_name(LockName::parse("a b")));

@@ -17,8 +17,13 @@ namespace {
 
 std::vector<HolderField> good_record()
 {
-  return {{"host", "web1"},          {"pid", "42"},     {"user", "root"}, {"command", "backup"},
-          {"acquired_ms", "1700000000000"}, {"fence", "7"}, {"ttl_ms", "30000"}};
+  return {{"host", "web1"},
+          {"pid", "42"},
+          {"user", "root"},
+          {"command", "backup"},
+          {"acquired_ms", "1700000000000"},
+          {"fence", "7"},
+          {"ttl_ms", "30000"}};
 }
 
 } // namespace
@@ -57,7 +62,8 @@ TEST(Holder, OversizedRecordIsNotADlockHolder)
 
 TEST(Holder, MalformedNumberIsNotADlockHolder)
 {
-  for (std::string_view bad : {"", "abc", "-1", "12x", " 12", "1e3", "+5", "99999999999999999999"}) {
+  for (std::string_view bad :
+       {"", "abc", "-1", "12x", " 12", "1e3", "+5", "99999999999999999999"}) {
     std::vector<HolderField> fields = good_record();
     fields[1].value = bad;
     EXPECT_FALSE(parse_holder_record(fields)) << bad;

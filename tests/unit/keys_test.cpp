@@ -7,8 +7,8 @@
 
 using dlock::Error;
 using dlock::ExitCode;
-using dlock::redis::LockKeys;
 using dlock::lock::LockName;
+using dlock::redis::LockKeys;
 
 TEST(Keys, SiblingsShareTheHashTag)
 {
@@ -63,9 +63,9 @@ TEST(LockName, ValidNames)
 
 TEST(LockName, InvalidNamesAreUsageErrors)
 {
-  for (const std::string& bad : {std::string(), std::string(1025, 'k'), std::string("a\nb"),
-                                 std::string("tab\there"), std::string("nul\0x", 5),
-                                 std::string("del\x7f")}) {
+  for (const std::string& bad :
+       {std::string(), std::string(1025, 'k'), std::string("a\nb"), std::string("tab\there"),
+        std::string("nul\0x", 5), std::string("del\x7f")}) {
     try {
       LockName::parse(bad);
       ADD_FAILURE() << "accepted a bad name of size " << bad.size();

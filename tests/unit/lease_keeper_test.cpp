@@ -1,8 +1,8 @@
 // hold::LeaseKeeper on a fake clock and a fake store: when renewals go out, what their answers
 // come to, and how a lease kept by another process is handed back.
-#include "hold/lease_keeper.hpp"
 #include "fake_clock.hpp"
 #include "fake_store.hpp"
+#include "hold/lease_keeper.hpp"
 
 #include <gtest/gtest.h>
 

@@ -65,7 +65,8 @@ TEST(MysqlUrl, PasswordFileWinsOverTheUrl)
 
 TEST(MysqlUrl, UnixSocket)
 {
-  mysql::ConnectParams p = parse("mysql://app@localhost/locks?socket=%2Frun%2Fmysqld%2Fmysqld.sock");
+  mysql::ConnectParams p =
+    parse("mysql://app@localhost/locks?socket=%2Frun%2Fmysqld%2Fmysqld.sock");
   EXPECT_EQ(p.host, "localhost");
   EXPECT_EQ(p.socket, "/run/mysqld/mysqld.sock");
   EXPECT_EQ(parse("mysql:///locks?socket=/tmp/s").host, "localhost");
@@ -73,7 +74,7 @@ TEST(MysqlUrl, UnixSocket)
 
 TEST(MysqlUrl, BadOnesAreUsageErrors)
 {
-  EXPECT_EQ(code_of("mysql://h"), ExitCode::usage);              // no database
+  EXPECT_EQ(code_of("mysql://h"), ExitCode::usage); // no database
   EXPECT_EQ(code_of("mysql://h/"), ExitCode::usage);
   EXPECT_EQ(code_of("mysql://h:0/db"), ExitCode::usage);
   EXPECT_EQ(code_of("mysql://h:99999/db"), ExitCode::usage);

@@ -13,8 +13,10 @@ using namespace std::chrono_literals;
 
 TEST(Sha256, KnownDigests)
 {
-  EXPECT_EQ(util::sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(util::sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(util::sha256_hex(""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(util::sha256_hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   // 56 bytes: the length no longer fits the first padding block
   EXPECT_EQ(util::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
@@ -152,7 +154,8 @@ TEST(PostgresUrl, TlsFilesWithoutSslmodeMeanVerifyFull)
   config.tls.ca_file = "/etc/ca.pem";
   EXPECT_EQ(sslmode(postgres::connect_params("postgres://u@h/app", config)), "verify-full");
   // the URL's own sslmode is the user's choice, and so is PGSSLMODE
-  EXPECT_EQ(sslmode(postgres::connect_params("postgres://u@h/app?sslmode=require", config)), "(none)");
+  EXPECT_EQ(sslmode(postgres::connect_params("postgres://u@h/app?sslmode=require", config)),
+            "(none)");
   ::setenv("PGSSLMODE", "verify-ca", 1);
   EXPECT_EQ(sslmode(postgres::connect_params("postgres://u@h/app", config)), "(none)");
   ::unsetenv("PGSSLMODE");

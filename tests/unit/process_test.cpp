@@ -16,8 +16,8 @@
 #include <iterator>
 #include <optional>
 #include <stdexcept>
-#include <sys/stat.h>
 #include <string>
+#include <sys/stat.h>
 #include <thread>
 
 using namespace std::chrono_literals;
@@ -42,7 +42,8 @@ CommandEvent next_end_event(ProcessGroup& group)
     pollfd pfd{group.events_fd(), POLLIN, 0};
     ::poll(&pfd, 1, 100);
     while (auto event = group.next_event()) {
-      if (event->kind != CommandEvent::Kind::stopped && event->kind != CommandEvent::Kind::continued) {
+      if (event->kind != CommandEvent::Kind::stopped
+          && event->kind != CommandEvent::Kind::continued) {
         return *event;
       }
     }
@@ -84,7 +85,8 @@ TEST(LiveDescendants, FindsChildrenAndGrandchildrenButNotZombies)
     ::_exit(0);
   }
   pid_t grandchild = 0;
-  ASSERT_EQ(::read(ready[0], &grandchild, sizeof grandchild), static_cast<ssize_t>(sizeof grandchild));
+  ASSERT_EQ(::read(ready[0], &grandchild, sizeof grandchild),
+            static_cast<ssize_t>(sizeof grandchild));
   auto found = dlock::process::live_descendants(::getpid());
   EXPECT_NE(std::find(found.begin(), found.end(), child), found.end());
   EXPECT_NE(std::find(found.begin(), found.end(), grandchild), found.end());
@@ -102,8 +104,8 @@ TEST(ProcessGroup, ReportsTheExitStatusAfterKillingADescendantThatCalledSetsid)
   std::string pid_file = temp_path("setsid");
   ProcessGroup group(current_mask());
   CommandSpec spec;
-  spec.argv = {"/bin/sh", "-c", "setsid sleep 100 </dev/null >/dev/null 2>&1 & echo $! >\"$0\"; exit 7",
-               pid_file};
+  spec.argv = {"/bin/sh", "-c",
+               "setsid sleep 100 </dev/null >/dev/null 2>&1 & echo $! >\"$0\"; exit 7", pid_file};
   group.spawn(spec);
   CommandEvent end = next_end_event(group);
   EXPECT_EQ(end.kind, CommandEvent::Kind::exited);

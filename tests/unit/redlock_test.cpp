@@ -42,7 +42,10 @@ public:
     outcome.acquire.block = 5000ms;
     return outcome;
   }
-  static Outcome failed(Op op) { return Outcome::of(op, dlock::Error(ExitCode::unavailable, "down")); }
+  static Outcome failed(Op op)
+  {
+    return Outcome::of(op, dlock::Error(ExitCode::unavailable, "down"));
+  }
   static Outcome renewed(bool held) { return Outcome::holding(Op::renew, held); }
 
   void start_acquire(const LockName&, const AcquireRequest&) override
@@ -50,7 +53,8 @@ public:
     ++acquires;
     m_answers.answer(next(acquire_answers, granted(1)));
   }
-  void start_wait_for_wake(const LockName&, const dlock::lock::WaitTicket&, dlock::util::Millis) override
+  void start_wait_for_wake(const LockName&, const dlock::lock::WaitTicket&,
+                           dlock::util::Millis) override
   {
     m_answers.answer(Outcome::of(Op::wait_for_wake));
   }
@@ -76,14 +80,20 @@ public:
   void watch(dlock::util::EventLoop&) override {}
   std::optional<Outcome> next_outcome() override { return m_answers.next(); }
   void abandon() noexcept override { m_answers.clear(); }
-  dlock::Error timed_out() noexcept override { return dlock::Error(ExitCode::unavailable, "timed out"); }
+  dlock::Error timed_out() noexcept override
+  {
+    return dlock::Error(ExitCode::unavailable, "timed out");
+  }
   const dlock::lock::StoreTraits& traits() const noexcept override
   {
     static const dlock::lock::StoreTraits traits{.name = "scripted node"};
     return traits;
   }
   dlock::lock::LockStatus status(const LockName&, dlock::util::TimePoint) override { return {}; }
-  std::vector<dlock::lock::LockStatus> list(std::string_view, dlock::util::Millis) override { return {}; }
+  std::vector<dlock::lock::LockStatus> list(std::string_view, dlock::util::Millis) override
+  {
+    return {};
+  }
 
 private:
   static Outcome next(std::deque<Outcome>& answers, Outcome otherwise)

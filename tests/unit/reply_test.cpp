@@ -8,20 +8,36 @@ using dlock::redis::classify_error;
 
 TEST(ReplyErrors, AuthenticationAndPermission)
 {
-  EXPECT_EQ(classify_error("WRONGPASS invalid username-password pair or user is disabled."), ExitCode::auth);
+  EXPECT_EQ(classify_error("WRONGPASS invalid username-password pair or user is disabled."),
+            ExitCode::auth);
   EXPECT_EQ(classify_error("NOAUTH Authentication required."), ExitCode::auth);
-  EXPECT_EQ(classify_error("NOPERM User u has no permissions to run the 'evalsha' command"), ExitCode::auth);
-  EXPECT_EQ(classify_error("ERR Error running script (call to f_x): @user_script:2: NOPERM this user has no permissions to access one of the keys"), ExitCode::auth);
+  EXPECT_EQ(classify_error("NOPERM User u has no permissions to run the 'evalsha' command"),
+            ExitCode::auth);
+  EXPECT_EQ(
+    classify_error(
+      "ERR Error running script (call to f_x): @user_script:2: NOPERM this user has no permissions to access one of the keys"),
+    ExitCode::auth);
   EXPECT_EQ(classify_error("ERR Protocol error: unauthenticated multibulk length"), ExitCode::auth);
-  EXPECT_EQ(classify_error("ERR Error running script (call to f_1): @user_script:9: @user_script: 9: The user executing the script can't run this command or subcommand"), ExitCode::auth);
-  EXPECT_EQ(classify_error("ERR ACL failure in script: User nocmd has no permissions to run the 'hset' command script: dce70e, on @user_script:16."), ExitCode::auth);
-  EXPECT_EQ(classify_error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"), ExitCode::auth);
+  EXPECT_EQ(
+    classify_error(
+      "ERR Error running script (call to f_1): @user_script:9: @user_script: 9: The user executing the script can't run this command or subcommand"),
+    ExitCode::auth);
+  EXPECT_EQ(
+    classify_error(
+      "ERR ACL failure in script: User nocmd has no permissions to run the 'hset' command script: dce70e, on @user_script:16."),
+    ExitCode::auth);
+  EXPECT_EQ(
+    classify_error(
+      "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"),
+    ExitCode::auth);
 }
 
 TEST(ReplyErrors, UnavailableIsRetryable)
 {
-  EXPECT_EQ(classify_error("LOADING Redis is loading the dataset in memory"), ExitCode::unavailable);
-  EXPECT_EQ(classify_error("READONLY You can't write against a read only replica."), ExitCode::unavailable);
+  EXPECT_EQ(classify_error("LOADING Redis is loading the dataset in memory"),
+            ExitCode::unavailable);
+  EXPECT_EQ(classify_error("READONLY You can't write against a read only replica."),
+            ExitCode::unavailable);
   EXPECT_EQ(classify_error("MASTERDOWN Link with MASTER is down"), ExitCode::unavailable);
   EXPECT_EQ(classify_error("BUSY Redis is busy running a script."), ExitCode::unavailable);
 }
@@ -31,20 +47,25 @@ TEST(ReplyErrors, UnavailableIsRetryable)
 // inside "Error running script"): assumed from its source, not seen here.
 TEST(ReplyErrors, UnavailableInTheServersOwnWords)
 {
-  EXPECT_EQ(classify_error("OOM command not allowed when used memory > 'maxmemory'."), ExitCode::unavailable);
+  EXPECT_EQ(classify_error("OOM command not allowed when used memory > 'maxmemory'."),
+            ExitCode::unavailable);
   EXPECT_EQ(classify_error("OOM command not allowed when used memory > 'maxmemory'. script: "
                            "7837034b75a4264093007c2721a1fc3e53a0cde4, on @user_script:21."),
             ExitCode::unavailable);
-  EXPECT_EQ(classify_error("ERR Error running script (call to f_7837034b75a4264093007c2721a1fc3e53a0cde4): "
-                           "@user_script:21: @user_script: 21: -OOM command not allowed when used "
-                           "memory > 'maxmemory'. "),
-            ExitCode::unavailable);
-  EXPECT_EQ(classify_error("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."),
+  EXPECT_EQ(
+    classify_error("ERR Error running script (call to f_7837034b75a4264093007c2721a1fc3e53a0cde4): "
+                   "@user_script:21: @user_script: 21: -OOM command not allowed when used "
+                   "memory > 'maxmemory'. "),
+    ExitCode::unavailable);
+  EXPECT_EQ(classify_error(
+              "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."),
             ExitCode::unavailable);
   EXPECT_EQ(classify_error("CLUSTERDOWN Hash slot not served"), ExitCode::unavailable);
   EXPECT_EQ(classify_error("CLUSTERDOWN The cluster is down"), ExitCode::unavailable);
-  EXPECT_EQ(classify_error("LOADING Redis is loading the dataset in memory"), ExitCode::unavailable);
-  EXPECT_EQ(classify_error("LOADING Valkey is loading the dataset in memory"), ExitCode::unavailable);
+  EXPECT_EQ(classify_error("LOADING Redis is loading the dataset in memory"),
+            ExitCode::unavailable);
+  EXPECT_EQ(classify_error("LOADING Valkey is loading the dataset in memory"),
+            ExitCode::unavailable);
   EXPECT_EQ(classify_error("READONLY You can't write against a read only replica. script: "
                            "7837034b75a4264093007c2721a1fc3e53a0cde4, on @user_script:21."),
             ExitCode::unavailable);
@@ -63,9 +84,11 @@ TEST(ReplyErrors, NoPasswordSent)
 TEST(ReplyErrors, OthersAreInternal)
 {
   EXPECT_EQ(classify_error("ERR unknown command 'EVALSHA'"), ExitCode::internal);
-  EXPECT_EQ(classify_error("WRONGTYPE Operation against a key holding the wrong kind of value"), ExitCode::internal);
+  EXPECT_EQ(classify_error("WRONGTYPE Operation against a key holding the wrong kind of value"),
+            ExitCode::internal);
   // A code must be a word of its own.
   EXPECT_EQ(classify_error("BUSYKEY Target key name already exists."), ExitCode::internal);
-  EXPECT_EQ(classify_error("ERR unknown command 'OOMS', with args beginning with: "), ExitCode::internal);
+  EXPECT_EQ(classify_error("ERR unknown command 'OOMS', with args beginning with: "),
+            ExitCode::internal);
   EXPECT_EQ(classify_error("ERR DB index is out of range"), ExitCode::internal);
 }

@@ -8,8 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace
-{
+namespace {
 
 // SHA-1 in hex, here only to check the hashes CMake computed for the scripts (dlock itself has
 // no SHA-1 code).
@@ -87,10 +86,10 @@ TEST(Scripts, EmbeddedShaIsTheSourcesSha1)
 {
   using namespace dlock::redis;
   for (const Script* script :
-       {&scripts::acquire(), &scripts::renew(), &scripts::renew_slot(), &scripts::release(), &scripts::inspect(),
-        &scripts::wake(), &scripts::raise_fence(), &scripts::watch(), &scripts::barrier(),
-        &scripts::barrier_leave(), &scripts::latch_check(), &scripts::latch_set(),
-        &scripts::latch_down()}) {
+       {&scripts::acquire(), &scripts::renew(), &scripts::renew_slot(), &scripts::release(),
+        &scripts::inspect(), &scripts::wake(), &scripts::raise_fence(), &scripts::watch(),
+        &scripts::barrier(), &scripts::barrier_leave(), &scripts::latch_check(),
+        &scripts::latch_set(), &scripts::latch_down()}) {
     std::vector<std::string> eval = script->eval({"k"}, {"a"});
     std::vector<std::string> evalsha = script->evalsha({"k"}, {"a"});
     ASSERT_EQ(eval.size(), 5U);

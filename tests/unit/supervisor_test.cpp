@@ -49,15 +49,14 @@ Ran supervise(FakeStore& store, const std::string& command, WatchdogPolicy polic
   Supervisor supervisor(store,
                         dlock::hold::KeptLock{std::move(names), "token",
                                               dlock::lock::LockKind::exclusive(), policy.lease.ttl},
-                        Watchdog(policy, start, start),
-                        group, signals);
+                        Watchdog(policy, start, start), group, signals);
   CommandSpec spec;
   spec.argv = {"/bin/sh", "-c", command};
   supervisor.start(spec);
   CommandEnd end = supervisor.wait_for_exit();
   auto took = std::chrono::duration_cast<Millis>(dlock::util::monotonic_now() - start);
-  return Ran{end, supervisor.watchdog().stop_reason(), supervisor.watchdog().verdict(true).exit_code,
-             took};
+  return Ran{end, supervisor.watchdog().stop_reason(),
+             supervisor.watchdog().verdict(true).exit_code, took};
 }
 
 } // namespace
@@ -90,7 +89,8 @@ TEST(Supervisor, SeveralKeysAreRenewedTogetherAndLosingOneIsLosingTheLock)
   // Two keys: renewals 1 and 2 are the first round, 3 and 4 the second; the second key of the
   // second round is no longer held.
   store.answer = [](int n) { return FakeStore::held(n != 4); };
-  Ran ran = supervise(store, "sleep 30", short_lease(), {LockName::parse("a"), LockName::parse("b")});
+  Ran ran =
+    supervise(store, "sleep 30", short_lease(), {LockName::parse("a"), LockName::parse("b")});
   EXPECT_EQ(ran.reason, StopReason::lost);
   EXPECT_EQ(ran.end.signal, SIGTERM);
   EXPECT_EQ(ran.exit_code, static_cast<int>(dlock::ExitCode::lost));

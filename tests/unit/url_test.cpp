@@ -1,7 +1,7 @@
 #include "cli/secrets.hpp"
 #include "stores/redis/url.hpp"
-#include "util/url.hpp"
 #include "util/error.hpp"
+#include "util/url.hpp"
 
 #include <gtest/gtest.h>
 
@@ -69,10 +69,7 @@ TEST(Url, UnixSocket)
   EXPECT_EQ(with_auth.socket_path, "/tmp/r.sock");
 }
 
-TEST(Url, Tls)
-{
-  EXPECT_TRUE(parse_url("rediss://h:6380").tls);
-}
+TEST(Url, Tls) { EXPECT_TRUE(parse_url("rediss://h:6380").tls); }
 
 TEST(Url, RedactsPasswordEverywhere)
 {
@@ -89,10 +86,10 @@ TEST(Url, RedactsPasswordEverywhere)
 
 TEST(Url, RejectsMalformed)
 {
-  for (const char* bad : {"", "localhost:6379", "http://h", "redis://", "redis://h:0",
-                          "redis://h:65536", "redis://h:", "redis://h/x", "redis://[::1",
-                          "unix://relative.sock", "unix:///s.sock?db=x", "unix:///s?foo=1",
-                          "redis://u:%zz@h"}) {
+  for (const char* bad :
+       {"", "localhost:6379", "http://h", "redis://", "redis://h:0", "redis://h:65536",
+        "redis://h:", "redis://h/x", "redis://[::1", "unix://relative.sock", "unix:///s.sock?db=x",
+        "unix:///s?foo=1", "redis://u:%zz@h"}) {
     try {
       parse_url(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";
@@ -116,7 +113,8 @@ TEST(UrlWithoutPassword, TakesOutThePasswordOnly)
   using dlock::util::url_without_password;
   EXPECT_EQ(url_without_password("redis://user:secret@host:6380/2"), "redis://user@host:6380/2");
   EXPECT_EQ(url_without_password("redis://:secret@host"), "redis://host");
-  EXPECT_EQ(url_without_password("unix://:p%40ss@/run/redis.sock?db=1"), "unix:///run/redis.sock?db=1");
+  EXPECT_EQ(url_without_password("unix://:p%40ss@/run/redis.sock?db=1"),
+            "unix:///run/redis.sock?db=1");
   EXPECT_EQ(url_without_password("redis://host:6379"), "redis://host:6379");
   EXPECT_EQ(url_without_password("redis://user@host"), "redis://user@host");
 }
@@ -165,7 +163,8 @@ TEST(Url, QueryPasswordsAreSecretsToo)
   EXPECT_EQ(url_without_password("postgres://h/db?sslmode=require&password=b"),
             "postgres://h/db?sslmode=require");
   EXPECT_EQ(url_without_password("postgres://h/db?password=b&sslpassword=c"), "postgres://h/db");
-  EXPECT_EQ(dlock::util::without_url_secrets("bad token \"s%40cret\" and s@cret", "postgres://h/db?password=s%40cret"),
+  EXPECT_EQ(dlock::util::without_url_secrets("bad token \"s%40cret\" and s@cret",
+                                             "postgres://h/db?password=s%40cret"),
             "bad token \"***\" and ***");
 }
 
@@ -176,9 +175,9 @@ TEST(ScrubUrlPasswords, HidesPasswordsInTheUrlArgumentsOnly)
   std::string attached = "-uunix://u:s3cret@/r.sock";
   std::string command_url = "redis://u:theirs@h";
   std::vector<char*> argv{
-      const_cast<char*>("dlock"), const_cast<char*>("-u"), long_url.data(),
-      short_url.data(),           attached.data(),         const_cast<char*>("--"),
-      command_url.data()};
+    const_cast<char*>("dlock"), const_cast<char*>("-u"), long_url.data(),
+    short_url.data(),           attached.data(),         const_cast<char*>("--"),
+    command_url.data()};
   EXPECT_TRUE(dlock::cli::scrub_url_passwords(static_cast<int>(argv.size()), argv.data()));
   EXPECT_STREQ(long_url.c_str(), "redis://u:***@h");      // padded with NULs
   EXPECT_STREQ(short_url.c_str(), "--url=redis://:**@h"); // too short for "***"
@@ -187,7 +186,7 @@ TEST(ScrubUrlPasswords, HidesPasswordsInTheUrlArgumentsOnly)
   std::string plain = "redis://h";
   std::vector<char*> no_password{const_cast<char*>("dlock"), const_cast<char*>("-u"), plain.data()};
   EXPECT_FALSE(
-      dlock::cli::scrub_url_passwords(static_cast<int>(no_password.size()), no_password.data()));
+    dlock::cli::scrub_url_passwords(static_cast<int>(no_password.size()), no_password.data()));
 }
 
 TEST(SentinelUrl, HostsMasterAndDataSettings)

@@ -1,9 +1,9 @@
 // hold::Waiter and hold::Acquisition on a fake clock and a fake store: what is asked when,
 // without sleeping.
-#include "hold/acquisition.hpp"
-#include "hold/waiter.hpp"
 #include "fake_clock.hpp"
 #include "fake_store.hpp"
+#include "hold/acquisition.hpp"
+#include "hold/waiter.hpp"
 
 #include <gtest/gtest.h>
 
@@ -33,7 +33,10 @@ struct Bench {
   SignalFd signals{SIGUSR1, SIGUSR2};
   TimePoint start = clock.now();
 
-  Bench() { store.clock = [this] { return clock.now(); }; }
+  Bench()
+  {
+    store.clock = [this] { return clock.now(); };
+  }
 
   WaitPolicy policy(std::optional<Millis> wait = std::nullopt, bool no_wait = false)
   {

@@ -285,9 +285,10 @@ TEST(Watchdog, TheGuardStoppingAFrozenDlockCountsAsUnconfirmed)
 
 TEST(Watchdog, MessagesNameTheLock)
 {
-  EXPECT_EQ(describe(Notice{Notice::Kind::lost}, "nightly", "it expired or was released by someone else"),
-            "lost lock 'nightly': it expired or was released by someone else; stopping the "
-            "command");
+  EXPECT_EQ(
+    describe(Notice{Notice::Kind::lost}, "nightly", "it expired or was released by someone else"),
+    "lost lock 'nightly': it expired or was released by someone else; stopping the "
+    "command");
   EXPECT_NE(describe(Notice{Notice::Kind::unconfirmed, 2500ms}, "n", "").find("2.5s"),
             std::string::npos);
 }

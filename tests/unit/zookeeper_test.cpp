@@ -110,9 +110,9 @@ TEST(Contender, CuratorProtectedNames)
 TEST(Contender, SortedBySequenceNotByName)
 {
   // The uuid prefix would order by name: the sequence is the queue.
-  std::vector<Contender> queue = sorted_contenders(
-    {"_c_ffffffff-ffff-4fff-8fff-ffffffffffff-lock-0000000001", "lock-0000000010",
-     "_c_00000000-0000-4000-8000-000000000000-lock-0000000003", "junk"});
+  std::vector<Contender> queue =
+    sorted_contenders({"_c_ffffffff-ffff-4fff-8fff-ffffffffffff-lock-0000000001", "lock-0000000010",
+                       "_c_00000000-0000-4000-8000-000000000000-lock-0000000003", "junk"});
   ASSERT_EQ(queue.size(), 3u);
   EXPECT_EQ(queue[0].sequence, 1);
   EXPECT_EQ(queue[1].sequence, 3);
@@ -121,8 +121,8 @@ TEST(Contender, SortedBySequenceNotByName)
 
 TEST(Judge, EachWaiterWatchesOnlyItsPredecessor)
 {
-  std::vector<Contender> queue = sorted_contenders(
-    {"lock-0000000001", "lock-0000000002", "lock-0000000003", "lock-0000000004"});
+  std::vector<Contender> queue =
+    sorted_contenders({"lock-0000000001", "lock-0000000002", "lock-0000000003", "lock-0000000004"});
   EXPECT_TRUE(judge(queue, 0).holds);
   for (std::size_t i = 1; i < queue.size(); ++i) {
     Verdict v = judge(queue, i);
@@ -178,7 +178,8 @@ TEST(ZookeeperNodes, AnotherTenantsRecordIsReadCheckedAndCapped)
   EXPECT_EQ(odd.user, "");
   EXPECT_EQ(odd.command, "(not a dlock holder: dlock=1?pid=12abc?user=u?)");
   std::string fingerprint = "unset";
-  std::string big = "dlock=1\nuser=u\ntoken=abc\ncommand=" + std::string(lock::max_holder_record_bytes, 'x');
+  std::string big =
+    "dlock=1\nuser=u\ntoken=abc\ncommand=" + std::string(lock::max_holder_record_bytes, 'x');
   lock::HolderInfo holder = parse_holder_record(big, &fingerprint);
   EXPECT_EQ(holder.user, "");
   EXPECT_EQ(fingerprint, "unset");

@@ -116,7 +116,8 @@ EtcdUrl parse_url(std::string_view url)
       password = util::percent_decode(userinfo->substr(colon + 1));
     }
     if (!user || (colon != std::string_view::npos && !password)) {
-      throw Error(ExitCode::usage, "bad etcd URL '{}': a malformed %-escape in the user or password",
+      throw Error(ExitCode::usage,
+                  "bad etcd URL '{}': a malformed %-escape in the user or password",
                   util::url_redacted(url));
     }
     if (!user->empty()) {
@@ -155,8 +156,8 @@ std::string base64_encode(std::string_view bytes)
   out.reserve((bytes.size() + 2) / 3 * 4);
   std::size_t i = 0;
   for (; i + 2 < bytes.size(); i += 3) {
-    auto n = (std::uint32_t(std::uint8_t(bytes[i])) << 16) |
-             (std::uint32_t(std::uint8_t(bytes[i + 1])) << 8) | std::uint8_t(bytes[i + 2]);
+    auto n = (std::uint32_t(std::uint8_t(bytes[i])) << 16)
+             | (std::uint32_t(std::uint8_t(bytes[i + 1])) << 8) | std::uint8_t(bytes[i + 2]);
     out += alphabet[(n >> 18) & 63];
     out += alphabet[(n >> 12) & 63];
     out += alphabet[(n >> 6) & 63];
@@ -270,8 +271,8 @@ KeyValue key_value(const Json& kv)
 std::vector<KeyValue> key_values(const Json& range_response)
 {
   std::vector<KeyValue> out;
-  if (range_response.is_object() && range_response.contains("kvs") &&
-      range_response["kvs"].is_array()) {
+  if (range_response.is_object() && range_response.contains("kvs")
+      && range_response["kvs"].is_array()) {
     for (const Json& kv : range_response["kvs"]) {
       out.push_back(key_value(kv));
     }
@@ -298,17 +299,15 @@ Json acquire_txn(const std::string& key, const std::string& value, std::int64_t 
 {
   Json range = {{"request_range", range_prefix_request(lock_prefix)}};
   return {
-    {"compare",
-     Json::array({{{"key", base64_encode(key)},
-                   {"target", "CREATE"},
-                   {"result", "EQUAL"},
-                   {"create_revision", "0"}}})},
-    {"success",
-     Json::array({{{"request_put",
-                    {{"key", base64_encode(key)},
-                     {"value", base64_encode(value)},
-                     {"lease", std::to_string(lease)}}}},
-                  range})},
+    {"compare", Json::array({{{"key", base64_encode(key)},
+                              {"target", "CREATE"},
+                              {"result", "EQUAL"},
+                              {"create_revision", "0"}}})},
+    {"success", Json::array({{{"request_put",
+                               {{"key", base64_encode(key)},
+                                {"value", base64_encode(value)},
+                                {"lease", std::to_string(lease)}}}},
+                             range})},
     {"failure", Json::array({{{"request_range", range_key_request(key)}}, range})},
   };
 }
@@ -339,8 +338,8 @@ const Json* txn_range(const Json& txn_response, std::size_t i)
     return nullptr;
   }
   const Json& responses = txn_response["responses"];
-  if (!responses.is_array() || i >= responses.size() || !responses[i].is_object() ||
-      !responses[i].contains("response_range")) {
+  if (!responses.is_array() || i >= responses.size() || !responses[i].is_object()
+      || !responses[i].contains("response_range")) {
     return nullptr;
   }
   return &responses[i]["response_range"];
@@ -360,8 +359,9 @@ std::string holder_value(const lock::HolderInfo& holder, const std::string& toke
 
 lock::HolderInfo holder_of(const KeyValue& kv)
 {
-  Json value = kv.value.size() <= lock::max_holder_record_bytes ? Json::parse(kv.value, nullptr, false)
-                                                                : Json();
+  Json value = kv.value.size() <= lock::max_holder_record_bytes
+                 ? Json::parse(kv.value, nullptr, false)
+                 : Json();
   // The record's fields as text (numbers as dlock writes them), for the one checked parse of
   // holder records; a field of another type (an array, an object, a fraction) is not dlock's.
   std::vector<std::string> texts;
@@ -386,8 +386,9 @@ lock::HolderInfo holder_of(const KeyValue& kv)
   }
   if (!holder) {
     holder = lock::HolderInfo{};
-    holder->command = fmt::format("{} (lease {:x})", kv.value.empty() ? "etcdctl lock" : "not dlock",
-                                  static_cast<std::uint64_t>(kv.lease));
+    holder->command =
+      fmt::format("{} (lease {:x})", kv.value.empty() ? "etcdctl lock" : "not dlock",
+                  static_cast<std::uint64_t>(kv.lease));
   }
   holder->fence = kv.create_revision;
   return *holder;
@@ -412,23 +413,25 @@ std::optional<Error> answer_error(long http_status, const Json& body, const std:
     return std::nullopt;
   }
   if (!body.is_object() || !(body.contains("error") || body.contains("message"))) {
-    return Error(ExitCode::unavailable, "{} answered HTTP {} without an etcd error: not an etcd "
-                                        "v3 server?", where, http_status);
+    return Error(ExitCode::unavailable,
+                 "{} answered HTTP {} without an etcd error: not an etcd "
+                 "v3 server?",
+                 where, http_status);
   }
   std::string message = error_message(body);
   std::int64_t code = int_field(body, "code");
   if (code == 0 && body.contains("error")) {
     code = int_field(body["error"], "grpc_code"); // a stream's {"error": {"grpc_code": …}}
   }
-  bool auth = code == 16 || code == 7 || message.find("authentication failed") != std::string::npos ||
-              message.find("user name is empty") != std::string::npos ||
-              message.find("permission denied") != std::string::npos ||
-              message.find("invalid auth token") != std::string::npos;
+  bool auth = code == 16 || code == 7 || message.find("authentication failed") != std::string::npos
+              || message.find("user name is empty") != std::string::npos
+              || message.find("permission denied") != std::string::npos
+              || message.find("invalid auth token") != std::string::npos;
   if (auth) {
     return Error(ExitCode::auth, "{} refused: {}", where, message);
   }
-  if (code == 14 || code == 4 || message.find("no leader") != std::string::npos ||
-      message.find("timed out") != std::string::npos) {
+  if (code == 14 || code == 4 || message.find("no leader") != std::string::npos
+      || message.find("timed out") != std::string::npos) {
     return Error(ExitCode::unavailable, "{} is unavailable: {}", where, message);
   }
   return Error(ExitCode::internal, "{} answered an error dlock cannot explain: {} (code {})", where,
@@ -438,8 +441,8 @@ std::optional<Error> answer_error(long http_status, const Json& body, const std:
 bool token_invalid(const Json& body)
 {
   std::string message = error_message(body);
-  return message.find("invalid auth token") != std::string::npos ||
-         message.find("user name is empty") != std::string::npos;
+  return message.find("invalid auth token") != std::string::npos
+         || message.find("user name is empty") != std::string::npos;
 }
 
 bool lease_not_found(const Json& body)

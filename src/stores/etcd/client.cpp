@@ -181,8 +181,10 @@ void Client::authenticate_then(std::uint64_t id)
     m_authenticating = false;
     std::string token = a.error ? "" : string_field(a.body, "token");
     if (!a.error && token.empty()) {
-      a.error = Error(ExitCode::auth, "etcd at {} gave no auth token to user '{}' (is "
-                                      "authentication enabled?)", current(), *m_url.user);
+      a.error = Error(ExitCode::auth,
+                      "etcd at {} gave no auth token to user '{}' (is "
+                      "authentication enabled?)",
+                      current(), *m_url.user);
     }
     if (!a.error) {
       m_token = token;
@@ -245,11 +247,13 @@ void Client::send(Transfer& t)
   c.curl_easy_setopt(e, CURLOPT_HTTPHEADER, t.headers);
   c.curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Client::on_data);
   c.curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
-  c.curl_easy_setopt(e, CURLOPT_PRIVATE, reinterpret_cast<void*>(static_cast<std::uintptr_t>(t.id)));
+  c.curl_easy_setopt(e, CURLOPT_PRIVATE,
+                     reinterpret_cast<void*>(static_cast<std::uintptr_t>(t.id)));
   c.curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   c.curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, &close_on_exec);
   c.curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(m_timeout.count()));
-  c.curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, t.streaming ? 0L : static_cast<long>(m_timeout.count()));
+  c.curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
+                     t.streaming ? 0L : static_cast<long>(m_timeout.count()));
   c.curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
   c.curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, m_url.tls ? "https" : "http");
   if (!m_tls.ca_file.empty()) {
@@ -328,8 +332,8 @@ void Client::finish(std::uint64_t id, int code)
   Transfer& t = *found->second;
   auto result = static_cast<CURLcode>(code);
   curl().curl_multi_remove_handle(m_multi, t.easy);
-  if (result != CURLE_OK && unreachable(result, t.easy) &&
-      t.endpoints_tried < m_url.endpoints.size()) {
+  if (result != CURLE_OK && unreachable(result, t.easy)
+      && t.endpoints_tried < m_url.endpoints.size()) {
     util::log_verbose("etcd at {} cannot be reached ({}); trying the next endpoint", current(),
                       curl().curl_easy_strerror(result));
     m_endpoint = (m_endpoint + 1) % m_url.endpoints.size();
@@ -350,12 +354,13 @@ void Client::finish(std::uint64_t id, int code)
   std::string where = "etcd at " + current();
   Answer answer;
   if (result == CURLE_WRITE_ERROR && t.too_long) {
-    answer.error = Error(ExitCode::unavailable, "{} sent more than {} MiB in one answer: not read "
-                                                "(another tenant's keys under dlock's prefix?)",
+    answer.error = Error(ExitCode::unavailable,
+                         "{} sent more than {} MiB in one answer: not read "
+                         "(another tenant's keys under dlock's prefix?)",
                          where, max_answer_bytes >> 20);
   } else if (result != CURLE_OK) {
-    ExitCode exit = result == CURLE_SSL_CERTPROBLEM || result == CURLE_SSL_CACERT_BADFILE ||
-                        result == CURLE_READ_ERROR
+    ExitCode exit = result == CURLE_SSL_CERTPROBLEM || result == CURLE_SSL_CACERT_BADFILE
+                        || result == CURLE_READ_ERROR
                       ? ExitCode::config
                       : ExitCode::unavailable;
     answer.error = Error(exit, "{}: {}", where, curl().curl_easy_strerror(result));

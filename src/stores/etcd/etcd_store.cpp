@@ -20,7 +20,10 @@ namespace {
 constexpr Millis longest_block{30'000};
 
 // etcd leases are whole seconds: a TTL rounds up (etcd itself raises one below its minimum).
-std::int64_t lease_seconds(Millis ttl) { return std::max<std::int64_t>(1, (ttl.count() + 999) / 1000); }
+std::int64_t lease_seconds(Millis ttl)
+{
+  return std::max<std::int64_t>(1, (ttl.count() + 999) / 1000);
+}
 
 // A keepalive's answer: the lease's TTL after it, 0 when the lease is gone.
 std::int64_t kept_ttl(const Json& body)
@@ -67,8 +70,7 @@ EtcdStore::~EtcdStore()
   try {
     m_client.cancel_requests();
     for (auto& [name, mine] : m_mine) {
-      m_client.call("/v3/lease/revoke", lease_request(mine.lease),
-                    util::deadline_after(m_timeout));
+      m_client.call("/v3/lease/revoke", lease_request(mine.lease), util::deadline_after(m_timeout));
     }
   } catch (...) { // NOLINT(bugprone-empty-catch): the leases expire by themselves
   }
@@ -114,38 +116,39 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
       return;
     }
     std::string prefix = queued->second.prefix;
-    m_client.post("/v3/kv/range", range_prefix_request(prefix), [this, key, request, prefix](Answer& r) {
-      if (r.error) {
-        fail(Op::acquire, *r.error);
-        return;
-      }
-      decide(key, request, lock_keys(r.body, prefix), header_revision(r.body));
-    });
+    m_client.post("/v3/kv/range", range_prefix_request(prefix),
+                  [this, key, request, prefix](Answer& r) {
+                    if (r.error) {
+                      fail(Op::acquire, *r.error);
+                      return;
+                    }
+                    decide(key, request, lock_keys(r.body, prefix), header_revision(r.body));
+                  });
   });
 }
 
 void EtcdStore::grant(const std::string& name, const lock::AcquireRequest& request)
 {
-  m_client.post("/v3/lease/grant", grant_request(lease_seconds(request.ttl)),
-                [this, name, request](Answer& a) {
-                  if (a.error) {
-                    fail(Op::acquire, *a.error);
-                    return;
-                  }
-                  Mine mine;
-                  mine.token = request.token;
-                  mine.prefix = lock_prefix(m_prefix, name);
-                  mine.lease = int_field(a.body, "ID");
-                  mine.ttl_s = int_field(a.body, "TTL");
-                  mine.key = lock_key(mine.prefix, mine.lease);
-                  if (mine.lease == 0) {
-                    fail(Op::acquire, Error(ExitCode::internal, "etcd at {} granted no lease",
-                                            m_client.current()));
-                    return;
-                  }
-                  m_mine[name] = std::move(mine);
-                  put_key(name, request);
-                });
+  m_client.post(
+    "/v3/lease/grant", grant_request(lease_seconds(request.ttl)), [this, name, request](Answer& a) {
+      if (a.error) {
+        fail(Op::acquire, *a.error);
+        return;
+      }
+      Mine mine;
+      mine.token = request.token;
+      mine.prefix = lock_prefix(m_prefix, name);
+      mine.lease = int_field(a.body, "ID");
+      mine.ttl_s = int_field(a.body, "TTL");
+      mine.key = lock_key(mine.prefix, mine.lease);
+      if (mine.lease == 0) {
+        fail(Op::acquire,
+             Error(ExitCode::internal, "etcd at {} granted no lease", m_client.current()));
+        return;
+      }
+      m_mine[name] = std::move(mine);
+      put_key(name, request);
+    });
 }
 
 void EtcdStore::put_key(const std::string& name, const lock::AcquireRequest& request)
@@ -164,8 +167,10 @@ void EtcdStore::put_key(const std::string& name, const lock::AcquireRequest& req
                   }
                   const Json* range = txn_range(a.body, 1);
                   if (!a.error && range == nullptr) {
-                    a.error = Error(ExitCode::internal, "etcd at {} answered a transaction "
-                                                        "without its range", m_client.current());
+                    a.error = Error(ExitCode::internal,
+                                    "etcd at {} answered a transaction "
+                                    "without its range",
+                                    m_client.current());
                   }
                   if (a.error) {
                     std::int64_t lease = found->second.lease;
@@ -187,8 +192,8 @@ void EtcdStore::decide(const std::string& name, const lock::AcquireRequest& requ
     return;
   }
   Mine& mine = found->second;
-  auto ours = std::find_if(keys.begin(), keys.end(),
-                           [&](const KeyValue& kv) { return kv.key == mine.key; });
+  auto ours =
+    std::find_if(keys.begin(), keys.end(), [&](const KeyValue& kv) { return kv.key == mine.key; });
   if (ours == keys.end()) { // revoked or expired while queued: queue again
     m_mine.erase(found);
     grant(name, request);
@@ -240,10 +245,12 @@ void EtcdStore::watch_own_key(const std::string& name)
         // Confirm at once either way: the lock went with the key, or nothing tells.
         m_answers.answer(Outcome{
           .op = Op::disconnected,
-          .error = gone ? Error(ExitCode::lost, "the key of lock '{}' was deleted (its lease was "
-                                                "revoked or expired)", name)
-                        : Error(ExitCode::unavailable, "the watch of lock '{}' was cancelled",
-                                name),
+          .error = gone
+                     ? Error(ExitCode::lost,
+                             "the key of lock '{}' was deleted (its lease was "
+                             "revoked or expired)",
+                             name)
+                     : Error(ExitCode::unavailable, "the watch of lock '{}' was cancelled", name),
           .lease_ended = true,
         });
       }
@@ -381,18 +388,18 @@ void EtcdStore::start_release(const lock::LockName& name, const std::string& tok
     bool owner = mine.owner;
     // Whether the key is still ours (a read), then one write: revoking the lease deletes it.
     std::int64_t revision = mine.revision;
-    m_client.post("/v3/kv/range", range_key_request(mine.key),
-                  [this, lease, owner, revision](Answer& a) {
-                    Outcome outcome{.op = Op::release, .error = a.error};
-                    std::vector<KeyValue> kvs = a.error ? std::vector<KeyValue>{} : key_values(a.body);
-                    outcome.held = owner && kvs.size() == 1 && kvs.front().create_revision == revision;
-                    revoke(lease, [this, outcome](Answer& r) mutable {
-                      if (r.error && !lease_not_found(r.body) && !outcome.error) {
-                        outcome.error = r.error;
-                      }
-                      m_answers.answer(outcome);
-                    });
-                  });
+    m_client.post(
+      "/v3/kv/range", range_key_request(mine.key), [this, lease, owner, revision](Answer& a) {
+        Outcome outcome{.op = Op::release, .error = a.error};
+        std::vector<KeyValue> kvs = a.error ? std::vector<KeyValue>{} : key_values(a.body);
+        outcome.held = owner && kvs.size() == 1 && kvs.front().create_revision == revision;
+        revoke(lease, [this, outcome](Answer& r) mutable {
+          if (r.error && !lease_not_found(r.body) && !outcome.error) {
+            outcome.error = r.error;
+          }
+          m_answers.answer(outcome);
+        });
+      });
     return;
   }
   if (token.empty()) { // --force: revoke the holder's lease (its key goes with it)
@@ -531,8 +538,8 @@ std::vector<lock::LockStatus> EtcdStore::list(std::string_view pattern, Millis t
       continue;
     }
     std::string name = kv.key.substr(m_prefix.size(), slash - m_prefix.size());
-    if (name.empty() || name.size() > lock::max_name_bytes ||
-        !is_lock_key(kv.key, lock_prefix(m_prefix, name))) {
+    if (name.empty() || name.size() > lock::max_name_bytes
+        || !is_lock_key(kv.key, lock_prefix(m_prefix, name))) {
       continue; // not a lock of dlock's (another tenant's key)
     }
     by_name[name].push_back(std::move(kv)); // oldest first, as the range sorted them

@@ -58,18 +58,18 @@ private:
   // This process's key for one lock name, held or queued.
   struct Mine {
     std::string token;
-    std::string prefix;           // PFX/ of the name
+    std::string prefix; // PFX/ of the name
     std::int64_t lease = 0;
     std::int64_t ttl_s = 0;
-    std::string key;              // PFX/<lease hex>
-    std::int64_t revision = 0;    // its create revision: the fencing token when it owns
+    std::string key;           // PFX/<lease hex>
+    std::int64_t revision = 0; // its create revision: the fencing token when it owns
     bool owner = false;
-    std::string predecessor;      // queued: the key just before ours
-    std::int64_t watch_from = 0;  // queued: the revision after the one that read it
-    std::uint64_t own_watch = 0;  // owner: the watch of our key's deletion
-    std::uint64_t wake_watch = 0; // queued: the watch of the predecessor's deletion
+    std::string predecessor;                // queued: the key just before ours
+    std::int64_t watch_from = 0;            // queued: the revision after the one that read it
+    std::uint64_t own_watch = 0;            // owner: the watch of our key's deletion
+    std::uint64_t wake_watch = 0;           // queued: the watch of the predecessor's deletion
     std::optional<util::TimePoint> wake_by; // queued: the end of the current wait_for_wake
-    std::int64_t watched_to = 0;  // owner: the last revision the own watch saw
+    std::int64_t watched_to = 0;            // owner: the last revision the own watch saw
   };
 
   void fail(Op op, const Error& error) { m_answers.answer(op, error); }

@@ -61,8 +61,8 @@ Error io_error(int err, std::string_view what, const std::string& path)
   ExitCode code = ExitCode::unavailable;
   if (err == EACCES || err == EPERM) {
     code = ExitCode::auth;
-  } else if (err == EROFS || err == ENOTDIR || err == ENOENT || err == ELOOP ||
-             err == ENAMETOOLONG || err == EISDIR || err == EINVAL || err == EMLINK) {
+  } else if (err == EROFS || err == ENOTDIR || err == ENOENT || err == ELOOP || err == ENAMETOOLONG
+             || err == EISDIR || err == EINVAL || err == EMLINK) {
     code = ExitCode::config;
   }
   return Error(code, "file store: cannot {} {}: {}", what, path, reason(err));
@@ -76,15 +76,19 @@ int flock_retry(int fd, int op)
   return rc;
 }
 
-bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
+bool same_file(const struct stat& a, const struct stat& b)
+{
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
 
 // Whether name inside dir (not followed if a symlink) still names the file open on fd.
 bool names(int dir, const std::string& name, int fd)
 {
   struct stat by_name {};
   struct stat by_fd {};
-  return dir >= 0 && fd >= 0 && ::fstat(fd, &by_fd) == 0 &&
-         ::fstatat(dir, name.c_str(), &by_name, AT_SYMLINK_NOFOLLOW) == 0 && same_file(by_fd, by_name);
+  return dir >= 0 && fd >= 0 && ::fstat(fd, &by_fd) == 0
+         && ::fstatat(dir, name.c_str(), &by_name, AT_SYMLINK_NOFOLLOW) == 0
+         && same_file(by_fd, by_name);
 }
 
 // The largest record or counter read: a file another user fills is not read whole.
@@ -175,8 +179,8 @@ lock::HolderInfo holder_of_pid(std::int64_t pid)
   struct stat st {};
   if (::stat(proc.c_str(), &st) == 0) {
     const passwd* entry = ::getpwuid(st.st_uid);
-    holder.user = entry != nullptr && entry->pw_name != nullptr ? entry->pw_name
-                                                                : std::to_string(st.st_uid);
+    holder.user =
+      entry != nullptr && entry->pw_name != nullptr ? entry->pw_name : std::to_string(st.st_uid);
   }
   // Its program name only, as dlock records its own holders (the arguments may be secrets).
   std::string command = read_path(proc + "/cmdline");
@@ -237,7 +241,8 @@ std::vector<std::string> files_of(const Layout& layout, const std::vector<std::s
   std::vector<std::string> files;
   std::string slot_prefix = layout.encoded + "+slot.";
   for (const std::string& entry : dir_entries) {
-    if (entry == layout.encoded || entry.starts_with(slot_prefix) || entry == layout.turnstile_name()) {
+    if (entry == layout.encoded || entry.starts_with(slot_prefix)
+        || entry == layout.turnstile_name()) {
       files.push_back(entry);
     }
   }
@@ -261,7 +266,8 @@ Observed observe(int dir, const Layout& layout, const std::vector<std::string>& 
       continue;
     }
     for (const ProcLock& l : locks) {
-      if (l.inode != st.st_ino || l.dev_major != major(st.st_dev) || l.dev_minor != minor(st.st_dev)) {
+      if (l.inode != st.st_ino || l.dev_major != major(st.st_dev)
+          || l.dev_minor != minor(st.st_dev)) {
         continue;
       }
       if (l.blocked) {
@@ -344,10 +350,7 @@ struct HelperThread {
   ::_exit(1);
 }
 
-void* helper_thread(void* arg)
-{
-  helper_wait(*static_cast<HelperThread*>(arg));
-}
+void* helper_thread(void* arg) { helper_wait(*static_cast<HelperThread*>(arg)); }
 
 [[noreturn]] void helper_main(const std::vector<int>& fds, int op, int pipe, pid_t parent,
                               int turnstile)
@@ -413,10 +416,11 @@ bool FileStore::open_directories(bool create)
   // A symlink as the directory itself is followed only if root or the caller made it (as the
   // kernel's protected_symlinks does in a sticky directory, where it may be off).
   struct stat link {};
-  if (::lstat(shown.c_str(), &link) == 0 && S_ISLNK(link.st_mode) && link.st_uid != 0 &&
-      link.st_uid != ::getuid()) {
-    throw Error(ExitCode::config, "file store: refusing the lock directory {}: it is a symbolic link "
-                                  "another user made (uid {})",
+  if (::lstat(shown.c_str(), &link) == 0 && S_ISLNK(link.st_mode) && link.st_uid != 0
+      && link.st_uid != ::getuid()) {
+    throw Error(ExitCode::config,
+                "file store: refusing the lock directory {}: it is a symbolic link "
+                "another user made (uid {})",
                 shown, link.st_uid);
   }
   util::UniqueFd dir = util::open_directory(shown);
@@ -449,8 +453,8 @@ bool FileStore::open_directories(bool create)
     if (::mkdirat(dir.get(), Layout::meta_name, 0700) == 0 || errno == EEXIST) {
       meta = util::open_directory_at(dir.get(), Layout::meta_name);
       struct stat made {};
-      if (meta && ::fstat(meta.get(), &made) == 0 && made.st_uid == ::geteuid() &&
-          (made.st_mode & 07777) == 0700) {
+      if (meta && ::fstat(meta.get(), &made) == 0 && made.st_uid == ::geteuid()
+          && (made.st_mode & 07777) == 0700) {
         ::fchmod(meta.get(), mode);
       }
     } else {
@@ -502,7 +506,8 @@ void FileStore::open_turnstile(Named& n)
     n.turnstile = open_lock_file(n.layout, n.layout.turnstile_name());
   } catch (const Error& error) {
     // A lock file that exists can be locked in a directory dlock may not write.
-    util::log_verbose("{} (a waiting exclusive holder does not hold back --shared ones)", error.what());
+    util::log_verbose("{} (a waiting exclusive holder does not hold back --shared ones)",
+                      error.what());
   }
 }
 
@@ -665,8 +670,8 @@ std::int64_t FileStore::next_fence(const Layout& layout)
   // A missing counter starts above any token it can have issued: from the clock in µs.
   std::int64_t next = last > 0 ? last + 1 : std::max<std::int64_t>(1, util::unix_us());
   std::string text = fmt::format("{:020}\n", next); // one width: rewritten in place
-  bool ok = ::pwrite(fd.get(), text.data(), text.size(), 0) == static_cast<ssize_t>(text.size()) &&
-            ::fdatasync(fd.get()) == 0;
+  bool ok = ::pwrite(fd.get(), text.data(), text.size(), 0) == static_cast<ssize_t>(text.size())
+            && ::fdatasync(fd.get()) == 0;
   if (ok && created) {
     ok = ::fsync(meta) == 0;
   }
@@ -700,13 +705,14 @@ void FileStore::write_record(Named& n, const lock::AcquireRequest& request, std:
   r.ttl_ms = request.ttl.count();
   r.command = request.holder.command;
   std::string line = r.serialize();
-  if (!fd || flock_retry(fd.get(), LOCK_EX | LOCK_NB) != 0 ||
-      ::write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()) ||
-      ::fchmod(fd.get(), 0644) != 0 ||
-      ::renameat(m_metafd.get(), fresh.c_str(), m_metafd.get(), final_name.c_str()) != 0) {
+  if (!fd || flock_retry(fd.get(), LOCK_EX | LOCK_NB) != 0
+      || ::write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())
+      || ::fchmod(fd.get(), 0644) != 0
+      || ::renameat(m_metafd.get(), fresh.c_str(), m_metafd.get(), final_name.c_str()) != 0) {
     m_records = false;
-    util::log_verbose("file store: no holder record (status shows the pid only): cannot write {}: {}",
-                      n.layout.record_path(fingerprint), std::strerror(errno));
+    util::log_verbose(
+      "file store: no holder record (status shows the pid only): cannot write {}: {}",
+      n.layout.record_path(fingerprint), std::strerror(errno));
     if (fd) {
       ::unlinkat(m_metafd.get(), fresh.c_str(), 0);
     }
@@ -890,8 +896,8 @@ void FileStore::drop_candidates(Named& n) noexcept
 
 bool FileStore::still_ours(const Named& n) const
 {
-  return n.held && names(m_dirfd.get(), n.file, n.lock.get()) &&
-         (!n.record || names(m_metafd.get(), n.record_file, n.record.get()));
+  return n.held && names(m_dirfd.get(), n.file, n.lock.get())
+         && (!n.record || names(m_metafd.get(), n.record_file, n.record.get()));
 }
 
 void FileStore::drop_hold(Named& n) noexcept
@@ -944,9 +950,9 @@ void FileStore::start_renew(const lock::LockName& name, const lock::RenewRequest
   if (std::optional<Record> r = live_record(m_metafd.get(), record)) {
     struct stat st {};
     std::string file = r->slot >= 0 ? layout.slot_name(r->slot) : layout.lock_name();
-    outcome.held = r->name == name.str() &&
-                   ::fstatat(m_dirfd.get(), file.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                   st.st_ino == r->inode;
+    outcome.held = r->name == name.str()
+                   && ::fstatat(m_dirfd.get(), file.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0
+                   && st.st_ino == r->inode;
     outcome.slot = r->kind.has_slots();
   }
   m_answers.answer(std::move(outcome));
@@ -991,7 +997,8 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
       remove(m_dirfd.get(), file, layout.path_of(file));
     }
     for (const std::string& entry : util::directory_entries(m_metafd.get())) {
-      if (entry.starts_with(layout.encoded + "+by+") || entry.starts_with(layout.encoded + "+new+")) {
+      if (entry.starts_with(layout.encoded + "+by+")
+          || entry.starts_with(layout.encoded + "+new+")) {
         remove(m_metafd.get(), entry, layout.meta_path_of(entry));
       }
     }
@@ -1006,8 +1013,8 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
       if (r->kind.mode != lock::LockKind::Mode::shared) {
         std::string file = r->slot >= 0 ? layout.slot_name(r->slot) : layout.lock_name();
         struct stat st {};
-        if (::fstatat(m_dirfd.get(), file.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-            st.st_ino == r->inode) {
+        if (::fstatat(m_dirfd.get(), file.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0
+            && st.st_ino == r->inode) {
           remove(m_dirfd.get(), file, layout.path_of(file));
         }
       }

@@ -75,7 +75,7 @@ private:
     // Waiting: the descriptions waited on (the lock file, or every slot), and the helper
     // process blocked in flock(2) on them.
     std::vector<util::UniqueFd> candidates;
-    util::UniqueFd turnstile; // exclusive and --shared: DIR/ENC+queue
+    util::UniqueFd turnstile;    // exclusive and --shared: DIR/ENC+queue
     bool writer_waiting = false; // --shared: the turnstile is kept by a waiting exclusive one
     std::vector<std::string> candidate_names;
     pid_t helper = -1;
@@ -122,8 +122,8 @@ private:
   util::UniqueFd m_inotify;
   util::UniqueFd m_dirfd;  // DIR
   util::UniqueFd m_metafd; // DIR/.dlock; none: no records, no fencing tokens
-  bool m_fencing = true; // false once the counter turned out not writable
-  bool m_records = true; // false once .dlock turned out not writable
+  bool m_fencing = true;   // false once the counter turned out not writable
+  bool m_records = true;   // false once .dlock turned out not writable
 };
 
 } // namespace dlock::file

@@ -19,8 +19,8 @@ constexpr std::size_t hashed_prefix = 100;    // bytes of a long encoding kept b
 
 bool kept(unsigned char c, bool first)
 {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '-' || (c == '.' && !first);
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'
+         || c == '-' || (c == '.' && !first);
 }
 
 // A record's fields are separated by tabs and end at a newline: those become spaces.
@@ -149,9 +149,9 @@ std::optional<Record> Record::parse(std::string_view text)
   r.name = fields[1];
   std::optional<lock::LockKind> kind = lock::LockKind::from_code(fields[2]);
   std::int64_t slot = 0, inode = 0;
-  if (!kind || !to_number(fields[3], slot) || !to_number(fields[4], inode) ||
-      !to_number(fields[7], r.pid) || !to_number(fields[8], r.acquired_ms) ||
-      !to_number(fields[9], r.fence) || !to_number(fields[10], r.ttl_ms)) {
+  if (!kind || !to_number(fields[3], slot) || !to_number(fields[4], inode)
+      || !to_number(fields[7], r.pid) || !to_number(fields[8], r.acquired_ms)
+      || !to_number(fields[9], r.fence) || !to_number(fields[10], r.ttl_ms)) {
     return std::nullopt;
   }
   r.kind = *kind;
@@ -162,7 +162,6 @@ std::optional<Record> Record::parse(std::string_view text)
   r.command = fields[11];
   return r;
 }
-
 
 std::vector<ProcLock> parse_proc_locks(std::string_view text)
 {
@@ -188,8 +187,9 @@ std::vector<ProcLock> parse_proc_locks(std::string_view text)
       rest = rest.substr(3);
     }
     if (std::sscanf(rest.c_str(), "%15s %*s %15s %lld %x:%x:%llu%n", type, mode, &pid,
-                    &lock.dev_major, &lock.dev_minor, &inode, &n) < 6 ||
-        std::string_view(type) != "FLOCK") {
+                    &lock.dev_major, &lock.dev_minor, &inode, &n)
+          < 6
+        || std::string_view(type) != "FLOCK") {
       continue;
     }
     lock.write = std::string_view(mode) == "WRITE";

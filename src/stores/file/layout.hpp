@@ -75,8 +75,8 @@ struct Layout {
 struct Record {
   std::string name;
   lock::LockKind kind{};
-  int slot = -1;            // --limit: the slot held
-  std::uint64_t inode = 0;  // of the lock or slot file held, to tell a replaced one
+  int slot = -1;           // --limit: the slot held
+  std::uint64_t inode = 0; // of the lock or slot file held, to tell a replaced one
   std::string user, host;
   std::int64_t pid = 0;
   std::int64_t acquired_ms = 0;

@@ -29,10 +29,10 @@ const char* now_ms_sql = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
 const char* create_fence_sql =
   "CREATE TABLE IF NOT EXISTS dlock_fence ("
   "lock_name VARBINARY(64) NOT NULL PRIMARY KEY, " // GET_LOCK's name (names.hpp)
-  "name VARBINARY(3072) NOT NULL, "               // prefix + lock name
+  "name VARBINARY(3072) NOT NULL, "                // prefix + lock name
   "fence BIGINT NOT NULL, "
-  "acquired_ms BIGINT NOT NULL, "                 // Unix time in ms, the server's clock
-  "connection_id BIGINT NOT NULL, "               // the holding session
+  "acquired_ms BIGINT NOT NULL, "   // Unix time in ms, the server's clock
+  "connection_id BIGINT NOT NULL, " // the holding session
   "holder_user VARBINARY(255) NOT NULL, holder_host VARBINARY(255) NOT NULL, "
   "holder_pid BIGINT NOT NULL, command VARBINARY(1024) NOT NULL)";
 
@@ -61,14 +61,15 @@ bool fence_unavailable(unsigned errnum)
 // fencing token must).
 std::string forget_command_sql(const std::string& server_name, const std::string& connection_sql)
 {
-  return "UPDATE dlock_fence SET command = '' WHERE lock_name = " + sql_bytes(server_name) +
-         " AND connection_id = " + connection_sql;
+  return "UPDATE dlock_fence SET command = '' WHERE lock_name = " + sql_bytes(server_name)
+         + " AND connection_id = " + connection_sql;
 }
 
 // The columns of dlock_fence a status reads: fence, acquired_ms, connection_id, holder_user,
 // holder_host, holder_pid, command. Another tenant of the database may have written the rows
 // (or made the table, with other types): the text is cut to what dlock would write
-// (lock::max_holder_record_bytes, so that no row takes memory without bound), numbers are read checked.
+// (lock::max_holder_record_bytes, so that no row takes memory without bound), numbers are read
+// checked.
 std::string fence_columns()
 {
   auto cut = [](const char* column) {
@@ -90,8 +91,9 @@ std::string holder_sql(const std::string& server_name, bool with_fence)
   } else {
     sql += "NULL, NULL, NULL, NULL, NULL, NULL, NULL ";
   }
-  sql += "FROM (SELECT IS_USED_LOCK(" + name + ") AS id) u "
-         "LEFT JOIN information_schema.PROCESSLIST p ON p.ID = u.id";
+  sql += "FROM (SELECT IS_USED_LOCK(" + name
+         + ") AS id) u "
+           "LEFT JOIN information_schema.PROCESSLIST p ON p.ID = u.id";
   if (with_fence) {
     sql += " LEFT JOIN dlock_fence f ON f.lock_name = " + name;
   }
@@ -115,8 +117,10 @@ lock::HolderInfo read_holder(const Rows& rows, int row, int first, int fence)
   session.client_host = rows.text(row, first + 2);
   std::optional<std::int64_t> writer = lock::parse_record_number(rows.text(row, fence + 2));
   if (!rows.null(row, fence + 2) && writer == session.connection) {
-    std::string numbers[] = {rows.text(row, fence), rows.text(row, fence + 1), rows.text(row, fence + 5)};
-    std::string texts[] = {rows.text(row, fence + 3), rows.text(row, fence + 4), rows.text(row, fence + 6)};
+    std::string numbers[] = {rows.text(row, fence), rows.text(row, fence + 1),
+                             rows.text(row, fence + 5)};
+    std::string texts[] = {rows.text(row, fence + 3), rows.text(row, fence + 4),
+                           rows.text(row, fence + 6)};
     lock::HolderField fields[] = {{"fence", numbers[0]}, {"acquired_ms", numbers[1]},
                                   {"pid", numbers[2]},   {"user", texts[0]},
                                   {"host", texts[1]},    {"command", texts[2]}};
@@ -188,8 +192,8 @@ void MysqlStore::try_lock(const std::string& name, const lock::AcquireRequest& r
         return;
       }
       if (a.rows.count() != 1 || a.rows.null(0, 0)) {
-        answer(Op::acquire, Error(ExitCode::internal, "MySQL at {}: GET_LOCK answered NULL",
-                                  m_params.shown));
+        answer(Op::acquire,
+               Error(ExitCode::internal, "MySQL at {}: GET_LOCK answered NULL", m_params.shown));
         return;
       }
       tried(name, request, a.rows.number(0, 0) == 1);
@@ -201,9 +205,9 @@ void MysqlStore::after_taken(const std::string& name, std::function<void()> then
 {
   // Without it another process given the token could not find this session; the lock
   // itself is held either way.
-  session(name).query("SELECT GET_LOCK(" + sql_bytes(token_lock_name(m_named.at(name).token)) +
-                        ", 0)",
-                      [then](Answer&) { then(); }, true);
+  session(name).query(
+    "SELECT GET_LOCK(" + sql_bytes(token_lock_name(m_named.at(name).token)) + ", 0)",
+    [then](Answer&) { then(); }, true);
 }
 
 void MysqlStore::take_fence(const std::string& name, bool created_table)
@@ -229,8 +233,8 @@ void MysqlStore::take_fence(const std::string& name, bool created_table)
         session(name).query(
           create_fence_sql,
           [this, name, unavailable](Answer& created) {
-            if (created.error && created.errnum != ER_TABLE_EXISTS_ERROR &&
-                fence_unavailable(created.errnum)) {
+            if (created.error && created.errnum != ER_TABLE_EXISTS_ERROR
+                && fence_unavailable(created.errnum)) {
               unavailable(created);
               return;
             }
@@ -301,8 +305,7 @@ void MysqlStore::wait_in_server(const std::string& name, Millis block)
   // seconds on MySQL, which rounds it.
   double seconds = double(std::max<std::int64_t>(1, block.count())) / 1000.0;
   session(name).query(
-    fmt::format("SELECT GET_LOCK({}, {:.3f})", lock_bytes(name), seconds),
-    [this, name](Answer& a) {
+    fmt::format("SELECT GET_LOCK({}, {:.3f})", lock_bytes(name), seconds), [this, name](Answer& a) {
       if (!a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1) {
         granted(name);
         after_taken(name, [this] { woken(); });
@@ -310,8 +313,8 @@ void MysqlStore::wait_in_server(const std::string& name, Millis block)
       }
       // A server's statement time-out (MariaDB's max_statement_time, MySQL's
       // max_execution_time: 3024) or KILL QUERY ended the wait early: ask again.
-      if (a.error && a.errnum != ER_QUERY_INTERRUPTED && a.errnum != ER_STATEMENT_TIMEOUT &&
-          a.errnum != mysql_query_timeout) {
+      if (a.error && a.errnum != ER_QUERY_INTERRUPTED && a.errnum != ER_STATEMENT_TIMEOUT
+          && a.errnum != mysql_query_timeout) {
         woken(a.error);
         return;
       }
@@ -321,19 +324,18 @@ void MysqlStore::wait_in_server(const std::string& name, Millis block)
 
 void MysqlStore::confirm_held(const std::string& name)
 {
-  session(name).query("SELECT IS_USED_LOCK(" + lock_bytes(name) + ") <=> CONNECTION_ID()",
-                      [this, name](Answer& a) {
-                        held_confirmed(name, a.error,
-                                       a.rows.count() == 1 && a.rows.number(0, 0) == 1);
-                      });
+  session(name).query(
+    "SELECT IS_USED_LOCK(" + lock_bytes(name) + ") <=> CONNECTION_ID()", [this, name](Answer& a) {
+      held_confirmed(name, a.error, a.rows.count() == 1 && a.rows.number(0, 0) == 1);
+    });
 }
 
 void MysqlStore::confirm_other(const lock::LockName& name, const std::string& token)
 {
   // The holding session also holds the token's lock (names.hpp).
   std::string lock = sql_bytes(server_lock_name(m_prefix + name.str()));
-  control().query("SELECT IS_USED_LOCK(" + lock + ") IS NOT NULL AND IS_USED_LOCK(" + lock +
-                    ") = IS_USED_LOCK(" + sql_bytes(token_lock_name(token)) + ")",
+  control().query("SELECT IS_USED_LOCK(" + lock + ") IS NOT NULL AND IS_USED_LOCK(" + lock
+                    + ") = IS_USED_LOCK(" + sql_bytes(token_lock_name(token)) + ")",
                   [this](Answer& a) {
                     other_confirmed(a.error, a.rows.count() == 1 && a.rows.number(0, 0) == 1);
                   });
@@ -347,23 +349,22 @@ void MysqlStore::unlock(const std::string& name)
     // while the lock is still this session's. Best effort: a failure does not keep the lock.
     session(name).query(forget_command_sql(server_name, "CONNECTION_ID()"), nullptr);
   }
-  session(name).query("SELECT RELEASE_LOCK(" + sql_bytes(server_name) + ")",
-                      [this, name](Answer& a) {
-                        Named& n = m_named.at(name);
-                        // Ending the session lets go of the token's lock too, and of any
-                        // count GET_LOCK kept.
-                        n.closing = true;
-                        released(a.error, n.session->broken(),
-                                 a.rows.count() == 1 && a.rows.number(0, 0) == 1);
-                      });
+  session(name).query(
+    "SELECT RELEASE_LOCK(" + sql_bytes(server_name) + ")", [this, name](Answer& a) {
+      Named& n = m_named.at(name);
+      // Ending the session lets go of the token's lock too, and of any
+      // count GET_LOCK kept.
+      n.closing = true;
+      released(a.error, n.session->broken(), a.rows.count() == 1 && a.rows.number(0, 0) == 1);
+    });
 }
 
 void MysqlStore::end_holder(const lock::LockName& name, const std::string& token)
 {
   std::string lock = server_lock_name(m_prefix + name.str());
-  std::string sql = "SELECT IS_USED_LOCK(" + sql_bytes(lock) + "), " +
-                    (token.empty() ? std::string("IS_USED_LOCK(") + sql_bytes(lock) + ")"
-                                   : "IS_USED_LOCK(" + sql_bytes(token_lock_name(token)) + ")");
+  std::string sql = "SELECT IS_USED_LOCK(" + sql_bytes(lock) + "), "
+                    + (token.empty() ? std::string("IS_USED_LOCK(") + sql_bytes(lock) + ")"
+                                     : "IS_USED_LOCK(" + sql_bytes(token_lock_name(token)) + ")");
   control().query(sql, [this, lock](Answer& a) {
     if (a.error) {
       answer(Op::release, *a.error);
@@ -379,24 +380,23 @@ void MysqlStore::end_holder(const lock::LockName& name, const std::string& token
 
 void MysqlStore::kill_holder(const std::string& server_name, std::int64_t connection)
 {
-  control().query(fmt::format("KILL CONNECTION {}", connection),
-                  [this, server_name, connection](Answer& a) {
-                    if (a.error && a.errnum == ER_NO_SUCH_THREAD) {
-                      // it ended meanwhile
-                    } else if (a.error && error_code(a.errnum) == ExitCode::auth) {
-                      answer(Op::release,
-                             Error(ExitCode::auth,
-                                   "release --force on MySQL ends the holder's session with KILL, "
-                                   "which needs the CONNECTION ADMIN or SUPER privilege (or the "
-                                   "holder's own user): {}",
-                                   a.error->what()));
-                      return;
-                    } else if (a.error) {
-                      answer(Op::release, *a.error);
-                      return;
-                    }
-                    confirm_freed(server_name, connection, freed_tries);
-                  });
+  control().query(
+    fmt::format("KILL CONNECTION {}", connection), [this, server_name, connection](Answer& a) {
+      if (a.error && a.errnum == ER_NO_SUCH_THREAD) {
+        // it ended meanwhile
+      } else if (a.error && error_code(a.errnum) == ExitCode::auth) {
+        answer(Op::release, Error(ExitCode::auth,
+                                  "release --force on MySQL ends the holder's session with KILL, "
+                                  "which needs the CONNECTION ADMIN or SUPER privilege (or the "
+                                  "holder's own user): {}",
+                                  a.error->what()));
+        return;
+      } else if (a.error) {
+        answer(Op::release, *a.error);
+        return;
+      }
+      confirm_freed(server_name, connection, freed_tries);
+    });
 }
 
 void MysqlStore::confirm_freed(const std::string& server_name, std::int64_t connection, int tries)
@@ -426,12 +426,6 @@ void MysqlStore::confirm_freed(const std::string& server_name, std::int64_t conn
                     });
                   });
 }
-
-
-
-
-
-
 
 Answer MysqlStore::ask(const std::string& sql, util::TimePoint deadline)
 {

@@ -4,8 +4,8 @@
 #include "stores/mysql/names.hpp"
 #include "stores/mysql/session.hpp"
 #include "stores/mysql/session_lifetime.hpp"
-#include "stores/sql/sql_store.hpp"
 #include "stores/mysql/url.hpp"
+#include "stores/sql/sql_store.hpp"
 
 #include <functional>
 #include <memory>

@@ -68,8 +68,8 @@ lock::HolderInfo holder_of_session(const SessionRow& row)
   holder.user = row.user.empty() ? "?" : row.user;
   std::string host = row.client_host;
   std::size_t colon = host.rfind(':');
-  if (colon != std::string::npos && colon + 1 < host.size() &&
-      host.find_first_not_of("0123456789", colon + 1) == std::string::npos) {
+  if (colon != std::string::npos && colon + 1 < host.size()
+      && host.find_first_not_of("0123456789", colon + 1) == std::string::npos) {
     host.resize(colon); // "10.0.0.5:51234": the client's port says nothing to a reader
   }
   holder.host = host.empty() ? "?" : host;

@@ -33,8 +33,8 @@ std::string sql_bytes(std::string_view bytes);
 // information_schema.PROCESSLIST (empty when the server does not show it to dlock's user).
 struct SessionRow {
   std::int64_t connection = 0;
-  std::string user;        // PROCESSLIST.USER
-  std::string client_host; // PROCESSLIST.HOST: "host:port" or "localhost"
+  std::string user;                        // PROCESSLIST.USER
+  std::string client_host;                 // PROCESSLIST.HOST: "host:port" or "localhost"
   std::optional<lock::HolderInfo> written; // dlock_fence's holder of that connection
 };
 lock::HolderInfo holder_of_session(const SessionRow& row);

@@ -9,14 +9,13 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-
 namespace dlock::mysql {
 
 ExitCode error_code(unsigned errnum)
 {
   switch (errnum) {
-  case ER_ACCESS_DENIED_ERROR:     // 1045: bad user or password
-  case ER_DBACCESS_DENIED_ERROR:   // 1044: no right to the database
+  case ER_ACCESS_DENIED_ERROR:   // 1045: bad user or password
+  case ER_DBACCESS_DENIED_ERROR: // 1044: no right to the database
   case ER_TABLEACCESS_DENIED_ERROR:
   case ER_SPECIFIC_ACCESS_DENIED_ERROR:
   case ER_KILL_DENIED_ERROR:
@@ -179,7 +178,8 @@ void Session::on_io(short revents)
   }
   if (m_step == Step::idle) {
     char byte = 0;
-    ssize_t got = ::recv(int(mariadb().mysql_get_socket(m_conn)), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    ssize_t got =
+      ::recv(int(mariadb().mysql_get_socket(m_conn)), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
       return;
     }
@@ -245,8 +245,7 @@ void Session::waiting_for(int status)
 {
   m_wait = status;
   if ((status & MYSQL_WAIT_TIMEOUT) != 0) {
-    m_timeout_at = util::deadline_after(
-      util::Millis(mariadb().mysql_get_timeout_value_ms(m_conn)));
+    m_timeout_at = util::deadline_after(util::Millis(mariadb().mysql_get_timeout_value_ms(m_conn)));
   }
 }
 
@@ -259,8 +258,9 @@ void Session::connected(bool ok)
     if (errnum == ER_DBACCESS_DENIED_ERROR) {
       // The URL's database, refused: MySQL does not say whether it is missing or this user's
       // to use, so it is the configuration's (78), as a Redis database index the server refuses.
-      fail(Error(ExitCode::config, "MySQL at {}: {} (it does not exist, or this user may not "
-                                   "use it)",
+      fail(Error(ExitCode::config,
+                 "MySQL at {}: {} (it does not exist, or this user may not "
+                 "use it)",
                  m_shown, util::one_line(mariadb().mysql_error(m_conn))));
       return;
     }
@@ -281,8 +281,8 @@ void Session::send_next()
   m_queue.pop_front();
   m_step = Step::querying;
   int failed = 0;
-  int status = mariadb().mysql_real_query_start(&failed, m_conn, m_current->sql.data(),
-                                                m_current->sql.size());
+  int status =
+    mariadb().mysql_real_query_start(&failed, m_conn, m_current->sql.data(), m_current->sql.size());
   if (status == 0) {
     sent(failed);
   } else {

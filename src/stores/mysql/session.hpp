@@ -93,8 +93,8 @@ private:
 
   st_mysql* m_conn = nullptr;
   Step m_step = Step::connecting;
-  int m_wait = 0;                    // MYSQL_WAIT_* the step in flight waits for
-  util::TimePoint m_timeout_at{};    // with MYSQL_WAIT_TIMEOUT: when it times out
+  int m_wait = 0;                 // MYSQL_WAIT_* the step in flight waits for
+  util::TimePoint m_timeout_at{}; // with MYSQL_WAIT_TIMEOUT: when it times out
 };
 
 // The exit code of a server or client error number: 77 for access denied, 78 for an unknown

@@ -18,7 +18,8 @@ void SessionSettings::take(std::string_view variable, std::int64_t value)
 std::optional<SessionLimit> session_limit(const SessionSettings& settings)
 {
   sql::SoonestLimit limit;
-  limit.consider(settings.wait_timeout, "wait_timeout " + util::format_duration(settings.wait_timeout));
+  limit.consider(settings.wait_timeout,
+                 "wait_timeout " + util::format_duration(settings.wait_timeout));
   if (settings.over_tcp) {
     limit.consider_keepalives(settings.keepalive_time_s, settings.keepalive_interval_s,
                               settings.keepalive_probes, "tcp_keepalive_time",

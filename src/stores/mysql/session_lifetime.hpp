@@ -15,8 +15,8 @@ namespace dlock::mysql {
 // raised its wait_timeout). Ending the session frees its locks, so a lease (the time dlock
 // lets a command run on one confirmation) must not be longer.
 struct SessionSettings {
-  util::Millis wait_timeout{0};          // an idle session ends after it (0: unknown)
-  std::int64_t keepalive_time_s = 0;     // MariaDB's tcp_keepalive_*; 0: the system's default
+  util::Millis wait_timeout{0};      // an idle session ends after it (0: unknown)
+  std::int64_t keepalive_time_s = 0; // MariaDB's tcp_keepalive_*; 0: the system's default
   std::int64_t keepalive_interval_s = 0;
   std::int64_t keepalive_probes = 0;
   bool over_tcp = true; // keepalives apply to TCP connections only

@@ -47,7 +47,8 @@ ConnectParams connect_params(const std::string& url, const stores::StoreConfig& 
     query = rest.substr(q + 1);
     rest = rest.substr(0, q);
   }
-  std::optional<std::string_view> userinfo = util::userinfo_of(std::string_view(url).substr(0, start + rest.size()));
+  std::optional<std::string_view> userinfo =
+    util::userinfo_of(std::string_view(url).substr(0, start + rest.size()));
   if (userinfo) {
     rest.remove_prefix(userinfo->size() + 1);
     std::string_view user = *userinfo;
@@ -102,7 +103,8 @@ ConnectParams connect_params(const std::string& url, const stores::StoreConfig& 
     query.remove_prefix(std::min(amp + 1, query.size()));
     std::size_t eq = pair.find('=');
     std::string_view key = pair.substr(0, eq);
-    std::string value = eq == std::string_view::npos ? "" : decoded(url, pair.substr(eq + 1), "query");
+    std::string value =
+      eq == std::string_view::npos ? "" : decoded(url, pair.substr(eq + 1), "query");
     if (key == "socket" && !value.empty()) {
       params.socket = value;
     } else {
@@ -130,10 +132,11 @@ ConnectParams connect_params(const std::string& url, const stores::StoreConfig& 
   }
   params.connect_timeout_s =
     unsigned(std::max<std::int64_t>(1, (config.request_timeout.count() + 999) / 1000));
-  params.shown = std::string(url.substr(0, start)) + (params.user.empty() ? "" : params.user + "@") +
-                 (params.host.find(':') != std::string::npos ? "[" + params.host + "]" : params.host) +
-                 (params.port != 0 ? ":" + std::to_string(params.port) : "") + "/" + params.database +
-                 (params.socket.empty() ? "" : "?socket=" + params.socket);
+  params.shown =
+    std::string(url.substr(0, start)) + (params.user.empty() ? "" : params.user + "@")
+    + (params.host.find(':') != std::string::npos ? "[" + params.host + "]" : params.host)
+    + (params.port != 0 ? ":" + std::to_string(params.port) : "") + "/" + params.database
+    + (params.socket.empty() ? "" : "?socket=" + params.socket);
   return params;
 }
 

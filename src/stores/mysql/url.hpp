@@ -12,10 +12,10 @@ bool is_mysql_url(const std::string& url);
 
 // How to reach the server, for mysql_real_connect.
 struct ConnectParams {
-  std::string host;     // "localhost" (with no port): the unix socket; a port means TCP
-  unsigned port = 0;    // 0: the library's default (3306)
-  std::string socket;   // ?socket=/path: this unix socket
-  std::string user;     // empty: the library's default (the login name)
+  std::string host;   // "localhost" (with no port): the unix socket; a port means TCP
+  unsigned port = 0;  // 0: the library's default (3306)
+  std::string socket; // ?socket=/path: this unix socket
+  std::string user;   // empty: the library's default (the login name)
   std::optional<std::string> password;
   std::string database;
   unsigned connect_timeout_s = 2;
@@ -24,7 +24,7 @@ struct ConnectParams {
   std::string tls_ca;
   std::string tls_cert;
   std::string tls_key;
-  std::string shown;    // the URL without its password, for messages
+  std::string shown; // the URL without its password, for messages
 };
 
 // mysql://[user[:password]@]host[:port]/database[?socket=/path] (mariadb:// the same; an

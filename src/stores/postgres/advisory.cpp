@@ -20,8 +20,8 @@ AdvisoryKey AdvisoryKey::of(std::string_view prefixed_name)
 
 std::string application_name(const std::string& token, const lock::HolderInfo& me)
 {
-  std::string name = "dlock " + token_fingerprint(token) + " " + me.user + "@" + me.host + ":" +
-                     std::to_string(me.pid);
+  std::string name = "dlock " + token_fingerprint(token) + " " + me.user + "@" + me.host + ":"
+                     + std::to_string(me.pid);
   if (name.size() > 63) {
     // keep the pid: cut the host name
     std::string tail = ":" + std::to_string(me.pid);
@@ -43,8 +43,9 @@ lock::HolderInfo holder_of_session(std::string_view application_name, std::strin
     std::size_t at = who.find('@');
     std::size_t colon = who.rfind(':');
     std::int64_t pid = 0;
-    if (at != std::string_view::npos && colon != std::string_view::npos && colon > at &&
-        std::from_chars(who.data() + colon + 1, who.data() + who.size(), pid).ec == std::errc()) {
+    if (at != std::string_view::npos && colon != std::string_view::npos && colon > at
+        && std::from_chars(who.data() + colon + 1, who.data() + who.size(), pid).ec
+             == std::errc()) {
       holder.user = std::string(who.substr(0, at));
       holder.host = std::string(who.substr(at + 1, colon - at - 1));
       holder.pid = pid;

@@ -51,9 +51,9 @@ FenceTable fence_table_from(const Rows& rows, const std::string& shown)
 
 std::string create_fence_table_sql(const std::string& home)
 {
-  return "CREATE TABLE IF NOT EXISTS " + home +
-         ".dlock_fence (lock_key pg_catalog.int8 PRIMARY KEY, name pg_catalog.text NOT NULL, "
-         "fence pg_catalog.int8 NOT NULL, acquired_at pg_catalog.timestamptz NOT NULL)";
+  return "CREATE TABLE IF NOT EXISTS " + home
+         + ".dlock_fence (lock_key pg_catalog.int8 PRIMARY KEY, name pg_catalog.text NOT NULL, "
+           "fence pg_catalog.int8 NOT NULL, acquired_at pg_catalog.timestamptz NOT NULL)";
 }
 
 } // namespace dlock::postgres

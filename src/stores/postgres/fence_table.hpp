@@ -14,8 +14,8 @@ namespace dlock::postgres {
 // current role, a role it is a member of (unless it is a superuser, which is a member of
 // every role), a superuser, or the database's owner (who owns public since PostgreSQL 15).
 struct FenceTable {
-  std::string table;  // schema-qualified and quoted; empty: there is none yet
-  std::string home;   // quoted schema where dlock may create it; empty: the path has none
+  std::string table; // schema-qualified and quoted; empty: there is none yet
+  std::string home;  // quoted schema where dlock may create it; empty: the path has none
 };
 
 // The query that finds it, with no parameters: one row of (home, qualified name, owner,

@@ -29,7 +29,8 @@ std::string now_ms_sql() { return "floor(extract(epoch from clock_timestamp()) *
 std::string acquired_ms_sql(const char* column)
 {
   return fmt::format("CASE WHEN isfinite({0}) THEN floor(extract(epoch from {0}) * 1000)::bigint "
-                     "END", column);
+                     "END",
+                     column);
 }
 
 std::vector<std::string> key_params(const AdvisoryKey& key)
@@ -63,8 +64,8 @@ std::string holders_sql(const std::string& where)
 {
   return "SELECT l.pid, l.granted, l.mode, coalesce(a.application_name, ''), "
          "coalesce(a.usename::text, ''), coalesce(host(a.client_addr), '') "
-         "FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE " +
-         where + " ORDER BY l.granted DESC, a.backend_start";
+         "FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE "
+         + where + " ORDER BY l.granted DESC, a.backend_start";
 }
 
 // Whether port is libpq's port list (a number from 1 to 65535 per host, comma-separated):
@@ -76,8 +77,9 @@ bool valid_ports(std::string_view ports)
     std::string_view one = rest.substr(0, rest.find(','));
     int number = 0;
     auto [end, error] = std::from_chars(one.data(), one.data() + one.size(), number);
-    if (!one.empty() && (error != std::errc{} || end != one.data() + one.size() || number < 1 ||
-                         number > 65535)) {
+    if (!one.empty()
+        && (error != std::errc{} || end != one.data() + one.size() || number < 1
+            || number > 65535)) {
       return false;
     }
     if (one.size() == rest.size()) {
@@ -134,8 +136,8 @@ ConnectParams connect_params(const std::string& url, const stores::StoreConfig& 
                 port);
   }
   ConnectParams params;
-  params.shown = "postgres://" + (user.empty() ? "" : user + "@") + host +
-                 (port.empty() ? "" : ":" + port) + "/" + dbname;
+  params.shown = "postgres://" + (user.empty() ? "" : user + "@") + host
+                 + (port.empty() ? "" : ":" + port) + "/" + dbname;
   params.values.emplace_back("dbname", url);
   if (config.password) {
     params.values.emplace_back("password", *config.password);
@@ -154,8 +156,8 @@ ConnectParams connect_params(const std::string& url, const stores::StoreConfig& 
   // TLS files given to dlock mean TLS to the server named in the URL, as for mysql://;
   // libpq's own default (prefer) would go on in clear text, or trust any certificate.
   const char* env_sslmode = std::getenv("PGSSLMODE");
-  bool tls_files = !config.tls.ca_file.empty() || !config.tls.cert_file.empty() ||
-                   !config.tls.key_file.empty();
+  bool tls_files =
+    !config.tls.ca_file.empty() || !config.tls.cert_file.empty() || !config.tls.key_file.empty();
   if (tls_files && !sslmode && (env_sslmode == nullptr || *env_sslmode == '\0')) {
     params.values.emplace_back("sslmode", "verify-full");
   }
@@ -188,7 +190,8 @@ void PostgresStore::read_limit(const std::string& name, const lock::AcquireReque
     "SELECT name, setting, inet_client_addr() IS NOT NULL FROM pg_settings WHERE name IN "
     "('idle_session_timeout', 'tcp_user_timeout', 'tcp_keepalives_idle', "
     "'tcp_keepalives_interval', 'tcp_keepalives_count')",
-    {}, [this, name, request](Answer& a) {
+    {},
+    [this, name, request](Answer& a) {
       if (a.error) {
         answer(Op::acquire, *a.error);
         return;
@@ -256,7 +259,8 @@ void PostgresStore::take_fence(const std::string& name, bool looked_again)
   AdvisoryKey key = AdvisoryKey::of(n.prefixed);
   auto failed = [this, name](const Error& error) { give_back(name, error); };
   if (!m_fence) { // a lock held already when the table was looked for (a retry)
-    find_fence(session(name), [this, name, looked_again] { fence(name, looked_again); }, failed);
+    find_fence(
+      session(name), [this, name, looked_again] { fence(name, looked_again); }, failed);
     return;
   }
   if (m_fence->table.empty()) {
@@ -270,32 +274,34 @@ void PostgresStore::take_fence(const std::string& name, bool looked_again)
     }
     // No table yet: make it where the role's path puts new tables, then look again (whoever
     // made it meanwhile, its owner is checked).
-    session(name).query(create_fence_table_sql(m_fence->home), {},
-                        [this, name, failed](Answer& created) {
-                          // 23505, 42P07: another dlock made it at the same moment
-                          if (created.error && created.sqlstate != "23505" &&
-                              created.sqlstate != "42P07") {
-                            no_fencing(fmt::format("cannot create the table dlock_fence ({})",
-                                                   created.error->what()));
-                            return;
-                          }
-                          m_fence.reset();
-                          find_fence(session(name), [this, name] { fence(name, true); }, failed);
-                        },
-                        true);
+    session(name).query(
+      create_fence_table_sql(m_fence->home), {},
+      [this, name, failed](Answer& created) {
+        // 23505, 42P07: another dlock made it at the same moment
+        if (created.error && created.sqlstate != "23505" && created.sqlstate != "42P07") {
+          no_fencing(
+            fmt::format("cannot create the table dlock_fence ({})", created.error->what()));
+          return;
+        }
+        m_fence.reset();
+        find_fence(
+          session(name), [this, name] { fence(name, true); }, failed);
+      },
+      true);
     return;
   }
   session(name).query(
-    "INSERT INTO " + m_fence->table +
-      " AS f (lock_key, name, fence, acquired_at) "
-      "VALUES ($1, $2, 1, pg_catalog.clock_timestamp()) ON CONFLICT (lock_key) DO UPDATE "
-      "SET fence = f.fence + 1, acquired_at = EXCLUDED.acquired_at WHERE f.name = EXCLUDED.name "
-      "RETURNING fence",
+    "INSERT INTO " + m_fence->table
+      + " AS f (lock_key, name, fence, acquired_at) "
+        "VALUES ($1, $2, 1, pg_catalog.clock_timestamp()) ON CONFLICT (lock_key) DO UPDATE "
+        "SET fence = f.fence + 1, acquired_at = EXCLUDED.acquired_at WHERE f.name = EXCLUDED.name "
+        "RETURNING fence",
     {std::to_string(key.key), n.prefixed},
     [this, name, key, looked_again, failed](Answer& a) {
       if (a.error && a.sqlstate == "42P01" && !looked_again) { // dropped since: look again
         m_fence.reset();
-        find_fence(session(name), [this, name] { fence(name, true); }, failed);
+        find_fence(
+          session(name), [this, name] { fence(name, true); }, failed);
         return;
       }
       if (a.error && (a.sqlstate == "42501" || a.sqlstate == "25006" || a.sqlstate == "42P01")) {
@@ -330,18 +336,18 @@ void PostgresStore::give_back(const std::string& name, const Error& error)
 
 void PostgresStore::report_holder(const std::string& name, const lock::AcquireRequest& request)
 {
-  session(name).query(holders_sql(key_rows), key_params(key_of(name)),
-                      [this, request](Answer& a) {
-                        if (a.error) {
-                          answer(Op::acquire, *a.error);
-                          return;
-                        }
-                        Holders holders = read_holders(a.rows);
-                        holders_found(request,
-                                      holders.granted.empty() ? nullptr : &holders.granted.front(),
-                                      std::int64_t(holders.granted.size()));
-                      },
-                      true);
+  session(name).query(
+    holders_sql(key_rows), key_params(key_of(name)),
+    [this, request](Answer& a) {
+      if (a.error) {
+        answer(Op::acquire, *a.error);
+        return;
+      }
+      Holders holders = read_holders(a.rows);
+      holders_found(request, holders.granted.empty() ? nullptr : &holders.granted.front(),
+                    std::int64_t(holders.granted.size()));
+    },
+    true);
 }
 
 void PostgresStore::wait_in_server(const std::string& name, Millis block)
@@ -370,8 +376,8 @@ void PostgresStore::wait_in_server(const std::string& name, Millis block)
 void PostgresStore::confirm_held(const std::string& name)
 {
   session(name).query(
-    std::string("SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = pg_backend_pid() AND ") +
-      key_rows + " AND l.granted)",
+    std::string("SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = pg_backend_pid() AND ")
+      + key_rows + " AND l.granted)",
     key_params(key_of(name)), [this, name](Answer& a) {
       held_confirmed(name, a.error, a.rows.count() == 1 && a.rows.truth(0, 0));
     });
@@ -384,8 +390,8 @@ void PostgresStore::confirm_other(const lock::LockName& name, const std::string&
   std::vector<std::string> params = key_params(key);
   params.push_back("dlock " + token_fingerprint(token) + " %");
   control().query(std::string("SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON "
-                              "a.pid = l.pid WHERE ") +
-                    key_rows + " AND l.granted AND a.application_name LIKE $3)",
+                              "a.pid = l.pid WHERE ")
+                    + key_rows + " AND l.granted AND a.application_name LIKE $3)",
                   params, [this](Answer& a) {
                     other_confirmed(a.error, a.rows.count() == 1 && a.rows.truth(0, 0));
                   });
@@ -407,8 +413,8 @@ void PostgresStore::end_holder(const lock::LockName& name, const std::string& to
   AdvisoryKey key = AdvisoryKey::of(m_prefix + name.str());
   std::vector<std::string> params = key_params(key);
   std::string sql = std::string("SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN "
-                                "pg_stat_activity a ON a.pid = l.pid WHERE ") +
-                    key_rows + " AND l.granted";
+                                "pg_stat_activity a ON a.pid = l.pid WHERE ")
+                    + key_rows + " AND l.granted";
   if (!token.empty()) {
     sql += " AND a.application_name LIKE $3";
     params.push_back("dlock " + token_fingerprint(token) + " %");
@@ -467,8 +473,8 @@ lock::LockStatus PostgresStore::status(const lock::LockName& name, util::TimePoi
   std::string table = fence_table(deadline);
   Answer fence;
   if (!table.empty()) {
-    fence = ask("SELECT fence, " + acquired_ms_sql("acquired_at") + " FROM " + table +
-                  " WHERE lock_key = $1",
+    fence = ask("SELECT fence, " + acquired_ms_sql("acquired_at") + " FROM " + table
+                  + " WHERE lock_key = $1",
                 {std::to_string(key.key)}, deadline);
   }
   std::int64_t acquired_ms = 0;
@@ -506,14 +512,15 @@ std::vector<lock::LockStatus> PostgresStore::list(std::string_view pattern, Mill
   }
   // Names longer than a lock name (another tenant's rows) are left out, not read.
   Answer rows = ask("SELECT f.name, l.pid, l.granted, l.mode, coalesce(a.application_name, ''), "
-                    "coalesce(a.usename::text, ''), coalesce(host(a.client_addr), ''), f.fence, " +
-                      acquired_ms_sql("f.acquired_at") + ", " + now_ms_sql() +
-                      " FROM pg_locks l JOIN " + table + " f ON f.lock_key = "
-                      "((l.classid::bigint << 32) | l.objid::bigint) "
-                      "LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
-                      "WHERE l.locktype = 'advisory' AND l.objsubid = 1 "
-                      "AND left(f.name, length($1)) = $1 AND octet_length(f.name) <= "
-                      "octet_length($1) + $2 ORDER BY f.name, l.granted DESC, a.backend_start",
+                    "coalesce(a.usename::text, ''), coalesce(host(a.client_addr), ''), f.fence, "
+                      + acquired_ms_sql("f.acquired_at") + ", " + now_ms_sql()
+                      + " FROM pg_locks l JOIN " + table
+                      + " f ON f.lock_key = "
+                        "((l.classid::bigint << 32) | l.objid::bigint) "
+                        "LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
+                        "WHERE l.locktype = 'advisory' AND l.objsubid = 1 "
+                        "AND left(f.name, length($1)) = $1 AND octet_length(f.name) <= "
+                        "octet_length($1) + $2 ORDER BY f.name, l.granted DESC, a.backend_start",
                     {m_prefix, std::to_string(lock::max_name_bytes)}, deadline);
   if (rows.error && (rows.sqlstate == "42P01" || rows.sqlstate == "42501")) {
     util::log_verbose("no locks to list: {}", rows.error->what());
@@ -539,7 +546,8 @@ std::vector<lock::LockStatus> PostgresStore::list(std::string_view pattern, Mill
       ++status.waiters;
       continue;
     }
-    lock::HolderInfo holder = holder_of_session(r.text(i, 4), r.text(i, 5), r.text(i, 6), r.number(i, 1));
+    lock::HolderInfo holder =
+      holder_of_session(r.text(i, 4), r.text(i, 5), r.text(i, 6), r.number(i, 1));
     if (!status.held) {
       status.held = true;
       status.holder = holder;

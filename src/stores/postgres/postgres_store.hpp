@@ -61,10 +61,7 @@ private:
   // The session for status, list, --force and tokens held by another process.
   Session& control() { return control_as<Session>(); }
   // The advisory key of the lock name's session.
-  AdvisoryKey key_of(const std::string& name)
-  {
-    return AdvisoryKey::of(m_named.at(name).prefixed);
-  }
+  AdvisoryKey key_of(const std::string& name) { return AdvisoryKey::of(m_named.at(name).prefixed); }
   // Finds dlock_fence (once per process) and goes on with then, or with failed (an untrusted
   // table: Error(config)).
   void find_fence(Session& session, std::function<void()> then,

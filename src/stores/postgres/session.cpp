@@ -56,8 +56,8 @@ Error connect_error(const std::string& shown, const std::string& message)
 {
   auto has = [&](const char* text) { return message.find(text) != std::string::npos; };
   ExitCode code = ExitCode::unavailable;
-  if (has("authentication failed") || has("no password supplied") || has("pg_hba.conf") ||
-      (has("role \"") && has("does not exist")) || has("permission denied")) {
+  if (has("authentication failed") || has("no password supplied") || has("pg_hba.conf")
+      || (has("role \"") && has("does not exist")) || has("permission denied")) {
     code = ExitCode::auth;
   } else if (has("database \"") && has("does not exist")) {
     code = ExitCode::config;
@@ -261,12 +261,13 @@ void Session::read_answers()
       // The primary message and its detail; not the statement or a caret under it.
       const char* primary = pq().PQresultErrorField(result, PG_DIAG_MESSAGE_PRIMARY);
       const char* detail = pq().PQresultErrorField(result, PG_DIAG_MESSAGE_DETAIL);
-      std::string message = util::one_line(primary != nullptr ? primary : pq().PQresultErrorMessage(result));
+      std::string message =
+        util::one_line(primary != nullptr ? primary : pq().PQresultErrorMessage(result));
       if (detail != nullptr) {
         message += " (" + util::one_line(detail) + ")";
       }
-      m_answer.error = Error(query_error_code(m_answer.sqlstate), "PostgreSQL at {}: {}", m_shown,
-                             message);
+      m_answer.error =
+        Error(query_error_code(m_answer.sqlstate), "PostgreSQL at {}: {}", m_shown, message);
     }
     pq().PQclear(result);
   }

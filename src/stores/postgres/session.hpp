@@ -25,8 +25,14 @@ public:
   explicit Rows(PGresult* result) : m_result(result, pq().PQclear) {}
 
   int count() const { return m_result ? pq().PQntuples(m_result.get()) : 0; }
-  bool null(int row, int column) const { return pq().PQgetisnull(m_result.get(), row, column) != 0; }
-  std::string text(int row, int column) const { return pq().PQgetvalue(m_result.get(), row, column); }
+  bool null(int row, int column) const
+  {
+    return pq().PQgetisnull(m_result.get(), row, column) != 0;
+  }
+  std::string text(int row, int column) const
+  {
+    return pq().PQgetvalue(m_result.get(), row, column);
+  }
   // The value as an integer; 0 when NULL. Throws Error(internal) if it is not one.
   std::int64_t number(int row, int column) const;
   // "t" or "f".

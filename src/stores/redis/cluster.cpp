@@ -64,18 +64,22 @@ std::optional<Redirect> parse_redirect(const redisReply& reply)
     return std::nullopt;
   }
   std::size_t space = text.find(' ');
-  std::string_view address = space == std::string_view::npos ? std::string_view() : text.substr(space + 1);
+  std::string_view address =
+    space == std::string_view::npos ? std::string_view() : text.substr(space + 1);
   std::size_t colon = address.rfind(':'); // the host may be an IPv6 address
   auto slot = parse_number(text.substr(0, space));
-  auto port = colon == std::string_view::npos ? std::nullopt : parse_number(address.substr(colon + 1));
+  auto port =
+    colon == std::string_view::npos ? std::nullopt : parse_number(address.substr(colon + 1));
   if (!slot || !port || *slot < 0 || *slot >= cluster_slots) {
-    throw Error(ExitCode::internal, "a cluster node sent a redirect dlock cannot read: {}", text_of(reply));
+    throw Error(ExitCode::internal, "a cluster node sent a redirect dlock cannot read: {}",
+                text_of(reply));
   }
   redirect.slot = *slot;
   redirect.host = std::string(address.substr(0, colon));
   redirect.port = *port;
   if (redirect.host.empty() || redirect.host == "?") {
-    throw Error(ExitCode::unavailable, "a cluster node redirects to a node whose address it does not know ({})",
+    throw Error(ExitCode::unavailable,
+                "a cluster node redirects to a node whose address it does not know ({})",
                 text_of(reply));
   }
   return redirect;
@@ -106,17 +110,18 @@ std::optional<std::vector<SlotRange>> parse_cluster_slots(const redisReply& repl
   std::vector<SlotRange> ranges;
   for (std::size_t i = 0; i < reply.elements; ++i) {
     const redisReply& entry = *reply.element[i];
-    if (entry.type != REDIS_REPLY_ARRAY || entry.elements < 3 || entry.element[0]->type != REDIS_REPLY_INTEGER
-        || entry.element[1]->type != REDIS_REPLY_INTEGER || entry.element[2]->type != REDIS_REPLY_ARRAY
-        || entry.element[2]->elements < 2 || entry.element[2]->element[0]->type != REDIS_REPLY_STRING
+    if (entry.type != REDIS_REPLY_ARRAY || entry.elements < 3
+        || entry.element[0]->type != REDIS_REPLY_INTEGER
+        || entry.element[1]->type != REDIS_REPLY_INTEGER
+        || entry.element[2]->type != REDIS_REPLY_ARRAY || entry.element[2]->elements < 2
+        || entry.element[2]->element[0]->type != REDIS_REPLY_STRING
         || entry.element[2]->element[1]->type != REDIS_REPLY_INTEGER) {
       throw bad();
     }
     const redisReply& master = *entry.element[2];
-    ranges.push_back(SlotRange{static_cast<int>(entry.element[0]->integer),
-                               static_cast<int>(entry.element[1]->integer),
-                               std::string(text_of(*master.element[0])),
-                               static_cast<int>(master.element[1]->integer)});
+    ranges.push_back(SlotRange{
+      static_cast<int>(entry.element[0]->integer), static_cast<int>(entry.element[1]->integer),
+      std::string(text_of(*master.element[0])), static_cast<int>(master.element[1]->integer)});
   }
   return ranges;
 }

@@ -323,8 +323,8 @@ void Connection::on_handshake_reply(Expect step, const redisReply& reply)
     std::string message(reply.str, reply.len);
     ExitCode code = classify_error(message);
     if (step == Expect::select && code == ExitCode::internal) {
-      fail(ExitCode::config, fmt::format("the server refuses database {}: {}",
-                                         m_options.endpoint.db, message));
+      fail(ExitCode::config,
+           fmt::format("the server refuses database {}: {}", m_options.endpoint.db, message));
     }
     fail(code, message);
   }

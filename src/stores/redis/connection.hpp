@@ -114,10 +114,10 @@ private:
 
   ConnectOptions m_options;
   bool m_located = false; // options.locate has given the endpoint at least once
-  ContextPtr m_context; // null while not connected
+  ContextPtr m_context;   // null while not connected
   bool m_connecting = false;
   bool m_write_pending = false;
-  bool m_subscribed = false; // replies arrive unasked (subscribe)
+  bool m_subscribed = false;     // replies arrive unasked (subscribe)
   std::deque<Expect> m_expected; // handshake steps first, then the caller's sends
   std::string m_held; // the caller's commands, encoded, while the handshake is unanswered
   std::unique_ptr<TlsContext> m_tls; // made on the first rediss:// connect; files read once

@@ -9,14 +9,14 @@ namespace dlock::redis {
 // The Redis keys of one lock. All carry the name in a hash tag ("dlock:{name}…") so that
 // they share a Redis Cluster slot and one Lua script may touch them all.
 struct LockKeys {
-  std::string name;   // the user's lock name
-  std::string lock;   // prefix{name}: the holder's token, with the lease as its TTL
-  std::string fence;  // prefix{name}:fence: fencing counter, kept 7 days past the last use
-  std::string holder; // prefix{name}:holder: metadata hash, expires with the lock
-  std::string waiters; // prefix{name}:waiters: zset of waiting ids scored by expiry (ms)
-  std::string queue;   // prefix{name}:queue: zset of --fair ids scored by arrival
+  std::string name;         // the user's lock name
+  std::string lock;         // prefix{name}: the holder's token, with the lease as its TTL
+  std::string fence;        // prefix{name}:fence: fencing counter, kept 7 days past the last use
+  std::string holder;       // prefix{name}:holder: metadata hash, expires with the lock
+  std::string waiters;      // prefix{name}:waiters: zset of waiting ids scored by expiry (ms)
+  std::string queue;        // prefix{name}:queue: zset of --fair ids scored by arrival
   std::string queue_expiry; // prefix{name}:queue-expiry: zset of --fair ids by expiry (ms)
-  std::string wake;    // prefix{name}:wake: list a release pushes to, waking one waiter
+  std::string wake;         // prefix{name}:wake: list a release pushes to, waking one waiter
   std::string holders; // prefix{name}:holders: zset of --shared/--limit tokens by lease end (ms)
   std::string slots;   // prefix{name}:slots: hash of those holders' records (JSON), by token
   std::string kind;    // prefix{name}:kind: "shared" or "limit:N" while slot holders exist
@@ -35,7 +35,7 @@ struct LockKeys {
   std::string latch_waiters; // prefix{name}:latch:waiters: zset of waiting ids by expiry (ms)
   std::string latch_wake;    // prefix{name}:latch:wake: list the count's last step pushes to
 
-  std::string fair_wake_prefix; // prefix{name}:wake: + a --fair waiter's id: its own wake list
+  std::string fair_wake_prefix;    // prefix{name}:wake: + a --fair waiter's id: its own wake list
   std::string barrier_wake_prefix; // prefix{name}:barrier: + a generation: its parties' wake list
 
   // The list a release pushes to for one --fair waiter (declared to the wake script, as

@@ -15,7 +15,7 @@ namespace {
 void set_lease(lock::AcquireResult& result, std::int64_t pttl)
 {
   using Lease = lock::AcquireResult::Lease;
-  result.lease = pttl >= 0 ? Lease::ends
+  result.lease = pttl >= 0    ? Lease::ends
                  : pttl == -2 ? Lease::fair_queue
                  : pttl == -3 ? Lease::writer_first
                               : Lease::no_expiry;
@@ -199,7 +199,8 @@ RedisStore::Node& RedisStore::node_at(const std::string& host, int port)
 {
   for (auto& node : m_nodes) {
     const Endpoint& endpoint = node->connection.endpoint();
-    if (endpoint.transport == Endpoint::Transport::tcp && endpoint.host == host && endpoint.port == port) {
+    if (endpoint.transport == Endpoint::Transport::tcp && endpoint.host == host
+        && endpoint.port == port) {
       return *node;
     }
   }
@@ -251,12 +252,18 @@ void RedisStore::start_acquire(const lock::LockName& name, const lock::AcquireRe
   LockKeys k = keys(name);
   const lock::HolderInfo& me = request.holder;
   const lock::WaitTicket& ticket = request.ticket;
-  std::vector<std::string> script_keys{k.lock,    k.fence,   k.holder, k.waiters,
-                                       k.queue,   k.queue_expiry, k.holders, k.slots,
-                                       k.kind,    k.writers, k.wake, k.watchers, k.freed};
-  std::vector<std::string> args{request.token, ms_string(request.ttl), me.host,
-                                std::to_string(me.pid), me.user, me.command, ticket.waiter_id,
-                                mode_name(ticket.mode), ms_string(ticket.max_block),
+  std::vector<std::string> script_keys{k.lock,         k.fence,    k.holder, k.waiters, k.queue,
+                                       k.queue_expiry, k.holders,  k.slots,  k.kind,    k.writers,
+                                       k.wake,         k.watchers, k.freed};
+  std::vector<std::string> args{request.token,
+                                ms_string(request.ttl),
+                                me.host,
+                                std::to_string(me.pid),
+                                me.user,
+                                me.command,
+                                ticket.waiter_id,
+                                mode_name(ticket.mode),
+                                ms_string(ticket.max_block),
                                 request.kind.code()};
   const Script& script = scripts::acquire();
   send(Pending{.op = Outcome::Op::acquire,
@@ -289,9 +296,10 @@ void RedisStore::start_wait_for_wake(const lock::LockName& name, const lock::Wai
     list = k.wake;
     break;
   }
-  send(Pending{.op = Outcome::Op::wait_for_wake,
-               .argv = {"BLPOP", list, fmt::format("{:.3f}", static_cast<double>(block.count()) / 1000)},
-               .slot = key_slot(k.lock)});
+  send(Pending{
+    .op = Outcome::Op::wait_for_wake,
+    .argv = {"BLPOP", list, fmt::format("{:.3f}", static_cast<double>(block.count()) / 1000)},
+    .slot = key_slot(k.lock)});
 }
 
 void RedisStore::start_renew(const lock::LockName& name, const lock::RenewRequest& request)
@@ -300,7 +308,8 @@ void RedisStore::start_renew(const lock::LockName& name, const lock::RenewReques
   std::vector<std::string> script_keys = request.slot
                                            ? std::vector<std::string>{k.holders, k.slots, k.kind}
                                            : std::vector<std::string>{k.lock, k.holder};
-  std::vector<std::string> args{request.token, request.ttl ? ms_string(*request.ttl) : std::string(),
+  std::vector<std::string> args{request.token,
+                                request.ttl ? ms_string(*request.ttl) : std::string(),
                                 request.ttl && request.remember_ttl ? "1" : "0"};
   const Script& script = request.slot ? scripts::renew_slot() : scripts::renew();
   send(Pending{.op = Outcome::Op::renew,
@@ -314,9 +323,9 @@ void RedisStore::start_renew(const lock::LockName& name, const lock::RenewReques
 void RedisStore::start_release(const lock::LockName& name, const std::string& token)
 {
   LockKeys k = keys(name);
-  std::vector<std::string> script_keys{k.lock,  k.holder,  k.waiters, k.queue,    k.queue_expiry,
-                                       k.wake,  k.holders, k.slots,   k.kind,     k.watchers,
-                                       k.watch};
+  std::vector<std::string> script_keys{k.lock,         k.holder,   k.waiters, k.queue,
+                                       k.queue_expiry, k.wake,     k.holders, k.slots,
+                                       k.kind,         k.watchers, k.watch};
   const Script& script = scripts::release();
   std::vector<std::string> args{token};
   send(Pending{.op = Outcome::Op::release,
@@ -332,10 +341,12 @@ void RedisStore::start_withdraw(const lock::LockName& name, const lock::WaitTick
   int slot = key_slot(k.lock);
   switch (ticket.mode) {
   case lock::WaitMode::watch:
-    send(Pending{.op = Outcome::Op::withdraw, .argv = {"ZREM", k.watchers, ticket.waiter_id}, .slot = slot});
+    send(Pending{
+      .op = Outcome::Op::withdraw, .argv = {"ZREM", k.watchers, ticket.waiter_id}, .slot = slot});
     return;
   case lock::WaitMode::latch:
-    send(Pending{.op = Outcome::Op::withdraw, .argv = {"ZREM", k.latch_waiters, ticket.waiter_id},
+    send(Pending{.op = Outcome::Op::withdraw,
+                 .argv = {"ZREM", k.latch_waiters, ticket.waiter_id},
                  .slot = slot});
     return;
   case lock::WaitMode::barrier: {
@@ -356,17 +367,23 @@ void RedisStore::start_withdraw(const lock::LockName& name, const lock::WaitTick
     break;
   }
   if (ticket.mode == lock::WaitMode::fair) {
-    send(Pending{.op = Outcome::Op::withdraw, .argv = {"ZREM", k.queue, ticket.waiter_id}, .slot = slot,
+    send(Pending{.op = Outcome::Op::withdraw,
+                 .argv = {"ZREM", k.queue, ticket.waiter_id},
+                 .slot = slot,
                  .last = false});
-    send(Pending{.op = Outcome::Op::withdraw, .argv = {"ZREM", k.queue_expiry, ticket.waiter_id},
+    send(Pending{.op = Outcome::Op::withdraw,
+                 .argv = {"ZREM", k.queue_expiry, ticket.waiter_id},
                  .slot = slot});
   } else if (ticket.mode == lock::WaitMode::wait) {
-    send(Pending{.op = Outcome::Op::withdraw, .argv = {"ZREM", k.waiters, ticket.waiter_id}, .slot = slot,
+    send(Pending{.op = Outcome::Op::withdraw,
+                 .argv = {"ZREM", k.waiters, ticket.waiter_id},
+                 .slot = slot,
                  .last = false});
   }
   if (ticket.mode != lock::WaitMode::once) {
     // An exclusive waiter also kept new shared holders out.
-    send(Pending{.op = Outcome::Op::withdraw, .argv = {"ZREM", k.writers, ticket.waiter_id}, .slot = slot});
+    send(Pending{
+      .op = Outcome::Op::withdraw, .argv = {"ZREM", k.writers, ticket.waiter_id}, .slot = slot});
   } else {
     m_answers.answer(Outcome::Op::withdraw);
   }
@@ -423,7 +440,8 @@ void RedisStore::start_gate(const lock::LockName& name, const lock::GateRequest&
                .gate_mode = ticket.mode});
 }
 
-void RedisStore::start_set_latch(const lock::LockName& name, std::int64_t count, util::Millis expire)
+void RedisStore::start_set_latch(const lock::LockName& name, std::int64_t count,
+                                 util::Millis expire)
 {
   LockKeys k = keys(name);
   std::vector<std::string> script_keys{k.latch, k.latch_waiters, k.latch_wake};
@@ -452,8 +470,9 @@ void RedisStore::watch(util::EventLoop& loop)
     m_switches->watch(loop, [this](const std::string& address) {
       Node& master = *m_nodes.front();
       if (master.connection.fd() >= 0) {
-        leave_node(master, Error(ExitCode::unavailable, "{}: the Sentinels switched to a new master at {}",
-                                 master.connection.describe_endpoint(), address));
+        leave_node(master,
+                   Error(ExitCode::unavailable, "{}: the Sentinels switched to a new master at {}",
+                         master.connection.describe_endpoint(), address));
       }
     });
   }
@@ -532,8 +551,9 @@ void RedisStore::on_reply(Node& node, const redisReply& reply)
       return;
     }
     if (!follow(pending, *redirect)) {
-      fail(pending, Error(ExitCode::unavailable, "the cluster redirected a request {} times (last to {})",
-                          max_redirects, redirect->address()));
+      fail(pending,
+           Error(ExitCode::unavailable, "the cluster redirected a request {} times (last to {})",
+                 max_redirects, redirect->address()));
     }
     return;
   }
@@ -547,7 +567,8 @@ void RedisStore::on_reply(Node& node, const redisReply& reply)
     Outcome outcome = std::move(*pending.held_back);
     if (pending.counts_replicas) {
       try {
-        outcome.replicas_acknowledged = static_cast<int>(expect_integer(reply, "waiting for replicas"));
+        outcome.replicas_acknowledged =
+          static_cast<int>(expect_integer(reply, "waiting for replicas"));
       } catch (const Error& error) {
         outcome.error = error;
       }
@@ -652,7 +673,8 @@ void RedisStore::finish(Node& node, Pending& pending, Outcome outcome,
   if (pending.ack.replicas > 0 && written && !pending.counts_replicas) {
     // WAIT counts the replicas that have every write of this connection so far.
     send(Pending{.op = pending.op,
-                 .argv = {"WAIT", std::to_string(pending.ack.replicas), ms_string(pending.ack.timeout)},
+                 .argv = {"WAIT", std::to_string(pending.ack.replicas),
+                          ms_string(pending.ack.timeout)},
                  .held_back = std::move(outcome),
                  .counts_replicas = true},
          &node);
@@ -682,10 +704,7 @@ void RedisStore::leave_node(Node& node, const Error& error)
   fail_all(node, error);
 }
 
-std::optional<Outcome> RedisStore::next_outcome()
-{
-  return m_answers.next();
-}
+std::optional<Outcome> RedisStore::next_outcome() { return m_answers.next(); }
 
 void RedisStore::abandon() noexcept
 {
@@ -743,7 +762,8 @@ lock::LockStatus RedisStore::status(const lock::LockName& name, util::TimePoint 
   for (int hop = 0;; ++hop) {
     try {
       if (asking) {
-        throw_if_error(*node->connection.call({"ASKING"}, deadline), "following a cluster redirect");
+        throw_if_error(*node->connection.call({"ASKING"}, deadline),
+                       "following a cluster redirect");
       }
       return read_status(node->connection, m_prefix, name.str(), deadline);
     } catch (const Redirected& redirected) {

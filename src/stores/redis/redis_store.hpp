@@ -2,10 +2,10 @@
 
 #include "lock/outcome_queue.hpp"
 #include "lock/store.hpp"
-#include "stores/redis/node.hpp"
 #include "stores/redis/cluster.hpp"
 #include "stores/redis/connection.hpp"
 #include "stores/redis/keys.hpp"
+#include "stores/redis/node.hpp"
 #include "stores/redis/sentinel.hpp"
 
 #include <deque>
@@ -36,7 +36,8 @@ public:
   // Redis does every feature (Feature): a Cluster or Sentinel is still one store.
   lock::Coordination* coordination() noexcept override { return this; }
   void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
-  void start_set_latch(const lock::LockName& name, std::int64_t count, util::Millis expire) override;
+  void start_set_latch(const lock::LockName& name, std::int64_t count,
+                       util::Millis expire) override;
   void start_count_down(const lock::LockName& name) override;
 
   void watch(util::EventLoop& loop) override;
@@ -62,20 +63,20 @@ private:
     lock::Outcome::Op op = lock::Outcome::Op::acquire;
     std::vector<std::string> argv{}; // as sent, to send again after a redirect or TRYAGAIN
     std::vector<std::string> eval{}; // a script's EVAL form, sent again after NOSCRIPT
-    int slot = -1;                 // the slot of its keys; -1: the first node's business
-    bool last = true;              // false: a step of the op whose outcome comes later
-    lock::ReplicaAck ack{};        // replicas the write must reach before its outcome counts
+    int slot = -1;                   // the slot of its keys; -1: the first node's business
+    bool last = true;                // false: a step of the op whose outcome comes later
+    lock::ReplicaAck ack{};          // replicas the write must reach before its outcome counts
     // The outcome, held back while a follow-up step is answered: the WAIT for the write's
     // replicas (its count goes into the outcome), or the wake-up of the --fair waiter a
     // release let in.
     std::optional<lock::Outcome> held_back{};
     bool counts_replicas = false; // held_back waits for a WAIT's count
-    int redirects = 0;  // MOVED and ASK met so far
-    int try_agains = 0; // TRYAGAIN met so far
+    int redirects = 0;            // MOVED and ASK met so far
+    int try_agains = 0;           // TRYAGAIN met so far
     // Where the waiters this request may wake have their own lists: a release, the lock's
     // LockKeys::fair_wake_prefix; a barrier arrival, its LockKeys::barrier_wake_prefix.
     std::string wake_prefix{};
-    bool slot_renewal = false;      // a renewal of a --shared or --limit slot
+    bool slot_renewal = false;                       // a renewal of a --shared or --limit slot
     lock::WaitMode gate_mode = lock::WaitMode::once; // gate, withdraw: whose gate
   };
   // Waiters a request's outcome says to wake on a list of their own (a --fair waiter let in,
@@ -108,7 +109,8 @@ private:
   void on_io(Node& node, short revents);
   void on_reply(Node& node, const redisReply& reply);
   // The outcome of a request, or its next step (WAIT, a wake-up) first.
-  void finish(Node& node, Pending& pending, lock::Outcome outcome, const std::optional<WakeUp>& wake);
+  void finish(Node& node, Pending& pending, lock::Outcome outcome,
+              const std::optional<WakeUp>& wake);
   // Sends pending where a MOVED or ASK says; false after too many redirects.
   bool follow(Pending& pending, const Redirect& redirect);
   void fail(const Pending& pending, const Error& error);

@@ -40,13 +40,15 @@ Millis random_pause()
 
 } // namespace
 
-RedlockStore::RedlockStore(std::vector<std::unique_ptr<Node>> nodes,
-                           std::vector<std::string> names)
+RedlockStore::RedlockStore(std::vector<std::unique_ptr<Node>> nodes, std::vector<std::string> names)
   : m_nodes(std::move(nodes)), m_names(std::move(names)), m_owed(m_nodes.size())
 {
 }
 
-Millis RedlockStore::node_timeout(Millis ttl) { return std::clamp(ttl / 50, Millis(50), Millis(500)); }
+Millis RedlockStore::node_timeout(Millis ttl)
+{
+  return std::clamp(ttl / 50, Millis(50), Millis(500));
+}
 
 const lock::StoreTraits& RedlockStore::traits() const noexcept
 {
@@ -94,8 +96,8 @@ RedlockStore::Request& RedlockStore::begin_on(const std::vector<bool>& asked, Op
 
 void RedlockStore::start_acquire(const lock::LockName& name, const lock::AcquireRequest& request)
 {
-  Request& started = begin(Op::acquire, name, node_timeout(request.ttl) + request.ack.timeout, false,
-                           [&](lock::Store& node) { node.start_acquire(name, request); });
+  Request& started = begin(Op::acquire, name, node_timeout(request.ttl) + request.ack.timeout,
+                           false, [&](lock::Store& node) { node.start_acquire(name, request); });
   started.acquire = request;
 }
 
@@ -296,7 +298,8 @@ std::optional<Outcome> RedlockStore::decide(Request& request, bool all_in)
     }
     Outcome outcome{.op = request.op};
     if (!answered) {
-      outcome.error = Error(ExitCode::unavailable, "no node answered ({})", tally(request, "answered"));
+      outcome.error =
+        Error(ExitCode::unavailable, "no node answered ({})", tally(request, "answered"));
     }
     return outcome;
   }
@@ -335,13 +338,12 @@ std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_i
     Millis validity = request.acquire.ttl - elapsed - traits().clock_drift(request.acquire.ttl);
     if (validity <= Millis(0)) {
       undo_acquire(request);
-      return Outcome::of(Op::acquire,
-                         Error(ExitCode::unavailable,
-                               "a majority granted the lock, but only after {} of its {} TTL ({}); "
-                               "released it",
-                               util::format_duration(elapsed),
-                               util::format_duration(request.acquire.ttl),
-                               tally(request, "granted")));
+      return Outcome::of(
+        Op::acquire, Error(ExitCode::unavailable,
+                           "a majority granted the lock, but only after {} of its {} TTL ({}); "
+                           "released it",
+                           util::format_duration(elapsed),
+                           util::format_duration(request.acquire.ttl), tally(request, "granted")));
     }
     Outcome outcome{.op = Op::acquire};
     outcome.acquire.acquired = true;
@@ -401,8 +403,8 @@ std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_i
                  ? 1
                  : 0;
     }
-    if (votes > best_votes || (votes == best_votes
-                               && lease_rank(answer->acquire) > lease_rank(outcome.acquire))) {
+    if (votes > best_votes
+        || (votes == best_votes && lease_rank(answer->acquire) > lease_rank(outcome.acquire))) {
       best_votes = votes;
       outcome.acquire = answer->acquire;
     }
@@ -460,10 +462,9 @@ std::optional<Outcome> RedlockStore::decide_renew(Request& request, bool all_in)
   if (!all_in && extended + (n - extended - lost - failed) >= quorum()) {
     return std::nullopt;
   }
-  return Outcome::of(Op::renew,
-                     Error(ExitCode::unavailable,
-                           "the renewal reached no majority of the {} nodes: {}", n,
-                           tally(request, "extended the lease")));
+  return Outcome::of(Op::renew, Error(ExitCode::unavailable,
+                                      "the renewal reached no majority of the {} nodes: {}", n,
+                                      tally(request, "extended the lease")));
 }
 
 std::optional<Outcome> RedlockStore::decide_release(Request& request, bool all_in)
@@ -557,7 +558,8 @@ lock::LockStatus RedlockStore::status(const lock::LockName& name, TimePoint dead
   for (std::size_t i = 0; i < m_nodes.size(); ++i) {
     lock::NodeView view{.node = m_names[i]};
     try {
-      lock::LockStatus status = m_nodes[i]->status(name, std::min(deadline, now() + node_timeout(lock::default_ttl) * 4));
+      lock::LockStatus status =
+        m_nodes[i]->status(name, std::min(deadline, now() + node_timeout(lock::default_ttl) * 4));
       view.held = status.held;
       view.holder = status.holder;
       view.ttl_ms = status.ttl_ms;
@@ -593,8 +595,8 @@ std::vector<lock::LockStatus> RedlockStore::list(std::string_view pattern, Milli
     }
   }
   if (answered < quorum()) {
-    throw Error(ExitCode::unavailable, "only {} of {} nodes answered; no majority to tell", answered,
-                m_nodes.size());
+    throw Error(ExitCode::unavailable, "only {} of {} nodes answered; no majority to tell",
+                answered, m_nodes.size());
   }
   std::vector<lock::LockStatus> result;
   for (auto& [name, unused] : by_name) {
@@ -623,7 +625,8 @@ std::vector<lock::LockStatus> RedlockStore::list(std::string_view pattern, Milli
   return result;
 }
 
-lock::LockStatus RedlockStore::combine(const std::string& name, const std::vector<lock::LockStatus>& views,
+lock::LockStatus RedlockStore::combine(const std::string& name,
+                                       const std::vector<lock::LockStatus>& views,
                                        std::vector<lock::NodeView> nodes, std::size_t quorum)
 {
   lock::LockStatus combined;

@@ -59,9 +59,9 @@ private:
   struct Request {
     std::uint64_t id = 0;
     Op op = Op::acquire;
-    bool internal = false;            // a clean-up or re-join nobody waits for
+    bool internal = false; // a clean-up or re-join nobody waits for
     util::TimePoint sent_at{};
-    util::TimePoint node_deadline{};  // a node that has not answered by then has failed
+    util::TimePoint node_deadline{}; // a node that has not answered by then has failed
     std::vector<std::optional<lock::Outcome>> answers{};
     // Per node: passed over (not asked, or its wait ended elsewhere), so no answer comes and
     // none counts, for or against.
@@ -70,13 +70,14 @@ private:
     bool all_in() const;
     bool decided = false;
     std::optional<lock::LockName> name{};
-    lock::AcquireRequest acquire{};   // acquire: what was asked (to undo it, to re-join)
-    std::string token{};              // renew, release
+    lock::AcquireRequest acquire{}; // acquire: what was asked (to undo it, to re-join)
+    std::string token{};            // renew, release
   };
 
   // Starts a request on every node (start(node, i) sends it to node i).
   template<typename Start>
-  Request& begin(Op op, const lock::LockName& name, util::Millis timeout, bool internal, Start start);
+  Request& begin(Op op, const lock::LockName& name, util::Millis timeout, bool internal,
+                 Start start);
   // The same, on the nodes asked[i] only; the others count as having answered nothing.
   template<typename Start>
   Request& begin_on(const std::vector<bool>& asked, Op op, const lock::LockName& name,
@@ -100,7 +101,8 @@ private:
   // "3 of 5 nodes granted it; redis://b:6379: timed out; ..." for messages.
   std::string tally(const Request& request, std::string_view verb) const;
   // One lock's status from what the nodes said: held if a majority name one holder.
-  static lock::LockStatus combine(const std::string& name, const std::vector<lock::LockStatus>& views,
+  static lock::LockStatus combine(const std::string& name,
+                                  const std::vector<lock::LockStatus>& views,
                                   std::vector<lock::NodeView> nodes, std::size_t quorum);
 
   std::vector<std::unique_ptr<Node>> m_nodes;

@@ -74,7 +74,8 @@ ExitCode classify_error(std::string_view message)
 bool is_not_master(const redisReply& reply)
 {
   static constexpr std::array<std::string_view, 2> codes = {"READONLY", "MASTERDOWN"};
-  return reply.type == REDIS_REPLY_ERROR && has_any_code(std::string_view(reply.str, reply.len), codes);
+  return reply.type == REDIS_REPLY_ERROR
+         && has_any_code(std::string_view(reply.str, reply.len), codes);
 }
 
 void throw_if_error(const redisReply& reply, std::string_view what)

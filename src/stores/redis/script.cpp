@@ -44,7 +44,8 @@ Reply Script::run(Connection& connection, const std::vector<std::string>& keys,
 
 bool is_noscript(const redisReply& reply)
 {
-  return reply.type == REDIS_REPLY_ERROR && std::string_view(reply.str, reply.len).substr(0, 8) == "NOSCRIPT";
+  return reply.type == REDIS_REPLY_ERROR
+         && std::string_view(reply.str, reply.len).substr(0, 8) == "NOSCRIPT";
 }
 
 } // namespace dlock::redis

@@ -26,7 +26,8 @@ std::optional<std::pair<std::string, int>> parse_address(const redisReply& reply
     return std::nullopt;
   }
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 2
-      || reply.element[0]->type != REDIS_REPLY_STRING || reply.element[1]->type != REDIS_REPLY_STRING) {
+      || reply.element[0]->type != REDIS_REPLY_STRING
+      || reply.element[1]->type != REDIS_REPLY_STRING) {
     throw Error(ExitCode::internal, "asking a Sentinel for the master: unexpected reply ({})",
                 describe(reply));
   }
@@ -64,7 +65,8 @@ Endpoint SentinelLocator::locate(util::Millis budget)
                                     util::monotonic_now() + share);
       auto address = parse_address(*reply);
       if (!address) {
-        failures.push_back(fmt::format("{}: no master named '{}'", sentinel.redacted(), m_url.master));
+        failures.push_back(
+          fmt::format("{}: no master named '{}'", sentinel.redacted(), m_url.master));
         all_refused = false;
         continue;
       }
@@ -89,8 +91,8 @@ Endpoint SentinelLocator::locate(util::Millis budget)
   for (const std::string& failure : failures) {
     said += (said.empty() ? "" : "; ") + failure;
   }
-  throw Error(ExitCode::unavailable, "no Sentinel gave the address of master '{}' ({})", m_url.master,
-              said);
+  throw Error(ExitCode::unavailable, "no Sentinel gave the address of master '{}' ({})",
+              m_url.master, said);
 }
 
 ConnectOptions SentinelLocator::last_answered() const

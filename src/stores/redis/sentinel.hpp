@@ -46,7 +46,8 @@ public:
   void reset() noexcept { m_connection.reset(); }
 
 private:
-  void on_message(const redisReply& message, const std::function<void(const std::string&)>& on_switch);
+  void on_message(const redisReply& message,
+                  const std::function<void(const std::string&)>& on_switch);
 
   std::shared_ptr<SentinelLocator> m_locator;
   std::optional<Connection> m_connection;

@@ -14,8 +14,8 @@ namespace {
 
 std::vector<std::string> inspect_keys(const LockKeys& keys)
 {
-  return {keys.lock, keys.holder, keys.fence, keys.waiters, keys.queue_expiry,
-          keys.holders, keys.slots, keys.kind};
+  return {keys.lock,         keys.holder,  keys.fence, keys.waiters,
+          keys.queue_expiry, keys.holders, keys.slots, keys.kind};
 }
 
 LockStatus parse_status(const std::string& name, const redisReply& reply)
@@ -44,9 +44,10 @@ LockStatus parse_status(const std::string& name, const redisReply& reply)
   status.ttl_ms = status.held ? integer(1) : 0;
   status.holder = holder_from_hash(*reply.element[2]);
   // A counter dlock did not write is unknown ('?' from the script), not an error.
-  status.last_fence = reply.element[3]->type == REDIS_REPLY_STRING
-                        ? lock::parse_fence(std::string_view(reply.element[3]->str, reply.element[3]->len))
-                        : std::optional<std::int64_t>(integer(3));
+  status.last_fence =
+    reply.element[3]->type == REDIS_REPLY_STRING
+      ? lock::parse_fence(std::string_view(reply.element[3]->str, reply.element[3]->len))
+      : std::optional<std::int64_t>(integer(3));
   status.waiters = integer(4);
   status.server_time_ms = integer(5);
   // Held --shared or --limit: the slot holders.
@@ -97,8 +98,8 @@ std::string glob_escape(std::string_view text)
 
 } // namespace
 
-LockStatus read_status(Connection& connection, std::string_view prefix,
-                       const std::string& name, util::TimePoint deadline)
+LockStatus read_status(Connection& connection, std::string_view prefix, const std::string& name,
+                       util::TimePoint deadline)
 {
   LockKeys keys = LockKeys::make(prefix, name);
   Reply reply = scripts::inspect().run(connection, inspect_keys(keys), {}, deadline);
@@ -115,9 +116,8 @@ std::vector<std::string> scan_lock_names(Connection& connection, std::string_vie
   std::vector<std::string> names;
   std::string cursor = "0";
   do {
-    Reply reply =
-      connection.call({"SCAN", cursor, "MATCH", match, "COUNT", "1000"},
-                      util::deadline_after(request_timeout));
+    Reply reply = connection.call({"SCAN", cursor, "MATCH", match, "COUNT", "1000"},
+                                  util::deadline_after(request_timeout));
     throw_if_error(*reply, "listing locks");
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2
         || reply->element[0]->type != REDIS_REPLY_STRING
@@ -156,7 +156,8 @@ std::vector<LockStatus> read_statuses(Connection& connection, std::string_view p
   for (std::size_t start = 1; start < names.size(); start += batch) {
     std::size_t end = std::min(names.size(), start + batch);
     for (std::size_t i = start; i < end; ++i) {
-      connection.send(scripts::inspect().evalsha(inspect_keys(LockKeys::make(prefix, names[i])), {}));
+      connection.send(
+        scripts::inspect().evalsha(inspect_keys(LockKeys::make(prefix, names[i])), {}));
     }
     std::vector<std::size_t> flushed; // NOSCRIPT: the cache was flushed meanwhile; redo after
     for (std::size_t i = start; i < end; ++i) {

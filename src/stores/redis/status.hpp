@@ -1,8 +1,8 @@
 #pragma once
 
 #include "lock/status.hpp"
-#include "stores/redis/keys.hpp"
 #include "stores/redis/connection.hpp"
+#include "stores/redis/keys.hpp"
 
 #include <string>
 #include <vector>
@@ -12,8 +12,8 @@ namespace dlock::redis {
 using lock::LockStatus;
 
 // Reads one lock's status; throws Redirected if a cluster node sends it elsewhere.
-LockStatus read_status(Connection& connection, std::string_view prefix,
-                       const std::string& name, util::TimePoint deadline);
+LockStatus read_status(Connection& connection, std::string_view prefix, const std::string& name,
+                       util::TimePoint deadline);
 
 // Every lock name under prefix whose name matches the glob, found with SCAN (never KEYS); each
 // SCAN gets request_timeout, however many there are.

@@ -7,12 +7,12 @@
 #include <unistd.h>
 
 #include <array>
-#include <memory>
-#include <string>
-#include <vector>
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
 
 namespace dlock::redis {
 
@@ -115,7 +115,8 @@ void TlsContext::secure(redisContext* context, const std::string& host,
   const std::string& name = m_server_name.empty() ? host : m_server_name;
   std::array<char, 512> error{};
   int code = 0;
-  if (module().secure(m_state->tls.get(), context, name.c_str(), &code, error.data(), error.size()) != 0) {
+  if (module().secure(m_state->tls.get(), context, name.c_str(), &code, error.data(), error.size())
+      != 0) {
     throw Error(static_cast<ExitCode>(code), "{}: {}", endpoint, error.data());
   }
 }

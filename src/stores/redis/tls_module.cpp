@@ -26,7 +26,8 @@ namespace {
 void require_readable(const std::string& path, const char* option)
 {
   if (!path.empty() && ::access(path.c_str(), R_OK) != 0) {
-    throw Error(ExitCode::config, "cannot read {} file '{}': {}", option, path, std::strerror(errno));
+    throw Error(ExitCode::config, "cannot read {} file '{}': {}", option, path,
+                std::strerror(errno));
   }
 }
 
@@ -45,7 +46,8 @@ std::string openssl_error()
 bool is_ip_address(const std::string& host)
 {
   unsigned char buffer[16];
-  return ::inet_pton(AF_INET, host.c_str(), buffer) == 1 || ::inet_pton(AF_INET6, host.c_str(), buffer) == 1;
+  return ::inet_pton(AF_INET, host.c_str(), buffer) == 1
+         || ::inet_pton(AF_INET6, host.c_str(), buffer) == 1;
 }
 
 struct SslCtxDeleter {
@@ -120,8 +122,8 @@ void Tls::secure(redisContext* context, const std::string& name) const
     int saved_errno = errno;
     long verify = SSL_get_verify_result(ssl.get());
     std::string detail = saved_errno == EAGAIN || saved_errno == EWOULDBLOCK ? "timed out"
-                         : ERR_peek_error() != 0                            ? openssl_error()
-                                                                            : context->errstr;
+                         : ERR_peek_error() != 0                             ? openssl_error()
+                                                                             : context->errstr;
     std::string why = verify != X509_V_OK
                         ? fmt::format("certificate verification failed: {} (expected name '{}')",
                                       X509_verify_cert_error_string(verify), name)
@@ -132,8 +134,7 @@ void Tls::secure(redisContext* context, const std::string& name) const
 }
 
 // Runs body, turning an Error into (exit code, message) for the C interface.
-template<typename Body>
-bool guarded(int* exit_code, char* error, std::size_t error_size, Body body)
+template<typename Body> bool guarded(int* exit_code, char* error, std::size_t error_size, Body body)
 {
   try {
     body();

@@ -166,8 +166,9 @@ std::string SentinelUrl::redacted() const
   }
   std::string hosts;
   for (const Endpoint& sentinel : sentinels) {
-    std::string host = sentinel.host.find(':') != std::string::npos ? fmt::format("[{}]", sentinel.host)
-                                                                    : sentinel.host;
+    std::string host = sentinel.host.find(':') != std::string::npos
+                         ? fmt::format("[{}]", sentinel.host)
+                         : sentinel.host;
     hosts += fmt::format("{}{}:{}", hosts.empty() ? "" : ",", host, sentinel.port);
   }
   std::string db = data.db != 0 ? fmt::format("/{}", data.db) : std::string();
@@ -219,7 +220,8 @@ SentinelUrl parse_sentinel_url(std::string_view url)
   std::size_t from = 0;
   while (from <= hosts.size()) {
     std::size_t comma = hosts.find(',', from);
-    std::string_view host = hosts.substr(from, comma == std::string_view::npos ? comma : comma - from);
+    std::string_view host =
+      hosts.substr(from, comma == std::string_view::npos ? comma : comma - from);
     from = comma == std::string_view::npos ? hosts.size() + 1 : comma + 1;
     if (host.empty()) {
       throw bad("empty Sentinel address in the list");

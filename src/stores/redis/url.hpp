@@ -24,8 +24,9 @@ struct Endpoint {
   std::string redacted() const;
 };
 
-// Parses redis://[[user][:pass]@]host[:port][/db], rediss://..., unix://[[user][:pass]@]/path[?db=N];
-// throws Error(usage) with the redacted URL on anything malformed.
+// Parses redis://[[user][:pass]@]host[:port][/db], rediss://...,
+// unix://[[user][:pass]@]/path[?db=N]; throws Error(usage) with the redacted URL on anything
+// malformed.
 Endpoint parse_url(std::string_view url);
 
 // Where the Sentinels of one monitored master are, as parsed from

@@ -63,8 +63,7 @@ private:
 // A session whose queries wait in a queue and go one at a time; each answer goes to its
 // callback, which may put the query's next step at the front of the queue. Query: the
 // database's query, with a callback `done` that takes its Answer&.
-template <class Query, class Answer>
-class QueuedSession : public Session {
+template<class Query, class Answer> class QueuedSession : public Session {
 public:
   void forget_queries() noexcept override
   {

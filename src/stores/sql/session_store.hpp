@@ -54,7 +54,8 @@ public:
   void consider(util::Millis after, std::string setting);
   // TCP keepalives (idle + interval x count seconds; 0 takes Linux's default, 7200, 75, 9).
   void consider_keepalives(std::int64_t idle_s, std::int64_t interval_s, std::int64_t count,
-                           const char* idle_name, const char* interval_name, const char* count_name);
+                           const char* idle_name, const char* interval_name,
+                           const char* count_name);
   const std::optional<SessionLimit>& soonest() const { return m_soonest; }
 
 private:

@@ -198,8 +198,7 @@ void SqlStore::start_renew(const lock::LockName& name, const lock::RenewRequest&
   confirm_held(name.str());
 }
 
-void SqlStore::held_confirmed(const std::string& name, const std::optional<Error>& error,
-                              bool held)
+void SqlStore::held_confirmed(const std::string& name, const std::optional<Error>& error, bool held)
 {
   Named& n = m_named.at(name);
   Outcome outcome = Outcome::of(Op::renew);

@@ -37,14 +37,14 @@ protected:
   // One lock name's session, and what it holds.
   struct Named {
     std::unique_ptr<Session> session;
-    std::string prefixed;          // prefix + name, as kept in dlock_fence
-    lock::LockKind kind{};         // as the last acquisition asked
-    std::string token;             // of the last acquisition
-    lock::HolderInfo holder;       // of the last acquisition
-    bool held = false;             // the session holds the lock (granted, not let go)
-    bool granted_by_wait = false;  // held through a wait, not yet answered as acquired
-    bool closing = false;          // released: the session ends once idle
-    bool limit_read = false;       // the server's settings were read
+    std::string prefixed;              // prefix + name, as kept in dlock_fence
+    lock::LockKind kind{};             // as the last acquisition asked
+    std::string token;                 // of the last acquisition
+    lock::HolderInfo holder;           // of the last acquisition
+    bool held = false;                 // the session holds the lock (granted, not let go)
+    bool granted_by_wait = false;      // held through a wait, not yet answered as acquired
+    bool closing = false;              // released: the session ends once idle
+    bool limit_read = false;           // the server's settings were read
     std::optional<SessionLimit> limit; // the soonest the server may end the session
   };
   using Op = lock::Outcome::Op;
@@ -117,11 +117,11 @@ protected:
   Session& control_session();
   // The name's session, or the control session, as the database's open_session or
   // open_control made it (S: its session type).
-  template <class S> S& session_as(const std::string& name)
+  template<class S> S& session_as(const std::string& name)
   {
     return static_cast<S&>(*m_named.at(name).session);
   }
-  template <class S> S& control_as() { return static_cast<S&>(control_session()); }
+  template<class S> S& control_as() { return static_cast<S&>(control_session()); }
   // Waits on the control session until answered() or deadline (then throws timed_out()).
   void block_until(const std::function<bool()>& answered, util::TimePoint deadline);
 

@@ -105,9 +105,7 @@ void on_watch(zhandle_t*, int type, int state, const char* path, void* context)
 
 Client::Client(const std::string& hosts, util::Millis session_timeout, OnEvent on_event,
                bool private_nodes)
-  : m_inbox(std::make_shared<Inbox>()),
-    m_owner(::getpid()),
-    m_on_event(std::move(on_event)),
+  : m_inbox(std::make_shared<Inbox>()), m_owner(::getpid()), m_on_event(std::move(on_event)),
     m_private_nodes(private_nodes)
 {
   m_inbox->event_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

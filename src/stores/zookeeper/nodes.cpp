@@ -67,11 +67,11 @@ std::optional<std::string> decode_name(std::string_view name)
 
 std::string random_uuid()
 {
-  std::string hex = util::random_token(); // 32 hex digits from the kernel's CSPRNG
-  hex[12] = '4';                          // version 4
+  std::string hex = util::random_token();         // 32 hex digits from the kernel's CSPRNG
+  hex[12] = '4';                                  // version 4
   hex[16] = "89ab"[util::hex_value(hex[16]) & 3]; // RFC 4122 variant
-  return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
-         hex.substr(16, 4) + "-" + hex.substr(20, 12);
+  return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-"
+         + hex.substr(16, 4) + "-" + hex.substr(20, 12);
 }
 
 std::string contender_prefix(std::string_view uuid, Role role)
@@ -87,8 +87,8 @@ std::optional<Contender> parse_contender(std::string_view name)
   std::string_view digits = name.substr(name.size() - sequence_digits);
   std::string_view head = name.substr(0, name.size() - sequence_digits);
   Contender contender;
-  auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(),
-                                      contender.sequence);
+  auto [end, error] =
+    std::from_chars(digits.data(), digits.data() + digits.size(), contender.sequence);
   if (error != std::errc{} || end != digits.data() + digits.size() || digits.front() == '-') {
     return std::nullopt;
   }
@@ -102,8 +102,8 @@ std::optional<Contender> parse_contender(std::string_view name)
   if (!known) {
     return std::nullopt;
   }
-  if (head.starts_with(protected_mark) && head.size() > protected_mark.size() + uuid_length &&
-      head[protected_mark.size() + uuid_length] == '-') {
+  if (head.starts_with(protected_mark) && head.size() > protected_mark.size() + uuid_length
+      && head[protected_mark.size() + uuid_length] == '-') {
     contender.uuid = std::string(head.substr(protected_mark.size(), uuid_length));
   }
   contender.name = std::string(name);

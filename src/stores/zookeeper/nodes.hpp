@@ -37,10 +37,10 @@ std::string contender_prefix(std::string_view uuid, Role role);
 
 // One child of a lock node, as its name says.
 struct Contender {
-  std::string name;       // the child's name, e.g. "_c_…-lock-0000000007"
+  std::string name; // the child's name, e.g. "_c_…-lock-0000000007"
   std::int64_t sequence = 0;
   Role role = Role::exclusive;
-  std::string uuid;       // empty when not created in protected mode
+  std::string uuid; // empty when not created in protected mode
 };
 
 // The child named name, or nullopt when it is no contender (a node of another recipe).
@@ -64,7 +64,8 @@ std::vector<std::size_t> holding(const std::vector<Contender>& queue);
 std::string holder_record(const lock::HolderInfo& holder, std::string_view fingerprint);
 // The record read back (fingerprint, when given, gets the token's); a node dlock did not
 // write (Curator's holds the client's address, another tenant's may be anything, longer than
-// lock::max_holder_record_bytes, or fields dlock would not write) shows the start of its data as the command.
+// lock::max_holder_record_bytes, or fields dlock would not write) shows the start of its data as
+// the command.
 lock::HolderInfo parse_holder_record(std::string_view data, std::string* fingerprint = nullptr);
 // Records carry the token's fingerprint, 16 hex digits (not the token: any client may read nodes).
 using lock::token_fingerprint;

@@ -23,13 +23,15 @@ std::string check_host(std::string_view one)
     port = one.substr(colon + 1);
   }
   if (host.empty() || host == "[]") {
-    throw Error(ExitCode::usage, "bad ZooKeeper URL: a host is empty (zk://host:port[,host:port…][/chroot])");
+    throw Error(ExitCode::usage,
+                "bad ZooKeeper URL: a host is empty (zk://host:port[,host:port…][/chroot])");
   }
   bool bracketed = host.front() == '[';
   if (bracketed ? host.back() != ']' || host.find_first_of("[]", 1) != host.size() - 1
                 : host.find_first_of("[]") != std::string_view::npos) {
-    throw Error(ExitCode::usage, "bad ZooKeeper URL: host '{}' has an unclosed or stray bracket "
-                                 "(an IPv6 address goes in brackets: [::1]:2181)",
+    throw Error(ExitCode::usage,
+                "bad ZooKeeper URL: host '{}' has an unclosed or stray bracket "
+                "(an IPv6 address goes in brackets: [::1]:2181)",
                 util::url_redacted(one));
   }
   for (char c : host) {
@@ -41,8 +43,8 @@ std::string check_host(std::string_view one)
   if (colon != std::string_view::npos && (close == std::string_view::npos || colon > close)) {
     int number = 0;
     auto [end, error] = std::from_chars(port.data(), port.data() + port.size(), number);
-    if (port.empty() || error != std::errc{} || end != port.data() + port.size() || number < 1 ||
-        number > 65535) {
+    if (port.empty() || error != std::errc{} || end != port.data() + port.size() || number < 1
+        || number > 65535) {
       throw Error(ExitCode::usage, "bad ZooKeeper URL: port '{}' is not a number from 1 to 65535",
                   std::string(port));
     }
@@ -110,8 +112,10 @@ ZkUrl parse_url(const std::string& url)
     std::size_t colon = info.find(':');
     std::optional<std::string> user = util::percent_decode(info.substr(0, colon));
     if (!user || user->empty()) {
-      throw Error(ExitCode::usage, "bad ZooKeeper URL {}: digest authentication needs "
-                                   "user:password@ (a user name)", util::url_redacted(url));
+      throw Error(ExitCode::usage,
+                  "bad ZooKeeper URL {}: digest authentication needs "
+                  "user:password@ (a user name)",
+                  util::url_redacted(url));
     }
     parsed.user = *user;
     if (colon != std::string_view::npos && colon + 1 < info.size()) {
@@ -122,7 +126,8 @@ ZkUrl parse_url(const std::string& url)
     }
   }
   if (authority.empty()) {
-    throw Error(ExitCode::usage, "bad ZooKeeper URL {}: no host (zk://host:port[,host:port…][/chroot])",
+    throw Error(ExitCode::usage,
+                "bad ZooKeeper URL {}: no host (zk://host:port[,host:port…][/chroot])",
                 util::url_redacted(url));
   }
   for (std::string_view hosts = authority;;) {
@@ -134,8 +139,8 @@ ZkUrl parse_url(const std::string& url)
     hosts.remove_prefix(one.size() + 1);
   }
   parsed.chroot = check_chroot(path);
-  parsed.shown = "zk://" + (parsed.user.empty() ? "" : parsed.user + "@") + parsed.hosts +
-                 (parsed.chroot.empty() ? "" : parsed.chroot);
+  parsed.shown = "zk://" + (parsed.user.empty() ? "" : parsed.user + "@") + parsed.hosts
+                 + (parsed.chroot.empty() ? "" : parsed.chroot);
   return parsed;
 }
 

@@ -14,7 +14,7 @@ struct ZkUrl {
   std::string chroot; // "" for the root, else "/a/b" (no trailing '/'): dlock's nodes live under it
   std::string user;   // digest authentication (zoo_add_auth "digest", "user:password")
   std::optional<std::string> password;
-  std::string shown;  // the URL without its password, for messages
+  std::string shown; // the URL without its password, for messages
 };
 
 // Parses and checks url (Error(usage) naming what is wrong), without connecting.

@@ -89,19 +89,18 @@ Client& ZookeeperStore::client(Millis session_timeout)
     m_asked_timeout = session_timeout;
     // With digest credentials, dlock's nodes are that user's alone (Curator's ACLProvider
     // does the same when asked); without, anyone's, as Curator's default.
-    m_client = std::make_unique<Client>(m_url.hosts, session_timeout,
-                                        [this](const WatchEvent& event) { on_event(event); },
-                                        !m_url.user.empty());
+    m_client = std::make_unique<Client>(
+      m_url.hosts, session_timeout, [this](const WatchEvent& event) { on_event(event); },
+      !m_url.user.empty());
     if (!m_url.user.empty()) {
       // The digest scheme takes any user:password and adds it to the session's identities;
       // a wrong one shows as ZNOAUTH where an ACL wants another.
-      m_client->add_auth("digest", m_url.user + ":" + m_url.password.value_or(""),
-                         [this](Reply& reply) {
-                           if (reply.rc != ZOK) {
-                             util::log_verbose("ZooKeeper refused digest authentication: {}",
-                                               describe(reply.rc));
-                           }
-                         });
+      m_client->add_auth(
+        "digest", m_url.user + ":" + m_url.password.value_or(""), [this](Reply& reply) {
+          if (reply.rc != ZOK) {
+            util::log_verbose("ZooKeeper refused digest authentication: {}", describe(reply.rc));
+          }
+        });
     }
   }
   return *m_client;
@@ -139,9 +138,9 @@ void ZookeeperStore::on_event(const WatchEvent& event)
         holds = holds || n.held;
       }
       if (holds) {
-        m_answers.answer(Op::disconnected, Error(ExitCode::unavailable,
-                                                 "lost the connection to ZooKeeper at {}",
-                                                 m_url.shown));
+        m_answers.answer(
+          Op::disconnected,
+          Error(ExitCode::unavailable, "lost the connection to ZooKeeper at {}", m_url.shown));
       }
       return;
     } else {
@@ -216,8 +215,7 @@ Error ZookeeperStore::error_of(int rc, std::string_view what) const
   case ZNOAUTH:
   case ZAUTHFAILED:
     return Error(ExitCode::auth, "ZooKeeper at {} refused to {}: {}{}", m_url.shown, what,
-                 describe(rc),
-                 m_url.user.empty() ? " (give user:password@ in the URL)" : "");
+                 describe(rc), m_url.user.empty() ? " (give user:password@ in the URL)" : "");
   case ZCONNECTIONLOSS:
   case ZOPERATIONTIMEOUT:
   case ZSESSIONEXPIRED:
@@ -472,18 +470,19 @@ void ZookeeperStore::report_holder(const std::string& key, const std::vector<Con
     not_acquired(std::nullopt);
     return;
   }
-  m_client->get(n.dir + "/" + queue[holders.front()].name, lock::max_holder_record_bytes + 1, [not_acquired](Reply& reply) {
-    if (reply.rc != ZOK) {
-      not_acquired(std::nullopt); // released meanwhile
-      return;
-    }
-    lock::HolderInfo holder = parse_holder_record(reply.value);
-    if (reply.stat) {
-      holder.fence = reply.stat->czxid;
-      holder.acquired_ms = reply.stat->ctime;
-    }
-    not_acquired(holder);
-  });
+  m_client->get(n.dir + "/" + queue[holders.front()].name, lock::max_holder_record_bytes + 1,
+                [not_acquired](Reply& reply) {
+                  if (reply.rc != ZOK) {
+                    not_acquired(std::nullopt); // released meanwhile
+                    return;
+                  }
+                  lock::HolderInfo holder = parse_holder_record(reply.value);
+                  if (reply.stat) {
+                    holder.fence = reply.stat->czxid;
+                    holder.acquired_ms = reply.stat->ctime;
+                  }
+                  not_acquired(holder);
+                });
 }
 
 void ZookeeperStore::make_path(const std::string& path,
@@ -554,8 +553,8 @@ void ZookeeperStore::start_renew(const lock::LockName& name, const lock::RenewRe
       Named& e = found->second;
       if (reply.rc == ZOK && reply.stat) {
         outcome.held = reply.stat->ephemeralOwner == e.session;
-      } else if (reply.rc == ZNONODE || reply.rc == ZSESSIONEXPIRED || reply.rc == ZINVALIDSTATE ||
-                 reply.rc == ZAUTHFAILED) {
+      } else if (reply.rc == ZNONODE || reply.rc == ZSESSIONEXPIRED || reply.rc == ZINVALIDSTATE
+                 || reply.rc == ZAUTHFAILED) {
         outcome.held = false;
       } else {
         outcome.error = error_of(reply.rc, "confirm lock '" + key + "'");
@@ -661,8 +660,8 @@ void ZookeeperStore::remove_all(std::vector<std::string> paths,
 void ZookeeperStore::start_withdraw(const lock::LockName& name, const lock::WaitTicket&)
 {
   Named* n = find(name);
-  if (n == nullptr || n->held || n->node.empty() || !m_client || m_dead ||
-      m_client->session_id() != n->session) {
+  if (n == nullptr || n->held || n->node.empty() || !m_client || m_dead
+      || m_client->session_id() != n->session) {
     if (n != nullptr && !n->held) {
       m_named.erase(name.str());
     }
@@ -739,8 +738,8 @@ Error ZookeeperStore::timed_out() noexcept
 {
   bool connecting = !m_client || !m_client->owned() || !m_client->connected();
   std::string what = connecting && !m_was_connected ? "did not accept a connection in time"
-                     : connecting                   ? "lost the connection and did not come back in time"
-                                                    : "did not answer in time";
+                     : connecting ? "lost the connection and did not come back in time"
+                                  : "did not answer in time";
   abandon();
   return Error(ExitCode::unavailable, "ZooKeeper at {} {}", m_url.shown, what);
 }
@@ -813,8 +812,9 @@ void ZookeeperStore::read_holders(const std::string& dir, std::shared_ptr<Inspec
 
 void ZookeeperStore::block_until(const bool& done, util::TimePoint deadline)
 {
-  if (!util::run_until(deadline, [&done] { return done; },
-                       [this](util::EventLoop& loop) { m_client->watch(loop); })) {
+  if (!util::run_until(
+        deadline, [&done] { return done; },
+        [this](util::EventLoop& loop) { m_client->watch(loop); })) {
     throw timed_out();
   }
 }

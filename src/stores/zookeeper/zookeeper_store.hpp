@@ -58,21 +58,21 @@ private:
 
   // One lock name's contender node, if any, and what it holds.
   struct Named {
-    std::string dir;           // the lock's node: chroot + "/" + encoded prefix + name
-    std::string uuid;          // protected-mode id of this process's contender
-    std::string node;          // our contender's full path ("" when none)
-    std::int64_t session = 0;  // the session that made node
-    std::int64_t fence = 0;    // node's czxid
+    std::string dir;          // the lock's node: chroot + "/" + encoded prefix + name
+    std::string uuid;         // protected-mode id of this process's contender
+    std::string node;         // our contender's full path ("" when none)
+    std::int64_t session = 0; // the session that made node
+    std::int64_t fence = 0;   // node's czxid
     std::string token;
     lock::LockKind kind{};
     lock::AcquireRequest request; // of the last acquisition
     bool held = false;
-    bool creating = false;      // a create is in flight
-    bool maybe_created = false; // a create whose answer was lost: look for uuid first
-    std::string watching;       // the node waited for (a waiter)
-    bool woken = false;         // it changed since the last attempt
+    bool creating = false;                  // a create is in flight
+    bool maybe_created = false;             // a create whose answer was lost: look for uuid first
+    std::string watching;                   // the node waited for (a waiter)
+    bool woken = false;                     // it changed since the last attempt
     std::optional<util::TimePoint> wake_by; // a wait_for_wake in progress ends then
-    int attempts = 0;           // steps of the current acquisition (bounds its retries)
+    int attempts = 0;                       // steps of the current acquisition (bounds its retries)
   };
 
   // What inspect() found under a lock's node.
@@ -80,8 +80,8 @@ private:
     std::optional<Error> error;
     std::vector<Contender> queue;
     std::vector<std::size_t> holding;
-    std::vector<lock::HolderInfo> holders;   // of holding, in order
-    std::vector<std::string> fingerprints;   // their tokens' fingerprints
+    std::vector<lock::HolderInfo> holders; // of holding, in order
+    std::vector<std::string> fingerprints; // their tokens' fingerprints
   };
 
   Named& named(const lock::LockName& name);
@@ -110,8 +110,8 @@ private:
   void read_holders(const std::string& dir, std::shared_ptr<Inspection> found,
                     std::function<void(Inspection&)> then);
   // Deletes paths one by one; then gets how many were there.
-  void remove_all(std::vector<std::string> paths, std::function<void(int, std::optional<Error>)> then,
-                  int removed = 0);
+  void remove_all(std::vector<std::string> paths,
+                  std::function<void(int, std::optional<Error>)> then, int removed = 0);
 
   // The error of a failed request, with the exit code its return code means.
   Error error_of(int rc, std::string_view what) const;
@@ -122,9 +122,9 @@ private:
   util::Millis m_request_timeout;
   std::string m_prefix;
   std::unique_ptr<Client> m_client;
-  util::Millis m_asked_timeout{0};  // the session timeout m_client asked for
-  bool m_was_connected = false;     // m_client's session came up once
-  bool m_dead = false;              // m_client's session expired or its authentication failed
+  util::Millis m_asked_timeout{0}; // the session timeout m_client asked for
+  bool m_was_connected = false;    // m_client's session came up once
+  bool m_dead = false;             // m_client's session expired or its authentication failed
   std::vector<std::function<void(std::optional<Error>)>> m_on_ready;
   std::map<std::string, Named> m_named; // by lock name
   lock::OutcomeQueue m_answers;
