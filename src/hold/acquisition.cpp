@@ -10,8 +10,8 @@ using util::TimePoint;
 Acquisition::Acquisition(Clock& clock, lock::Store& store, process::SignalFd& signals,
                          WaitPolicy policy, std::vector<lock::LockName> names,
                          lock::AcquireRequest request)
-  : m_clock(clock), m_store(store), m_signals(signals), m_policy(std::move(policy)),
-    m_names(std::move(names)), m_request(std::move(request))
+  : m_clock(clock), m_store(store), m_signals(signals), m_policy(policy), m_names(std::move(names)),
+    m_request(std::move(request))
 {
 }
 

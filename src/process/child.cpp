@@ -5,9 +5,9 @@
 #include "process/signals.hpp"
 #include "util/error.hpp"
 #include "util/event_loop.hpp"
+#include "util/files.hpp"
 #include "util/forked.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -242,17 +242,8 @@ void exec_in_place(const CommandSpec& spec)
   // ZooKeeper one) leave descriptors without close-on-exec. Marked, not closed: an exec that
   // fails returns to a dlock that still has them.
   if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
-    std::vector<int> open;
-    if (DIR* dir = ::opendir("/proc/self/fd")) {
-      while (const dirent* entry = ::readdir(dir)) {
-        open.push_back(std::atoi(entry->d_name)); // "." and "..": 0, below 3
-      }
-      ::closedir(dir);
-    }
-    for (int fd : open) {
-      if (fd > 2) {
-        ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
-      }
+    for (int fd : util::open_descriptors()) {
+      ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
     }
   }
   ::signal(SIGPIPE, SIG_DFL);                   // dlock ignores it; a command must not inherit that

@@ -1,8 +1,8 @@
 #include "process/guard.hpp"
 
 #include "process/process_table.hpp"
+#include "util/files.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
@@ -125,16 +125,7 @@ void close_all_except(std::vector<int> keep)
   if (ranges) {
     return;
   }
-  std::vector<int> open;
-  if (DIR* dir = ::opendir("/proc/self/fd")) {
-    while (const dirent* entry = ::readdir(dir)) {
-      if (entry->d_name[0] != '.') {
-        open.push_back(std::atoi(entry->d_name));
-      }
-    }
-    ::closedir(dir);
-  }
-  for (int fd : open) {
+  for (int fd : util::open_descriptors()) {
     if (!std::binary_search(keep.begin(), keep.end(), fd)) {
       ::close(fd);
     }

@@ -22,14 +22,16 @@ inline TimePoint deadline_after(std::chrono::milliseconds timeout)
 // acquired_ms, a status's server time) where the store has no clock of its own to ask.
 inline std::int64_t unix_ms()
 {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
 }
 // The same in µs.
 inline std::int64_t unix_us()
 {
-  using namespace std::chrono;
-  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
 }
 
 } // namespace dlock::util

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <fmt/format.h>
 
 namespace dlock::util {
@@ -161,6 +162,21 @@ std::optional<std::string> untrusted_because(const struct stat& st, bool group_m
     return fmt::format("other users can write it (mode {:o})", st.st_mode & 07777);
   }
   return std::nullopt;
+}
+
+std::vector<int> open_descriptors()
+{
+  std::vector<int> open;
+  if (DIR* dir = ::opendir("/proc/self/fd")) {
+    while (const dirent* entry = ::readdir(dir)) {
+      int fd = std::atoi(entry->d_name); // "." and "..": 0
+      if (fd > 2 && fd != ::dirfd(dir)) {
+        open.push_back(fd);
+      }
+    }
+    ::closedir(dir);
+  }
+  return open;
 }
 
 } // namespace dlock::util

@@ -43,6 +43,9 @@ UniqueFd open_or_create_regular_at(int dir, const std::string& name, int flags, 
 
 // The names in dir but . and .., sorted; empty if it cannot be read.
 std::vector<std::string> directory_entries(int dir);
+// The descriptors this process has open above 2, as /proc/self/fd lists them: for closing
+// them where the kernel lacks close_range (before 5.9).
+std::vector<int> open_descriptors();
 
 // Reads fd from offset 0 up to limit bytes; nullopt if it holds more (EFBIG) or a read fails:
 // a file another user fills cannot make dlock read forever or eat memory.

@@ -7,15 +7,11 @@ namespace dlock::etcd {
 
 const LibCurl& curl()
 {
-  static const LibCurl loaded = [] {
-    util::SharedLibrary library("libcurl.so.4", "etcd://", "libcurl", "libcurl4");
-    LibCurl lib;
-#define DLOCK_LIBCURL_RESOLVE(name) library.resolve(lib.name, #name);
-    DLOCK_LIBCURL_FUNCTIONS(DLOCK_LIBCURL_RESOLVE)
-#undef DLOCK_LIBCURL_RESOLVE
-    library.require_all("7.x");
-    return lib;
-  }();
+  static const LibCurl loaded =
+    util::load_library<LibCurl>({"libcurl.so.4", "etcd://", "libcurl", "libcurl4", "7.x"},
+                                [](LibCurl& lib, util::SharedLibrary& library) {
+                                  DLOCK_LIBCURL_FUNCTIONS(DLOCK_LIBRARY_RESOLVE)
+                                });
   return loaded;
 }
 

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "util/shared_library.hpp"
+
 #define CURL_DISABLE_TYPECHECK 1
 #include <curl/curl.h>
 
@@ -29,9 +31,7 @@ namespace dlock::etcd {
 // HTTP/2 and IDN libraries it would add to the start-up time of every dlock run, Redis ones
 // included, while only etcd:// uses it (README, "Performance").
 struct LibCurl {
-#define DLOCK_LIBCURL_POINTER(name) decltype(&::name) name = nullptr;
-  DLOCK_LIBCURL_FUNCTIONS(DLOCK_LIBCURL_POINTER)
-#undef DLOCK_LIBCURL_POINTER
+  DLOCK_LIBRARY_POINTERS(DLOCK_LIBCURL_FUNCTIONS)
 };
 
 // Loads libcurl once; throws Error(config) naming the package to install when it is missing.

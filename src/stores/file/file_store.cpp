@@ -924,6 +924,19 @@ void FileStore::drop_hold(Named& n) noexcept
   n.held = false;
 }
 
+bool FileStore::reach_directories(Outcome& outcome)
+{
+  try {
+    if (open_directories(false)) {
+      return true;
+    }
+    m_answers.answer(std::move(outcome)); // no directory: nothing is held
+  } catch (const Error& error) {
+    m_answers.answer(outcome.op, error);
+  }
+  return false;
+}
+
 void FileStore::start_renew(const lock::LockName& name, const lock::RenewRequest& request)
 {
   Outcome outcome{.op = Op::renew};
@@ -936,13 +949,7 @@ void FileStore::start_renew(const lock::LockName& name, const lock::RenewRequest
   }
   // Held by another process (a nested run checks its caller's token): its live record, for
   // the file that still has the inode it locked.
-  try {
-    if (!open_directories(false)) {
-      m_answers.answer(std::move(outcome));
-      return;
-    }
-  } catch (const Error& error) {
-    m_answers.answer(Op::renew, error);
+  if (!reach_directories(outcome)) {
     return;
   }
   Layout layout(m_dir, name.str());
@@ -969,13 +976,7 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
     m_answers.answer(std::move(outcome));
     return;
   }
-  try {
-    if (!open_directories(false)) {
-      m_answers.answer(std::move(outcome));
-      return;
-    }
-  } catch (const Error& error) {
-    m_answers.answer(Op::release, error);
+  if (!reach_directories(outcome)) {
     return;
   }
   // A file that could not be removed is a release that did not happen: said, not logged as done.

@@ -92,6 +92,9 @@ private:
   // (and create is not set). Error naming what is wrong.
   bool open_directories(bool create);
   void prepare_directory() { open_directories(true); }
+  // open_directories for a renewal or release of another process's lock: false once it has
+  // answered outcome (no directory: not held) or the error.
+  bool reach_directories(lock::Outcome& outcome);
   // Opens (or creates) a lock, slot or turnstile file of DIR: a regular file with one link.
   util::UniqueFd open_lock_file(const Layout& layout, const std::string& name);
   // One NB attempt over the candidates; true when one was locked and is still the file its

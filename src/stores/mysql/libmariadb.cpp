@@ -7,16 +7,11 @@ namespace dlock::mysql {
 
 const LibMariaDb& mariadb()
 {
-  static const LibMariaDb loaded = [] {
-    util::SharedLibrary library("libmariadb.so.3", "mysql://", "MariaDB Connector/C",
-                                "libmariadb3");
-    LibMariaDb lib;
-#define DLOCK_LIBMARIADB_RESOLVE(name) library.resolve(lib.name, #name);
-    DLOCK_LIBMARIADB_FUNCTIONS(DLOCK_LIBMARIADB_RESOLVE)
-#undef DLOCK_LIBMARIADB_RESOLVE
-    library.require_all("3.0");
-    return lib;
-  }();
+  static const LibMariaDb loaded = util::load_library<LibMariaDb>(
+    {"libmariadb.so.3", "mysql://", "MariaDB Connector/C", "libmariadb3", "3.0"},
+    [](LibMariaDb& lib, util::SharedLibrary& library) {
+      DLOCK_LIBMARIADB_FUNCTIONS(DLOCK_LIBRARY_RESOLVE)
+    });
   return loaded;
 }
 

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "util/shared_library.hpp"
+
 #include <mysql.h>
 
 #include <string>
@@ -34,9 +36,7 @@ namespace dlock::mysql {
 // as libpq is (stores/postgres/libpq.hpp): it pulls in OpenSSL, zlib and GnuTLS or the like,
 // which every dlock run would otherwise pay for at start-up, Redis ones included.
 struct LibMariaDb {
-#define DLOCK_LIBMARIADB_POINTER(name) decltype(&::name) name = nullptr;
-  DLOCK_LIBMARIADB_FUNCTIONS(DLOCK_LIBMARIADB_POINTER)
-#undef DLOCK_LIBMARIADB_POINTER
+  DLOCK_LIBRARY_POINTERS(DLOCK_LIBMARIADB_FUNCTIONS)
 };
 
 // Loads the library once; throws Error(config) naming the package to install when missing.

@@ -7,15 +7,9 @@ namespace dlock::postgres {
 
 const LibPq& pq()
 {
-  static const LibPq loaded = [] {
-    util::SharedLibrary library("libpq.so.5", "postgres://", "libpq", "libpq5");
-    LibPq lib;
-#define DLOCK_LIBPQ_RESOLVE(name) library.resolve(lib.name, #name);
-    DLOCK_LIBPQ_FUNCTIONS(DLOCK_LIBPQ_RESOLVE)
-#undef DLOCK_LIBPQ_RESOLVE
-    library.require_all("10");
-    return lib;
-  }();
+  static const LibPq loaded = util::load_library<LibPq>(
+    {"libpq.so.5", "postgres://", "libpq", "libpq5", "10"},
+    [](LibPq& lib, util::SharedLibrary& library) { DLOCK_LIBPQ_FUNCTIONS(DLOCK_LIBRARY_RESOLVE) });
   return loaded;
 }
 

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "util/shared_library.hpp"
+
 #include <libpq-fe.h>
 
 #include <string>
@@ -40,9 +42,7 @@ namespace dlock::postgres {
 // twenty libraries (OpenSSL, Kerberos, LDAP), which would double the start-up time of every
 // dlock run, Redis ones included (README, "Performance").
 struct LibPq {
-#define DLOCK_LIBPQ_POINTER(name) decltype(&::name) name = nullptr;
-  DLOCK_LIBPQ_FUNCTIONS(DLOCK_LIBPQ_POINTER)
-#undef DLOCK_LIBPQ_POINTER
+  DLOCK_LIBRARY_POINTERS(DLOCK_LIBPQ_FUNCTIONS)
 };
 
 // Loads libpq once; throws Error(config) naming the package to install when it is missing.

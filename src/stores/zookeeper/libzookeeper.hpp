@@ -1,5 +1,7 @@
 #pragma once
 
+#include "util/shared_library.hpp"
+
 #include <zookeeper/zookeeper.h>
 
 #include <string>
@@ -39,9 +41,7 @@ namespace dlock::zookeeper {
 // libzookeeper_mt, loaded on first use (dlopen of libzookeeper_mt.so.2) rather than linked,
 // as libpq is: a Redis run then neither loads it nor pays for its start-up.
 struct LibZookeeper {
-#define DLOCK_ZOO_POINTER(name) decltype(&::name) name = nullptr;
-  DLOCK_ZOO_FUNCTIONS(DLOCK_ZOO_POINTER)
-#undef DLOCK_ZOO_POINTER
+  DLOCK_LIBRARY_POINTERS(DLOCK_ZOO_FUNCTIONS)
 #define DLOCK_ZOO_CONSTANT(name) int name = 0;
   DLOCK_ZOO_CONSTANTS(DLOCK_ZOO_CONSTANT)
 #undef DLOCK_ZOO_CONSTANT
