@@ -196,8 +196,11 @@ in_own_group() { python3 -c 'import os, sys; os.setpgid(0, 0); os.execvp(sys.arg
 }
 
 @test "kill -TSTP of a running dlock without a terminal stops the command alone; kill -CONT continues it" {
+  # The command waits with bash's read -t, never forking: a shell stopped while it forks a
+  # sleep waits in vfork (state D) behind its stopped child, and would never show T itself.
+  mkfifo "$T/tick"
   in_own_group sh -c 'echo $$ >"$T/caller.pid"
-    "$DLOCK" run -k tstp -- sh -c "echo \$\$ >\"\$T/cmd.pid\"; until [ -e \"\$T/go\" ]; do sleep 0.02; done; echo ran"
+    "$DLOCK" run -k tstp -- bash -c "echo \$\$ >\"\$T/cmd.pid\"; exec 9<>\"\$T/tick\"; until [ -e \"\$T/go\" ]; do read -t 0.02 -u 9 _ || true; done; echo ran"
     echo "$?" >"$T/caller.done"' </dev/null >"$T/caller.out" 2>&1 3>&- &
   wait_for "[ -s '$T/cmd.pid' ]" 10
   local caller dlock cmd
