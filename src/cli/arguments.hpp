@@ -34,6 +34,11 @@ struct Arguments {
   bool no_wait = false;
   bool fair = false;
   int conflict_exit_code = static_cast<int>(ExitCode::conflict);
+  std::optional<std::string> min_hold;   // --min-hold D
+  std::optional<std::string> lock_delay; // --lock-delay D
+  bool replace = false;                  // --replace
+  bool supersede = false;                // --supersede
+  std::optional<std::string> note;       // --note TEXT
   int wait_replicas = 0;
   std::optional<std::string> wait_replicas_timeout;
   bool json = false;

@@ -70,6 +70,21 @@ void add_acquire_options(CLI::App& command, Arguments& args)
     ->check(CLI::Range(1, 1000000));
   command.add_flag("--fair", args.fair, "first come, first served among waiters");
   add_conflict_exit_code(command, args, "exit status when the lock is not obtained");
+  command
+    .add_option("--min-hold", args.min_hold,
+                "keep the lock taken at least D from acquisition, even if released sooner "
+                "(once per period)")
+    ->type_name("D");
+  command
+    .add_option("--lock-delay", args.lock_delay,
+                "if this lease ends without a release, the lock stays closed D more")
+    ->type_name("D");
+  command.add_flag("--replace", args.replace,
+                   "take over: ask the holder to stop its command and release (it exits 76)");
+  command.add_flag("--supersede", args.supersede,
+                   "newest waiter wins: older --supersede waiters give up (conflict exit code)");
+  command.add_option("--note", args.note, "why it is held (shown by status, list and conflicts)")
+    ->type_name("TEXT");
   add_replica_options(
     command, args, "count the lock (and each renewal) only once N replicas have it (Redis WAIT)");
 }

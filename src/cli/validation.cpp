@@ -1,7 +1,9 @@
 #include "cli/validation.hpp"
 
+#include "lock/holder.hpp"
 #include "util/duration.hpp"
 #include "util/error.hpp"
+#include "util/text.hpp"
 
 #include <signal.h>
 
@@ -159,6 +161,28 @@ lock::ReplicaAck resolve_replicas(const Arguments& args, util::Millis ttl)
 // How to take the lock, shared by run and acquire (only acquire requires --ttl). The replicas
 // are resolved by each, since run checks its command first: which of two mistakes is reported
 // stays as it was.
+// A lock kept at least min_hold cannot be given back after max_hold: one would have to give.
+void refuse_min_hold_past(util::Millis min_hold, util::Millis max_hold)
+{
+  if (max_hold < min_hold) {
+    throw Error(ExitCode::usage, "--min-hold {} is longer than --max-hold {}",
+                util::format_duration(min_hold), util::format_duration(max_hold));
+  }
+}
+
+// --note TEXT: at most lock::max_note_chars characters, each printable as it is (no control,
+// invisible or invalid UTF-8 character, which status would have to escape).
+std::string resolve_note(const std::string& note)
+{
+  if (util::printable(note) != note) {
+    throw Error(ExitCode::usage, "--note must be printable text (got {})", util::printable(note));
+  }
+  if (util::utf8_prefix_chars(note, lock::max_note_chars).size() != note.size()) {
+    throw Error(ExitCode::usage, "--note is longer than {} characters", lock::max_note_chars);
+  }
+  return note;
+}
+
 commands::LockRequestOptions resolve_lock_request(const Arguments& args, bool ttl_required)
 {
   commands::LockRequestOptions request{.keys = resolve_keys(args), .kind = resolve_kind(args)};
@@ -175,6 +199,24 @@ commands::LockRequestOptions resolve_lock_request(const Arguments& args, bool tt
   request.no_wait = args.no_wait;
   request.fair = args.fair;
   request.conflict_exit_code = args.conflict_exit_code;
+  if (args.min_hold) {
+    request.policy.min_hold = positive_duration(*args.min_hold, "--min-hold");
+  }
+  if (args.lock_delay) {
+    request.policy.lock_delay = positive_duration(*args.lock_delay, "--lock-delay");
+  }
+  request.policy.replace = args.replace;
+  if (args.supersede && args.no_wait) {
+    throw Error(ExitCode::usage, "--supersede is for waiters: it cannot be used with --no-wait");
+  }
+  request.policy.supersede = args.supersede;
+  if (args.replace && request.kind != lock::LockKind::exclusive()) {
+    throw Error(ExitCode::usage, "--replace takes over an exclusive lock: not with --shared or "
+                                 "--limit");
+  }
+  if (args.note) {
+    request.note = resolve_note(*args.note);
+  }
   return request;
 }
 
@@ -222,6 +264,7 @@ commands::RunOptions resolve_run(const Arguments& args, const GlobalOptions& glo
   }
   if (args.max_hold) {
     run.max_hold = positive_duration(*args.max_hold, "--max-hold");
+    refuse_min_hold_past(run.policy.min_hold, *run.max_hold);
   }
   if (args.metrics_dir) {
     if (args.metrics_dir->empty()) {
@@ -268,6 +311,7 @@ commands::AcquireOptions resolve_acquire(const Arguments& args)
   }
   if (args.max_hold) {
     keep.max_hold = positive_duration(*args.max_hold, "--max-hold");
+    refuse_min_hold_past(acquire.policy.min_hold, *keep.max_hold);
   }
   if (args.keep_on_lost) {
     keep.on_lost_signal = parse_on_lost_signal(*args.keep_on_lost);

@@ -37,6 +37,7 @@ int acquire(Context& context, const AcquireOptions& options)
   // The lock belongs to the calling script, which outlives this process.
   lock::HolderInfo me = lock::HolderInfo::current(caller_name());
   me.pid = ::getppid();
+  me.note = options.note;
   // --keep: the keep process is the lock's holder, for as long as the script lives.
   std::optional<KeepProcess> keeper;
   if (options.keep) {
@@ -54,8 +55,13 @@ int acquire(Context& context, const AcquireOptions& options)
     hold::make_wait_policy(options.no_wait, options.fair, options.wait, context.request_timeout);
   policy.replicas = options.replicas;
   policy.kind = options.kind;
-  lock::AcquireRequest request{
-    .token = token, .ttl = options.ttl, .holder = me, .ticket = {}, .ack = {}};
+  lock::AcquireRequest request{.token = token,
+                               .ttl = options.ttl,
+                               .holder = me,
+                               .ticket = {},
+                               .ack = {},
+                               .kind = {},
+                               .policy = options.policy};
   hold::Taken outcome =
     hold::Acquisition(hold::system_clock(), context.store, signals, policy, names, request)
       .finish();

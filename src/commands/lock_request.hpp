@@ -3,6 +3,7 @@
 #include "lock/kind.hpp"
 #include "lock/lease.hpp"
 #include "lock/name.hpp"
+#include "lock/store.hpp"
 #include "util/error.hpp"
 
 #include <optional>
@@ -11,7 +12,8 @@
 namespace dlock::commands {
 
 // How to take a lock, validated: what `run` and `acquire` share (their --key, --shared,
-// --limit, --ttl, --wait, --no-wait, --fair, -E and --wait-replicas), written once; both
+// --limit, --ttl, --wait, --no-wait, --fair, -E, --wait-replicas and the cron and CI policies
+// --min-hold, --lock-delay, --replace, --supersede, --note), written once; both
 // option structs derive from it, so its fields read as their own.
 struct LockRequestOptions {
   std::vector<lock::LockName> keys{}; // one or more, in canonical order
@@ -22,6 +24,8 @@ struct LockRequestOptions {
   bool fair = false; // first come, first served among waiters
   int conflict_exit_code = static_cast<int>(ExitCode::conflict);
   lock::ReplicaAck replicas{}; // --wait-replicas: the lock and each renewal count once they have it
+  lock::LockPolicy policy{};   // --min-hold, --lock-delay, --replace, --supersede
+  std::string note{};          // --note: printable, at most lock::max_note_chars characters
 };
 
 } // namespace dlock::commands

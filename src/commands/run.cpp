@@ -131,15 +131,21 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
   // acquisition and the command.
   std::optional<process::ProcessGroup> group;
   const std::string token = util::random_token();
-  const lock::HolderInfo me =
+  lock::HolderInfo me =
     lock::HolderInfo::current(lock::recorded_command(options.command, options.record_command));
+  me.note = options.note;
 
   hold::WaitPolicy wait_policy =
     hold::make_wait_policy(options.no_wait, options.fair, options.wait, context.request_timeout);
   wait_policy.replicas = options.replicas;
   wait_policy.kind = options.kind;
-  lock::AcquireRequest request{
-    .token = token, .ttl = options.ttl, .holder = me, .ticket = {}, .ack = {}};
+  lock::AcquireRequest request{.token = token,
+                               .ttl = options.ttl,
+                               .holder = me,
+                               .ticket = {},
+                               .ack = {},
+                               .kind = {},
+                               .policy = options.policy};
   hold::Acquisition acquisition(hold::system_clock(), context.store, signals, wait_policy, names,
                                 request);
   acquisition.begin();

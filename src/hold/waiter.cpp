@@ -78,6 +78,22 @@ lock::Outcome await_on(Clock& clock, lock::Store& store, lock::Outcome::Op op, T
 
 } // namespace
 
+void require_policy(const lock::Store& store, const lock::LockPolicy& policy)
+{
+  if (policy.min_hold > Millis(0)) {
+    lock::require(store, lock::Feature::min_hold);
+  }
+  if (policy.lock_delay > Millis(0)) {
+    lock::require(store, lock::Feature::lock_delay);
+  }
+  if (policy.replace) {
+    lock::require(store, lock::Feature::replace);
+  }
+  if (policy.supersede) {
+    lock::require(store, lock::Feature::supersede);
+  }
+}
+
 WaitPolicy make_wait_policy(bool no_wait, bool fair, std::optional<Millis> wait,
                             Millis request_timeout)
 {
@@ -434,6 +450,7 @@ void Waiter::begin_take(const lock::LockName& name, const lock::AcquireRequest& 
   if (m_policy.replicas.replicas > 0) {
     lock::require(m_store, lock::Feature::replicas);
   }
+  require_policy(m_store, request.policy);
   lock::AcquireRequest sent = request;
   sent.ack = m_policy.replicas;
   sent.kind = m_policy.kind;

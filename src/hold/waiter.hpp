@@ -29,6 +29,9 @@ struct WaitPolicy {
 WaitPolicy make_wait_policy(bool no_wait, bool fair, std::optional<util::Millis> wait,
                             util::Millis request_timeout);
 
+// Refuses (lock::require) the policies of request a store does not have, before anything is sent.
+void require_policy(const lock::Store& store, const lock::LockPolicy& policy);
+
 // Who holds the lock, from an attempt that found it held; with_lease adds the remaining lease
 // (not for the redrawn line, where it would go stale).
 std::string who_holds(const lock::AcquireResult& result, bool with_lease = true);

@@ -9,9 +9,6 @@ namespace dlock::lock {
 
 namespace {
 
-constexpr FeatureSet every_feature{Feature::fair,       Feature::shared,   Feature::limit,
-                                   Feature::coordinate, Feature::detached, Feature::replicas};
-
 // One column of the feature table: a kind of store, as refusals name it, and what it does.
 struct Column {
   StoreKind kind;
@@ -26,8 +23,12 @@ struct Column {
 // Sentinel is one Redis store; independent masters (Redlock) cannot agree on a queue, a count
 // or a state; a database session cannot outlive its process.
 constexpr Column table[] = {
-  {StoreKind::redis, "one Redis server, Sentinel or Cluster", " (redis://, rediss://, unix://)", "",
-   every_feature},
+  {StoreKind::redis,
+   "one Redis server, Sentinel or Cluster",
+   " (redis://, rediss://, unix://)",
+   "",
+   {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate, Feature::detached,
+    Feature::replicas}},
   {StoreKind::redlock, "Redlock", "", "", {Feature::detached, Feature::replicas}},
   {StoreKind::postgres, "PostgreSQL", " (postgres://)", " (postgres://)", {Feature::shared}},
   {StoreKind::mysql, "MySQL or MariaDB", " (mysql://)", " (mysql://)", {}},
@@ -60,6 +61,14 @@ Row row(Feature feature)
             "Redis or Redlock, whose lease is not tied to a connection; use dlock run", "detached"};
   case Feature::replicas:
     return {"--wait-replicas", "Redis, whose WAIT counts the replicas a write reached", "replicas"};
+  case Feature::min_hold:
+    return {"--min-hold", "", "min_hold"};
+  case Feature::lock_delay:
+    return {"--lock-delay", "", "lock_delay"};
+  case Feature::replace:
+    return {"--replace", "", "replace"};
+  case Feature::supersede:
+    return {"--supersede", "", "supersede"};
   }
   return {"?", "?", "?"};
 }

@@ -18,6 +18,10 @@ enum class Feature {
   coordinate, // wait, barrier, latch: one state per name besides the lock
   detached,   // acquire (--keep or not): a lock that outlives the dlock process that took it
   replicas,   // --wait-replicas N: a write acknowledged by the store's replicas
+  min_hold,   // --min-hold D: the lock outlives its holder's release until D from acquisition
+  lock_delay, // --lock-delay D: a lease that ended without a release closes the lock for D
+  replace,    // --replace: the holder is asked through the store to stand down
+  supersede,  // --supersede: the newest waiter makes older ones give up
 };
 
 // The features a store has, as one value (StoreTraits::features).

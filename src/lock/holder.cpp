@@ -54,8 +54,8 @@ HolderInfo HolderInfo::not_dlock()
 bool HolderInfo::plausible() const
 {
   return host.size() <= max_holder_field_bytes && user.size() <= max_holder_field_bytes
-         && command.size() <= max_holder_field_bytes && pid >= 0 && acquired_ms >= 0 && fence >= 0
-         && ttl_ms >= 0;
+         && command.size() <= max_holder_field_bytes && note.size() <= max_note_bytes && pid >= 0
+         && acquired_ms >= 0 && fence >= 0 && ttl_ms >= 0;
 }
 
 std::optional<std::int64_t> parse_record_number(std::string_view text)
@@ -84,6 +84,7 @@ std::optional<HolderInfo> parse_holder_record(std::span<const HolderField> field
     std::string* text = field.name == "host"      ? &info.host
                         : field.name == "user"    ? &info.user
                         : field.name == "command" ? &info.command
+                        : field.name == "note"    ? &info.note
                                                   : nullptr;
     std::int64_t* number = field.name == "pid"           ? &info.pid
                            : field.name == "acquired_ms" ? &info.acquired_ms
@@ -91,7 +92,7 @@ std::optional<HolderInfo> parse_holder_record(std::span<const HolderField> field
                            : field.name == "ttl_ms"      ? &info.ttl_ms
                                                          : nullptr;
     if (text != nullptr) {
-      if (field.value.size() > max_holder_field_bytes) {
+      if (field.value.size() > (text == &info.note ? max_note_bytes : max_holder_field_bytes)) {
         return std::nullopt;
       }
       *text = field.value;
@@ -112,8 +113,12 @@ std::string HolderInfo::describe() const
     // Not a dlock: what the store could say of it (etcd: "etcdctl lock (lease 694d…)").
     return command.empty() ? "an unknown holder" : util::printable(command);
   }
-  return fmt::format("{}@{} pid {} ({})", util::printable(user), util::printable(host), pid,
-                     util::printable(command));
+  std::string text = fmt::format("{}@{} pid {} ({})", util::printable(user), util::printable(host),
+                                 pid, util::printable(command));
+  if (!note.empty()) {
+    text += fmt::format(", note: {}", util::printable(note));
+  }
+  return text;
 }
 
 std::string HolderInfo::identity() const

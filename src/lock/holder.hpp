@@ -18,6 +18,8 @@ struct HolderInfo {
   std::int64_t acquired_ms = 0; // Unix time in ms, from the store's clock
   std::int64_t fence = 0;       // fencing token handed to this holder
   std::int64_t ttl_ms = 0;      // lease length the holder asked for
+  // Why it is held (--note): printable, at most max_note_chars; shown wherever the holder is.
+  std::string note;
 
   // This process: host name, pid, user name and the given command (each truncated to
   // max_holder_field_bytes).
@@ -25,9 +27,9 @@ struct HolderInfo {
   // A record someone else wrote in dlock's place (another tenant of the store): the lock is
   // held, by nobody dlock can name.
   static HolderInfo not_dlock();
-  // "user@host pid 123 (cmd)" for one-line messages.
+  // "user@host pid 123 (cmd)" for one-line messages, with ": note" when there is one.
   std::string describe() const;
-  // "user@host pid 123": who, without the command, for logs that others read (syslog).
+  // "user@host pid 123": who, without the command or the note, for logs that others read.
   std::string identity() const;
   // Whether other names the same holder process (a store of several nodes records one holder
   // on each, with its own fencing token and times).
@@ -43,6 +45,9 @@ struct HolderInfo {
 
 // Longest text field (host, user, command) of a holder record dlock writes or accepts, in bytes.
 inline constexpr std::size_t max_holder_field_bytes = 256;
+// Longest --note: in characters as given, and in bytes as a record field (4 bytes each at most).
+inline constexpr std::size_t max_note_chars = 256;
+inline constexpr std::size_t max_note_bytes = 4 * max_note_chars;
 // Longest command line kept in the metadata, in bytes.
 inline constexpr std::size_t max_command_length = max_holder_field_bytes;
 // Longest holder record dlock writes or reads, all names and values together, in bytes: what

@@ -35,6 +35,11 @@ struct LockStatus {
   std::vector<SlotHolder> slots;
   HolderInfo holder;
   std::int64_t ttl_ms = 0; // remaining lease
+  // Held only for the holder's --min-hold: its command ended (released); free in ttl_ms.
+  bool command_ended = false;
+  // Not held, but the last lease ended without a release (--lock-delay): it cannot be taken for
+  // this long yet (holder: who held it, when the store knows). 0: free.
+  std::int64_t delay_ms = 0;
   // The fencing counter (last token handed out); nothing when the store holds a value dlock
   // did not write there (another tenant's), shown as unknown.
   std::optional<std::int64_t> last_fence = 0;

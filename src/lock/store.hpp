@@ -50,14 +50,34 @@ struct GateRequest {
   std::int64_t parties = 0; // barrier: how many parties make it trip (every party gives the same)
 };
 
+// The cron and CI policies of one acquisition: kept with the lock in the store, so that every
+// dlock honours them whatever becomes of the holder (see each store's features for which it has).
+struct LockPolicy {
+  // --min-hold: the lock stays taken at least this long from its acquisition (the store's clock),
+  // however the holder ends: a release by token before then leaves it held, marked as ended
+  // (LockStatus::command_ended), until then; only release --force frees it sooner. 0: none.
+  util::Millis min_hold{0};
+  // --lock-delay: when this holder's lease ends without a release by token (it expired, was
+  // lost, or was forced), the lock cannot be taken for this long after (Lease::lock_delay). 0:
+  // none.
+  util::Millis lock_delay{0};
+  // --replace: when another holds the lock, ask it to stand down (its next renewal is refused,
+  // Outcome::replaced_by), then wait for its release as usual (AcquireResult::replace_asked).
+  bool replace = false;
+  // --supersede: a waiter that registers announces itself the newest; any older --supersede
+  // waiter's next attempt answers superseded_by instead of waiting on (woken to see it).
+  bool supersede = false;
+};
+
 // One attempt to take a lock.
 struct AcquireRequest {
   std::string token; // secret of this holder; renew and release must present it
   util::Millis ttl{30'000};
-  HolderInfo holder; // who asks, shown to others by status and in conflict messages
-  WaitTicket ticket; // registers the caller as a waiter in the same step when it is held
-  ReplicaAck ack;    // when taken: replicas that must have it
-  LockKind kind{};   // exclusive, shared, or a slot of a semaphore
+  HolderInfo holder;   // who asks, shown to others by status and in conflict messages
+  WaitTicket ticket;   // registers the caller as a waiter in the same step when it is held
+  ReplicaAck ack;      // when taken: replicas that must have it
+  LockKind kind{};     // exclusive, shared, or a slot of a semaphore
+  LockPolicy policy{}; // --min-hold, --lock-delay, --replace, --supersede
 };
 
 // The outcome of one acquisition attempt.
@@ -68,6 +88,8 @@ struct AcquireResult {
     no_expiry,    // held without a TTL: by a session or a process, or by data dlock did not write
     fair_queue,   // free, but earlier --fair waiters go first
     writer_first, // free, but a waiting exclusive holder goes before new shared ones
+    min_hold,     // held by a holder whose command ended, for its --min-hold: in holder_ttl
+    lock_delay,   // free, but the last lease (holder) ended without a release: in holder_ttl
   };
 
   bool acquired = false;
@@ -80,6 +102,12 @@ struct AcquireResult {
   // registered; the caller's mistake, not a wait).
   std::optional<LockKind> kind_in_use;
   util::Millis block{0}; // when not: how long to wait for a wake-up before retrying
+  // When not, with policy.supersede: a newer --supersede waiter arrived (who, as it recorded
+  // itself); this waiter is no longer registered and gives up.
+  std::optional<HolderInfo> superseded_by;
+  // When not, with policy.replace: the holder was asked to stand down (it sees it at its next
+  // renewal); the waiter waits for its release.
+  bool replace_asked = false;
   // When acquired across several nodes (Redlock): the part of the TTL left when the majority
   // had answered, less the clock drift; nullopt: the whole TTL.
   std::optional<util::Millis> validity;
@@ -144,6 +172,11 @@ struct Outcome {
   // disconnected: the connection was the lease (a database session), so the lock went with
   // it; the holder confirms at once instead of after a retry interval.
   bool lease_ended = false;
+  // renew, not held: a --replace acquirer asked this holder to stand down (who it is); the
+  // lease was not extended, the lock is still the token's until it releases or it expires.
+  std::optional<HolderInfo> replaced_by{};
+  // release, held: the lock stays taken this much longer, for the holder's --min-hold.
+  util::Millis kept_for{0};
 
   // op's answer that says no more than done, or failed with error.
   static Outcome of(Op op, std::optional<Error> error = std::nullopt)
@@ -219,7 +252,8 @@ public:
   // Extends the lease if the token still holds it (Outcome::held).
   virtual void start_renew(const LockName& name, const RenewRequest& request) = 0;
   // Deletes the lock if token holds it (any holder if token is empty: --force) and wakes one
-  // waiter (Outcome::held: whether it was held).
+  // waiter (Outcome::held: whether it was held). A holder's --min-hold not yet over keeps it
+  // (Outcome::kept_for) unless forced; a forced release starts the holder's --lock-delay.
   virtual void start_release(const LockName& name, const std::string& token) = 0;
   // Forgets a waiter that gives up (registrations also expire on their own); a barrier party's
   // arrival is withdrawn only if its barrier has not tripped (Outcome::gate.open if it had).

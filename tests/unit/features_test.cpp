@@ -19,8 +19,10 @@ using dlock::lock::StoreKind;
 
 namespace {
 
-const Feature every_feature[] = {Feature::fair,       Feature::shared,   Feature::limit,
-                                 Feature::coordinate, Feature::detached, Feature::replicas};
+const Feature every_feature[] = {Feature::fair,       Feature::shared,     Feature::limit,
+                                 Feature::coordinate, Feature::detached,   Feature::replicas,
+                                 Feature::min_hold,   Feature::lock_delay, Feature::replace,
+                                 Feature::supersede};
 
 // A store that has nothing beyond one exclusive lock, named "X".
 class BareStore final : public dlock::lock::Store {
@@ -71,6 +73,10 @@ const std::map<std::string, Feature> man_rows = {
   {"wait/barrier/latch", Feature::coordinate},
   {"acquire, \\-\\-keep", Feature::detached},
   {"\\-\\-wait\\-replicas", Feature::replicas},
+  {"\\-\\-min\\-hold", Feature::min_hold},
+  {"\\-\\-lock\\-delay", Feature::lock_delay},
+  {"\\-\\-replace", Feature::replace},
+  {"\\-\\-supersede", Feature::supersede},
 };
 
 // What the man page's table that starts with header says: per column, the features marked

@@ -17,6 +17,8 @@ std::int64_t lease_rank(const lock::AcquireResult& result)
 {
   switch (result.lease) {
   case lock::AcquireResult::Lease::ends:
+  case lock::AcquireResult::Lease::min_hold:
+  case lock::AcquireResult::Lease::lock_delay:
     return result.holder_ttl.count();
   case lock::AcquireResult::Lease::no_expiry:
     return -1;
