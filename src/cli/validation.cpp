@@ -210,9 +210,16 @@ commands::LockRequestOptions resolve_lock_request(const Arguments& args, bool tt
     throw Error(ExitCode::usage, "--supersede is for waiters: it cannot be used with --no-wait");
   }
   request.policy.supersede = args.supersede;
-  if (args.replace && request.kind != lock::LockKind::exclusive()) {
-    throw Error(ExitCode::usage, "--replace takes over an exclusive lock: not with --shared or "
-                                 "--limit");
+  if (request.kind != lock::LockKind::exclusive()) {
+    for (auto [given, name] : {std::pair{args.min_hold.has_value(), "--min-hold"},
+                               std::pair{args.lock_delay.has_value(), "--lock-delay"},
+                               std::pair{args.replace, "--replace"},
+                               std::pair{args.supersede, "--supersede"}}) {
+      if (given) {
+        throw Error(ExitCode::usage, "{} is a policy of an exclusive lock: not with {}", name,
+                    args.shared ? "--shared" : "--limit");
+      }
+    }
   }
   if (args.note) {
     request.note = resolve_note(*args.note);

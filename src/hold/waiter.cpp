@@ -288,8 +288,8 @@ public:
 
   Reading read(const lock::Outcome& answer, lock::WaitTicket& ticket) override
   {
-    (void)ticket;
     const lock::AcquireResult& result = answer.acquire;
+    ticket.registered = !result.acquired && mode() != lock::WaitMode::once;
     refuse_other_kind(result);
     if (result.acquired && answer.replicas_acknowledged.value_or(0) < m_policy.replicas.replicas) {
       // A failover now could hand the lock to someone else: do not use it.

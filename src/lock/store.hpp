@@ -42,6 +42,9 @@ struct WaitTicket {
   // barrier: the generation this party joined (0 before it arrived): a later one means that
   // its barrier tripped, and its wake-ups come on that generation's own list.
   std::int64_t generation = 0;
+  // A lock waiter's attempt after one that registered it (an earlier attempt was not granted):
+  // a --supersede waiter announces itself on its first registration only.
+  bool registered = false;
 };
 
 // One attempt of a waiter that takes nothing (start_gate).
