@@ -211,10 +211,10 @@ commands::LockRequestOptions resolve_lock_request(const Arguments& args, bool tt
   }
   request.policy.supersede = args.supersede;
   if (request.kind != lock::LockKind::exclusive()) {
-    for (auto [given, name] : {std::pair{args.min_hold.has_value(), "--min-hold"},
-                               std::pair{args.lock_delay.has_value(), "--lock-delay"},
-                               std::pair{args.replace, "--replace"},
-                               std::pair{args.supersede, "--supersede"}}) {
+    for (auto [given, name] :
+         {std::pair{args.min_hold.has_value(), "--min-hold"},
+          std::pair{args.lock_delay.has_value(), "--lock-delay"},
+          std::pair{args.replace, "--replace"}, std::pair{args.supersede, "--supersede"}}) {
       if (given) {
         throw Error(ExitCode::usage, "{} is a policy of an exclusive lock: not with {}", name,
                     args.shared ? "--shared" : "--limit");
