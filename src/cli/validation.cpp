@@ -221,6 +221,11 @@ commands::LockRequestOptions resolve_lock_request(const Arguments& args, bool tt
       }
     }
   }
+  if (args.min_hold && request.keys.size() > 1) {
+    // Several keys are taken one by one, and one taken while another is busy is given back
+    // by its token: a --min-hold would keep it closed.
+    throw Error(ExitCode::usage, "--min-hold takes one --key");
+  }
   if (args.note) {
     request.note = resolve_note(*args.note);
   }
