@@ -344,12 +344,22 @@ void RedisStore::start_renew(const lock::LockName& name, const lock::RenewReques
 
 void RedisStore::start_release(const lock::LockName& name, const std::string& token)
 {
+  send_release(name, token, false);
+}
+
+void RedisStore::start_give_back(const lock::LockName& name, const std::string& token)
+{
+  send_release(name, token, true);
+}
+
+void RedisStore::send_release(const lock::LockName& name, const std::string& token, bool at_once)
+{
   LockKeys k = keys(name);
   std::vector<std::string> script_keys{k.lock,         k.holder,   k.waiters, k.queue,
                                        k.queue_expiry, k.wake,     k.holders, k.slots,
                                        k.kind,         k.watchers, k.watch};
   const Script& script = scripts::release();
-  std::vector<std::string> args{token};
+  std::vector<std::string> args{token, at_once ? "1" : "0"};
   send(Pending{.op = Outcome::Op::release,
                .argv = script.evalsha(script_keys, args),
                .eval = script.eval(script_keys, args),

@@ -40,7 +40,7 @@ const Script& renew();
 const Script& renew_slot();
 
 // KEYS: lock, holder, waiters, queue, queue-expiry, wake, holders, slots, kind, watchers,
-// watch. ARGV: token ("" = force).
+// watch. ARGV: token ("" = force), "1" to free it at once (Node::start_give_back).
 // Deletes the lock only while token holds it (any holder when forced): 0 if not; {ms left}
 // when the token released before its --min-hold is over (kept, marked ended). A forced
 // release starts the holder's --lock-delay (or clears one pending on a free key). Once the key

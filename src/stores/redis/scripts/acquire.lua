@@ -216,6 +216,7 @@ local replace_asked = 0
 if replace and exclusive_held and state == 0 and pttl > 0 and #holder > 0
    and holder[1] ~= 'not_dlock' then
   redis.call('HSET', holder_key, 'replaced_by', cjson.encode(who))
+  keep_for(holder_key, pttl) -- (a record another tenant left without expiry gets one)
   replace_asked = 1
 end
 if mode ~= 'once' and kind == 'exclusive' then

@@ -17,6 +17,7 @@ local kind_key = KEYS[9]
 local watchers_key = KEYS[10]
 local watch_key = KEYS[11]
 local token = ARGV[1] -- '': force
+local at_once = ARGV[2] == '1' -- a Redlock attempt given back: no --min-hold kept
 
 local now = server_now()
 reclaim_slots(holders_key, slots_key, kind_key, now)
@@ -27,7 +28,8 @@ if current and (token == '' or current == token) then
   local policy = holder_policy(holder_key)
   -- Released by its holder before its --min-hold is over (and not replaced, which frees it
   -- at once): kept, unrenewed, until hold_until; a clean end, so no --lock-delay.
-  if token ~= '' and not policy.replaced_by and policy.hold_until and policy.hold_until > now then
+  if token ~= '' and not at_once and not policy.replaced_by and policy.hold_until
+     and policy.hold_until > now then
     if not policy.ended then
       local left = policy.hold_until - now
       redis.call('PEXPIRE', lock_key, left)
