@@ -478,3 +478,20 @@ assert [n["held"] for n in locks[0]["nodes"]] == [True, True, True, True, False]
   node_cli "$(awk '{ print $3 }' <<<"$NODE_PORTS")" DEL 'dlock:{rn}:holder' >/dev/null
   run -0 "$DLOCK" "${RL[@]}" run -n -k rn -- true
 }
+
+@test "--min-hold and --replace across the nodes: kept by a majority after the command; a replaced holder exits 76 naming the replacer" {
+  run -0 "$DLOCK" "${RL[@]}" run -k rm --min-hold 5s -- true
+  run -0 --separate-stderr "$DLOCK" "${RL[@]}" status rm --json
+  json_ok 'assert d["held"] is True and d["command_ended"] is True and 0 < d["ttl_ms"] <= 5000, d'
+  run -75 "$DLOCK" "${RL[@]}" run -n -k rm -- true
+  run -0 "$DLOCK" "${RL[@]}" release --force -k rm
+  start_bg holder "$DLOCK" "${RL[@]}" run -k rm -t 3s --kill-after 1s -- sh -c 'echo $$ >"$T/cmd.pid"; exec sleep 60'
+  local holder=$BG_PID st=0
+  wait_for "[ -s '$T/cmd.pid' ]" 10
+  run -0 "$DLOCK" "${RL[@]}" run -k rm --replace --note successor -w 20s -- touch "$T/new"
+  wait "$holder" || st=$?
+  cat "$T/holder.err"
+  [ "$st" -eq 76 ]
+  grep -q "replaced by .*successor" "$T/holder.err"
+  [ -e "$T/new" ]
+}

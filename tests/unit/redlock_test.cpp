@@ -26,6 +26,7 @@ public:
   std::deque<Outcome> acquire_answers, renew_answers, release_answers;
   int acquires = 0, renews = 0, releases = 0, give_backs = 0;
   dlock::lock::LockStatus status_answer{};
+  AcquireRequest last_acquire{};
   std::int64_t raised_to = 0;
 
   static Outcome granted(std::int64_t fence)
@@ -49,9 +50,10 @@ public:
   }
   static Outcome renewed(bool held) { return Outcome::holding(Op::renew, held); }
 
-  void start_acquire(const LockName&, const AcquireRequest&) override
+  void start_acquire(const LockName&, const AcquireRequest& request) override
   {
     ++acquires;
+    last_acquire = request;
     m_answers.answer(next(acquire_answers, granted(1)));
   }
   void start_wait_for_wake(const LockName&, const dlock::lock::WaitTicket&,
@@ -360,4 +362,20 @@ TEST(Redlock, StatusShowsALockDelayOnlyWhileAMajorityRefuses)
   c.nodes[0]->status_answer.delay_ms = 0;
   c.nodes[1]->status_answer.delay_ms = 0;
   EXPECT_EQ(c.store->status(name(), dlock::util::deadline_after(1s)).delay_ms, 0);
+}
+
+TEST(Redlock, ANodeRejoinedAsksNoHolderToStandDownButKeepsTheMinHold)
+{
+  Cluster c(5);
+  AcquireRequest asked = request();
+  asked.policy.replace = true;
+  asked.policy.min_hold = 60s;
+  c.store->start_acquire(name(), asked);
+  ASSERT_TRUE(c.next().acquire.acquired);
+  c.nodes[4]->renew_answers = {ScriptedNode::renewed(false)};
+  c.store->start_renew(name(), RenewRequest{"t", std::nullopt, false, {}});
+  EXPECT_TRUE(c.next().held);
+  ASSERT_EQ(c.nodes[4]->acquires, 2);
+  EXPECT_FALSE(c.nodes[4]->last_acquire.policy.replace);
+  EXPECT_EQ(c.nodes[4]->last_acquire.policy.min_hold, 60s);
 }

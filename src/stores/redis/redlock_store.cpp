@@ -155,6 +155,7 @@ void RedlockStore::rejoin(const lock::LockName& name, const std::vector<std::siz
   }
   lock::AcquireRequest request = held->second;
   request.ticket = lock::WaitTicket{}; // once: a node that another holder took is left alone
+  request.policy.replace = false;      // (nor asked to stand down)
   // Only the nodes that lost the lock are asked.
   std::vector<bool> asked(m_nodes.size(), false);
   for (std::size_t i : nodes) {
