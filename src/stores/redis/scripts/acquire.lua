@@ -153,12 +153,10 @@ local pttl = -2 -- free, but earlier --fair waiters go first
 local holder = {}
 local holders = redis.call('ZCARD', holders_key)
 local state = 0 -- 1: the holder's command ended, kept for its --min-hold; 2: a --lock-delay
-local policy = {}
 if exclusive_held then
   pttl = redis.call('PTTL', lock_key)
   holder = holder_record(holder_key)
-  policy = holder_policy(holder_key)
-  state = policy.ended and 1 or 0
+  state = holder_policy(holder_key).ended and 1 or 0
 elseif delay > 0 then
   pttl = delay
   holder = holder_record(holder_key)
