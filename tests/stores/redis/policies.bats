@@ -243,3 +243,51 @@ field() { jq -r "$2" <<<"$1"; }
   run -0 try odd t1 30000 w1 wait 0 0 0 1 1
   [ "$(field "$output" '.[7]')" = 0 ] || fail "$output"
 }
+
+# every_key_expires KEY: each of the lock's keys on the server has a time to live.
+every_key_expires() {
+  local key
+  for key in $(rcli --scan --pattern "dlock:{$1}*"); do
+    [ "$(rcli pttl "$key")" -gt 0 ] || fail "$key does not expire"
+  done
+}
+
+@test "kill -9 of a holder with every policy: closed until hold_until, then the lock-delay; every key expires" {
+  start_bg holder "$DLOCK" run -k k9 -t 2s --min-hold 3s --lock-delay 2s --note 'killed' \
+    -- sh -c 'echo $$ >"$T/cmd.pid"; exec sleep 60'
+  local holder=$BG_PID
+  wait_for "[ -s '$T/cmd.pid' ]" 10
+  start_bg newest "$DLOCK" run -k k9 --supersede -w 30s -- touch "$T/newest"
+  wait_for "[ \"\$(rcli exists 'dlock:{k9}:newest')\" = 1 ]" 10
+  { kill -KILL "$holder" && wait "$holder"; } 2>/dev/null || true
+  local killed
+  killed=$(now_ms)
+  every_key_expires k9
+  run -75 "$DLOCK" run -n -k k9 -- true
+  wait "$BG_PID"
+  local took=$(($(now_ms) - killed))
+  echo "the waiter ran $took ms after the kill"
+  [ -e "$T/newest" ]
+  [ "$took" -ge 4000 ] # hold_until (3 s from the start) + the 2 s delay, less the start-up
+  every_key_expires k9
+}
+
+@test "release --force of a holder with a short lease: it stops (76), the lock-delay runs from the release" {
+  start_bg holder "$DLOCK" run -k rf -t 3s --lock-delay 4s -- sh -c 'echo $$ >"$T/cmd.pid"; exec sleep 60'
+  local holder=$BG_PID st=0
+  wait_for "[ -s '$T/cmd.pid' ]" 10
+  run -0 "$DLOCK" release --force -k rf
+  local forced
+  forced=$(now_ms)
+  wait "$holder" || st=$?
+  [ "$st" -eq 76 ]
+  run -75 "$DLOCK" -v run -n -k rf -- true
+  assert_output --partial 'lock-delay'
+  run -1 --separate-stderr "$DLOCK" status rf --json
+  json_ok 'assert d["held"] is False and 0 < d["delay_ms"] <= 4000, d'
+  run -0 "$DLOCK" run -k rf -w 10s -- true
+  [ $(($(now_ms) - forced)) -ge 3500 ]
+  # A clean release of the next holder leaves no delay.
+  run -0 "$DLOCK" run -k rf --lock-delay 30s -- true
+  run -0 "$DLOCK" run -n -k rf -- true
+}
