@@ -31,8 +31,9 @@ const Script& acquire();
 // KEYS: lock, holder. ARGV: token, ttl_ms ("" = the holder's own ttl), "1" to store ttl_ms.
 // Extends the lease only while token holds it: 1 or 0 (never below its --min-hold, its record
 // by its --lock-delay more); {2, record} when a --replace acquirer asked it to stand down (not
-// extended). Only keys that exist while the lock
-// is held are named, so that a Cluster migrating the slot serves it instead of TRYAGAIN.
+// extended). Only keys that exist while the lock is held are named, so that a Cluster
+// migrating the slot serves it instead of TRYAGAIN (which is why the policies live in the
+// holder record rather than in keys of their own).
 const Script& renew();
 
 // KEYS: holders, slots, kind. ARGV: as renew(). Extends a --shared or --limit holder's slot
