@@ -321,3 +321,41 @@ assert d["locks"][2]["holder"]["pid"] == int(A[4]), d["locks"][2]
   run -0 --separate-stderr "$DLOCK" -u "$(url "$m2")" list 'nothing-*'
   [ -z "$output" ]
 }
+
+@test "the policies through a node that does not serve the lock's slot: --note, --min-hold, --lock-delay, --supersede" {
+  local via=${MASTER_PORTS%% *} name owner tok u
+  name=$(name_not_on "$via" pol-)
+  owner=$(lock_node "$name")
+  u=$(url "$via")
+  # --min-hold: released by token, kept (marked ended) on the slot's master, with the note
+  tok=$("$DLOCK" -u "$u" acquire -k "$name" -t 4s --min-hold 30s --note 'cluster job')
+  run -0 ncli "$owner" hget "dlock:{$name}:holder" note
+  assert_output 'cluster job'
+  run -0 "$DLOCK" -u "$u" release -k "$name" --token "$tok"
+  run -0 --separate-stderr "$DLOCK" -u "$u" status "$name" --json
+  json_ok 'assert d["held"] is True and d["command_ended"] is True and d["holder"]["note"] == "cluster job", d'
+  run -75 "$DLOCK" -u "$u" run -n -k "$name" -- true
+  run -0 "$DLOCK" -u "$u" release --force -k "$name"
+  # --lock-delay: started by release --force, on the slot's master
+  tok=$("$DLOCK" -u "$u" acquire -k "$name" -t 4s --lock-delay 30s)
+  run -0 "$DLOCK" -u "$u" release --force -k "$name"
+  run -0 ncli "$owner" pttl "dlock:{$name}:holder"
+  [ "$output" -gt 25000 ]
+  run -1 --separate-stderr "$DLOCK" -u "$u" status "$name" --json
+  json_ok 'assert d["held"] is False and 25000 < d["delay_ms"] <= 30000, d'
+  run -75 "$DLOCK" -u "$u" run -n -k "$name" -- true
+  # (a second release --force clears a pending delay)
+  run -0 "$DLOCK" -u "$u" release --force -k "$name"
+  # --supersede: the newest waiter's record shares the slot
+  tok=$("$DLOCK" -u "$u" acquire -k "$name" -t 10s)
+  start_bg older "$DLOCK" -u "$u" run -k "$name" --supersede -w 20s -- true
+  local older=$BG_PID
+  wait_for "ncli $owner hget 'dlock:{$name}:newest' id | grep -q ." 10
+  start_bg newer "$DLOCK" -u "$u" run -k "$name" --supersede -w 20s -- touch "$T/newer"
+  local newer=$BG_PID st=0
+  wait "$older" || st=$?
+  [ "$st" -eq 75 ]
+  run -0 "$DLOCK" -u "$u" release -k "$name" --token "$tok"
+  wait "$newer"
+  [ -e "$T/newer" ]
+}

@@ -456,3 +456,42 @@ assert [n["held"] for n in locks[0]["nodes"]] == [True, True, True, True, False]
   run -0 --separate-stderr "$DLOCK" "${RL[@]}" status tenant --json
   json_ok 'assert d["held"] is True and d["fencing_token"] >= 1, d'
 }
+
+@test "--note on every node; a --lock-delay that a majority's nodes keep after release --force" {
+  "$DLOCK" "${RL[@]}" acquire -k rn --ttl 30s --note 'redlock: nightly' >"$T/token"
+  run -75 "$DLOCK" -v "${RL[@]}" run -n -k rn -- true
+  assert_output --partial 'redlock: nightly'
+  # Each node's holder armed with a 3 s delay, as acquire.lua arms it for --lock-delay 3s.
+  local port
+  for port in $NODE_PORTS; do
+    node_cli "$port" HSET 'dlock:{rn}:holder' delay_ms 3000 >/dev/null
+    node_cli "$port" PEXPIRE 'dlock:{rn}:holder' 33000 >/dev/null
+  done
+  run -0 "$DLOCK" "${RL[@]}" release --force -k rn
+  run -75 "$DLOCK" "${RL[@]}" run -n -k rn -- true
+  run -1 "$DLOCK" "${RL[@]}" status rn
+  # Two nodes' delays cleared: three still refuse; a third: a majority is free.
+  read -r port _ <<<"$NODE_PORTS"
+  node_cli "$port" DEL 'dlock:{rn}:holder' >/dev/null
+  node_cli "$(awk '{ print $2 }' <<<"$NODE_PORTS")" DEL 'dlock:{rn}:holder' >/dev/null
+  run -75 "$DLOCK" "${RL[@]}" run -n -k rn -- true
+  node_cli "$(awk '{ print $3 }' <<<"$NODE_PORTS")" DEL 'dlock:{rn}:holder' >/dev/null
+  run -0 "$DLOCK" "${RL[@]}" run -n -k rn -- true
+}
+
+@test "--min-hold and --replace across the nodes: kept by a majority after the command; a replaced holder exits 76 naming the replacer" {
+  run -0 "$DLOCK" "${RL[@]}" run -k rm --min-hold 5s -- true
+  run -0 --separate-stderr "$DLOCK" "${RL[@]}" status rm --json
+  json_ok 'assert d["held"] is True and d["command_ended"] is True and 0 < d["ttl_ms"] <= 5000, d'
+  run -75 "$DLOCK" "${RL[@]}" run -n -k rm -- true
+  run -0 "$DLOCK" "${RL[@]}" release --force -k rm
+  start_bg holder "$DLOCK" "${RL[@]}" run -k rm -t 3s --kill-after 1s -- sh -c 'echo $$ >"$T/cmd.pid"; exec sleep 60'
+  local holder=$BG_PID st=0
+  wait_for "[ -s '$T/cmd.pid' ]" 10
+  run -0 "$DLOCK" "${RL[@]}" run -k rm --replace --note successor -w 20s -- touch "$T/new"
+  wait "$holder" || st=$?
+  cat "$T/holder.err"
+  [ "$st" -eq 76 ]
+  grep -q "replaced by .*successor" "$T/holder.err"
+  [ -e "$T/new" ]
+}

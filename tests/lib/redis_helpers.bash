@@ -8,7 +8,7 @@
 load "${BASH_SOURCE[0]%/*}/store_helpers"
 
 # The hooks of store.bats (store_helpers.bash).
-STORE_FEATURES="shared limit fair coordinate detached replicas"
+STORE_FEATURES="shared limit fair coordinate detached replicas min_hold lock_delay replace supersede"
 STORE_LOSS="it expired or was released by someone else"
 
 # store_start [redis-server args...]
@@ -20,14 +20,21 @@ store_start() {
 store_stop() { stop_redis; }
 
 # What an expiry does to every lease dlock holds (Redis has no session to end): deletes each
-# exclusive holder's lock key and holder record, and each --shared/--limit lock's holders with
-# their records; the holders find out at their next renewal. Prints how many leases it ended.
+# exclusive holder's lock key and holder record (which, with a --lock-delay, lives that much
+# longer, as after a real expiry), and each --shared/--limit lock's holders with their records;
+# the holders find out at their next renewal. Prints how many leases it ended.
 store_end_sessions() {
-  local key n=0
+  local key n=0 delay
   for key in $(rcli --scan --pattern 'dlock:{*'); do
     case $key in
       *'}')
-        rcli del "$key" "$key:holder" >/dev/null
+        delay=$(rcli hget "$key:holder" delay_ms 2>/dev/null)
+        if [[ $delay =~ ^[0-9]+$ ]] && [ "$(rcli hexists "$key:holder" ended)" = 0 ]; then
+          rcli del "$key" >/dev/null
+          rcli pexpire "$key:holder" "$delay" >/dev/null
+        else
+          rcli del "$key" "$key:holder" >/dev/null
+        fi
         n=$((n + 1))
         ;;
       *'}:holders')

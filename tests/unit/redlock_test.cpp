@@ -23,8 +23,10 @@ namespace {
 // what it was asked.
 class ScriptedNode final : public dlock::redis::Node {
 public:
-  std::deque<Outcome> acquire_answers, renew_answers;
-  int acquires = 0, renews = 0, releases = 0;
+  std::deque<Outcome> acquire_answers, renew_answers, release_answers;
+  int acquires = 0, renews = 0, releases = 0, give_backs = 0;
+  dlock::lock::LockStatus status_answer{};
+  AcquireRequest last_acquire{};
   std::int64_t raised_to = 0;
 
   static Outcome granted(std::int64_t fence)
@@ -48,9 +50,10 @@ public:
   }
   static Outcome renewed(bool held) { return Outcome::holding(Op::renew, held); }
 
-  void start_acquire(const LockName&, const AcquireRequest&) override
+  void start_acquire(const LockName&, const AcquireRequest& request) override
   {
     ++acquires;
+    last_acquire = request;
     m_answers.answer(next(acquire_answers, granted(1)));
   }
   void start_wait_for_wake(const LockName&, const dlock::lock::WaitTicket&,
@@ -66,11 +69,16 @@ public:
   void start_release(const LockName&, const std::string&) override
   {
     ++releases;
-    m_answers.answer(Outcome::holding(Op::release, true));
+    m_answers.answer(next(release_answers, Outcome::holding(Op::release, true)));
   }
   void start_withdraw(const LockName&, const dlock::lock::WaitTicket&) override
   {
     m_answers.answer(Outcome::of(Op::withdraw));
+  }
+  void start_give_back(const LockName&, const std::string&) override
+  {
+    ++give_backs;
+    m_answers.answer(Outcome::holding(Op::release, true));
   }
   void start_raise_fence(const LockName&, std::int64_t at_least) override
   {
@@ -89,7 +97,10 @@ public:
     static const dlock::lock::StoreTraits traits{.name = "scripted node"};
     return traits;
   }
-  dlock::lock::LockStatus status(const LockName&, dlock::util::TimePoint) override { return {}; }
+  dlock::lock::LockStatus status(const LockName&, dlock::util::TimePoint) override
+  {
+    return status_answer;
+  }
   std::vector<dlock::lock::LockStatus> list(std::string_view, dlock::util::Millis) override
   {
     return {};
@@ -179,7 +190,7 @@ TEST(Redlock, AMinorityGrantIsGivenBackOnEveryNodeAndTheHolderReported)
   EXPECT_EQ(outcome.acquire.holder.pid, 7);
   EXPECT_EQ(outcome.acquire.block, 5000ms) << "a holder with a majority: wait for its release";
   for (ScriptedNode* node : c.nodes) {
-    EXPECT_EQ(node->releases, 1);
+    EXPECT_EQ(node->give_backs, 1) << "given back at once (no --min-hold kept)";
   }
 }
 
@@ -209,7 +220,7 @@ TEST(Redlock, NoMajorityAnsweringIsUnavailable)
   EXPECT_NE(std::string(outcome.error->what()).find("2 of 5 granted"), std::string::npos)
     << outcome.error->what();
   for (ScriptedNode* node : c.nodes) {
-    EXPECT_EQ(node->releases, 1) << "a node that failed may have taken it: released too";
+    EXPECT_EQ(node->give_backs, 1) << "a node that failed may have taken it: given back too";
   }
 }
 
@@ -233,7 +244,7 @@ TEST(Redlock, ManyAttemptsDecidedAtOnceEachGiveBackTheirMinorityGrant)
     EXPECT_FALSE(outcome.acquire.acquired);
   }
   for (ScriptedNode* node : c.nodes) {
-    EXPECT_EQ(node->releases, attempts) << "each attempt's grant given back";
+    EXPECT_EQ(node->give_backs, attempts) << "each attempt's grant given back";
   }
 }
 
@@ -286,4 +297,85 @@ TEST(Redlock, PerNodeTimeoutIsSmallAgainstTheTtl)
   EXPECT_EQ(Cluster(3).store->coordination(), nullptr);
   EXPECT_EQ(Cluster(5).store->quorum(), 3u);
   EXPECT_EQ(Cluster(4).store->quorum(), 3u);
+}
+
+TEST(Redlock, ARenewalAMajorityRefusesForAReplacerNamesItAndRejoinsNothing)
+{
+  Cluster c(5);
+  c.store->start_acquire(name(), request());
+  ASSERT_TRUE(c.next().acquire.acquired);
+  for (int i = 0; i < 3; ++i) {
+    Outcome replaced = ScriptedNode::renewed(false);
+    dlock::lock::HolderInfo replacer;
+    replacer.note = "take over";
+    replaced.replaced_by = replacer;
+    c.nodes[i]->renew_answers = {replaced};
+  }
+  c.store->start_renew(name(), RenewRequest{"t", std::nullopt, false, {}});
+  Outcome outcome = c.next();
+  ASSERT_FALSE(outcome.error);
+  EXPECT_FALSE(outcome.held);
+  ASSERT_TRUE(outcome.replaced_by.has_value());
+  EXPECT_EQ(outcome.replaced_by->note, "take over");
+  for (ScriptedNode* node : c.nodes) {
+    EXPECT_EQ(node->acquires, 1) << "nothing re-joined";
+  }
+}
+
+TEST(Redlock, AReleaseAMajorityKeepsForMinHoldReportsTheSoonestEnd)
+{
+  Cluster c(5);
+  c.store->start_acquire(name(), request());
+  ASSERT_TRUE(c.next().acquire.acquired);
+  const dlock::util::Millis kept[] = {3000ms, 2000ms, 2500ms};
+  for (int i = 0; i < 3; ++i) {
+    Outcome outcome = Outcome::holding(Op::release, true);
+    outcome.kept_for = kept[i];
+    c.nodes[i]->release_answers = {outcome};
+  }
+  c.store->start_release(name(), "t");
+  Outcome outcome = c.next();
+  ASSERT_FALSE(outcome.error);
+  EXPECT_TRUE(outcome.held);
+  EXPECT_EQ(outcome.kept_for, 2000ms);
+
+  Cluster minority(5);
+  Outcome one = Outcome::holding(Op::release, true);
+  one.kept_for = 3000ms;
+  minority.nodes[0]->release_answers = {one};
+  minority.store->start_release(name(), "t");
+  EXPECT_EQ(minority.next().kept_for, 0ms) << "kept by a minority only: free";
+}
+
+TEST(Redlock, StatusShowsALockDelayOnlyWhileAMajorityRefuses)
+{
+  Cluster c(5);
+  const std::int64_t delays[] = {4000, 3000, 2000, 1000, 0};
+  for (int i = 0; i < 5; ++i) {
+    c.nodes[i]->status_answer.delay_ms = delays[i];
+    c.nodes[i]->status_answer.holder.pid = 7;
+  }
+  dlock::lock::LockStatus status = c.store->status(name(), dlock::util::deadline_after(1s));
+  EXPECT_FALSE(status.held);
+  EXPECT_EQ(status.delay_ms, 2000) << "free once three nodes' delays are over";
+  EXPECT_EQ(status.holder.pid, 7);
+  c.nodes[0]->status_answer.delay_ms = 0;
+  c.nodes[1]->status_answer.delay_ms = 0;
+  EXPECT_EQ(c.store->status(name(), dlock::util::deadline_after(1s)).delay_ms, 0);
+}
+
+TEST(Redlock, ANodeRejoinedAsksNoHolderToStandDownButKeepsTheMinHold)
+{
+  Cluster c(5);
+  AcquireRequest asked = request();
+  asked.policy.replace = true;
+  asked.policy.min_hold = 60s;
+  c.store->start_acquire(name(), asked);
+  ASSERT_TRUE(c.next().acquire.acquired);
+  c.nodes[4]->renew_answers = {ScriptedNode::renewed(false)};
+  c.store->start_renew(name(), RenewRequest{"t", std::nullopt, false, {}});
+  EXPECT_TRUE(c.next().held);
+  ASSERT_EQ(c.nodes[4]->acquires, 2);
+  EXPECT_FALSE(c.nodes[4]->last_acquire.policy.replace);
+  EXPECT_EQ(c.nodes[4]->last_acquire.policy.min_hold, 60s);
 }

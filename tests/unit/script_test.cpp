@@ -133,4 +133,7 @@ TEST(Scripts, RecordCapsAgreeWithTheClient)
   EXPECT_NE(prelude.find("local max_field_bytes = "
                          + std::to_string(dlock::lock::max_holder_field_bytes) + "\n"),
             std::string::npos);
+  EXPECT_NE(
+    prelude.find("local max_note_bytes = " + std::to_string(dlock::lock::max_note_bytes) + "\n"),
+    std::string::npos);
 }

@@ -20,6 +20,7 @@ LockKeys LockKeys::make(std::string_view prefix, std::string_view name)
   keys.slots = base + ":slots";
   keys.kind = base + ":kind";
   keys.writers = base + ":writers";
+  keys.newest = base + ":newest";
   keys.watchers = base + ":watchers";
   keys.watch = base + ":watch";
   keys.freed = base + ":freed";

@@ -21,6 +21,9 @@ struct LockKeys {
   std::string slots;   // prefix{name}:slots: hash of those holders' records (JSON), by token
   std::string kind;    // prefix{name}:kind: "shared" or "limit:N" while slot holders exist
   std::string writers; // prefix{name}:writers: zset of waiting exclusive ids by expiry (ms)
+  // --supersede: prefix{name}:newest: hash of the newest --supersede waiter (id, its record),
+  // expiring like its registration
+  std::string newest;
   // dlock wait
   std::string watchers; // prefix{name}:watchers: zset of `dlock wait` ids by expiry (ms)
   std::string watch;    // prefix{name}:watch: list a release that frees the lock pushes to,

@@ -90,14 +90,30 @@ lock::AcquireResult parse_acquire(const redisReply& reply)
     result.fence = reply.element[1]->integer;
     return result;
   }
-  if (reply.elements != 5 || reply.element[3]->type != REDIS_REPLY_INTEGER
-      || reply.element[4]->type != REDIS_REPLY_INTEGER) {
+  if (reply.elements != 9) {
     throw unexpected();
+  }
+  for (std::size_t i : {3, 4, 5, 6, 7}) {
+    if (reply.element[i]->type != REDIS_REPLY_INTEGER) {
+      throw unexpected();
+    }
   }
   set_lease(result, reply.element[1]->integer);
   result.holder = holder_from_hash(*reply.element[2]);
   result.block = util::Millis(reply.element[3]->integer);
   result.holders = reply.element[4]->integer;
+  // The policies: {..., state (1: kept for --min-hold, 2: --lock-delay), replace asked,
+  // superseded, by whom}.
+  using Lease = lock::AcquireResult::Lease;
+  std::int64_t state = reply.element[5]->integer;
+  if (state == 1 || state == 2) {
+    result.lease = state == 1 ? Lease::min_hold : Lease::lock_delay;
+    result.holder_ttl = util::Millis(std::max<std::int64_t>(reply.element[1]->integer, 0));
+  }
+  result.replace_asked = reply.element[6]->integer == 1;
+  if (reply.element[7]->integer == 1) {
+    result.superseded_by = holder_from_hash(*reply.element[8]);
+  }
   return result;
 }
 
@@ -254,7 +270,7 @@ void RedisStore::start_acquire(const lock::LockName& name, const lock::AcquireRe
   const lock::WaitTicket& ticket = request.ticket;
   std::vector<std::string> script_keys{k.lock,         k.fence,    k.holder, k.waiters, k.queue,
                                        k.queue_expiry, k.holders,  k.slots,  k.kind,    k.writers,
-                                       k.wake,         k.watchers, k.freed};
+                                       k.wake,         k.watchers, k.freed,  k.newest};
   std::vector<std::string> args{request.token,
                                 ms_string(request.ttl),
                                 me.host,
@@ -264,7 +280,13 @@ void RedisStore::start_acquire(const lock::LockName& name, const lock::AcquireRe
                                 ticket.waiter_id,
                                 mode_name(ticket.mode),
                                 ms_string(ticket.max_block),
-                                request.kind.code()};
+                                request.kind.code(),
+                                me.note,
+                                ms_string(request.policy.min_hold),
+                                ms_string(request.policy.lock_delay),
+                                request.policy.replace ? "1" : "0",
+                                request.policy.supersede ? "1" : "0",
+                                ticket.registered ? "1" : "0"};
   const Script& script = scripts::acquire();
   send(Pending{.op = Outcome::Op::acquire,
                .argv = script.evalsha(script_keys, args),
@@ -322,12 +344,22 @@ void RedisStore::start_renew(const lock::LockName& name, const lock::RenewReques
 
 void RedisStore::start_release(const lock::LockName& name, const std::string& token)
 {
+  send_release(name, token, false);
+}
+
+void RedisStore::start_give_back(const lock::LockName& name, const std::string& token)
+{
+  send_release(name, token, true);
+}
+
+void RedisStore::send_release(const lock::LockName& name, const std::string& token, bool at_once)
+{
   LockKeys k = keys(name);
   std::vector<std::string> script_keys{k.lock,         k.holder,   k.waiters, k.queue,
                                        k.queue_expiry, k.wake,     k.holders, k.slots,
                                        k.kind,         k.watchers, k.watch};
   const Script& script = scripts::release();
-  std::vector<std::string> args{token};
+  std::vector<std::string> args{token, at_once ? "1" : "0"};
   send(Pending{.op = Outcome::Op::release,
                .argv = script.evalsha(script_keys, args),
                .eval = script.eval(script_keys, args),
@@ -604,6 +636,14 @@ lock::Outcome RedisStore::make_outcome(const Pending& pending, const redisReply&
       throw_if_error(reply, "waiting for the lock");
       break;
     case Outcome::Op::renew:
+      if (reply.type == REDIS_REPLY_ARRAY) { // {2, record}: a --replace acquirer asked
+        if (reply.elements != 2 || element_integer(reply, 0, "renewing the lease") != 2) {
+          throw Error(ExitCode::internal, "renewing the lease: unexpected reply ({})",
+                      describe(reply));
+        }
+        outcome.replaced_by = holder_from_hash(*reply.element[1]);
+        break;
+      }
       outcome.held = expect_flag(reply, "renewing the lease");
       outcome.slot = outcome.held && pending.slot_renewal;
       break;
@@ -611,6 +651,10 @@ lock::Outcome RedisStore::make_outcome(const Pending& pending, const redisReply&
       if (reply.type == REDIS_REPLY_STRING) { // released; this --fair waiter goes next
         wake = WakeUp{fair_wake_list(pending.wake_prefix, std::string_view(reply.str, reply.len))};
         outcome.held = true;
+      } else if (reply.type == REDIS_REPLY_ARRAY) { // {ms left}: kept for its --min-hold
+        outcome.held = true;
+        outcome.kept_for =
+          util::Millis(std::max<std::int64_t>(element_integer(reply, 0, "releasing the lock"), 0));
       } else {
         outcome.held = expect_flag(reply, "releasing the lock");
       }

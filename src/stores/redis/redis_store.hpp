@@ -33,6 +33,7 @@ public:
   void start_release(const lock::LockName& name, const std::string& token) override;
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
   void start_raise_fence(const lock::LockName& name, std::int64_t at_least) override;
+  void start_give_back(const lock::LockName& name, const std::string& token) override;
   // Redis does every feature (Feature): a Cluster or Sentinel is still one store.
   lock::Coordination* coordination() noexcept override { return this; }
   void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
@@ -58,6 +59,8 @@ public:
   void join_redlock() noexcept { m_redlock_node = true; }
 
 private:
+  // start_release, or start_give_back (at_once: no --min-hold kept).
+  void send_release(const lock::LockName& name, const std::string& token, bool at_once);
   // A command sent whose reply is still owed, and what to make of it.
   struct Pending {
     lock::Outcome::Op op = lock::Outcome::Op::acquire;

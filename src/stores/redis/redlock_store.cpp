@@ -144,7 +144,7 @@ void RedlockStore::start_withdraw(const lock::LockName& name, const lock::WaitTi
 void RedlockStore::undo_acquire(const Request& request)
 {
   begin(Op::release, *request.name, node_timeout(request.acquire.ttl), true,
-        [&](lock::Store& node) { node.start_release(*request.name, request.acquire.token); });
+        [&](Node& node) { node.start_give_back(*request.name, request.acquire.token); });
 }
 
 void RedlockStore::rejoin(const lock::LockName& name, const std::vector<std::size_t>& nodes)
@@ -155,6 +155,7 @@ void RedlockStore::rejoin(const lock::LockName& name, const std::vector<std::siz
   }
   lock::AcquireRequest request = held->second;
   request.ticket = lock::WaitTicket{}; // once: a node that another holder took is left alone
+  request.policy.replace = false;      // (nor asked to stand down)
   // Only the nodes that lost the lock are asked.
   std::vector<bool> asked(m_nodes.size(), false);
   for (std::size_t i : nodes) {
@@ -411,6 +412,12 @@ std::optional<Outcome> RedlockStore::decide_acquire(Request& request, bool all_i
       outcome.acquire = answer->acquire;
     }
   }
+  // --replace: the holder was asked on some node (its renewal there is refused; it stands
+  // down once no majority extends its lease).
+  outcome.acquire.replace_asked =
+    std::any_of(request.answers.begin(), request.answers.end(), [](const auto& a) {
+      return a && !a->error && !a->acquire.acquired && a->acquire.replace_asked;
+    });
   if (best_votes < quorum()) {
     // Nobody has a majority (contenders split the nodes, or nodes failed): try again soon,
     // after a random pause, rather than waiting for a release that may never come.
@@ -425,6 +432,7 @@ std::optional<Outcome> RedlockStore::decide_renew(Request& request, bool all_in)
   std::size_t lost = 0;
   std::size_t failed = 0;
   std::vector<std::size_t> lost_nodes;
+  std::optional<lock::HolderInfo> replaced_by; // a node's --replace request, refusing to extend
   for (std::size_t i = 0; i < request.answers.size(); ++i) {
     const auto& answer = request.answers[i];
     if (!answer) {
@@ -436,7 +444,11 @@ std::optional<Outcome> RedlockStore::decide_renew(Request& request, bool all_in)
       ++extended;
     } else {
       ++lost;
-      lost_nodes.push_back(i);
+      if (answer->replaced_by) {
+        replaced_by = replaced_by ? replaced_by : answer->replaced_by;
+      } else {
+        lost_nodes.push_back(i); // re-joined if a majority still has it
+      }
     }
   }
   std::size_t n = m_nodes.size();
@@ -459,7 +471,10 @@ std::optional<Outcome> RedlockStore::decide_renew(Request& request, bool all_in)
     return outcome;
   }
   if (lost + quorum() > n) {
-    return Outcome::of(Op::renew); // a majority no longer has it
+    // A majority no longer extends it: lost, or asked to stand down (--replace) by whom.
+    Outcome outcome = Outcome::of(Op::renew);
+    outcome.replaced_by = std::move(replaced_by);
+    return outcome;
   }
   if (!all_in && extended + (n - extended - lost - failed) >= quorum()) {
     return std::nullopt;
@@ -482,7 +497,18 @@ std::optional<Outcome> RedlockStore::decide_release(Request& request, bool all_i
     }
   }
   if (released >= quorum() || not_held + quorum() > m_nodes.size()) {
-    return Outcome::holding(Op::release, released >= quorum());
+    Outcome outcome = Outcome::holding(Op::release, released >= quorum());
+    // --min-hold: kept by a majority, until the soonest of their ends.
+    std::vector<Millis> kept;
+    for (const auto& answer : request.answers) {
+      if (answer && !answer->error && answer->held && answer->kept_for > Millis(0)) {
+        kept.push_back(answer->kept_for);
+      }
+    }
+    if (kept.size() >= quorum()) {
+      outcome.kept_for = *std::min_element(kept.begin(), kept.end());
+    }
+    return outcome;
   }
   return Outcome{.op = Op::release,
                  .error = Error(ExitCode::unavailable,
@@ -652,7 +678,25 @@ lock::LockStatus RedlockStore::combine(const std::string& name,
       combined.holder = view.holder;
       combined.ttl_ms = ttl;
       combined.server_time_ms = view.server_time_ms;
+      combined.command_ended = view.command_ended; // kept for its --min-hold
       break;
+    }
+  }
+  // Free, but a --lock-delay on the nodes: it can be taken once a majority's delay is over,
+  // i.e. after the (n - quorum + 1)-th longest (a node that did not answer counts as free).
+  if (!combined.held) {
+    std::vector<const lock::LockStatus*> delayed;
+    for (const lock::LockStatus& view : views) {
+      if (!view.held && view.delay_ms > 0) {
+        delayed.push_back(&view);
+      }
+    }
+    std::sort(delayed.begin(), delayed.end(),
+              [](const auto* a, const auto* b) { return a->delay_ms > b->delay_ms; });
+    std::size_t refusing = nodes.size() - quorum + 1; // this many delayed nodes refuse it
+    if (delayed.size() >= refusing) {
+      combined.delay_ms = delayed[refusing - 1]->delay_ms;
+      combined.holder = delayed.front()->holder;
     }
   }
   for (const lock::LockStatus& view : views) {

@@ -8,22 +8,32 @@
 namespace dlock::redis::scripts {
 
 // KEYS: lock, fence, holder, waiters, queue, queue-expiry, holders, slots, kind, writers, wake,
-// watchers, freed.
-// ARGV: token, ttl_ms, host, pid, user, command, waiter_id, mode, max_block_ms, kind.
+// watchers, freed, newest.
+// ARGV: token, ttl_ms, host, pid, user, command, waiter_id, mode, max_block_ms, kind, note,
+// min_hold_ms, lock_delay_ms, replace ("1"/"0"), supersede ("1"/"0"), registered ("1"/"0").
+// The policies live in the holder record (see holder_policy in prelude.lua): --min-hold keeps
+// the lock key until hold_until, --lock-delay keeps the holder record that much past the lock
+// key unless released cleanly (a free key with such a record cannot be taken), --replace
+// writes the acquirer's record into the holder's, --supersede writes the newest waiter.
 // Takes the lock if free (and, for mode "fair", if this waiter heads the queue; unfair
 // acquirers let a non-empty fair queue go first) and, atomically with it, takes the next
 // fencing token (never below one issued before, even if the counter was lost) and stores the
 // holder metadata: {1, fence}. Otherwise, in the same step, registers
 // the waiter (mode "wait": in the waiters set; "fair": in the queue; "once": not at all), so a
 // release can never slip between the failed attempt and the wait, and returns
-// {0, pttl, holder-hash, block_ms}: how long to block on the wake list before trying again.
+// {0, pttl, holder-hash, block_ms, slot holders, state, replace asked, superseded, newest's
+// record}: block_ms is how long to block on the wake list before trying again; state 1 says the
+// holder's command ended (kept for its --min-hold), 2 a --lock-delay (pttl: what is left).
 // Registrations expire 2s after that block ends, so a dead waiter is forgotten quickly.
 // Taking a free key while watchers (dlock wait) are registered records when, in freed.
 const Script& acquire();
 
 // KEYS: lock, holder. ARGV: token, ttl_ms ("" = the holder's own ttl), "1" to store ttl_ms.
-// Extends the lease only while token holds it: 1 or 0. Only keys that exist while the lock
-// is held are named, so that a Cluster migrating the slot serves it instead of TRYAGAIN.
+// Extends the lease only while token holds it: 1 or 0 (never below its --min-hold, its record
+// by its --lock-delay more); {2, record} when a --replace acquirer asked it to stand down (not
+// extended). Only keys that exist while the lock is held are named, so that a Cluster
+// migrating the slot serves it instead of TRYAGAIN (which is why the policies live in the
+// holder record rather than in keys of their own).
 const Script& renew();
 
 // KEYS: holders, slots, kind. ARGV: as renew(). Extends a --shared or --limit holder's slot
@@ -31,8 +41,10 @@ const Script& renew();
 const Script& renew_slot();
 
 // KEYS: lock, holder, waiters, queue, queue-expiry, wake, holders, slots, kind, watchers,
-// watch. ARGV: token ("" = force).
-// Deletes the lock only while token holds it (any holder when forced): 0 if not. Once the key
+// watch. ARGV: token ("" = force), "1" to free it at once (Node::start_give_back).
+// Deletes the lock only while token holds it (any holder when forced): 0 if not; {ms left}
+// when the token released before its --min-hold is over (kept, marked ended). A forced
+// release starts the holder's --lock-delay (or clears one pending on a free key). Once the key
 // is free, wakes every live watcher (dlock wait) on the watch list, one push each (less those
 // pending). Then wakes one unfair waiter (1), unless a --fair waiter heads the queue: its id
 // is returned, and the client wakes it with wake(), since Redis Cluster wants every key a
@@ -48,8 +60,9 @@ const Script& wake();
 // (Redlock: the token a majority handed out, spread to every node). 1.
 const Script& raise_fence();
 
-// KEYS: lock, holder, fence, waiters, queue-expiry. Read-only snapshot for status and list:
-// {exists, pttl, holder-hash, last fence, live waiters, server time ms}.
+// KEYS: lock, holder, fence, waiters, queue-expiry, holders, slots, kind. Read-only snapshot
+// for status and list: {exists, pttl, holder-hash, last fence, live waiters, server time ms,
+// kind, slots, ended (--min-hold), delay left (--lock-delay)}.
 const Script& inspect();
 
 // The waiters that take nothing. Each registers, in the same step as a failed check, in a

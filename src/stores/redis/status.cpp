@@ -24,7 +24,7 @@ LockStatus parse_status(const std::string& name, const redisReply& reply)
     throw Redirected(std::move(*redirect));
   }
   throw_if_error(reply, "reading the lock status");
-  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 8) {
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 10) {
     throw Error(ExitCode::internal, "reading the lock status: unexpected reply ({})",
                 describe(reply));
   }
@@ -50,6 +50,8 @@ LockStatus parse_status(const std::string& name, const redisReply& reply)
       : std::optional<std::int64_t>(integer(3));
   status.waiters = integer(4);
   status.server_time_ms = integer(5);
+  status.command_ended = status.held && integer(8) == 1; // kept for its --min-hold
+  status.delay_ms = status.held ? 0 : integer(9);        // free after its --lock-delay
   // Held --shared or --limit: the slot holders.
   const redisReply* slots = reply.element[7];
   if (slots->type == REDIS_REPLY_ARRAY && slots->elements > 0 && !status.held) {

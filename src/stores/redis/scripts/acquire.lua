@@ -13,6 +13,7 @@ local writers_key = KEYS[10]
 local wake_key = KEYS[11]
 local watchers_key = KEYS[12]
 local freed_key = KEYS[13]
+local newest_key = KEYS[14]
 local token = ARGV[1]
 local ttl_ms = ARGV[2]
 -- (The client truncates these shorter; the script stores no more than a record may hold.)
@@ -25,6 +26,13 @@ local mode = ARGV[8] -- 'wait', 'fair' or 'once'
 local max_block_ms = tonumber(ARGV[9])
 local kind = ARGV[10] -- 'exclusive', 'shared' or 'limit:N'
 local limit = tonumber(string.match(kind, '^limit:(%d+)$') or '1')
+local note = string.sub(ARGV[11] or '', 1, max_note_bytes)
+-- The cron and CI policies (exclusive locks only): ms, ms, '1' or '0' each.
+local min_hold = tonumber(ARGV[12] or '0')
+local lock_delay = tonumber(ARGV[13] or '0')
+local replace = ARGV[14] == '1'
+local supersede = ARGV[15] == '1'
+local registered = ARGV[16] == '1' -- an earlier attempt of this waiter registered it
 
 -- The server's clock in ms, and in microseconds: the queue's order, a lost counter's restart.
 local now, time = server_now()
@@ -41,6 +49,8 @@ end
 -- exclusive lock make a read/write lock; a semaphore shares the key with nothing else.
 local in_use = kind_in_use(kind_key)
 local exclusive_held = redis.call('EXISTS', lock_key) == 1
+-- The last exclusive holder vanished with a --lock-delay: nobody takes the key before it ends.
+local delay = delay_left(lock_key, holder_key)
 if kind == 'exclusive' or kind == 'shared' then
   if in_use and in_use ~= 'shared' then
     return {2, in_use}
@@ -55,11 +65,17 @@ end
 -- holders out, so that a stream of readers cannot starve a writer.
 local free
 if kind == 'exclusive' then
-  free = not exclusive_held and not in_use
+  free = not exclusive_held and not in_use and delay == 0
 elseif kind == 'shared' then
-  free = not exclusive_held and redis.call('ZCOUNT', writers_key, now, '+inf') == 0
+  free = not exclusive_held and delay == 0 and redis.call('ZCOUNT', writers_key, now, '+inf') == 0
 else
-  free = redis.call('ZCARD', holders_key) < limit
+  free = delay == 0 and redis.call('ZCARD', holders_key) < limit
+end
+-- Who asks, as others are shown it (its note only when it has one).
+local who = {'host', host, 'pid', pid, 'user', user, 'command', command}
+if note ~= '' then
+  who[#who + 1] = 'note'
+  who[#who + 1] = note
 end
 -- Take it if free and no fair waiter is ahead of this one.
 local head = redis.call('ZRANGE', queue_key, 0, 0)[1]
@@ -75,13 +91,31 @@ if free and (head == nil or head == waiter_id) then
   local fence_text = string.format('%d', fence)
   redis.call('SET', fence_key, fence_text, 'PX', math.max(7 * 86400000, 2 * tonumber(ttl_ms)))
   -- Record the holder for status and list; it expires with the lock (or the slot).
-  local record = {'host', host, 'pid', pid, 'user', user, 'command', command,
-                  'acquired_ms', string.format('%d', now), 'fence', fence_text, 'ttl_ms', ttl_ms}
+  local record = {unpack(who)}
+  for _, field in ipairs({'acquired_ms', string.format('%d', now), 'fence', fence_text,
+                          'ttl_ms', ttl_ms}) do
+    record[#record + 1] = field
+  end
   if kind == 'exclusive' then
-    redis.call('SET', lock_key, token, 'PX', ttl_ms)
+    -- --min-hold: the lock lives at least until hold_until; --lock-delay: the holder record
+    -- outlives it by the delay unless released cleanly (see holder_policy).
+    local life = math.max(tonumber(ttl_ms), min_hold)
+    if min_hold > 0 then
+      record[#record + 1] = 'hold_until'
+      record[#record + 1] = string.format('%d', now + min_hold)
+    end
+    if lock_delay > 0 then
+      record[#record + 1] = 'delay_ms'
+      record[#record + 1] = string.format('%d', lock_delay)
+    end
+    redis.call('SET', lock_key, token, 'PX', life)
     redis.call('DEL', holder_key)
     redis.call('HSET', holder_key, unpack(record))
-    redis.call('PEXPIRE', holder_key, ttl_ms)
+    redis.call('PEXPIRE', holder_key, life + lock_delay)
+    -- The newest --supersede waiter got it: nobody is left to supersede.
+    if supersede and has_type(newest_key, 'hash') and redis.call('HGET', newest_key, 'id') == waiter_id then
+      redis.call('DEL', newest_key)
+    end
   else
     redis.call('ZADD', holders_key, now + tonumber(ttl_ms), token)
     redis.call('HSET', slots_key, token, cjson.encode(record))
@@ -118,9 +152,15 @@ end
 local pttl = -2 -- free, but earlier --fair waiters go first
 local holder = {}
 local holders = redis.call('ZCARD', holders_key)
+local state = 0 -- 1: the holder's command ended, kept for its --min-hold; 2: a --lock-delay
 if exclusive_held then
   pttl = redis.call('PTTL', lock_key)
   holder = holder_record(holder_key)
+  state = holder_policy(holder_key).ended and 1 or 0
+elseif delay > 0 then
+  pttl = delay
+  holder = holder_record(holder_key)
+  state = 2
 elseif holders > 0 then
   local edge = kind == 'exclusive' and redis.call('ZRANGE', holders_key, -1, -1, 'WITHSCORES')
                                     or redis.call('ZRANGE', holders_key, 0, 0, 'WITHSCORES')
@@ -149,7 +189,35 @@ if mode == 'fair' then
 elseif mode == 'wait' then
   register(waiters_key, now + block_ms + 2000)
 end
+-- --supersede: a waiter's first registration makes it the newest and wakes the others to see
+-- it; a later attempt of an older one finds a newer one there, withdraws, and says who.
+if supersede and mode ~= 'once' then
+  if not registered then
+    redis.call('DEL', newest_key)
+    redis.call('HSET', newest_key, 'id', waiter_id, unpack(who))
+    redis.call('PEXPIRE', newest_key, block_ms + 2000)
+    wake_all(waiters_key, wake_key, now)
+  elseif has_type(newest_key, 'hash') and redis.call('HSTRLEN', newest_key, 'id') <= 64 then
+    local newest = redis.call('HGET', newest_key, 'id')
+    if newest == waiter_id then
+      keep_for(newest_key, block_ms + 2000)
+    elseif newest then
+      for _, key in ipairs({waiters_key, queue_key, queue_expiry_key, writers_key}) do
+        redis.call('ZREM', key, waiter_id)
+      end
+      return {0, pttl, holder, 0, holders, state, 0, 1, holder_record(newest_key)}
+    end
+  end
+end
+-- --replace: ask a running dlock holder to stand down (its next renewal sees it).
+local replace_asked = 0
+if replace and exclusive_held and state == 0 and pttl > 0 and #holder > 0
+   and holder[1] ~= 'not_dlock' then
+  redis.call('HSET', holder_key, 'replaced_by', cjson.encode(who))
+  keep_for(holder_key, pttl) -- (a record another tenant left without expiry gets one)
+  replace_asked = 1
+end
 if mode ~= 'once' and kind == 'exclusive' then
   register(writers_key, now + block_ms + 2000)
 end
-return {0, pttl, holder, block_ms, holders}
+return {0, pttl, holder, block_ms, holders, state, replace_asked, 0, {}}

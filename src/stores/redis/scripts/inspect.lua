@@ -1,6 +1,8 @@
 -- Read-only snapshot for status and list: {exists, pttl, holder-hash, last fence, live
--- waiters, server time ms, kind, slots}; kind is '' for the exclusive lock, else 'shared' or
--- 'limit:N', and slots is {pttl, record} for each --shared or --limit holder, by lease end.
+-- waiters, server time ms, kind, slots, ended, delay}; kind is '' for the exclusive lock, else
+-- 'shared' or 'limit:N', and slots is {pttl, record} for each --shared or --limit holder, by
+-- lease end; ended is 1 when the holder released a lock kept for its --min-hold; delay, what
+-- is left of a --lock-delay (ms) while the key is free (the holder-hash is the vanished one).
 local lock_key = KEYS[1]
 local holder_key = KEYS[2]
 local fence_key = KEYS[3]
@@ -15,7 +17,12 @@ local now = server_now()
 -- The holder's record, only while the lock exists.
 local held = redis.call('EXISTS', lock_key)
 local holder = {}
+local ended = 0
+local delay = delay_left(lock_key, holder_key)
 if held == 1 then
+  holder = holder_record(holder_key)
+  ended = holder_policy(holder_key).ended and 1 or 0
+elseif delay > 0 then
   holder = holder_record(holder_key)
 end
 -- The slot holders whose lease has not ended (ended ones are freed by the next write).
@@ -39,4 +46,4 @@ if redis.call('EXISTS', fence_key) == 1 then
   fence = counter and string.format('%d', counter) or '?'
 end
 return {held, redis.call('PTTL', lock_key), holder, fence, waiters,
-        string.format('%d', now), kind, slots}
+        string.format('%d', now), kind, slots, ended, delay}

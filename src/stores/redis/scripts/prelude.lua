@@ -74,8 +74,10 @@ end
 -- lock::max_holder_field_bytes, in bytes (script_test checks they agree):
 local max_record_bytes = 4096
 local max_field_bytes = 256
+-- lock::max_note_bytes: the longest --note, in bytes.
+local max_note_bytes = 1024
 -- The fields of a holder record, the only ones read back.
-local holder_fields = {'host', 'pid', 'user', 'command', 'acquired_ms', 'fence', 'ttl_ms'}
+local holder_fields = {'host', 'pid', 'user', 'command', 'note', 'acquired_ms', 'fence', 'ttl_ms'}
 -- What a record that is not a dlock holder's reads as (the client shows "not a dlock holder").
 local not_dlock = {'not_dlock', '1'}
 
@@ -146,19 +148,9 @@ local function holder_record(key)
   return record
 end
 
--- A slot holder's record as a flat {field, value, ...} list, like holder_record: {} when there
--- is none, not_dlock when it is larger than dlock writes or not the JSON list dlock writes.
-local function slot_record(slots_key, token)
-  if not has_type(slots_key, 'hash') then
-    return {}
-  end
-  if redis.call('HSTRLEN', slots_key, token) > max_record_bytes then
-    return not_dlock
-  end
-  local text = redis.call('HGET', slots_key, token)
-  if not text then
-    return {}
-  end
+-- A record dlock wrote as the JSON list {field, value, ...} (a slot holder's, a --replace
+-- request) as a flat list like holder_record: not_dlock when it is not such a list.
+local function decode_record(text)
   local ok, decoded = pcall(cjson.decode, text)
   if not ok or type(decoded) ~= 'table' then
     return not_dlock
@@ -172,4 +164,70 @@ local function slot_record(slots_key, token)
     record[#record + 1] = decoded[i + 1]
   end
   return record
+end
+
+-- A slot holder's record as a flat {field, value, ...} list, like holder_record: {} when there
+-- is none, not_dlock when it is larger than dlock writes or not the JSON list dlock writes.
+local function slot_record(slots_key, token)
+  if not has_type(slots_key, 'hash') then
+    return {}
+  end
+  if redis.call('HSTRLEN', slots_key, token) > max_record_bytes then
+    return not_dlock
+  end
+  local text = redis.call('HGET', slots_key, token)
+  if not text then
+    return {}
+  end
+  return decode_record(text)
+end
+
+-- The cron and CI policies an exclusive holder's record (holder_key) keeps beside its fields,
+-- read bounded and checked (what another tenant wrote otherwise counts as not there):
+--   hold_until: --min-hold, the server's ms until which the lock stays taken;
+--   ended: its holder released it before hold_until (the lock is kept, no longer its own);
+--   delay_ms: --lock-delay, armed while it holds the lock: the holder record outlives the
+--     lock key by this much unless released cleanly (delay_left);
+--   replaced_by: a --replace acquirer's record (a JSON list), asking it to stand down.
+local function holder_policy(holder_key)
+  local policy = {}
+  if not has_type(holder_key, 'hash') then
+    return policy
+  end
+  local function number(field)
+    if redis.call('HSTRLEN', holder_key, field) > 16 then
+      return nil
+    end
+    local text = record_number(redis.call('HGET', holder_key, field))
+    return text and tonumber(text)
+  end
+  policy.hold_until = number('hold_until')
+  policy.ended = redis.call('HEXISTS', holder_key, 'ended') == 1
+  policy.delay_ms = number('delay_ms')
+  local replace_bytes = redis.call('HSTRLEN', holder_key, 'replaced_by')
+  if replace_bytes > 0 and replace_bytes <= max_record_bytes then
+    local record = decode_record(redis.call('HGET', holder_key, 'replaced_by'))
+    if #record > 0 and record[1] ~= 'not_dlock' then
+      policy.replaced_by = record
+    end
+  end
+  return policy
+end
+
+-- What is left of the --lock-delay of the lock's last holder, in ms (0: none): while the lock
+-- key is gone, a holder record that armed a delay and was not released cleanly lives on for
+-- that delay. One whose time to live exceeds the delay it names (or has none) is not dlock's.
+local function delay_left(lock_key, holder_key)
+  if redis.call('EXISTS', lock_key) == 1 then
+    return 0
+  end
+  local policy = holder_policy(holder_key)
+  if not policy.delay_ms or policy.ended then
+    return 0
+  end
+  local left = redis.call('PTTL', holder_key)
+  if left <= 0 or left > policy.delay_ms then
+    return 0
+  end
+  return left
 end

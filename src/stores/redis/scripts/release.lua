@@ -3,7 +3,8 @@
 -- free. Returns 0 if the token held nothing; 1 once it
 -- is released and an unfair waiter (if any) woken; or, when the lock is now free and a --fair
 -- waiter heads the queue, that waiter's id: its own wake list is a key this script cannot
--- declare, so the client wakes it with wake.lua.
+-- declare, so the client wakes it with wake.lua. A release by the token before its --min-hold
+-- is over keeps the lock, marked ended, until then: {ms left}.
 local lock_key = KEYS[1]
 local holder_key = KEYS[2]
 local waiters_key = KEYS[3]
@@ -16,6 +17,7 @@ local kind_key = KEYS[9]
 local watchers_key = KEYS[10]
 local watch_key = KEYS[11]
 local token = ARGV[1] -- '': force
+local at_once = ARGV[2] == '1' -- a Redlock attempt given back: no --min-hold kept
 
 local now = server_now()
 reclaim_slots(holders_key, slots_key, kind_key, now)
@@ -23,7 +25,31 @@ reclaim_slots(holders_key, slots_key, kind_key, now)
 local current = redis.call('GET', lock_key)
 local slot_freed = false
 if current and (token == '' or current == token) then
-  redis.call('DEL', lock_key, holder_key)
+  local policy = holder_policy(holder_key)
+  -- Released by its holder before its --min-hold is over (and not replaced, which frees it
+  -- at once): kept, unrenewed, until hold_until; a clean end, so no --lock-delay.
+  if token ~= '' and not at_once and not policy.replaced_by and policy.hold_until
+     and policy.hold_until > now then
+    if not policy.ended then
+      local left = policy.hold_until - now
+      redis.call('PEXPIRE', lock_key, left)
+      redis.call('HSET', holder_key, 'ended', '1')
+      redis.call('HDEL', holder_key, 'delay_ms', 'replaced_by')
+      redis.call('PEXPIRE', holder_key, left)
+    end
+    return {redis.call('PTTL', lock_key)}
+  end
+  redis.call('DEL', lock_key)
+  -- Forced: the holder's --lock-delay starts (its record lives that much longer); else gone.
+  if token == '' and policy.delay_ms and not policy.ended then
+    redis.call('HDEL', holder_key, 'replaced_by')
+    redis.call('PEXPIRE', holder_key, policy.delay_ms)
+  else
+    redis.call('DEL', holder_key)
+  end
+elseif token == '' and delay_left(lock_key, holder_key) > 0 then
+  -- Forced on a key free but for a --lock-delay: the delay is cleared.
+  redis.call('DEL', holder_key)
 elseif token == '' and redis.call('ZCARD', holders_key) > 0 then
   redis.call('DEL', holders_key, slots_key, kind_key)
 elseif token ~= '' and redis.call('ZSCORE', holders_key, token) then
