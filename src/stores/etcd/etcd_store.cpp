@@ -786,6 +786,19 @@ void EtcdStore::move_off_hold(const std::string& name, const KeyValue& kv)
   });
 }
 
+void EtcdStore::revoke_all(std::vector<std::int64_t> leases, std::function<void()> done)
+{
+  if (leases.empty()) {
+    done();
+    return;
+  }
+  std::int64_t first = leases.front();
+  leases.erase(leases.begin());
+  revoke(first, [this, leases = std::move(leases), done = std::move(done)](Answer&) mutable {
+    revoke_all(std::move(leases), std::move(done));
+  });
+}
+
 void EtcdStore::release_held(const KeyValue& kv, bool replaced)
 {
   Json record = record_of(kv);
@@ -798,10 +811,11 @@ void EtcdStore::release_held(const KeyValue& kv, bool replaced)
       if (r.error && !lease_not_found(r.body)) {
         outcome.error = r.error;
       }
+      std::vector<std::int64_t> rest;
       if (hold != 0 && hold != kv.lease) {
-        revoke(hold, [](Answer&) {});
+        rest.push_back(hold);
       }
-      m_answers.answer(std::move(outcome));
+      revoke_all(std::move(rest), [this, outcome]() { m_answers.answer(outcome); });
     };
     if (delay == 0) {
       revoke(kv.lease, done);
@@ -830,15 +844,17 @@ void EtcdStore::release_held(const KeyValue& kv, bool replaced)
             m_answers.answer(Op::release, w.error);
             return;
           }
-          if (delay != 0) {
-            revoke(delay, [](Answer&) {});
-          }
-          if (kv.lease != hold) {
-            revoke(kv.lease, [](Answer&) {});
-          }
           Outcome outcome = Outcome::holding(Op::release, true);
           outcome.kept_for = txn_succeeded(w.body) ? left : Millis(0);
-          m_answers.answer(std::move(outcome));
+          // Then the --lock-delay disarmed and the key's former lease revoked, each answered
+          // before the outcome (dlock may exit right after it).
+          std::vector<std::int64_t> leases;
+          for (std::int64_t lease : {delay, kv.lease == hold ? 0 : kv.lease}) {
+            if (lease != 0) {
+              leases.push_back(lease);
+            }
+          }
+          revoke_all(std::move(leases), [this, outcome]() { m_answers.answer(outcome); });
         });
     });
 }
@@ -891,8 +907,10 @@ void EtcdStore::start_release(const lock::LockName& name, const std::string& tok
         std::vector<KeyValue> keys = range ? lock_keys(*range, prefix) : std::vector<KeyValue>{};
         std::optional<KeyValue> delay = range ? one_key(txn_range(a.body, 1)) : std::nullopt;
         if (a.error || keys.empty()) {
-          if (delay) { // free, but delayed (or another tenant's key there): clear it
-            m_client.post("/v3/kv/deleterange", range_key_request(delay_key), [](Answer&) {});
+          if (delay && !a.error) { // free, but delayed (or another tenant's key there): clear it
+            m_client.post("/v3/kv/deleterange", range_key_request(delay_key),
+                          [this](Answer& d) { m_answers.answer(Op::release, d.error); });
+            return;
           }
           m_answers.answer(Op::release, a.error);
           return;

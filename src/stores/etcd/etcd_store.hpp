@@ -112,6 +112,8 @@ private:
   static Sides sides_of(const Json& txn_response, std::size_t first);
   void watch_own_key(const std::string& name);
   void end_wait(const std::string& name);
+  // Revokes leases one after the other, then calls done (whatever came of them).
+  void revoke_all(std::vector<std::int64_t> leases, std::function<void()> done);
   // Revokes lease; then calls done (whatever came of it).
   void revoke(std::int64_t lease, std::function<void(Answer&)> done);
   // The key (of this lock name) whose value has token's fingerprint, for another process's
