@@ -267,6 +267,7 @@ void EtcdStore::decide(const std::string& name, const lock::AcquireRequest& requ
     if (newest && sides.newest->lease != mine.lease
         && string_field(record_of(*sides.newest), "waiter") != request.ticket.waiter_id) {
       result.superseded_by = *newest;
+      result.block = Millis(1000); // not waited on: the waiter gives up
       std::int64_t lease = mine.lease;
       m_client.cancel(mine.wake_watch);
       m_client.cancel(mine.side_watch);
@@ -882,12 +883,8 @@ void EtcdStore::start_release(const lock::LockName& name, const std::string& tok
           release_held(*kv, replaced);
           return;
         }
+        // Not ours any more (lost): a --lock-delay stays armed, a hold lease runs out by itself.
         Outcome outcome{.op = Op::release, .error = a.error};
-        for (std::int64_t lease : {mine.hold_lease, mine.delay_lease}) {
-          if (lease != 0 && lease != mine.lease) {
-            revoke(lease, [](Answer&) {});
-          }
-        }
         revoke(mine.lease, [this, outcome](Answer& r) mutable {
           if (r.error && !lease_not_found(r.body) && !outcome.error) {
             outcome.error = r.error;
