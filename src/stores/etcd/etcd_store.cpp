@@ -662,14 +662,20 @@ void EtcdStore::start_renew(const lock::LockName& name, const lock::RenewRequest
       m_answers.answer(Op::renew, error);
       return;
     }
-    m_client.post("/v3/lease/keepalive", lease_request(kv->lease), [this](Answer& a) {
-      Outcome outcome{.op = Op::renew};
-      if (a.error && !lease_not_found(a.body)) {
-        outcome.error = a.error;
-      }
-      outcome.held = !a.error && kept_ttl(a.body) > 0;
-      m_answers.answer(std::move(outcome));
-    });
+    Json record = record_of(*kv);
+    // On its --min-hold lease (or ended): a keepalive would stretch the hold; its holder's own
+    // renewals move it off when due, this one only tells whether it is there.
+    bool on_hold = int_field(record, "ended") != 0 || int_field(record, "hold_lease") == kv->lease;
+    m_client.post(on_hold ? "/v3/lease/timetolive" : "/v3/lease/keepalive",
+                  lease_request(kv->lease), [this, on_hold](Answer& a) {
+                    Outcome outcome{.op = Op::renew};
+                    if (a.error && !lease_not_found(a.body)) {
+                      outcome.error = a.error;
+                    }
+                    outcome.held =
+                      !a.error && (on_hold ? int_field(a.body, "TTL") : kept_ttl(a.body)) > 0;
+                    m_answers.answer(std::move(outcome));
+                  });
   });
 }
 

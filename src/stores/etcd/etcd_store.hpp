@@ -23,6 +23,14 @@ std::unique_ptr<lock::Store> open(const std::string& url, const stores::StoreCon
 // of the key just before its own (a FIFO queue: no herd, fair by construction). The fencing
 // token is the key's create revision. A renewal is a lease keepalive and a check of the key; a
 // watch of the holder's own key reports its deletion (lease revoked) at once.
+// The cron and CI policies keep the layout (etcdctl lock honours them too where it can):
+// --min-hold grants a lease of its length at acquisition (never kept alive: it ends at
+// hold_until by etcd's clock) and the key sits on it while it outlasts the TTL, else moves onto
+// it at a release by token (a put: same create revision, same place), marked ended; --lock-delay
+// is a key PFX-less-slash#delay on a lease of the key's TTL + D kept alive with it, revoked by a
+// clean release, put on a lease of D by release --force, honoured by the next owner; --replace
+// puts #replace on the holder's lease, which its renewal reads; --supersede puts #newest on the
+// newest waiter's lease, which the older ones watch (side_key).
 class EtcdStore final : public lock::Store {
 public:
   EtcdStore(EtcdUrl url, std::optional<std::string> password, stores::TlsFiles tls,
@@ -45,7 +53,8 @@ public:
   void abandon() noexcept override;
   Error timed_out() noexcept override;
 
-  // Exclusive locks in one FIFO queue (--fair is what it always does). Not done: --shared and
+  // Exclusive locks in one FIFO queue (--fair is what it always does), with --min-hold,
+  // --lock-delay, --replace and --supersede. Not done: --shared and
   // --limit (etcdctl has no such recipe to share), wait/barrier/latch, and a lock outliving
   // dlock (acquire: nothing would keep the lease alive).
   const lock::StoreTraits& traits() const noexcept override;

@@ -193,3 +193,27 @@ free_at() {
   [ "$status" -ne 0 ]
   [ -z "$(ectl get 'dlock:rp#replace' --print-value-only)" ]
 }
+
+@test "the side keys of a name with '/' lie outside every queue: etcdctl lock on the shorter name does not wait for them" {
+  # (a key of x/a's own queue lies under x/, as in etcdctl's layout: only the side keys are ours)
+  start_bg holder "$DLOCK" run -k x/a --lock-delay 30s -- sleep 30
+  started holder '[ -n "$(ectl get "dlock:x%2Fa#delay" --keys-only)" ]'
+  run -0 "$DLOCK" release --force -k x/a
+  [ -n "$(ectl get 'dlock:x%2Fa#delay' --keys-only)" ]
+  [ -z "$(ectl get --prefix 'dlock:x/' --keys-only | grep .)" ]
+  timeout 10 "$ETCDCTL" --endpoints "$ETCD_ENDPOINT" lock dlock:x -- true
+  run -0 "$DLOCK" run -n -k x -- true
+  run -75 "$DLOCK" run -n -k x/a -- true
+  run -0 "$DLOCK" release --force -k x/a
+  run -0 "$DLOCK" run -n -k x/a -- true
+}
+
+@test "--min-hold: a nested run on the same key (its renewal by token) does not stretch the hold" {
+  local start free
+  start=$(now_ms)
+  run -0 "$DLOCK" run -k nest --ttl 2s --min-hold 4s -- "$DLOCK" run -k nest -- true
+  free=$(free_at nest 10)
+  echo "free $((free - start)) ms after"
+  [ $((free - start)) -ge 3000 ]
+  [ $((free - start)) -lt 6500 ]
+}
