@@ -284,7 +284,22 @@ void EtcdStore::decide(const std::string& name, const lock::AcquireRequest& requ
       result.holder = *delayed;
       mine.predecessor = sides.delay->key;
       mine.watch_from = revision + 1;
-      answer_shut(name, request, std::move(outcome), sides.delay->lease);
+      std::int64_t lease = sides.delay->lease;
+      if (request.policy.supersede && !request.ticket.registered
+          && request.ticket.mode != lock::WaitMode::once) { // it registers: announce it
+        m_client.post(
+          "/v3/kv/txn",
+          txn_request(Json::array(),
+                      Json::array({put_op(side_key(m_prefix, name, "newest"),
+                                          holder_value(mine.me, mine.fingerprint,
+                                                       {{"waiter", request.ticket.waiter_id}}),
+                                          mine.lease)})),
+          [this, name, request, outcome, lease](Answer&) {
+            answer_shut(name, request, outcome, lease);
+          });
+        return;
+      }
+      answer_shut(name, request, std::move(outcome), lease);
       return;
     }
     arm(name, request);

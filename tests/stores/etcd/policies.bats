@@ -188,9 +188,11 @@ free_at() {
   got=${lines[-1]}
   echo "replaced in $((got - start)) ms"
   [ $((got - start)) -lt 10000 ]
-  run wait "$holder"
-  echo "holder exit $status"
-  [ "$status" -ne 0 ]
+  local rc=0
+  wait "$holder" || rc=$?
+  echo "holder exit $rc: $(cat "$T/holder.err")"
+  [ "$rc" -eq 76 ]
+  [[ $(cat "$T/holder.err") == *hotfix* ]]
   [ -z "$(ectl get 'dlock:rp#replace' --print-value-only)" ]
 }
 
@@ -216,4 +218,28 @@ free_at() {
   echo "free $((free - start)) ms after"
   [ $((free - start)) -ge 3000 ]
   [ $((free - start)) -lt 6500 ]
+}
+
+@test "--supersede while the lock is free but delayed (--lock-delay): the older waiter gives up when the newer one comes" {
+  start_bg holder "$DLOCK" run -k sd --ttl 2s --lock-delay 6s -- sleep 30
+  started holder '[ -n "$(keys sd)" ]'
+  kill -KILL "$BG_PID"
+  sleep 2.5 # the lease ended: delayed
+  start_bg older "$DLOCK" run -k sd --supersede -w 30s -- touch "$T/older.ran"
+  local older=$BG_PID
+  sleep 1
+  start_bg newer "$DLOCK" run -k sd --supersede -w 30s -- touch "$T/newer.ran"
+  local newer=$BG_PID
+  local start
+  start=$(now_ms)
+  local rc=0
+  wait "$older" || rc=$?
+  echo "older: exit $rc after $(($(now_ms) - start)) ms: $(cat "$T/older.err")"
+  [ "$rc" -eq 75 ]
+  [ $(($(now_ms) - start)) -lt 2500 ]
+  rc=0
+  wait "$newer" || rc=$?
+  [ "$rc" -eq 0 ]
+  [ -e "$T/newer.ran" ]
+  [ ! -e "$T/older.ran" ]
 }
