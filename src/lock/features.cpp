@@ -38,7 +38,11 @@ constexpr Column table[] = {
     Feature::replace}},
   {StoreKind::postgres, "PostgreSQL", " (postgres://)", " (postgres://)", {Feature::shared}},
   {StoreKind::mysql, "MySQL or MariaDB", " (mysql://)", " (mysql://)", {}},
-  {StoreKind::etcd, "etcd", " (etcd://)", " (etcd://)", {Feature::fair}},
+  {StoreKind::etcd,
+   "etcd",
+   " (etcd://)",
+   " (etcd://)",
+   {Feature::fair, Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede}},
   {StoreKind::file, "files", " (file://)", " (file://)", {Feature::shared, Feature::limit}},
   {StoreKind::zookeeper, "ZooKeeper", " (zk://)", " (zk://)", {Feature::fair, Feature::shared}},
 };

@@ -179,3 +179,54 @@ TEST(EtcdApi, AnotherTenantsValueIsReadCheckedAndCapped)
   EXPECT_FALSE(bool_field(Json::parse(R"({"canceled":"true"})"), "canceled"));
   EXPECT_TRUE(bool_field(Json::parse(R"({"canceled":true})"), "canceled"));
 }
+
+TEST(EtcdApi, SideKeysLieOutsideEveryLocksQueue)
+{
+  EXPECT_EQ(side_key("dlock:", "jobs", "delay"), "dlock:jobs#delay");
+  // a name with '/' (or '%') is escaped: no lock name's PFX/ ("dlock:a/") holds its side keys
+  EXPECT_EQ(side_key("dlock:", "a/b", "replace"), "dlock:a%2Fb#replace");
+  EXPECT_EQ(side_key("dlock:", "a%2Fb", "newest"), "dlock:a%252Fb#newest");
+  EXPECT_FALSE(side_key("dlock:", "a/b", "delay").starts_with(lock_prefix("dlock:", "a")));
+  EXPECT_FALSE(is_lock_key(side_key("dlock:", "jobs", "delay"), lock_prefix("dlock:", "jobs")));
+}
+
+TEST(EtcdApi, TheNoteAndThePoliciesFieldsGoInTheRecord)
+{
+  lock::HolderInfo holder{"h", 42, "u", "sleep", 1000, 0, 5000, "deploy \"42\" — ü"};
+  KeyValue kv;
+  kv.lease = 7;
+  kv.value = holder_value(holder, "ab", {{"hold_lease", "99"}, {"ended", 1}});
+  EXPECT_EQ(holder_of(kv).note, holder.note);
+  EXPECT_EQ(fingerprint_of(kv), "ab");
+  ASSERT_TRUE(dlock_holder_of(kv));
+  Json record = record_of(kv);
+  EXPECT_EQ(int_field(record, "hold_lease"), 99);
+  EXPECT_EQ(int_field(record, "ended"), 1);
+  kv.value = with_fields(record, {{"ended", 0}});
+  EXPECT_EQ(int_field(record_of(kv), "ended"), 0);
+  EXPECT_EQ(holder_of(kv).note, holder.note);
+  // no note: no field
+  holder.note.clear();
+  EXPECT_EQ(Json::parse(holder_value(holder, "ab")).count("note"), 0U);
+  // a record that is not dlock's: no record, no holder
+  kv.value = "[1]";
+  EXPECT_TRUE(record_of(kv).is_null());
+  EXPECT_FALSE(dlock_holder_of(kv));
+  kv.value = std::string(lock::max_holder_record_bytes + 1, ' ');
+  EXPECT_TRUE(record_of(kv).is_null());
+}
+
+TEST(EtcdApi, TransactionsOfThePolicies)
+{
+  Json txn = txn_request(Json::array({create_revision_is("p/a", 12)}),
+                         Json::array({put_op("p/a", "v", 5), range_op("p#delay")}));
+  EXPECT_EQ(txn["compare"][0]["create_revision"], "12");
+  EXPECT_EQ(txn["success"][0]["request_put"]["lease"], "5");
+  EXPECT_EQ(txn["success"][1]["request_range"]["key"], base64_encode("p#delay"));
+  EXPECT_TRUE(txn["failure"].empty());
+  EXPECT_TRUE(txn_succeeded(Json::parse(R"({"succeeded":true})")));
+  EXPECT_FALSE(txn_succeeded(Json::parse(R"({"header":{}})")));
+  Json acquire = acquire_txn("p/a", "v", 10, "p/", {"p#delay", "p#replace"});
+  EXPECT_EQ(acquire["success"].size(), 4U);
+  EXPECT_EQ(acquire["failure"][3]["request_range"]["key"], base64_encode("p#replace"));
+}

@@ -295,21 +295,17 @@ Json range_prefix_request(const std::string& prefix)
 Json range_key_request(const std::string& key) { return {{"key", base64_encode(key)}}; }
 
 Json acquire_txn(const std::string& key, const std::string& value, std::int64_t lease,
-                 const std::string& lock_prefix)
+                 const std::string& lock_prefix, const std::vector<std::string>& side_keys)
 {
   Json range = {{"request_range", range_prefix_request(lock_prefix)}};
-  return {
-    {"compare", Json::array({{{"key", base64_encode(key)},
-                              {"target", "CREATE"},
-                              {"result", "EQUAL"},
-                              {"create_revision", "0"}}})},
-    {"success", Json::array({{{"request_put",
-                               {{"key", base64_encode(key)},
-                                {"value", base64_encode(value)},
-                                {"lease", std::to_string(lease)}}}},
-                             range})},
-    {"failure", Json::array({{{"request_range", range_key_request(key)}}, range})},
-  };
+  Json success = Json::array({put_op(key, value, lease), range});
+  Json failure = Json::array({range_op(key), range});
+  for (const std::string& side : side_keys) {
+    success.push_back(range_op(side));
+    failure.push_back(range_op(side));
+  }
+  return txn_request(Json::array({create_revision_is(key, 0)}), std::move(success),
+                     std::move(failure));
 }
 
 Json watch_deletes_request(const std::string& key, std::int64_t start_revision)
@@ -345,7 +341,8 @@ const Json* txn_range(const Json& txn_response, std::size_t i)
   return &responses[i]["response_range"];
 }
 
-std::string holder_value(const lock::HolderInfo& holder, const std::string& token_fingerprint)
+std::string holder_value(const lock::HolderInfo& holder, const std::string& token_fingerprint,
+                         const Json& extra)
 {
   Json value = {{"host", holder.host},
                 {"pid", holder.pid},
@@ -354,10 +351,86 @@ std::string holder_value(const lock::HolderInfo& holder, const std::string& toke
                 {"acquired_ms", holder.acquired_ms},
                 {"ttl_ms", holder.ttl_ms},
                 {"token", token_fingerprint}};
+  if (!holder.note.empty()) {
+    value["note"] = holder.note;
+  }
+  return with_fields(value, extra);
+}
+
+std::string side_key(std::string_view prefix, std::string_view name, std::string_view kind)
+{
+  std::string key(prefix);
+  for (char c : name) {
+    if (c == '%' || c == '/') {
+      key += fmt::format("%{:02X}", static_cast<unsigned char>(c));
+    } else {
+      key += c;
+    }
+  }
+  return key.append("#").append(kind);
+}
+
+Json put_op(const std::string& key, const std::string& value, std::int64_t lease)
+{
+  return {{"request_put",
+           {{"key", base64_encode(key)},
+            {"value", base64_encode(value)},
+            {"lease", std::to_string(lease)}}}};
+}
+
+Json range_op(const std::string& key) { return {{"request_range", range_key_request(key)}}; }
+
+Json create_revision_is(const std::string& key, std::int64_t revision)
+{
+  return {{"key", base64_encode(key)},
+          {"target", "CREATE"},
+          {"result", "EQUAL"},
+          {"create_revision", std::to_string(revision)}};
+}
+
+Json txn_request(Json compare, Json success, Json failure)
+{
+  return {{"compare", std::move(compare)},
+          {"success", std::move(success)},
+          {"failure", std::move(failure)}};
+}
+
+bool txn_succeeded(const Json& txn_response) { return bool_field(txn_response, "succeeded"); }
+
+Json record_of(const KeyValue& kv)
+{
+  if (kv.value.size() > lock::max_holder_record_bytes) {
+    return nullptr;
+  }
+  Json record = Json::parse(kv.value, nullptr, false);
+  return record.is_object() ? record : Json(nullptr);
+}
+
+std::string with_fields(const Json& record, const Json& extra)
+{
+  Json value = record.is_object() ? record : Json::object();
+  if (extra.is_object()) {
+    for (auto it = extra.begin(); it != extra.end(); ++it) {
+      value[it.key()] = *it;
+    }
+  }
   return value.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 lock::HolderInfo holder_of(const KeyValue& kv)
+{
+  std::optional<lock::HolderInfo> holder = dlock_holder_of(kv);
+  if (!holder) {
+    holder = lock::HolderInfo{};
+    holder->command =
+      fmt::format("{} (lease {:x})", kv.value.empty() ? "etcdctl lock" : "not dlock",
+                  static_cast<std::uint64_t>(kv.lease));
+  }
+  holder->fence = kv.create_revision;
+  return *holder;
+}
+
+std::optional<lock::HolderInfo> dlock_holder_of(const KeyValue& kv)
 {
   Json value = kv.value.size() <= lock::max_holder_record_bytes
                  ? Json::parse(kv.value, nullptr, false)
@@ -384,14 +457,10 @@ lock::HolderInfo holder_of(const KeyValue& kv)
     }
     holder = lock::parse_holder_record(fields);
   }
-  if (!holder) {
-    holder = lock::HolderInfo{};
-    holder->command =
-      fmt::format("{} (lease {:x})", kv.value.empty() ? "etcdctl lock" : "not dlock",
-                  static_cast<std::uint64_t>(kv.lease));
+  if (holder) {
+    holder->fence = kv.create_revision;
   }
-  holder->fence = kv.create_revision;
-  return *holder;
+  return holder;
 }
 
 std::string fingerprint_of(const KeyValue& kv)

@@ -77,9 +77,9 @@ std::vector<KeyValue> key_values(const Json& range_response);
 Json grant_request(std::int64_t ttl_s);
 Json lease_request(std::int64_t lease); // keepalive, revoke, timetolive
 // Puts key (with lease) if it does not exist, else reads it; either way reads every key under
-// lock_prefix by create revision in the same transaction.
+// lock_prefix by create revision, then each of side_keys, in the same transaction.
 Json acquire_txn(const std::string& key, const std::string& value, std::int64_t lease,
-                 const std::string& lock_prefix);
+                 const std::string& lock_prefix, const std::vector<std::string>& side_keys = {});
 // Every key under prefix, oldest create revision first.
 Json range_prefix_request(const std::string& prefix);
 Json range_key_request(const std::string& key);
@@ -94,13 +94,39 @@ const Json* txn_range(const Json& txn_response, std::size_t i);
 
 // What dlock stores as a lock key's value: the holder, and a fingerprint of its token so that
 // `dlock renew`/`release --token` from another process can find its key.
-std::string holder_value(const lock::HolderInfo& holder, const std::string& token_fingerprint);
+// extra: more fields of the record (--min-hold's and --lock-delay's leases, a waiter's id).
+std::string holder_value(const lock::HolderInfo& holder, const std::string& token_fingerprint,
+                         const Json& extra = Json::object());
 // The holder stored in value (etcdctl's keys have an empty value: "etcdctl lock"); a value
 // that is not dlock's record (too long, not a JSON object) is shown as "not dlock".
 lock::HolderInfo holder_of(const KeyValue& kv);
+// The holder in value when it is a record dlock could have written, else nullopt.
+std::optional<lock::HolderInfo> dlock_holder_of(const KeyValue& kv);
 std::string fingerprint_of(const KeyValue& kv);
 // etcd's records carry 32 hex digits of the token's fingerprint.
 std::string token_fingerprint(const std::string& token);
+
+// The side keys of one lock name (--lock-delay, --replace, --supersede), outside its queue:
+// PFX-without-slash with the name's '%' and '/' escaped, then "#delay", "#replace" or
+// "#newest". No lock's queue (any name's PFX/) holds them, so `etcdctl lock` never waits on
+// them, and list() passes them over.
+std::string side_key(std::string_view prefix, std::string_view name, std::string_view kind);
+
+// One operation of a transaction, and a comparison guarding it.
+Json put_op(const std::string& key, const std::string& value, std::int64_t lease);
+Json range_op(const std::string& key);
+// key's create revision is revision (0: the key does not exist).
+Json create_revision_is(const std::string& key, std::int64_t revision);
+// A transaction: when every compare holds, success runs, else failure.
+Json txn_request(Json compare, Json success, Json failure = Json::array());
+// Whether a transaction's answer says its compares held.
+bool txn_succeeded(const Json& txn_response);
+
+// A dlock record's JSON object (a lock key's or a side key's value), or null when it is not one
+// dlock could have written (larger than max_holder_record_bytes, not an object).
+Json record_of(const KeyValue& kv);
+// record with its integer or string fields in extra set, as it is stored again.
+std::string with_fields(const Json& record, const Json& extra);
 
 // The error an etcd answer carries (HTTP status and body), or nullopt when it is a success:
 // authentication → 77, unavailable → 69, anything else → 70. where names the server.

@@ -36,6 +36,39 @@ std::int64_t header_revision(const Json& body)
   return body.is_object() && body.contains("header") ? int_field(body["header"], "revision") : 0;
 }
 
+// The one key a range answer found, if any.
+std::optional<KeyValue> one_key(const Json* range)
+{
+  if (range == nullptr) {
+    return std::nullopt;
+  }
+  std::vector<KeyValue> kvs = key_values(*range);
+  if (kvs.size() != 1) {
+    return std::nullopt;
+  }
+  return kvs.front();
+}
+
+// A side key that dlock honours: a record dlock could have written, on a lease (so it ends);
+// anything else another tenant wrote there is passed over.
+std::optional<lock::HolderInfo> live_side(const std::optional<KeyValue>& kv)
+{
+  if (!kv || kv->lease == 0 || fingerprint_of(*kv).empty()) {
+    return std::nullopt;
+  }
+  return dlock_holder_of(*kv);
+}
+
+// A transaction of reads only.
+Json reads(const std::vector<Json>& ops) { return txn_request(Json::array(), Json(ops)); }
+
+// A lease's remaining TTL in a timetolive answer, in ms (0 when gone or not known).
+Millis left_of(const Answer& a)
+{
+  std::int64_t ttl = a.error ? 0 : int_field(a.body, "TTL");
+  return Millis(std::max<std::int64_t>(0, ttl) * 1000);
+}
+
 } // namespace
 
 std::unique_ptr<lock::Store> open(const std::string& url, const stores::StoreConfig& config)
@@ -70,6 +103,9 @@ EtcdStore::~EtcdStore()
   try {
     m_client.cancel_requests();
     for (auto& [name, mine] : m_mine) {
+      if (mine.owner && (mine.hold_lease != 0 || mine.delay_lease != 0)) {
+        continue; // not released: its --min-hold and --lock-delay stand, its lease runs out
+      }
       m_client.call("/v3/lease/revoke", lease_request(mine.lease), util::deadline_after(m_timeout));
     }
   } catch (...) { // NOLINT(bugprone-empty-catch): the leases expire by themselves
@@ -116,14 +152,22 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
       return;
     }
     std::string prefix = queued->second.prefix;
-    m_client.post("/v3/kv/range", range_prefix_request(prefix),
-                  [this, key, request, prefix](Answer& r) {
-                    if (r.error) {
-                      fail(Op::acquire, *r.error);
-                      return;
-                    }
-                    decide(key, request, lock_keys(r.body, prefix), header_revision(r.body));
-                  });
+    std::vector<Json> ops{{{"request_range", range_prefix_request(prefix)}}};
+    for (const std::string& side : side_keys(key)) {
+      ops.push_back(range_op(side));
+    }
+    m_client.post("/v3/kv/txn", reads(ops), [this, key, request, prefix](Answer& r) {
+      const Json* range = txn_range(r.body, 0);
+      if (!r.error && range == nullptr) {
+        r.error = Error(ExitCode::internal, "etcd at {} answered a transaction without its range",
+                        m_client.current());
+      }
+      if (r.error) {
+        fail(Op::acquire, *r.error);
+        return;
+      }
+      decide(key, request, lock_keys(*range, prefix), sides_of(r.body, 1), header_revision(r.body));
+    });
   });
 }
 
@@ -141,6 +185,8 @@ void EtcdStore::grant(const std::string& name, const lock::AcquireRequest& reque
       mine.lease = int_field(a.body, "ID");
       mine.ttl_s = int_field(a.body, "TTL");
       mine.key = lock_key(mine.prefix, mine.lease);
+      mine.fingerprint = token_fingerprint(request.token);
+      mine.policy = request.policy;
       if (mine.lease == 0) {
         fail(Op::acquire,
              Error(ExitCode::internal, "etcd at {} granted no lease", m_client.current()));
@@ -153,13 +199,13 @@ void EtcdStore::grant(const std::string& name, const lock::AcquireRequest& reque
 
 void EtcdStore::put_key(const std::string& name, const lock::AcquireRequest& request)
 {
-  const Mine& mine = m_mine.at(name);
-  lock::HolderInfo me = request.holder;
-  me.acquired_ms = util::unix_ms();
-  me.ttl_ms = request.ttl.count();
+  Mine& mine = m_mine.at(name);
+  mine.me = request.holder;
+  mine.me.acquired_ms = util::unix_ms();
+  mine.me.ttl_ms = request.ttl.count();
   m_client.post("/v3/kv/txn",
-                acquire_txn(mine.key, holder_value(me, token_fingerprint(request.token)),
-                            mine.lease, mine.prefix),
+                acquire_txn(mine.key, holder_value(mine.me, mine.fingerprint), mine.lease,
+                            mine.prefix, side_keys(name)),
                 [this, name, request](Answer& a) {
                   auto found = m_mine.find(name);
                   if (found == m_mine.end()) {
@@ -180,12 +226,25 @@ void EtcdStore::put_key(const std::string& name, const lock::AcquireRequest& req
                     return;
                   }
                   decide(name, request, lock_keys(*range, found->second.prefix),
-                         header_revision(a.body));
+                         sides_of(a.body, 2), header_revision(a.body));
                 });
 }
 
+std::vector<std::string> EtcdStore::side_keys(const std::string& name) const
+{
+  return {side_key(m_prefix, name, "delay"), side_key(m_prefix, name, "replace"),
+          side_key(m_prefix, name, "newest")};
+}
+
+EtcdStore::Sides EtcdStore::sides_of(const Json& txn_response, std::size_t first)
+{
+  return Sides{.delay = one_key(txn_range(txn_response, first)),
+               .replace = one_key(txn_range(txn_response, first + 1)),
+               .newest = one_key(txn_range(txn_response, first + 2))};
+}
+
 void EtcdStore::decide(const std::string& name, const lock::AcquireRequest& request,
-                       std::vector<KeyValue> keys, std::int64_t revision)
+                       std::vector<KeyValue> keys, const Sides& sides, std::int64_t revision)
 {
   auto found = m_mine.find(name);
   if (found == m_mine.end()) {
@@ -202,29 +261,260 @@ void EtcdStore::decide(const std::string& name, const lock::AcquireRequest& requ
   mine.revision = ours->create_revision;
   Outcome outcome{.op = Op::acquire};
   lock::AcquireResult& result = outcome.acquire;
+  // --supersede: a waiter that a newer one announced itself after gives up, leaving nothing.
+  if (request.policy.supersede && request.ticket.registered) {
+    std::optional<lock::HolderInfo> newest = live_side(sides.newest);
+    if (newest && sides.newest->lease != mine.lease
+        && string_field(record_of(*sides.newest), "waiter") != request.ticket.waiter_id) {
+      result.superseded_by = *newest;
+      result.block = Millis(1000); // not waited on: the waiter gives up
+      std::int64_t lease = mine.lease;
+      m_client.cancel(mine.wake_watch);
+      m_client.cancel(mine.side_watch);
+      m_mine.erase(found);
+      revoke(lease, [this, outcome](Answer&) { m_answers.answer(outcome); });
+      return;
+    }
+  }
   if (ours == keys.begin()) {
-    mine.owner = true;
-    watch_own_key(name);
-    result.acquired = true;
-    result.fence = mine.revision;
-    m_answers.answer(std::move(outcome));
+    // --lock-delay: a holder's lease ended without a release; its #delay key says until when.
+    std::optional<lock::HolderInfo> delayed = live_side(sides.delay);
+    if (delayed && fingerprint_of(*sides.delay) != mine.fingerprint) {
+      result.lease = lock::AcquireResult::Lease::lock_delay;
+      result.holder = *delayed;
+      mine.predecessor = sides.delay->key;
+      mine.watch_from = revision + 1;
+      std::int64_t lease = sides.delay->lease;
+      if (request.policy.supersede && !request.ticket.registered
+          && request.ticket.mode != lock::WaitMode::once) { // it registers: announce it
+        m_client.post(
+          "/v3/kv/txn",
+          txn_request(Json::array(),
+                      Json::array({put_op(side_key(m_prefix, name, "newest"),
+                                          holder_value(mine.me, mine.fingerprint,
+                                                       {{"waiter", request.ticket.waiter_id}}),
+                                          mine.lease)})),
+          [this, name, request, outcome, lease](Answer&) {
+            answer_shut(name, request, outcome, lease);
+          });
+        return;
+      }
+      answer_shut(name, request, std::move(outcome), lease);
+      return;
+    }
+    arm(name, request);
     return;
   }
-  result.holder = holder_of(keys.front());
+  const KeyValue& front = keys.front();
+  result.holder = holder_of(front);
   result.holders = 1;
-  result.lease = lock::AcquireResult::Lease::no_expiry;
-  if (request.ticket.mode == lock::WaitMode::once) {
-    std::int64_t lease = mine.lease;
-    m_mine.erase(found);
-    revoke(lease, [this, outcome](Answer&) { m_answers.answer(outcome); });
-    return;
-  }
   mine.predecessor = std::prev(ours)->key;
   mine.watch_from = revision + 1;
-  Millis cap = request.ticket.max_block > Millis(0) ? request.ticket.max_block : longest_block;
-  // The waiter's lease is renewed by its next attempt: wake up well before it could end.
-  result.block = std::min({cap, longest_block, Millis(mine.ttl_s * 1000 / 3)});
-  result.block = std::max(result.block, Millis(1));
+  std::string holder_fingerprint = fingerprint_of(front);
+  bool dlock = !holder_fingerprint.empty() && dlock_holder_of(front).has_value();
+  bool ended = dlock && int_field(record_of(front), "ended") != 0;
+  result.lease = !dlock  ? lock::AcquireResult::Lease::no_expiry
+                 : ended ? lock::AcquireResult::Lease::min_hold
+                         : lock::AcquireResult::Lease::ends;
+  Json writes = Json::array();
+  // --replace: ask a running dlock holder to stand down (its renewal reads this, which goes
+  // with its lease).
+  bool asking = request.policy.replace && dlock && !ended && holder_fingerprint != mine.fingerprint;
+  if (asking) {
+    writes.push_back(put_op(
+      side_key(m_prefix, name, "replace"),
+      holder_value(mine.me, mine.fingerprint, {{"target", holder_fingerprint}}), front.lease));
+  }
+  // --supersede: the first registration announces this waiter as the newest (on its own
+  // lease); the older ones watch that key.
+  bool announce = request.policy.supersede && !request.ticket.registered
+                  && request.ticket.mode != lock::WaitMode::once;
+  if (announce) {
+    writes.push_back(put_op(
+      side_key(m_prefix, name, "newest"),
+      holder_value(mine.me, mine.fingerprint, {{"waiter", request.ticket.waiter_id}}), mine.lease));
+  }
+  std::int64_t ask = dlock ? front.lease : 0;
+  if (writes.empty()) {
+    answer_shut(name, request, std::move(outcome), ask);
+    return;
+  }
+  // One write per request: a lease that ended meanwhile makes it fail, and nothing was asked.
+  auto remaining = std::make_shared<std::size_t>(writes.size());
+  auto shut = std::make_shared<Outcome>(std::move(outcome));
+  for (std::size_t i = 0; i < writes.size(); ++i) {
+    bool is_replace = asking && i == 0;
+    m_client.post("/v3/kv/txn", txn_request(Json::array(), Json::array({writes[i]})),
+                  [this, name, request, ask, remaining, shut, is_replace](Answer& w) {
+                    if (is_replace && !w.error) {
+                      shut->acquire.replace_asked = true;
+                    }
+                    if (--*remaining == 0) {
+                      answer_shut(name, request, *shut, ask);
+                    }
+                  });
+  }
+}
+
+void EtcdStore::answer_shut(const std::string& name, const lock::AcquireRequest& request,
+                            Outcome outcome, std::int64_t lease)
+{
+  auto finish = [this, name, request](Outcome shut) {
+    auto found = m_mine.find(name);
+    if (found == m_mine.end()) {
+      return;
+    }
+    Mine& mine = found->second;
+    lock::AcquireResult& result = shut.acquire;
+    if (request.ticket.mode == lock::WaitMode::once) {
+      std::int64_t own = mine.lease;
+      m_mine.erase(found);
+      revoke(own, [this, shut](Answer&) { m_answers.answer(shut); });
+      return;
+    }
+    Millis cap = request.ticket.max_block > Millis(0) ? request.ticket.max_block : longest_block;
+    // The waiter's lease is renewed by its next attempt: wake up well before it could end.
+    result.block = std::min({cap, longest_block, Millis(mine.ttl_s * 1000 / 3)});
+    if (result.lease == lock::AcquireResult::Lease::min_hold
+        || result.lease == lock::AcquireResult::Lease::lock_delay) {
+      // A known end: the key's deletion wakes the waiter; it looks again by then at the latest.
+      result.block = std::min(result.block, std::max(result.holder_ttl, Millis(1000)));
+    }
+    result.block = std::max(result.block, Millis(1));
+    mine.supersede = request.policy.supersede;
+    m_answers.answer(std::move(shut));
+  };
+  if (lease == 0) {
+    finish(std::move(outcome));
+    return;
+  }
+  m_client.post("/v3/lease/timetolive", lease_request(lease), [finish, outcome](Answer& a) mutable {
+    outcome.acquire.holder_ttl = left_of(a);
+    finish(std::move(outcome));
+  });
+}
+
+void EtcdStore::arm(const std::string& name, const lock::AcquireRequest& request)
+{
+  std::int64_t hold_s =
+    request.policy.min_hold > Millis(0) ? lease_seconds(request.policy.min_hold) : 0;
+  std::int64_t delay_s =
+    request.policy.lock_delay > Millis(0) ? lease_seconds(request.policy.lock_delay) : 0;
+  if (hold_s == 0 && delay_s == 0) {
+    become_owner(name);
+    return;
+  }
+  m_mine.at(name).me.acquired_ms = util::unix_ms();
+  // Steps, each granting a lease then the next: the hold (if any), the delay (if any), then one
+  // transaction that writes them with the key if it is still ours.
+  auto write = [this, name, request, hold_s, delay_s]() {
+    auto found = m_mine.find(name);
+    if (found == m_mine.end()) {
+      return;
+    }
+    Mine& mine = found->second;
+    std::int64_t key_lease = hold_s >= mine.ttl_s ? mine.hold_lease : mine.lease;
+    Json extra = Json::object();
+    if (mine.hold_lease != 0) {
+      extra["hold_lease"] = std::to_string(mine.hold_lease);
+      extra["hold_ms"] = request.policy.min_hold.count();
+    }
+    if (mine.delay_lease != 0) {
+      extra["delay_lease"] = std::to_string(mine.delay_lease);
+      extra["delay_ms"] = request.policy.lock_delay.count();
+    }
+    Json ops =
+      Json::array({put_op(mine.key, holder_value(mine.me, mine.fingerprint, extra), key_lease)});
+    if (mine.delay_lease != 0) {
+      ops.push_back(put_op(
+        side_key(m_prefix, name, "delay"),
+        holder_value(mine.me, mine.fingerprint, {{"delay_ms", request.policy.lock_delay.count()}}),
+        mine.delay_lease));
+    }
+    m_client.post(
+      "/v3/kv/txn", txn_request(Json::array({create_revision_is(mine.key, mine.revision)}), ops),
+      [this, name, request, key_lease](Answer& a) {
+        auto now = m_mine.find(name);
+        if (now == m_mine.end()) {
+          return;
+        }
+        Mine& owned = now->second;
+        if (a.error || !txn_succeeded(a.body)) {
+          std::vector<std::int64_t> leases{owned.lease, owned.hold_lease, owned.delay_lease};
+          m_mine.erase(now);
+          for (std::int64_t lease : leases) {
+            if (lease != 0) {
+              revoke(lease, [](Answer&) {});
+            }
+          }
+          if (a.error) {
+            fail(Op::acquire, *a.error);
+          } else {
+            grant(name, request); // our key went with its lease: queue again
+          }
+          return;
+        }
+        if (key_lease != owned.lease) {
+          revoke(owned.lease, [](Answer&) {});
+          owned.lease = key_lease;
+          owned.on_hold = true;
+        }
+        become_owner(name);
+      });
+  };
+  auto delay = [this, name, hold_s, delay_s, write]() {
+    auto found = m_mine.find(name);
+    if (found == m_mine.end()) {
+      return;
+    }
+    if (delay_s == 0) {
+      write();
+      return;
+    }
+    std::int64_t key_s = std::max(hold_s, found->second.ttl_s);
+    m_client.post("/v3/lease/grant", grant_request(key_s + delay_s),
+                  [this, name, write](Answer& a) {
+                    auto got = m_mine.find(name);
+                    if (got == m_mine.end()) {
+                      return;
+                    }
+                    if (a.error || int_field(a.body, "ID") == 0) {
+                      fail(Op::acquire,
+                           a.error.value_or(Error(ExitCode::internal, "etcd at {} granted no lease",
+                                                  m_client.current())));
+                      return;
+                    }
+                    got->second.delay_lease = int_field(a.body, "ID");
+                    write();
+                  });
+  };
+  if (hold_s == 0) {
+    delay();
+    return;
+  }
+  m_client.post("/v3/lease/grant", grant_request(hold_s), [this, name, delay](Answer& a) {
+    auto found = m_mine.find(name);
+    if (found == m_mine.end()) {
+      return;
+    }
+    if (a.error || int_field(a.body, "ID") == 0) {
+      fail(Op::acquire, a.error.value_or(Error(ExitCode::internal, "etcd at {} granted no lease",
+                                               m_client.current())));
+      return;
+    }
+    found->second.hold_lease = int_field(a.body, "ID");
+    delay();
+  });
+}
+
+void EtcdStore::become_owner(const std::string& name)
+{
+  Mine& mine = m_mine.at(name);
+  mine.owner = true;
+  watch_own_key(name);
+  Outcome outcome{.op = Op::acquire};
+  outcome.acquire.acquired = true;
+  outcome.acquire.fence = mine.revision;
   m_answers.answer(std::move(outcome));
 }
 
@@ -286,6 +576,22 @@ void EtcdStore::start_wait_for_wake(const lock::LockName& name, const lock::Wait
       util::log_verbose("the watch of lock '{}' ended ({}); asking again", key, why.what());
       end_wait(key);
     });
+  if (mine.supersede) { // a newer --supersede waiter's announcement wakes this one
+    m_client.cancel(mine.side_watch);
+    mine.side_watch = m_client.stream(
+      "/v3/watch",
+      {{"create_request",
+        {{"key", base64_encode(side_key(m_prefix, key, "newest"))},
+         {"start_revision", std::to_string(mine.watch_from)}}}},
+      [this, key](const Json& result) {
+        bool changed = result.contains("events") && !result["events"].empty();
+        if (changed || int_field(result, "compact_revision") > 0
+            || bool_field(result, "canceled")) {
+          end_wait(key);
+        }
+      },
+      [this, key](const Error&) { end_wait(key); });
+  }
 }
 
 void EtcdStore::end_wait(const std::string& name)
@@ -295,7 +601,9 @@ void EtcdStore::end_wait(const std::string& name)
     return;
   }
   m_client.cancel(found->second.wake_watch);
+  m_client.cancel(found->second.side_watch);
   found->second.wake_watch = 0;
+  found->second.side_watch = 0;
   found->second.wake_by.reset();
   m_answers.answer(Op::wait_for_wake);
 }
@@ -335,27 +643,32 @@ void EtcdStore::start_renew(const lock::LockName& name, const lock::RenewRequest
     if (!m_client.active(mine.own_watch)) {
       watch_own_key(key);
     }
-    m_client.post("/v3/lease/keepalive", lease_request(mine.lease), [this, key](Answer& a) {
-      Outcome kept{.op = Op::renew};
-      auto held = m_mine.find(key);
-      if (a.error && !lease_not_found(a.body)) {
-        kept.error = a.error;
-      }
-      if (a.error || held == m_mine.end() || kept_ttl(a.body) <= 0) {
-        m_answers.answer(std::move(kept)); // the lease is gone: so is the key
-        return;
-      }
-      std::int64_t revision = held->second.revision;
-      m_client.post("/v3/kv/range", range_key_request(held->second.key),
-                    [this, revision](Answer& r) {
-                      Outcome checked{.op = Op::renew, .error = r.error};
-                      if (!r.error) {
-                        std::vector<KeyValue> kvs = key_values(r.body);
-                        checked.held = kvs.size() == 1 && kvs.front().create_revision == revision;
-                      }
-                      m_answers.answer(std::move(checked));
-                    });
-    });
+    // Read the key and the --replace request first: a holder asked to stand down is not
+    // extended.
+    std::string replace = side_key(m_prefix, key, "replace");
+    m_client.post(
+      "/v3/kv/txn", reads({range_op(mine.key), range_op(replace)}), [this, key](Answer& a) {
+        auto held = m_mine.find(key);
+        if (held == m_mine.end()) {
+          return;
+        }
+        Outcome checked{.op = Op::renew, .error = a.error};
+        std::optional<KeyValue> kv = a.error ? std::nullopt : one_key(txn_range(a.body, 0));
+        Mine& owner = held->second;
+        if (!kv || kv->create_revision != owner.revision) {
+          m_answers.answer(std::move(checked));
+          return;
+        }
+        std::optional<KeyValue> asked = one_key(txn_range(a.body, 1));
+        std::optional<lock::HolderInfo> replacer = live_side(asked);
+        if (replacer && string_field(record_of(*asked), "target") == owner.fingerprint) {
+          owner.replaced = true;
+          checked.replaced_by = *replacer;
+          m_answers.answer(std::move(checked));
+          return;
+        }
+        extend(key, *kv);
+      });
     return;
   }
   // Another process's token (a nested run, `dlock renew`): its key carries the fingerprint.
@@ -364,15 +677,208 @@ void EtcdStore::start_renew(const lock::LockName& name, const lock::RenewRequest
       m_answers.answer(Op::renew, error);
       return;
     }
-    m_client.post("/v3/lease/keepalive", lease_request(kv->lease), [this](Answer& a) {
-      Outcome outcome{.op = Op::renew};
-      if (a.error && !lease_not_found(a.body)) {
-        outcome.error = a.error;
-      }
-      outcome.held = !a.error && kept_ttl(a.body) > 0;
-      m_answers.answer(std::move(outcome));
-    });
+    Json record = record_of(*kv);
+    // On its --min-hold lease (or ended): a keepalive would stretch the hold; its holder's own
+    // renewals move it off when due, this one only tells whether it is there.
+    bool on_hold = int_field(record, "ended") != 0 || int_field(record, "hold_lease") == kv->lease;
+    m_client.post(on_hold ? "/v3/lease/timetolive" : "/v3/lease/keepalive",
+                  lease_request(kv->lease), [this, on_hold](Answer& a) {
+                    Outcome outcome{.op = Op::renew};
+                    if (a.error && !lease_not_found(a.body)) {
+                      outcome.error = a.error;
+                    }
+                    outcome.held =
+                      !a.error && (on_hold ? int_field(a.body, "TTL") : kept_ttl(a.body)) > 0;
+                    m_answers.answer(std::move(outcome));
+                  });
   });
+}
+
+void EtcdStore::extend(const std::string& name, const KeyValue& kv)
+{
+  Mine& mine = m_mine.at(name);
+  if (mine.on_hold) {
+    // On the --min-hold lease, never kept alive: enough while it outlasts the TTL, else the key
+    // moves onto a lease kept alive.
+    m_client.post("/v3/lease/timetolive", lease_request(mine.hold_lease),
+                  [this, name, kv](Answer& a) {
+                    auto held = m_mine.find(name);
+                    if (held == m_mine.end()) {
+                      return;
+                    }
+                    if (a.error) {
+                      m_answers.answer(Op::renew, a.error);
+                      return;
+                    }
+                    if (left_of(a) >= Millis((held->second.ttl_s + 1) * 1000)) {
+                      m_answers.answer(Outcome::holding(Op::renew, true));
+                      return;
+                    }
+                    move_off_hold(name, kv);
+                  });
+    return;
+  }
+  if (mine.delay_lease != 0) { // the #delay key outlives the key by the delay
+    m_client.post("/v3/lease/keepalive", lease_request(mine.delay_lease), [](Answer&) {});
+  }
+  m_client.post("/v3/lease/keepalive", lease_request(mine.lease), [this](Answer& a) {
+    Outcome kept{.op = Op::renew};
+    if (a.error && !lease_not_found(a.body)) {
+      kept.error = a.error;
+    }
+    kept.held = !a.error && kept_ttl(a.body) > 0;
+    m_answers.answer(std::move(kept));
+  });
+}
+
+void EtcdStore::move_off_hold(const std::string& name, const KeyValue& kv)
+{
+  const Mine& current = m_mine.at(name);
+  std::int64_t ttl_s = current.ttl_s;
+  std::int64_t delay_s =
+    current.policy.lock_delay > Millis(0) ? lease_seconds(current.policy.lock_delay) : 0;
+  // A lease for the key, then (--lock-delay) one for the #delay key, then one transaction.
+  auto granted = std::make_shared<std::vector<std::int64_t>>();
+  auto write = [this, name, kv, granted]() {
+    auto held = m_mine.find(name);
+    if (held == m_mine.end()) {
+      return;
+    }
+    Mine& mine = held->second;
+    std::int64_t lease = granted->at(0);
+    std::int64_t delay = granted->size() > 1 ? granted->at(1) : 0;
+    Json extra = Json::object();
+    Json ops = Json::array();
+    if (delay != 0) {
+      extra["delay_lease"] = std::to_string(delay);
+      ops.push_back(put_op(
+        side_key(m_prefix, name, "delay"),
+        holder_value(mine.me, mine.fingerprint, {{"delay_ms", mine.policy.lock_delay.count()}}),
+        delay));
+    }
+    ops.insert(ops.begin(), put_op(kv.key, with_fields(record_of(kv), extra), lease));
+    m_client.post("/v3/kv/txn",
+                  txn_request(Json::array({create_revision_is(kv.key, kv.create_revision)}), ops),
+                  [this, name, lease, delay](Answer& a) {
+                    bool moved = !a.error && txn_succeeded(a.body);
+                    auto now = m_mine.find(name);
+                    if (!moved || now == m_mine.end()) {
+                      revoke(lease, [](Answer&) {});
+                      if (delay != 0) {
+                        revoke(delay, [](Answer&) {});
+                      }
+                      if (now != m_mine.end()) {
+                        m_answers.answer(Outcome{.op = Op::renew, .error = a.error});
+                      }
+                      return;
+                    }
+                    Mine& moved_mine = now->second;
+                    if (delay != 0 && moved_mine.delay_lease != 0) {
+                      revoke(moved_mine.delay_lease, [](Answer&) {});
+                    }
+                    moved_mine.lease = lease;
+                    moved_mine.on_hold = false;
+                    if (delay != 0) {
+                      moved_mine.delay_lease = delay;
+                    }
+                    m_answers.answer(Outcome::holding(Op::renew, true));
+                  });
+  };
+  auto grant_one = [this, name, granted](std::int64_t ttl, std::function<void()> next) {
+    m_client.post("/v3/lease/grant", grant_request(ttl), [this, name, granted, next](Answer& a) {
+      if (a.error || int_field(a.body, "ID") == 0) {
+        for (std::int64_t lease : *granted) {
+          revoke(lease, [](Answer&) {});
+        }
+        m_answers.answer(Op::renew,
+                         a.error.value_or(Error(ExitCode::internal, "etcd at {} granted no lease",
+                                                m_client.current())));
+        return;
+      }
+      granted->push_back(int_field(a.body, "ID"));
+      next();
+    });
+  };
+  grant_one(ttl_s, [grant_one, write, ttl_s, delay_s]() {
+    if (delay_s == 0) {
+      write();
+    } else {
+      grant_one(ttl_s + delay_s, write);
+    }
+  });
+}
+
+void EtcdStore::revoke_all(std::vector<std::int64_t> leases, std::function<void()> done)
+{
+  if (leases.empty()) {
+    done();
+    return;
+  }
+  std::int64_t first = leases.front();
+  leases.erase(leases.begin());
+  revoke(first, [this, leases = std::move(leases), done = std::move(done)](Answer&) mutable {
+    revoke_all(std::move(leases), std::move(done));
+  });
+}
+
+void EtcdStore::release_held(const KeyValue& kv, bool replaced)
+{
+  Json record = record_of(kv);
+  std::int64_t hold = int_field(record, "hold_lease");
+  std::int64_t delay = int_field(record, "delay_lease");
+  // A clean end: the #delay key goes with its lease, then the key with its own.
+  auto clean = [this, kv, hold, delay]() {
+    auto done = [this, kv, hold](Answer& r) {
+      Outcome outcome{.op = Op::release, .held = true};
+      if (r.error && !lease_not_found(r.body)) {
+        outcome.error = r.error;
+      }
+      std::vector<std::int64_t> rest;
+      if (hold != 0 && hold != kv.lease) {
+        rest.push_back(hold);
+      }
+      revoke_all(std::move(rest), [this, outcome]() { m_answers.answer(outcome); });
+    };
+    if (delay == 0) {
+      revoke(kv.lease, done);
+      return;
+    }
+    revoke(delay, [this, kv, done](Answer&) { revoke(kv.lease, done); });
+  };
+  if (replaced || hold == 0 || int_field(record, "ended") != 0) {
+    clean();
+    return;
+  }
+  m_client.post(
+    "/v3/lease/timetolive", lease_request(hold), [this, kv, record, hold, delay, clean](Answer& a) {
+      Millis left = left_of(a);
+      if (left <= Millis(0)) {
+        clean();
+        return;
+      }
+      // --min-hold not over: the key stays on the hold's lease, marked ended, until it ends.
+      m_client.post(
+        "/v3/kv/txn",
+        txn_request(Json::array({create_revision_is(kv.key, kv.create_revision)}),
+                    Json::array({put_op(kv.key, with_fields(record, {{"ended", 1}}), hold)})),
+        [this, kv, hold, delay, left](Answer& w) {
+          if (w.error) {
+            m_answers.answer(Op::release, w.error);
+            return;
+          }
+          Outcome outcome = Outcome::holding(Op::release, true);
+          outcome.kept_for = txn_succeeded(w.body) ? left : Millis(0);
+          // Then the --lock-delay disarmed and the key's former lease revoked, each answered
+          // before the outcome (dlock may exit right after it).
+          std::vector<std::int64_t> leases;
+          for (std::int64_t lease : {delay, kv.lease == hold ? 0 : kv.lease}) {
+            if (lease != 0) {
+              leases.push_back(lease);
+            }
+          }
+          revoke_all(std::move(leases), [this, outcome]() { m_answers.answer(outcome); });
+        });
+    });
 }
 
 void EtcdStore::start_release(const lock::LockName& name, const std::string& token)
@@ -384,16 +890,23 @@ void EtcdStore::start_release(const lock::LockName& name, const std::string& tok
     m_mine.erase(found);
     m_client.cancel(mine.own_watch);
     m_client.cancel(mine.wake_watch);
-    std::int64_t lease = mine.lease;
-    bool owner = mine.owner;
-    // Whether the key is still ours (a read), then one write: revoking the lease deletes it.
-    std::int64_t revision = mine.revision;
+    m_client.cancel(mine.side_watch);
+    std::string replace = side_key(m_prefix, key, "replace");
+    // Whether the key is still ours and was asked to stand down (a read), then the release.
     m_client.post(
-      "/v3/kv/range", range_key_request(mine.key), [this, lease, owner, revision](Answer& a) {
+      "/v3/kv/txn", reads({range_op(mine.key), range_op(replace)}), [this, mine](Answer& a) {
+        std::optional<KeyValue> kv = a.error ? std::nullopt : one_key(txn_range(a.body, 0));
+        if (mine.owner && kv && kv->create_revision == mine.revision) {
+          std::optional<KeyValue> asked = one_key(txn_range(a.body, 1));
+          bool replaced =
+            mine.replaced
+            || (live_side(asked) && string_field(record_of(*asked), "target") == mine.fingerprint);
+          release_held(*kv, replaced);
+          return;
+        }
+        // Not ours any more (lost): a --lock-delay stays armed, a hold lease runs out by itself.
         Outcome outcome{.op = Op::release, .error = a.error};
-        std::vector<KeyValue> kvs = a.error ? std::vector<KeyValue>{} : key_values(a.body);
-        outcome.held = owner && kvs.size() == 1 && kvs.front().create_revision == revision;
-        revoke(lease, [this, outcome](Answer& r) mutable {
+        revoke(mine.lease, [this, outcome](Answer& r) mutable {
           if (r.error && !lease_not_found(r.body) && !outcome.error) {
             outcome.error = r.error;
           }
@@ -404,20 +917,60 @@ void EtcdStore::start_release(const lock::LockName& name, const std::string& tok
   }
   if (token.empty()) { // --force: revoke the holder's lease (its key goes with it)
     std::string prefix = lock_prefix(m_prefix, key);
-    m_client.post("/v3/kv/range", range_prefix_request(prefix), [this, prefix](Answer& a) {
-      std::vector<KeyValue> keys = a.error ? std::vector<KeyValue>{} : lock_keys(a.body, prefix);
-      if (a.error || keys.empty()) {
-        m_answers.answer(Op::release, a.error);
-        return;
-      }
-      revoke(keys.front().lease, [this](Answer& r) {
-        Outcome outcome{.op = Op::release, .held = true};
-        if (r.error && !lease_not_found(r.body)) {
-          outcome.error = r.error;
+    std::string delay_key = side_key(m_prefix, key, "delay");
+    m_client.post(
+      "/v3/kv/txn", reads({{{"request_range", range_prefix_request(prefix)}}, range_op(delay_key)}),
+      [this, prefix, delay_key](Answer& a) {
+        const Json* range = a.error ? nullptr : txn_range(a.body, 0);
+        std::vector<KeyValue> keys = range ? lock_keys(*range, prefix) : std::vector<KeyValue>{};
+        std::optional<KeyValue> delay = range ? one_key(txn_range(a.body, 1)) : std::nullopt;
+        if (a.error || keys.empty()) {
+          if (delay && !a.error) { // free, but delayed (or another tenant's key there): clear it
+            m_client.post("/v3/kv/deleterange", range_key_request(delay_key),
+                          [this](Answer& d) { m_answers.answer(Op::release, d.error); });
+            return;
+          }
+          m_answers.answer(Op::release, a.error);
+          return;
         }
-        m_answers.answer(std::move(outcome));
+        const KeyValue& front = keys.front();
+        Json record = record_of(front);
+        std::int64_t delay_ms = int_field(record, "delay_ms");
+        auto revoke_front = [this, lease = front.lease](Answer&) {
+          revoke(lease, [this](Answer& r) {
+            Outcome outcome{.op = Op::release, .held = true};
+            if (r.error && !lease_not_found(r.body)) {
+              outcome.error = r.error;
+            }
+            m_answers.answer(std::move(outcome));
+          });
+        };
+        bool armed = delay_ms > 0 && delay && int_field(record, "ended") == 0
+                     && std::to_string(delay->lease) == string_field(record, "delay_lease");
+        if (!armed) {
+          Answer none;
+          revoke_front(none);
+          return;
+        }
+        // --lock-delay: the #delay key stays for the delay from now, on a lease of its own.
+        m_client.post(
+          "/v3/lease/grant", grant_request(lease_seconds(Millis(delay_ms))),
+          [this, delay = *delay, revoke_front](Answer& g) {
+            std::int64_t lease = g.error ? 0 : int_field(g.body, "ID");
+            if (lease == 0) {
+              revoke_front(g);
+              return;
+            }
+            Json compare = Json::array({{{"key", base64_encode(delay.key)},
+                                         {"target", "MOD"},
+                                         {"result", "EQUAL"},
+                                         {"mod_revision", std::to_string(delay.mod_revision)}}});
+            m_client.post(
+              "/v3/kv/txn",
+              txn_request(compare, Json::array({put_op(delay.key, delay.value, lease)})),
+              revoke_front);
+          });
       });
-    });
     return;
   }
   find_token(key, token, [this](std::optional<Error> error, std::optional<KeyValue> kv) {
@@ -425,13 +978,7 @@ void EtcdStore::start_release(const lock::LockName& name, const std::string& tok
       m_answers.answer(Op::release, error);
       return;
     }
-    revoke(kv->lease, [this](Answer& r) {
-      Outcome outcome{.op = Op::release, .held = !r.error};
-      if (r.error && !lease_not_found(r.body)) {
-        outcome.error = r.error;
-      }
-      m_answers.answer(std::move(outcome));
-    });
+    release_held(*kv, false);
   });
 }
 
@@ -501,19 +1048,37 @@ Error EtcdStore::timed_out() noexcept
 lock::LockStatus EtcdStore::status(const lock::LockName& name, util::TimePoint deadline)
 {
   std::string prefix = lock_prefix(m_prefix, name.str());
-  Answer a = m_client.call("/v3/kv/range", range_prefix_request(prefix), deadline);
+  Answer a = m_client.call("/v3/kv/txn",
+                           reads({{{"request_range", range_prefix_request(prefix)}},
+                                  range_op(side_key(m_prefix, name.str(), "delay"))}),
+                           deadline);
+  const Json* range = a.error ? nullptr : txn_range(a.body, 0);
+  if (!a.error && range == nullptr) {
+    a.error = Error(ExitCode::internal, "etcd at {} answered a transaction without its range",
+                    m_client.current());
+  }
   if (a.error) {
     throw *a.error;
   }
-  std::vector<KeyValue> keys = lock_keys(a.body, prefix);
+  std::vector<KeyValue> keys = lock_keys(*range, prefix);
   lock::LockStatus status;
   status.name = name.str();
   status.server_time_ms = util::unix_ms();
   if (keys.empty()) {
+    std::optional<KeyValue> delay = one_key(txn_range(a.body, 1));
+    if (std::optional<lock::HolderInfo> delayed = live_side(delay)) {
+      Answer ttl = m_client.call("/v3/lease/timetolive", lease_request(delay->lease), deadline);
+      if (ttl.error) {
+        throw *ttl.error;
+      }
+      status.delay_ms = left_of(ttl).count();
+      status.holder = status.delay_ms > 0 ? *delayed : lock::HolderInfo{};
+    }
     return status;
   }
   status.held = true;
   status.holder = holder_of(keys.front());
+  status.command_ended = int_field(record_of(keys.front()), "ended") != 0;
   status.last_fence = keys.back().create_revision;
   status.waiters = std::int64_t(keys.size()) - 1;
   Answer ttl = m_client.call("/v3/lease/timetolive", lease_request(keys.front().lease), deadline);
@@ -555,6 +1120,7 @@ std::vector<lock::LockStatus> EtcdStore::list(std::string_view pattern, Millis t
     status.held = true;
     status.server_time_ms = util::unix_ms();
     status.holder = holder_of(keys.front());
+    status.command_ended = int_field(record_of(keys.front()), "ended") != 0;
     status.last_fence = keys.back().create_revision;
     status.waiters = std::int64_t(keys.size()) - 1;
     Answer ttl = m_client.call("/v3/lease/timetolive", lease_request(keys.front().lease),

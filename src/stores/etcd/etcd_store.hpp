@@ -23,6 +23,14 @@ std::unique_ptr<lock::Store> open(const std::string& url, const stores::StoreCon
 // of the key just before its own (a FIFO queue: no herd, fair by construction). The fencing
 // token is the key's create revision. A renewal is a lease keepalive and a check of the key; a
 // watch of the holder's own key reports its deletion (lease revoked) at once.
+// The cron and CI policies keep the layout (etcdctl lock honours them too where it can):
+// --min-hold grants a lease of its length at acquisition (never kept alive: it ends at
+// hold_until by etcd's clock) and the key sits on it while it outlasts the TTL, else moves onto
+// it at a release by token (a put: same create revision, same place), marked ended; --lock-delay
+// is a key PFX-less-slash#delay on a lease of the key's TTL + D kept alive with it, revoked by a
+// clean release, put on a lease of D by release --force, honoured by the next owner; --replace
+// puts #replace on the holder's lease, which its renewal reads; --supersede puts #newest on the
+// newest waiter's lease, which the older ones watch (side_key).
 class EtcdStore final : public lock::Store {
 public:
   EtcdStore(EtcdUrl url, std::optional<std::string> password, stores::TlsFiles tls,
@@ -45,7 +53,8 @@ public:
   void abandon() noexcept override;
   Error timed_out() noexcept override;
 
-  // Exclusive locks in one FIFO queue (--fair is what it always does). Not done: --shared and
+  // Exclusive locks in one FIFO queue (--fair is what it always does), with --min-hold,
+  // --lock-delay, --replace and --supersede. Not done: --shared and
   // --limit (etcdctl has no such recipe to share), wait/barrier/latch, and a lock outliving
   // dlock (acquire: nothing would keep the lease alive).
   const lock::StoreTraits& traits() const noexcept override;
@@ -55,6 +64,7 @@ public:
 
 private:
   using Op = lock::Outcome::Op;
+  using Outcome = lock::Outcome;
   // This process's key for one lock name, held or queued.
   struct Mine {
     std::string token;
@@ -70,6 +80,21 @@ private:
     std::uint64_t wake_watch = 0;           // queued: the watch of the predecessor's deletion
     std::optional<util::TimePoint> wake_by; // queued: the end of the current wait_for_wake
     std::int64_t watched_to = 0;            // owner: the last revision the own watch saw
+    std::string fingerprint;                // of token, as the records carry it
+    lock::HolderInfo me;                    // the record written with the key
+    lock::LockPolicy policy;
+    // --min-hold: a lease of its length granted at acquisition, never kept alive (it ends at
+    // hold_until by the store's clock); the key is on it (on_hold) while it outlasts the TTL.
+    std::int64_t hold_lease = 0;
+    bool on_hold = false;
+    std::int64_t delay_lease = 0; // --lock-delay: the lease of the name's #delay key
+    bool replaced = false;        // a renewal found a --replace request against this token
+    std::uint64_t side_watch = 0; // queued --supersede: the watch of the name's #newest key
+    bool supersede = false;       // queued: a --supersede waiter (it watches #newest too)
+  };
+  // The side keys of a lock name, as one read finds them.
+  struct Sides {
+    std::optional<KeyValue> delay, replace, newest;
   };
 
   void fail(Op op, const Error& error) { m_answers.answer(op, error); }
@@ -77,9 +102,27 @@ private:
   void grant(const std::string& name, const lock::AcquireRequest& request);
   void put_key(const std::string& name, const lock::AcquireRequest& request);
   void decide(const std::string& name, const lock::AcquireRequest& request,
-              std::vector<KeyValue> keys, std::int64_t revision);
+              std::vector<KeyValue> keys, const Sides& sides, std::int64_t revision);
+  // Not acquired: fills what is left of lease (0: not asked) and answers.
+  void answer_shut(const std::string& name, const lock::AcquireRequest& request, Outcome outcome,
+                   std::int64_t lease);
+  // Head of the queue: grants --min-hold's and --lock-delay's leases, writes them, answers.
+  void arm(const std::string& name, const lock::AcquireRequest& request);
+  void become_owner(const std::string& name);
+  // The owner's renewal once its key was read (no --replace request against it).
+  void extend(const std::string& name, const KeyValue& kv);
+  // Moves the key off its --min-hold lease onto one kept alive (the hold nears its end).
+  void move_off_hold(const std::string& name, const KeyValue& kv);
+  // The release of a key the token holds: kept on its --min-hold lease (marked ended) if that
+  // is not over and no --replace asked; else its --lock-delay disarmed and its lease revoked.
+  void release_held(const KeyValue& kv, bool replaced);
+  // The names' side keys, in the order Sides has them, and how a read answers them.
+  std::vector<std::string> side_keys(const std::string& name) const;
+  static Sides sides_of(const Json& txn_response, std::size_t first);
   void watch_own_key(const std::string& name);
   void end_wait(const std::string& name);
+  // Revokes leases one after the other, then calls done (whatever came of them).
+  void revoke_all(std::vector<std::int64_t> leases, std::function<void()> done);
   // Revokes lease; then calls done (whatever came of it).
   void revoke(std::int64_t lease, std::function<void(Answer&)> done);
   // The key (of this lock name) whose value has token's fingerprint, for another process's
