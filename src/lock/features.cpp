@@ -34,7 +34,12 @@ constexpr Column table[] = {
   {StoreKind::mysql, "MySQL or MariaDB", " (mysql://)", " (mysql://)", {}},
   {StoreKind::etcd, "etcd", " (etcd://)", " (etcd://)", {Feature::fair}},
   {StoreKind::file, "files", " (file://)", " (file://)", {Feature::shared, Feature::limit}},
-  {StoreKind::zookeeper, "ZooKeeper", " (zk://)", " (zk://)", {Feature::fair, Feature::shared}},
+  {StoreKind::zookeeper,
+   "ZooKeeper",
+   " (zk://)",
+   " (zk://)",
+   {Feature::fair, Feature::shared, Feature::min_hold, Feature::lock_delay, Feature::replace,
+    Feature::supersede}},
 };
 
 // The feature as the user asked for it; what it needs when that is more than a list of the

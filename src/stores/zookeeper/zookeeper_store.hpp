@@ -73,6 +73,10 @@ private:
     bool woken = false;                     // it changed since the last attempt
     std::optional<util::TimePoint> wake_by; // a wait_for_wake in progress ends then
     int attempts = 0;                       // steps of the current acquisition (bounds its retries)
+    std::string side_watch;      // a side node watched while waiting (policy, newest --supersede)
+    std::int64_t hold_until = 0; // our --min-hold's end, the server's ms (0: none)
+    int policy_version = -1;     // the version of the policy node we wrote (-1: none)
+    bool replaced = false;       // a --replace asked this holder to stand down
   };
 
   // What inspect() found under a lock's node.
@@ -100,6 +104,26 @@ private:
   void create(const std::string& key);
   void judge(const std::string& key);
   void report_holder(const std::string& key, const std::vector<Contender>& queue);
+  // The head of the queue honours the last holder's policy node (give back while it closes the
+  // lock), then writes its own, watches and answers.
+  void admit(const std::string& key);
+  void refuse(const std::string& key, lock::AcquireResult::Lease lease, util::Millis left,
+              const lock::HolderInfo& holder);
+  void settle_in(const std::string& key);
+  void watch_held(const std::string& key);
+  // --replace: asks the holder of the head node to stand down, then answers per not_acquired.
+  void ask_replace(const std::string& key, const std::string& head,
+                   std::function<void(bool)> then, int tries = 0);
+  // --supersede: announces this waiter as the newest (first registration), watches the record.
+  void announce(const std::string& key, std::function<void()> then);
+  // Releases (by fingerprint, or forced if empty) the policy and replace nodes' part: then gets
+  // how long the lock stays taken for the holder's --min-hold, and whether a forced release
+  // freed a lock held only by it.
+  void settle_release(const std::string& dir, const std::string& fingerprint,
+                      const std::string& node, std::function<void(util::Millis, bool)> then,
+                      int tries = 0);
+  // The server's time (ms): the ctime of a node made for it (this host's clock if it cannot).
+  void server_now(const std::string& dir, std::function<void(std::int64_t)> then);
   // Creates path's missing ancestors and itself (the lock's node as a container, which the
   // server deletes once empty, as Curator does; the chroot's nodes as persistent ones).
   void make_path(const std::string& path, std::function<void(std::optional<Error>)> then);
@@ -115,6 +139,10 @@ private:
 
   // The error of a failed request, with the exit code its return code means.
   Error error_of(int rc, std::string_view what) const;
+  // A lock no contender holds, closed by the last holder's policy node (--min-hold: held, its
+  // command ended; --lock-delay: delay_ms); starts the delay or removes a node that is over.
+  void policy_status(const lock::LockName& name, const std::vector<Contender>& queue,
+                     lock::LockStatus& status, util::TimePoint deadline);
   // Runs the loop until done or deadline (status, list).
   void block_until(const bool& done, util::TimePoint deadline);
 
