@@ -16,6 +16,8 @@ namespace {
 constexpr std::string_view protected_mark = "_c_";
 constexpr std::size_t uuid_length = 36;
 constexpr std::size_t sequence_digits = 10;
+// The longest text a side record names: a contender (55 characters), a waiter's id (16).
+constexpr std::size_t max_side_text = 64;
 
 std::string_view marker(Role role)
 {
@@ -221,7 +223,7 @@ std::optional<SideRecord> parse_side_record(std::string_view data)
       }
       *number = *parsed;
     } else if (text != nullptr) {
-      if (value.empty() || value.size() > 64) {
+      if (value.empty() || value.size() > max_side_text) {
         return std::nullopt;
       }
       *text = value;

@@ -877,7 +877,9 @@ void ZookeeperStore::settle_release(const std::string& dir, const std::string& f
       ask = parse_side_record(asked.value);
     }
     bool replaced = !forced && ask && ask->node == node;
-    if (asked.rc == ZOK && asked.stat && (forced || replaced)) {
+    if (asked.rc == ZOK && asked.stat) {
+      // Against this holder, or left against one gone (none can be asked of the next holder
+      // before this one releases): over either way.
       m_client->remove(request, [](Reply&) {}, asked.stat->version);
     }
     if (forced) {
@@ -937,7 +939,12 @@ void ZookeeperStore::settle_release(const std::string& dir, const std::string& f
       if (replaced || record->min_hold_ms == 0) {
         // No lock-delay after a release, no --min-hold kept for a holder that was replaced.
         m_client->remove(
-          policy, [=](Reply& reply) { again(reply) || (then(Millis(0), false), true); },
+          policy,
+          [=](Reply& reply) {
+            if (!again(reply)) {
+              then(Millis(0), false);
+            }
+          },
           stat.version);
         return;
       }
