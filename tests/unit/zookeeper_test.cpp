@@ -263,10 +263,10 @@ TEST(SideNodes, AnotherTenantsRecordIsNotDlocks)
          std::string(""),
          std::string("garbage"),
          std::string("dlock=2\ntoken=0123456789abcdef\n"),
-         std::string("dlock=1\n"),                                   // no token
-         std::string("dlock=1\ntoken=xyz\n"),                        // not a fingerprint
-         good + "min_hold_ms=-5\n",                                  // a sign
-         good + "lock_delay_ms=1e3\n",                               // not decimal
+         std::string("dlock=1\n"),                                         // no token
+         std::string("dlock=1\ntoken=xyz\n"),                              // not a fingerprint
+         good + "min_hold_ms=-5\n",                                        // a sign
+         good + "lock_delay_ms=1e3\n",                                     // not decimal
          good + "min_hold_ms=" + std::to_string(max_policy_ms + 1) + "\n", // over a year
          good + "released=yes\n",
          good + "no equals sign\n",

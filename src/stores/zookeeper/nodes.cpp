@@ -177,14 +177,15 @@ std::string side_record(const SideRecord& record)
   if (record.holder.fence != 0) {
     text += fmt::format("fence={}\n", record.holder.fence);
   }
-  for (auto [name, value] : {std::pair{"node", &record.node}, std::pair{"waiter", &record.waiter}}) {
+  for (auto [name, value] :
+       {std::pair{"node", &record.node}, std::pair{"waiter", &record.waiter}}) {
     if (!value->empty()) {
       text += fmt::format("{}={}\n", name, one_line(*value));
     }
   }
-  for (auto [name, value] : {std::pair{"min_hold_ms", record.min_hold_ms},
-                             std::pair{"lock_delay_ms", record.lock_delay_ms},
-                             std::pair{"ended_at", record.ended_at}}) {
+  for (auto [name, value] :
+       {std::pair{"min_hold_ms", record.min_hold_ms},
+        std::pair{"lock_delay_ms", record.lock_delay_ms}, std::pair{"ended_at", record.ended_at}}) {
     if (value != 0) {
       text += fmt::format("{}={}\n", name, value);
     }

@@ -40,7 +40,8 @@ Closure closure_of(const SideRecord& record, std::int64_t ctime, std::int64_t no
   }
   if (record.lock_delay_ms > 0 && !record.released) {
     closure.stamp = record.ended_at == 0;
-    closure.delay_end = (closure.stamp ? now : std::min(record.ended_at, now)) + record.lock_delay_ms;
+    closure.delay_end =
+      (closure.stamp ? now : std::min(record.ended_at, now)) + record.lock_delay_ms;
   }
   return closure;
 }
@@ -205,7 +206,8 @@ void ZookeeperStore::on_event(const WatchEvent& event)
       // A --replace asked: the holder confirms at once, and its renewal says who.
       m_answers.answer(Outcome{
         .op = Op::disconnected,
-        .error = Error(ExitCode::lost, "a --replace asks the holder of lock '{}' to stand down", key),
+        .error =
+          Error(ExitCode::lost, "a --replace asks the holder of lock '{}' to stand down", key),
         .lease_ended = true,
       });
     }
@@ -328,35 +330,34 @@ void ZookeeperStore::start_acquire(const lock::LockName& name, const lock::Acqui
       return;
     }
     // --supersede: a newer waiter's record ends this one's wait.
-    m_client->get(side_path(m_named.at(key).dir, supersede_node), side_cap,
-                  [this, key](Reply& got) {
-                    auto found = m_named.find(key);
-                    if (found == m_named.end()) {
-                      return;
-                    }
-                    Named& e = found->second;
-                    std::optional<SideRecord> newest;
-                    if (got.rc == ZOK) {
-                      newest = parse_side_record(got.value);
-                    }
-                    if (!newest || newest->waiter == e.request.ticket.waiter_id) {
-                      place(key);
-                      return;
-                    }
-                    Outcome outcome{.op = Op::acquire};
-                    outcome.acquire.lease = lock::AcquireResult::Lease::no_expiry;
-                    outcome.acquire.superseded_by = newest->holder;
-                    std::string node = e.node;
-                    bool ours = !node.empty() && e.session == m_client->session_id();
-                    m_named.erase(found); // its registration goes
-                    if (!ours) {
-                      m_answers.answer(std::move(outcome));
-                      return;
-                    }
-                    m_client->remove(node, [this, outcome](Reply&) mutable {
-                      m_answers.answer(std::move(outcome));
-                    });
-                  });
+    m_client->get(
+      side_path(m_named.at(key).dir, supersede_node), side_cap, [this, key](Reply& got) {
+        auto found = m_named.find(key);
+        if (found == m_named.end()) {
+          return;
+        }
+        Named& e = found->second;
+        std::optional<SideRecord> newest;
+        if (got.rc == ZOK) {
+          newest = parse_side_record(got.value);
+        }
+        if (!newest || newest->waiter == e.request.ticket.waiter_id) {
+          place(key);
+          return;
+        }
+        Outcome outcome{.op = Op::acquire};
+        outcome.acquire.lease = lock::AcquireResult::Lease::no_expiry;
+        outcome.acquire.superseded_by = newest->holder;
+        std::string node = e.node;
+        bool ours = !node.empty() && e.session == m_client->session_id();
+        m_named.erase(found); // its registration goes
+        if (!ours) {
+          m_answers.answer(std::move(outcome));
+          return;
+        }
+        m_client->remove(node,
+                         [this, outcome](Reply&) mutable { m_answers.answer(std::move(outcome)); });
+      });
   });
 }
 
@@ -541,27 +542,25 @@ void ZookeeperStore::report_holder(const std::string& key, const std::vector<Con
   std::string head = queue[holders.front()].name;
   bool replace = n.request.policy.replace && holders.size() == 1;
   std::string ours = token_fingerprint(n.token);
-  m_client->get(n.dir + "/" + head, lock::max_holder_record_bytes + 1,
-                [this, key, head, replace, ours, not_acquired](Reply& reply) {
-                  if (reply.rc != ZOK) {
-                    not_acquired(std::nullopt, false); // released meanwhile
-                    return;
-                  }
-                  std::string fingerprint;
-                  lock::HolderInfo holder = parse_holder_record(reply.value, &fingerprint);
-                  if (reply.stat) {
-                    holder.fence = reply.stat->czxid;
-                    holder.acquired_ms = reply.stat->ctime;
-                  }
-                  if (!replace || fingerprint.empty() || fingerprint == ours
-                      || !m_named.contains(key)) {
-                    not_acquired(holder, false); // nothing to ask of a holder not dlock's
-                    return;
-                  }
-                  ask_replace(key, head, [holder, not_acquired](bool asked) {
-                    not_acquired(holder, asked);
-                  });
-                });
+  m_client->get(
+    n.dir + "/" + head, lock::max_holder_record_bytes + 1,
+    [this, key, head, replace, ours, not_acquired](Reply& reply) {
+      if (reply.rc != ZOK) {
+        not_acquired(std::nullopt, false); // released meanwhile
+        return;
+      }
+      std::string fingerprint;
+      lock::HolderInfo holder = parse_holder_record(reply.value, &fingerprint);
+      if (reply.stat) {
+        holder.fence = reply.stat->czxid;
+        holder.acquired_ms = reply.stat->ctime;
+      }
+      if (!replace || fingerprint.empty() || fingerprint == ours || !m_named.contains(key)) {
+        not_acquired(holder, false); // nothing to ask of a holder not dlock's
+        return;
+      }
+      ask_replace(key, head, [holder, not_acquired](bool asked) { not_acquired(holder, asked); });
+    });
 }
 
 // --- the policies' side nodes ----------------------------------------------------------------
@@ -721,8 +720,8 @@ void ZookeeperStore::settle_in(const std::string& key)
                        return;
                      }
                      if (made.rc != ZOK) {
-                       m_answers.answer(Op::acquire,
-                                        error_of(made.rc, "write the policy of lock '" + key + "'"));
+                       m_answers.answer(
+                         Op::acquire, error_of(made.rc, "write the policy of lock '" + key + "'"));
                        return;
                      }
                      if (made.stat) {
@@ -766,7 +765,8 @@ void ZookeeperStore::watch_held(const std::string& key)
             record = parse_side_record(got.value);
           }
           if (got.rc == ZOK && got.stat && (!record || record->node != ours)) {
-            m_client->remove(request, [](Reply&) {}, got.stat->version);
+            m_client->remove(
+              request, [](Reply&) {}, got.stat->version);
           }
         });
       }
@@ -788,43 +788,44 @@ void ZookeeperStore::ask_replace(const std::string& key, const std::string& head
   record.token = token_fingerprint(n.token);
   record.node = head;
   std::string path = side_path(n.dir, replace_node);
-  m_client->create(
-    path, side_record(record), zoo().ZOO_PERSISTENT,
-    [this, key, head, then, tries, path](Reply& made) {
-      if (made.rc == ZOK) {
-        then(true);
-        return;
-      }
-      if (made.rc != ZNODEEXISTS || tries >= 3) {
-        then(false);
-        return;
-      }
-      m_client->get(path, side_cap, [this, key, head, then, tries, path](Reply& got) {
-        std::optional<SideRecord> asked;
-        if (got.rc == ZOK) {
-          asked = parse_side_record(got.value);
-        }
-        if (asked && asked->node == head) {
-          then(true); // asked already
-          return;
-        }
-        if (got.rc != ZOK && got.rc != ZNONODE) {
-          then(false);
-          return;
-        }
-        // A request against a holder gone, or not dlock's: replaced by ours.
-        m_client->remove(
-          path,
-          [this, key, head, then, tries](Reply&) {
-            if (m_named.contains(key)) {
-              ask_replace(key, head, then, tries + 1);
-            } else {
-              then(false);
-            }
-          },
-          got.stat ? got.stat->version : -1);
-      });
-    });
+  m_client->create(path, side_record(record), zoo().ZOO_PERSISTENT,
+                   [this, key, head, then, tries, path](Reply& made) {
+                     if (made.rc == ZOK) {
+                       then(true);
+                       return;
+                     }
+                     if (made.rc != ZNODEEXISTS || tries >= 3) {
+                       then(false);
+                       return;
+                     }
+                     m_client->get(path, side_cap,
+                                   [this, key, head, then, tries, path](Reply& got) {
+                                     std::optional<SideRecord> asked;
+                                     if (got.rc == ZOK) {
+                                       asked = parse_side_record(got.value);
+                                     }
+                                     if (asked && asked->node == head) {
+                                       then(true); // asked already
+                                       return;
+                                     }
+                                     if (got.rc != ZOK && got.rc != ZNONODE) {
+                                       then(false);
+                                       return;
+                                     }
+                                     // A request against a holder gone, or not dlock's: replaced by
+                                     // ours.
+                                     m_client->remove(
+                                       path,
+                                       [this, key, head, then, tries](Reply&) {
+                                         if (m_named.contains(key)) {
+                                           ask_replace(key, head, then, tries + 1);
+                                         } else {
+                                           then(false);
+                                         }
+                                       },
+                                       got.stat ? got.stat->version : -1);
+                                   });
+                   });
 }
 
 void ZookeeperStore::announce(const std::string& key, std::function<void()> then)
@@ -865,8 +866,8 @@ void ZookeeperStore::announce(const std::string& key, std::function<void()> then
 }
 
 void ZookeeperStore::settle_release(const std::string& dir, const std::string& fingerprint,
-                                    const std::string& node,
-                                    std::function<void(Millis, bool)> then, int tries)
+                                    const std::string& node, std::function<void(Millis, bool)> then,
+                                    int tries)
 {
   bool forced = fingerprint.empty();
   std::string request = side_path(dir, replace_node);
@@ -880,13 +881,15 @@ void ZookeeperStore::settle_release(const std::string& dir, const std::string& f
     if (asked.rc == ZOK && asked.stat) {
       // Against this holder, or left against one gone (none can be asked of the next holder
       // before this one releases): over either way.
-      m_client->remove(request, [](Reply&) {}, asked.stat->version);
+      m_client->remove(
+        request, [](Reply&) {}, asked.stat->version);
     }
     if (forced) {
       // Another tenant's record in place of the newest --supersede waiter's goes too.
       m_client->get(side_path(dir, supersede_node), side_cap, [this, dir](Reply& got) {
         if (got.rc == ZOK && got.stat && !parse_side_record(got.value)) {
-          m_client->remove(side_path(dir, supersede_node), [](Reply&) {}, got.stat->version);
+          m_client->remove(
+            side_path(dir, supersede_node), [](Reply&) {}, got.stat->version);
         }
       });
     }
@@ -906,7 +909,8 @@ void ZookeeperStore::settle_release(const std::string& dir, const std::string& f
       };
       if (!record) {
         if (forced) {
-          m_client->remove(policy, [](Reply&) {}, stat.version);
+          m_client->remove(
+            policy, [](Reply&) {}, stat.version);
         }
         then(Millis(0), false);
         return;
@@ -964,7 +968,8 @@ void ZookeeperStore::settle_release(const std::string& dir, const std::string& f
           then(Millis(left), false);
           return;
         }
-        m_client->remove(policy, [](Reply&) {}, reply.stat->version);
+        m_client->remove(
+          policy, [](Reply&) {}, reply.stat->version);
         then(Millis(0), false);
       });
     });
@@ -1429,7 +1434,8 @@ void ZookeeperStore::policy_status(const lock::LockName& name, const std::vector
   // record that is over goes (neither is needed for the answer: a failure is ignored).
   done = false;
   if (closure.until() <= now) {
-    m_client->remove(path, [&](Reply&) { done = true; }, stat.version);
+    m_client->remove(
+      path, [&](Reply&) { done = true; }, stat.version);
   } else if (closure.stamp) {
     SideRecord stamped = *record;
     stamped.ended_at = now;

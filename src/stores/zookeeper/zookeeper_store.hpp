@@ -112,8 +112,8 @@ private:
   void settle_in(const std::string& key);
   void watch_held(const std::string& key);
   // --replace: asks the holder of the head node to stand down, then answers per not_acquired.
-  void ask_replace(const std::string& key, const std::string& head,
-                   std::function<void(bool)> then, int tries = 0);
+  void ask_replace(const std::string& key, const std::string& head, std::function<void(bool)> then,
+                   int tries = 0);
   // --supersede: announces this waiter as the newest (first registration), watches the record.
   void announce(const std::string& key, std::function<void()> then);
   // Releases (by fingerprint, or forced if empty) the policy and replace nodes' part: then gets
