@@ -329,35 +329,38 @@ void ZookeeperStore::start_acquire(const lock::LockName& name, const lock::Acqui
       place(key);
       return;
     }
+    auto asking = m_named.find(key);
+    if (asking == m_named.end()) {
+      return;
+    }
     // --supersede: a newer waiter's record ends this one's wait.
-    m_client->get(
-      side_path(m_named.at(key).dir, supersede_node), side_cap, [this, key](Reply& got) {
-        auto found = m_named.find(key);
-        if (found == m_named.end()) {
-          return;
-        }
-        Named& e = found->second;
-        std::optional<SideRecord> newest;
-        if (got.rc == ZOK) {
-          newest = parse_side_record(got.value);
-        }
-        if (!newest || newest->waiter == e.request.ticket.waiter_id) {
-          place(key);
-          return;
-        }
-        Outcome outcome{.op = Op::acquire};
-        outcome.acquire.lease = lock::AcquireResult::Lease::no_expiry;
-        outcome.acquire.superseded_by = newest->holder;
-        std::string node = e.node;
-        bool ours = !node.empty() && e.session == m_client->session_id();
-        m_named.erase(found); // its registration goes
-        if (!ours) {
-          m_answers.answer(std::move(outcome));
-          return;
-        }
-        m_client->remove(node,
-                         [this, outcome](Reply&) mutable { m_answers.answer(std::move(outcome)); });
-      });
+    m_client->get(side_path(asking->second.dir, supersede_node), side_cap, [this, key](Reply& got) {
+      auto found = m_named.find(key);
+      if (found == m_named.end()) {
+        return;
+      }
+      Named& e = found->second;
+      std::optional<SideRecord> newest;
+      if (got.rc == ZOK) {
+        newest = parse_side_record(got.value);
+      }
+      if (!newest || newest->waiter == e.request.ticket.waiter_id) {
+        place(key);
+        return;
+      }
+      Outcome outcome{.op = Op::acquire};
+      outcome.acquire.lease = lock::AcquireResult::Lease::no_expiry;
+      outcome.acquire.superseded_by = newest->holder;
+      std::string node = e.node;
+      bool ours = !node.empty() && e.session == m_client->session_id();
+      m_named.erase(found); // its registration goes
+      if (!ours) {
+        m_answers.answer(std::move(outcome));
+        return;
+      }
+      m_client->remove(node,
+                       [this, outcome](Reply&) mutable { m_answers.answer(std::move(outcome)); });
+    });
   });
 }
 
@@ -694,8 +697,6 @@ void ZookeeperStore::refuse(const std::string& key, lock::AcquireResult::Lease l
 void ZookeeperStore::settle_in(const std::string& key)
 {
   Named& n = m_named.at(key);
-  n.hold_until = 0;
-  n.replaced = false;
   const lock::LockPolicy& policy = n.request.policy;
   if (policy.min_hold <= Millis(0) && policy.lock_delay <= Millis(0)) {
     watch_held(key);
@@ -714,7 +715,6 @@ void ZookeeperStore::settle_in(const std::string& key)
                      if (found == m_named.end()) {
                        return;
                      }
-                     Named& e = found->second;
                      if (made.rc == ZNODEEXISTS) {
                        admit(key); // another wrote one meanwhile: honour it
                        return;
@@ -723,9 +723,6 @@ void ZookeeperStore::settle_in(const std::string& key)
                        m_answers.answer(
                          Op::acquire, error_of(made.rc, "write the policy of lock '" + key + "'"));
                        return;
-                     }
-                     if (made.stat) {
-                       e.hold_until = made.stat->ctime + e.request.policy.min_hold.count();
                      }
                      watch_held(key);
                    });
@@ -1071,9 +1068,7 @@ void ZookeeperStore::start_renew(const lock::LockName& name, const lock::RenewRe
           if (got.rc == ZOK) {
             record = parse_side_record(got.value);
           }
-          auto held = m_named.find(key);
-          if (record && record->node == ours && held != m_named.end()) {
-            held->second.replaced = true;
+          if (record && record->node == ours && m_named.contains(key)) {
             outcome.held = false;
             outcome.replaced_by = record->holder;
           }

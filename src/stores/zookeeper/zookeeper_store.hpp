@@ -73,10 +73,7 @@ private:
     bool woken = false;                     // it changed since the last attempt
     std::optional<util::TimePoint> wake_by; // a wait_for_wake in progress ends then
     int attempts = 0;                       // steps of the current acquisition (bounds its retries)
-    std::string side_watch;      // a side node watched while waiting (policy, newest --supersede)
-    std::int64_t hold_until = 0; // our --min-hold's end, the server's ms (0: none)
-    int policy_version = -1;     // the version of the policy node we wrote (-1: none)
-    bool replaced = false;       // a --replace asked this holder to stand down
+    std::string side_watch; // a side node watched while waiting (policy, newest --supersede)
   };
 
   // What inspect() found under a lock's node.
@@ -107,9 +104,13 @@ private:
   // The head of the queue honours the last holder's policy node (give back while it closes the
   // lock), then writes its own, watches and answers.
   void admit(const std::string& key);
+  // Gives the head back and answers closed for left (a waiter watches the policy node, which
+  // release --force deletes, and blocks at most left).
   void refuse(const std::string& key, lock::AcquireResult::Lease lease, util::Millis left,
               const lock::HolderInfo& holder);
+  // Writes this holder's policy node (--min-hold, --lock-delay), if it has one.
   void settle_in(const std::string& key);
+  // Watches our node (its loss) and the replace node (a request), then answers acquired.
   void watch_held(const std::string& key);
   // --replace: asks the holder of the head node to stand down, then answers per not_acquired.
   void ask_replace(const std::string& key, const std::string& head, std::function<void(bool)> then,
