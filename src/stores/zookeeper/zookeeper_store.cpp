@@ -6,6 +6,7 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace dlock::zookeeper {
@@ -211,8 +212,9 @@ void ZookeeperStore::on_event(const WatchEvent& event)
         .lease_ended = true,
       });
     }
-    if (!n.side_watch.empty() && event.path == n.side_watch) {
-      n.side_watch.clear();
+    if (std::find(n.side_watches.begin(), n.side_watches.end(), event.path)
+        != n.side_watches.end()) {
+      n.side_watches.clear();
       n.woken = true;
       if (n.wake_by) {
         n.wake_by.reset();
@@ -294,7 +296,7 @@ void ZookeeperStore::start_acquire(const lock::LockName& name, const lock::Acqui
   n.attempts = 0;
   n.woken = false;
   n.wake_by.reset();
-  n.side_watch.clear();
+  n.side_watches.clear();
   if (request.kind.mode == lock::LockKind::Mode::limit) {
     m_answers.answer(Op::acquire, lock::refusal(*this, lock::Feature::limit));
     return;
@@ -686,11 +688,19 @@ void ZookeeperStore::refuse(const std::string& key, lock::AcquireResult::Lease l
       m_answers.answer(std::move(outcome));
       return;
     }
-    // Woken when the policy node changes or goes (release --force), else at its end.
-    e.side_watch = side_path(e.dir, policy_node);
+    // Woken when the policy node changes or goes (release --force), else at its end; a
+    // --supersede waiter announces itself as it would in the queue.
+    std::string policy = side_path(e.dir, policy_node);
+    e.side_watches.push_back(policy);
     e.woken = false;
-    m_client->exists(e.side_watch, true,
-                     [this, outcome](Reply&) mutable { m_answers.answer(std::move(outcome)); });
+    m_client->exists(policy, true, [this, key, outcome](Reply&) mutable {
+      auto again = m_named.find(key);
+      if (again == m_named.end() || !again->second.request.policy.supersede) {
+        m_answers.answer(std::move(outcome));
+        return;
+      }
+      announce(key, [this, outcome]() mutable { m_answers.answer(std::move(outcome)); });
+    });
   });
 }
 
@@ -834,7 +844,7 @@ void ZookeeperStore::announce(const std::string& key, std::function<void()> then
     if (found == m_named.end()) {
       return;
     }
-    found->second.side_watch = path;
+    found->second.side_watches.push_back(path);
     m_client->exists(path, true, [then](Reply&) { then(); });
   };
   if (n.request.ticket.registered) {
@@ -1008,7 +1018,7 @@ void ZookeeperStore::start_wait_for_wake(const lock::LockName& name, const lock:
                                          Millis block)
 {
   Named* n = find(name);
-  if (n == nullptr || n->woken || (n->watching.empty() && n->side_watch.empty())) {
+  if (n == nullptr || n->woken || (n->watching.empty() && n->side_watches.empty())) {
     if (n != nullptr) {
       n->woken = false;
     }

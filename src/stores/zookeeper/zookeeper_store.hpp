@@ -73,7 +73,7 @@ private:
     bool woken = false;                     // it changed since the last attempt
     std::optional<util::TimePoint> wake_by; // a wait_for_wake in progress ends then
     int attempts = 0;                       // steps of the current acquisition (bounds its retries)
-    std::string side_watch; // a side node watched while waiting (policy, newest --supersede)
+    std::vector<std::string> side_watches;  // side nodes watched while waiting (policy, newest)
   };
 
   // What inspect() found under a lock's node.

@@ -160,3 +160,26 @@ policy_record() {
   [ "$took" -ge 2500 ]
   [ "$took" -lt 7000 ]
 }
+
+@test "zookeeper policies: --supersede waiters closed out by --min-hold still announce themselves: only the newest runs" {
+  run -0 "$DLOCK" run -k period --min-hold 5s -- true
+  local w pids=()
+  for w in 1 2 3; do
+    "$DLOCK" -v run -k period --supersede -w 30s -- sh -c "echo $w >>'$T/ran'" 2>>"$T/waiters.err" 3>&- &
+    pids+=($!)
+    echo "$!" >>"$T/bg.pid"
+    sleep 0.5
+  done
+  local st codes=()
+  for w in "${pids[@]}"; do
+    st=0
+    wait "$w" || st=$?
+    codes+=("$st")
+  done
+  cat "$T/waiters.err"
+  [ "${codes[*]}" = "75 75 0" ]
+  run -0 cat "$T/ran"
+  assert_output 3
+  run -0 grep -c superseded "$T/waiters.err"
+  [ "$output" -ge 2 ]
+}
