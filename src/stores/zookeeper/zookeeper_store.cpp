@@ -607,22 +607,42 @@ void ZookeeperStore::admit(const std::string& key)
       settle_in(key);
       return;
     }
-    if (reply.rc != ZOK || !reply.stat) {
+    if (reply.rc != ZOK && reply.rc != ZNOAUTH) {
       m_answers.answer(Op::acquire, error_of(reply.rc, "read the policy of lock '" + key + "'"));
       return;
     }
-    Stat stat = *reply.stat;
-    // Over, not dlock's, or ours from an attempt whose answer was lost: it goes.
-    auto forget = [this, key, path, stat] {
+    int version = reply.stat ? reply.stat->version : -1;
+    // Over, not dlock's (unreadable included), or ours from an attempt whose answer was lost: it
+    // goes. One that cannot go (another tenant's, with children or an ACL) is passed over: this
+    // holder keeps no policy of its own rather than never taking the lock.
+    auto forget = [this, key, path, version] {
       m_client->remove(
         path,
-        [this, key](Reply&) {
-          if (m_named.contains(key)) {
-            settle_in(key);
+        [this, key](Reply& gone) {
+          if (!m_named.contains(key)) {
+            return;
           }
+          if (gone.rc == ZOK || gone.rc == ZNONODE) {
+            settle_in(key);
+            return;
+          }
+          if (gone.rc == ZBADVERSION) {
+            admit(key); // changed meanwhile: look again
+            return;
+          }
+          util::log_warning(
+            "lock '{}': cannot remove {} ({}), which is not dlock's: its --min-hold "
+            "and --lock-delay are not kept",
+            key, std::string(policy_node), describe(gone.rc));
+          watch_held(key);
         },
-        stat.version);
+        version);
     };
+    if (reply.rc != ZOK || !reply.stat) {
+      forget();
+      return;
+    }
+    Stat stat = *reply.stat;
     std::optional<SideRecord> record = parse_side_record(reply.value);
     if (!record || record->token == token_fingerprint(e.token)) {
       forget();

@@ -106,6 +106,18 @@ policy_record() {
   assert_output ''
 }
 
+@test "zookeeper policies: another tenant's policy node that cannot be removed (it has a child): the lock is still taken, without a policy of its own" {
+  run -0 "$DLOCK" run -k stuck -- true
+  run -0 zk_cli create "${DIR}stuck/dlock.policy" 'garbage'
+  run -0 zk_cli create "${DIR}stuck/dlock.policy/child" 'x'
+  run -0 --separate-stderr timeout 10 "$DLOCK" run -n -k stuck --min-hold 1m -- touch "$T/ran"
+  echo "$stderr"
+  [ -e "$T/ran" ]
+  [[ $stderr == *"not dlock's"* ]]
+  run -0 timeout 10 "$DLOCK" run -n -k stuck -- true
+  run -0 zk_cli deleteall "${DIR}stuck/dlock.policy"
+}
+
 @test "zookeeper policies: a policy record far in the future closes the lock, never hangs; one past a year is ignored; release --force frees it" {
   run -0 "$DLOCK" run -k future -- true
   run -0 policy_record future 'node=_c_00000000-0000-4000-8000-000000000000-lock-0000000001' 'min_hold_ms=31536000000'
