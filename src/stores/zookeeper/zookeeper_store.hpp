@@ -26,6 +26,18 @@ ZkUrl connect_params(const std::string& url, const stores::StoreConfig& config);
 // only the node before it (no herd), so the queue is first come, first served. The fencing
 // token is the node's czxid: the ensemble's transaction id when it was created, increasing
 // across the whole ensemble, whatever becomes of the lock's node in between.
+//
+// The cron and CI policies outlive the session in side nodes beside the contenders (nodes.hpp),
+// which every dlock honours and Curator's recipes sort after every contender: dlock.policy,
+// written by a holder with --min-hold or --lock-delay (persistent: hold_until is its ctime +
+// min_hold_ms; released=1 when its command ended; ended_at stamped by the first dlock that finds
+// its holder gone unreleased, or by release --force), checked by each new head of the queue,
+// which gives the head back while it closes the lock; dlock.replace, a --replace's request against
+// the holder's node (persistent, the holder's renewal and an exists-watch see it, its release
+// removes it); dlock.supersede, the newest --supersede waiter (ephemeral, its session's), which
+// older ones watch. The server's time is the ctime of an ephemeral dlock.now-<uuid> node made for
+// it. ZooKeeper keeps no TTL by default: a side node is removed by the next dlock that finds it
+// over (an acquirer, status, release --force), and one dlock did not write is passed over.
 class ZookeeperStore final : public lock::Store {
 public:
   ZookeeperStore(ZkUrl url, util::Millis request_timeout, std::string prefix);
@@ -46,8 +58,9 @@ public:
   Error timed_out() noexcept override;
   void limit_blocking(util::Millis) noexcept override {}
 
-  // Exclusive, shared (Curator's read/write lock) and the fair queue; no semaphore (Curator's
-  // is another recipe), no coordination state, and no lock outlives its session's process.
+  // Exclusive, shared (Curator's read/write lock), the fair queue and the four policies; no
+  // semaphore (Curator's is another recipe), no coordination state, and no lock outlives its
+  // session's process (but for a --min-hold, in its side node).
   const lock::StoreTraits& traits() const noexcept override;
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
