@@ -44,7 +44,12 @@ constexpr Column table[] = {
    " (etcd://)",
    {Feature::fair, Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede}},
   {StoreKind::file, "files", " (file://)", " (file://)", {Feature::shared, Feature::limit}},
-  {StoreKind::zookeeper, "ZooKeeper", " (zk://)", " (zk://)", {Feature::fair, Feature::shared}},
+  {StoreKind::zookeeper,
+   "ZooKeeper",
+   " (zk://)",
+   " (zk://)",
+   {Feature::fair, Feature::shared, Feature::min_hold, Feature::lock_delay, Feature::replace,
+    Feature::supersede}},
 };
 
 // The feature as the user asked for it; what it needs when that is more than a list of the

@@ -186,3 +186,94 @@ TEST(ZookeeperNodes, AnotherTenantsRecordIsReadCheckedAndCapped)
   EXPECT_TRUE(holder.command.starts_with("(not a dlock holder: dlock=1?user=u?"));
   EXPECT_LT(holder.command.size(), 100U);
 }
+
+TEST(HolderRecord, CarriesTheNote)
+{
+  lock::HolderInfo me;
+  me.user = "ann";
+  me.host = "web1";
+  me.pid = 1;
+  me.command = "job";
+  me.note = "deploy #42: ünïcode, = and spaces";
+  lock::HolderInfo back = parse_holder_record(holder_record(me, token_fingerprint("t")));
+  EXPECT_EQ(back.note, me.note);
+  std::string long_note = "dlock=1\nuser=u\nnote=" + std::string(lock::max_note_bytes + 1, 'n');
+  EXPECT_EQ(parse_holder_record(long_note).note, "");
+}
+
+TEST(SideNodes, NamesThatCuratorsRecipesSortAfterEveryContender)
+{
+  // Curator sorts a child on what follows "lock-" (or __READ__, __WRIT__) when it has one, on
+  // its whole name otherwise: a side node's name must have none, and start with a letter.
+  for (std::string_view name : {policy_node, replace_node, supersede_node, clock_node}) {
+    EXPECT_EQ(name.find("lock-"), std::string_view::npos) << name;
+    EXPECT_EQ(name.find("__READ__"), std::string_view::npos) << name;
+    EXPECT_EQ(name.find("__WRIT__"), std::string_view::npos) << name;
+    EXPECT_FALSE(parse_contender(std::string(name) + "0000000001")) << name;
+    EXPECT_GT(name.front(), '9');
+  }
+  EXPECT_FALSE(parse_contender(std::string(clock_node) + random_uuid()));
+}
+
+TEST(SideNodes, RecordsRoundTrip)
+{
+  SideRecord record;
+  record.holder.user = "ann";
+  record.holder.host = "web1";
+  record.holder.pid = 7;
+  record.holder.command = "report";
+  record.holder.note = "once per quarter hour";
+  record.holder.fence = 12;
+  record.token = token_fingerprint("secret");
+  record.node = "_c_00000000-0000-4000-8000-000000000000-lock-0000000003";
+  record.waiter = "0123456789abcdef";
+  record.min_hold_ms = 840'000;
+  record.lock_delay_ms = 15'000;
+  record.released = true;
+  record.ended_at = 1'795'000'000'000;
+  std::string text = side_record(record);
+  EXPECT_EQ(text.find("secret"), std::string::npos);
+  std::optional<SideRecord> back = parse_side_record(text);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->holder.describe(), record.holder.describe());
+  EXPECT_EQ(back->holder.fence, 12);
+  EXPECT_EQ(back->token, record.token);
+  EXPECT_EQ(back->node, record.node);
+  EXPECT_EQ(back->waiter, record.waiter);
+  EXPECT_EQ(back->min_hold_ms, 840'000);
+  EXPECT_EQ(back->lock_delay_ms, 15'000);
+  EXPECT_TRUE(back->released);
+  EXPECT_EQ(back->ended_at, 1'795'000'000'000);
+  SideRecord bare;
+  bare.token = token_fingerprint("x");
+  std::optional<SideRecord> plain = parse_side_record(side_record(bare));
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(plain->released);
+  EXPECT_EQ(plain->min_hold_ms, 0);
+}
+
+TEST(SideNodes, AnotherTenantsRecordIsNotDlocks)
+{
+  SideRecord held;
+  held.token = token_fingerprint("x");
+  held.min_hold_ms = 1000;
+  std::string good = side_record(held);
+  ASSERT_TRUE(parse_side_record(good));
+  for (std::string bad : {
+         std::string(""),
+         std::string("garbage"),
+         std::string("dlock=2\ntoken=0123456789abcdef\n"),
+         std::string("dlock=1\n"),                                         // no token
+         std::string("dlock=1\ntoken=xyz\n"),                              // not a fingerprint
+         good + "min_hold_ms=-5\n",                                        // a sign
+         good + "lock_delay_ms=1e3\n",                                     // not decimal
+         good + "min_hold_ms=" + std::to_string(max_policy_ms + 1) + "\n", // over a year
+         good + "released=yes\n",
+         good + "no equals sign\n",
+         good + "node=" + std::string(65, 'n') + "\n",
+         good + "pid=99999999999999999999\n",
+         good + "command=" + std::string(lock::max_holder_record_bytes, 'x') + "\n",
+       }) {
+    EXPECT_FALSE(parse_side_record(bad)) << bad.substr(0, 80);
+  }
+}

@@ -162,11 +162,23 @@ void Client::create(const std::string& path, const std::string& data, int flags,
   }
 }
 
-void Client::remove(const std::string& path, Done done)
+void Client::remove(const std::string& path, Done done, int version)
 {
   std::uint64_t id = submit(std::move(done));
   auto* ticket = new Ticket{m_inbox, id};
-  int rc = zoo().zoo_adelete(m_handle, path.c_str(), -1, on_void, ticket);
+  int rc = zoo().zoo_adelete(m_handle, path.c_str(), version, on_void, ticket);
+  if (rc != ZOK) {
+    delete ticket;
+    refused(id, rc);
+  }
+}
+
+void Client::set(const std::string& path, const std::string& data, int version, Done done)
+{
+  std::uint64_t id = submit(std::move(done));
+  auto* ticket = new Ticket{m_inbox, id};
+  int rc = zoo().zoo_aset(m_handle, path.c_str(), data.data(), static_cast<int>(data.size()),
+                          version, on_stat, ticket);
   if (rc != ZOK) {
     delete ticket;
     refused(id, rc);

@@ -60,7 +60,11 @@ public:
   // The C client's asynchronous calls; done runs from drain(). Requests made before the
   // session is up are sent once it is.
   void create(const std::string& path, const std::string& data, int flags, Done done);
-  void remove(const std::string& path, Done done);
+  // version: the node's version it must still have (-1: any).
+  void remove(const std::string& path, Done done, int version = -1);
+  // Replaces the node's data if it still has version (-1: any); stat: the node after (mtime:
+  // the server's time of the write).
+  void set(const std::string& path, const std::string& data, int version, Done done);
   // watch: a watch on path, whose firing comes to on_event.
   void exists(const std::string& path, bool watch, Done done);
   // Keeps at most max_bytes of the node's data (stat's dataLength says how long it is): the

@@ -17,6 +17,7 @@ namespace dlock::zookeeper {
   X(zoo_client_id)                                                                                 \
   X(zoo_acreate2)                                                                                  \
   X(zoo_adelete)                                                                                   \
+  X(zoo_aset)                                                                                      \
   X(zoo_aexists)                                                                                   \
   X(zoo_awexists)                                                                                  \
   X(zoo_aget)                                                                                      \
@@ -35,6 +36,7 @@ namespace dlock::zookeeper {
   X(ZOO_SESSION_EVENT)                                                                             \
   X(ZOO_DELETED_EVENT)                                                                             \
   X(ZOO_PERSISTENT)                                                                                \
+  X(ZOO_EPHEMERAL)                                                                                 \
   X(ZOO_CONTAINER)                                                                                 \
   X(ZOO_EPHEMERAL_SEQUENTIAL)
 

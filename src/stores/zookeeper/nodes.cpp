@@ -16,6 +16,8 @@ namespace {
 constexpr std::string_view protected_mark = "_c_";
 constexpr std::size_t uuid_length = 36;
 constexpr std::size_t sequence_digits = 10;
+// The longest text a side record names: a contender (55 characters), a waiter's id (16).
+constexpr std::size_t max_side_text = 64;
 
 std::string_view marker(Role role)
 {
@@ -28,6 +30,13 @@ std::string_view marker(Role role)
     return "__WRIT__";
   }
   return "lock-";
+}
+
+// A value on one line of a record (a newline would start another field).
+std::string one_line(std::string text)
+{
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text;
 }
 
 bool escaped(unsigned char c) { return c <= ' ' || c >= 0x7f || c == '/' || c == '%'; }
@@ -152,10 +161,95 @@ std::vector<std::size_t> holding(const std::vector<Contender>& queue)
 
 std::string holder_record(const lock::HolderInfo& holder, std::string_view fingerprint)
 {
-  std::string command = holder.command;
-  std::replace(command.begin(), command.end(), '\n', ' ');
-  return fmt::format("dlock=1\nuser={}\nhost={}\npid={}\ntoken={}\nttl_ms={}\ncommand={}\n",
-                     holder.user, holder.host, holder.pid, fingerprint, holder.ttl_ms, command);
+  std::string record = fmt::format("dlock=1\nuser={}\nhost={}\npid={}\ntoken={}\nttl_ms={}\n"
+                                   "command={}\n",
+                                   one_line(holder.user), one_line(holder.host), holder.pid,
+                                   fingerprint, holder.ttl_ms, one_line(holder.command));
+  if (!holder.note.empty()) {
+    record += fmt::format("note={}\n", one_line(holder.note));
+  }
+  return record;
+}
+
+std::string side_record(const SideRecord& record)
+{
+  std::string text = holder_record(record.holder, record.token);
+  if (record.holder.fence != 0) {
+    text += fmt::format("fence={}\n", record.holder.fence);
+  }
+  for (auto [name, value] :
+       {std::pair{"node", &record.node}, std::pair{"waiter", &record.waiter}}) {
+    if (!value->empty()) {
+      text += fmt::format("{}={}\n", name, one_line(*value));
+    }
+  }
+  for (auto [name, value] :
+       {std::pair{"min_hold_ms", record.min_hold_ms},
+        std::pair{"lock_delay_ms", record.lock_delay_ms}, std::pair{"ended_at", record.ended_at}}) {
+    if (value != 0) {
+      text += fmt::format("{}={}\n", name, value);
+    }
+  }
+  if (record.released) {
+    text += "released=1\n";
+  }
+  return text;
+}
+
+std::optional<SideRecord> parse_side_record(std::string_view data)
+{
+  if (!data.starts_with("dlock=1\n") || data.size() > lock::max_holder_record_bytes) {
+    return std::nullopt;
+  }
+  SideRecord record;
+  std::vector<lock::HolderField> fields;
+  for (std::string_view rest = data; !rest.empty();) {
+    std::string_view line = rest.substr(0, rest.find('\n'));
+    rest.remove_prefix(std::min(rest.size(), line.size() + 1));
+    std::size_t equals = line.find('=');
+    if (equals == std::string_view::npos) {
+      return std::nullopt;
+    }
+    std::string_view name = line.substr(0, equals);
+    std::string_view value = line.substr(equals + 1);
+    std::int64_t* number = name == "min_hold_ms"     ? &record.min_hold_ms
+                           : name == "lock_delay_ms" ? &record.lock_delay_ms
+                           : name == "ended_at"      ? &record.ended_at
+                                                     : nullptr;
+    std::string* text = name == "node" ? &record.node : name == "waiter" ? &record.waiter : nullptr;
+    if (number != nullptr) {
+      std::optional<std::int64_t> parsed = lock::parse_record_number(value);
+      if (!parsed || (number != &record.ended_at && *parsed > max_policy_ms)) {
+        return std::nullopt;
+      }
+      *number = *parsed;
+    } else if (text != nullptr) {
+      if (value.empty() || value.size() > max_side_text) {
+        return std::nullopt;
+      }
+      *text = value;
+    } else if (name == "released") {
+      if (value != "1") {
+        return std::nullopt;
+      }
+      record.released = true;
+    } else if (name == "token") {
+      if (value.size() != 16 || !std::all_of(value.begin(), value.end(), [](char c) {
+            return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+          })) {
+        return std::nullopt;
+      }
+      record.token = value;
+    } else {
+      fields.push_back({name, value});
+    }
+  }
+  std::optional<lock::HolderInfo> holder = lock::parse_holder_record(fields);
+  if (!holder || record.token.empty()) {
+    return std::nullopt;
+  }
+  record.holder = *holder;
+  return record;
 }
 
 lock::HolderInfo parse_holder_record(std::string_view data, std::string* fingerprint)

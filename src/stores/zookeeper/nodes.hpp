@@ -67,6 +67,33 @@ std::string holder_record(const lock::HolderInfo& holder, std::string_view finge
 // lock::max_holder_record_bytes, or fields dlock would not write) shows the start of its data as
 // the command.
 lock::HolderInfo parse_holder_record(std::string_view data, std::string* fingerprint = nullptr);
+// The side nodes of dlock's policies, children of the lock's node beside the contenders. Their
+// names hold none of Curator's markers ("lock-", "__READ__", "__WRIT__"), so its recipes sort
+// them whole, after every sequence number (a letter sorts after a digit): never a contender.
+inline constexpr std::string_view policy_node = "dlock.policy";       // --min-hold, --lock-delay
+inline constexpr std::string_view replace_node = "dlock.replace";     // --replace's request
+inline constexpr std::string_view supersede_node = "dlock.supersede"; // the newest --supersede
+inline constexpr std::string_view clock_node = "dlock.now-";          // + uuid: the server's time
+// The longest --min-hold or --lock-delay a policy record may carry: more is not dlock's.
+inline constexpr std::int64_t max_policy_ms = 366LL * 24 * 3600 * 1000;
+
+// A side node's record: "dlock=1", the holder fields of who wrote it (the holder, the replacer,
+// the newest waiter) and the fields of its kind, one "key=value" per line.
+struct SideRecord {
+  lock::HolderInfo holder;
+  std::string token;              // policy: the holder's token's fingerprint
+  std::string node;               // policy: the holder's contender; replace: the one asked
+  std::string waiter;             // supersede: the newest waiter's id
+  std::int64_t min_hold_ms = 0;   // policy: held at least this long from the node's ctime
+  std::int64_t lock_delay_ms = 0; // policy: the holder's --lock-delay
+  bool released = false;          // policy: released by its token (the delay is disarmed)
+  std::int64_t ended_at = 0;      // policy: when the holder was found gone unreleased (0: not yet)
+};
+std::string side_record(const SideRecord& record);
+// The record read back; nullopt when dlock did not write it: larger than
+// lock::max_holder_record_bytes, not starting "dlock=1", a field out of range or malformed.
+std::optional<SideRecord> parse_side_record(std::string_view data);
+
 // Records carry the token's fingerprint, 16 hex digits (not the token: any client may read nodes).
 using lock::token_fingerprint;
 

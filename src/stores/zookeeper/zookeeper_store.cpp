@@ -6,6 +6,7 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace dlock::zookeeper {
@@ -22,6 +23,37 @@ constexpr Millis inspect_session{10'000};
 constexpr int max_steps = 20;
 
 std::string basename_of(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+// A lock closed by the last holder's policy node: until when, and whether the lock-delay's start
+// must be written (its holder was just found gone without a release: ended_at = now).
+struct Closure {
+  std::int64_t hold_until = 0; // the --min-hold's end (0: none)
+  std::int64_t delay_end = 0;  // the --lock-delay's end (0: none)
+  bool stamp = false;
+  std::int64_t until() const { return std::max(hold_until, delay_end); }
+};
+
+Closure closure_of(const SideRecord& record, std::int64_t ctime, std::int64_t now)
+{
+  Closure closure;
+  if (record.min_hold_ms > 0) {
+    closure.hold_until = ctime + record.min_hold_ms;
+  }
+  if (record.lock_delay_ms > 0 && !record.released) {
+    closure.stamp = record.ended_at == 0;
+    closure.delay_end =
+      (closure.stamp ? now : std::min(record.ended_at, now)) + record.lock_delay_ms;
+  }
+  return closure;
+}
+
+std::string side_path(const std::string& dir, std::string_view node)
+{
+  return dir + "/" + std::string(node);
+}
+
+// Enough of a side node to know it is larger than dlock writes.
+constexpr std::size_t side_cap = lock::max_holder_record_bytes + 1;
 
 Role role_of(const lock::LockKind& kind)
 {
@@ -170,6 +202,25 @@ void ZookeeperStore::on_event(const WatchEvent& event)
     return;
   }
   for (auto& [key, n] : m_named) {
+    if (n.held && event.path == side_path(n.dir, replace_node)
+        && event.type != lib.ZOO_DELETED_EVENT) {
+      // A --replace asked: the holder confirms at once, and its renewal says who.
+      m_answers.answer(Outcome{
+        .op = Op::disconnected,
+        .error =
+          Error(ExitCode::lost, "a --replace asks the holder of lock '{}' to stand down", key),
+        .lease_ended = true,
+      });
+    }
+    if (std::find(n.side_watches.begin(), n.side_watches.end(), event.path)
+        != n.side_watches.end()) {
+      n.side_watches.clear();
+      n.woken = true;
+      if (n.wake_by) {
+        n.wake_by.reset();
+        m_answers.answer(Op::wait_for_wake);
+      }
+    }
     if (!n.node.empty() && event.path == n.node && n.held) {
       m_answers.answer(Outcome{
         .op = Op::disconnected,
@@ -245,6 +296,7 @@ void ZookeeperStore::start_acquire(const lock::LockName& name, const lock::Acqui
   n.attempts = 0;
   n.woken = false;
   n.wake_by.reset();
+  n.side_watches.clear();
   if (request.kind.mode == lock::LockKind::Mode::limit) {
     m_answers.answer(Op::acquire, lock::refusal(*this, lock::Feature::limit));
     return;
@@ -266,7 +318,8 @@ void ZookeeperStore::start_acquire(const lock::LockName& name, const lock::Acqui
   n.held = false;
   std::string key = name.str();
   Millis ttl = request.ttl;
-  when_ready([this, key, ttl](std::optional<Error> error) {
+  bool check_superseded = request.policy.supersede && request.ticket.registered;
+  when_ready([this, key, ttl, check_superseded](std::optional<Error> error) {
     if (!error) {
       error = check_session(ttl);
     }
@@ -274,7 +327,42 @@ void ZookeeperStore::start_acquire(const lock::LockName& name, const lock::Acqui
       m_answers.answer(Op::acquire, error);
       return;
     }
-    place(key);
+    if (!check_superseded) {
+      place(key);
+      return;
+    }
+    auto asking = m_named.find(key);
+    if (asking == m_named.end()) {
+      return;
+    }
+    // --supersede: a newer waiter's record ends this one's wait.
+    m_client->get(side_path(asking->second.dir, supersede_node), side_cap, [this, key](Reply& got) {
+      auto found = m_named.find(key);
+      if (found == m_named.end()) {
+        return;
+      }
+      Named& e = found->second;
+      std::optional<SideRecord> newest;
+      if (got.rc == ZOK) {
+        newest = parse_side_record(got.value);
+      }
+      if (!newest || newest->waiter == e.request.ticket.waiter_id) {
+        place(key);
+        return;
+      }
+      Outcome outcome{.op = Op::acquire};
+      outcome.acquire.lease = lock::AcquireResult::Lease::no_expiry;
+      outcome.acquire.superseded_by = newest->holder;
+      std::string node = e.node;
+      bool ours = !node.empty() && e.session == m_client->session_id();
+      m_named.erase(found); // its registration goes
+      if (!ours) {
+        m_answers.answer(std::move(outcome));
+        return;
+      }
+      m_client->remove(node,
+                       [this, outcome](Reply&) mutable { m_answers.answer(std::move(outcome)); });
+    });
   });
 }
 
@@ -388,30 +476,7 @@ void ZookeeperStore::judge(const std::string& key)
     }
     Verdict verdict = zookeeper::judge(queue, *index);
     if (verdict.holds) {
-      // Watch our own node: its deletion (release --force, the session's end) is the lock's loss.
-      m_client->exists(e.node, true, [this, key](Reply& seen) {
-        auto again = m_named.find(key);
-        if (again == m_named.end()) {
-          return;
-        }
-        Named& h = again->second;
-        if (seen.rc == ZNONODE) {
-          h.node.clear();
-          place(key);
-          return;
-        }
-        if (seen.rc != ZOK || !seen.stat) {
-          m_answers.answer(Op::acquire, error_of(seen.rc, "watch the node of lock '" + key + "'"));
-          return;
-        }
-        h.held = true;
-        h.fence = seen.stat->czxid;
-        h.watching.clear();
-        Outcome outcome{.op = Op::acquire};
-        outcome.acquire.acquired = true;
-        outcome.acquire.fence = h.fence;
-        m_answers.answer(std::move(outcome));
-      });
+      admit(key);
       return;
     }
     if (e.request.ticket.mode == lock::WaitMode::once) {
@@ -445,7 +510,15 @@ void ZookeeperStore::judge(const std::string& key)
                          error_of(seen.rc, "watch the contenders of lock '" + key + "'"));
         return;
       }
-      report_holder(key, queue);
+      if (!again->second.request.policy.supersede) {
+        report_holder(key, queue);
+        return;
+      }
+      announce(key, [this, key, queue] {
+        if (m_named.contains(key)) {
+          report_holder(key, queue);
+        }
+      });
     });
   });
 }
@@ -454,7 +527,7 @@ void ZookeeperStore::report_holder(const std::string& key, const std::vector<Con
 {
   std::vector<std::size_t> holders = holding(queue);
   Named& n = m_named.at(key);
-  auto not_acquired = [this, key, holders](std::optional<lock::HolderInfo> holder) {
+  auto not_acquired = [this, key, holders](std::optional<lock::HolderInfo> holder, bool asked) {
     auto found = m_named.find(key);
     Outcome outcome{.op = Op::acquire};
     outcome.acquire.lease = lock::AcquireResult::Lease::no_expiry; // a session, not a TTL
@@ -464,25 +537,470 @@ void ZookeeperStore::report_holder(const std::string& key, const std::vector<Con
       outcome.acquire.holder = *holder;
     }
     outcome.acquire.holders = static_cast<std::int64_t>(holders.size());
+    outcome.acquire.replace_asked = asked;
     m_answers.answer(std::move(outcome));
   };
   if (holders.empty()) {
-    not_acquired(std::nullopt);
+    not_acquired(std::nullopt, false);
     return;
   }
-  m_client->get(n.dir + "/" + queue[holders.front()].name, lock::max_holder_record_bytes + 1,
-                [not_acquired](Reply& reply) {
-                  if (reply.rc != ZOK) {
-                    not_acquired(std::nullopt); // released meanwhile
-                    return;
-                  }
-                  lock::HolderInfo holder = parse_holder_record(reply.value);
-                  if (reply.stat) {
-                    holder.fence = reply.stat->czxid;
-                    holder.acquired_ms = reply.stat->ctime;
-                  }
-                  not_acquired(holder);
-                });
+  std::string head = queue[holders.front()].name;
+  bool replace = n.request.policy.replace && holders.size() == 1;
+  std::string ours = token_fingerprint(n.token);
+  m_client->get(
+    n.dir + "/" + head, lock::max_holder_record_bytes + 1,
+    [this, key, head, replace, ours, not_acquired](Reply& reply) {
+      if (reply.rc != ZOK) {
+        not_acquired(std::nullopt, false); // released meanwhile
+        return;
+      }
+      std::string fingerprint;
+      lock::HolderInfo holder = parse_holder_record(reply.value, &fingerprint);
+      if (reply.stat) {
+        holder.fence = reply.stat->czxid;
+        holder.acquired_ms = reply.stat->ctime;
+      }
+      if (!replace || fingerprint.empty() || fingerprint == ours || !m_named.contains(key)) {
+        not_acquired(holder, false); // nothing to ask of a holder not dlock's
+        return;
+      }
+      ask_replace(key, head, [holder, not_acquired](bool asked) { not_acquired(holder, asked); });
+    });
+}
+
+// --- the policies' side nodes ----------------------------------------------------------------
+
+void ZookeeperStore::server_now(const std::string& dir, std::function<void(std::int64_t)> then)
+{
+  std::string path = side_path(dir, clock_node) + random_uuid();
+  m_client->create(path, "", zoo().ZOO_EPHEMERAL, [this, path, then](Reply& made) {
+    if (made.rc != ZOK || !made.stat) {
+      util::log_verbose("ZooKeeper at {} did not tell its time ({}): using this host's clock",
+                        m_url.shown, describe(made.rc));
+      then(util::unix_ms());
+      return;
+    }
+    std::int64_t now = made.stat->ctime;
+    m_client->remove(path, [](Reply&) {}); // ephemeral: it goes with the session at the latest
+    then(now);
+  });
+}
+
+void ZookeeperStore::admit(const std::string& key)
+{
+  Named& n = m_named.at(key);
+  if (++n.attempts > max_steps) {
+    m_answers.answer(Op::acquire,
+                     Error(ExitCode::unavailable,
+                           "ZooKeeper at {}: the policy node of lock '{}' kept changing",
+                           m_url.shown, key));
+    return;
+  }
+  std::string path = side_path(n.dir, policy_node);
+  m_client->get(path, side_cap, [this, key, path](Reply& reply) {
+    auto found = m_named.find(key);
+    if (found == m_named.end()) {
+      return;
+    }
+    Named& e = found->second;
+    if (reply.rc == ZNONODE) {
+      settle_in(key);
+      return;
+    }
+    if (reply.rc != ZOK && reply.rc != ZNOAUTH) {
+      m_answers.answer(Op::acquire, error_of(reply.rc, "read the policy of lock '" + key + "'"));
+      return;
+    }
+    int version = reply.stat ? reply.stat->version : -1;
+    // Over, not dlock's (unreadable included), or ours from an attempt whose answer was lost: it
+    // goes. One that cannot go (another tenant's, with children or an ACL) is passed over: this
+    // holder keeps no policy of its own rather than never taking the lock.
+    auto forget = [this, key, path, version] {
+      m_client->remove(
+        path,
+        [this, key](Reply& gone) {
+          if (!m_named.contains(key)) {
+            return;
+          }
+          if (gone.rc == ZOK || gone.rc == ZNONODE) {
+            settle_in(key);
+            return;
+          }
+          if (gone.rc == ZBADVERSION) {
+            admit(key); // changed meanwhile: look again
+            return;
+          }
+          util::log_warning(
+            "lock '{}': cannot remove {} ({}), which is not dlock's: its --min-hold "
+            "and --lock-delay are not kept",
+            key, std::string(policy_node), describe(gone.rc));
+          watch_held(key);
+        },
+        version);
+    };
+    if (reply.rc != ZOK || !reply.stat) {
+      forget();
+      return;
+    }
+    Stat stat = *reply.stat;
+    std::optional<SideRecord> record = parse_side_record(reply.value);
+    if (!record || record->token == token_fingerprint(e.token)) {
+      forget();
+      return;
+    }
+    server_now(e.dir, [this, key, path, record = *record, stat, forget](std::int64_t now) {
+      if (!m_named.contains(key)) {
+        return;
+      }
+      Closure closure = closure_of(record, stat.ctime, now);
+      if (closure.until() <= now) {
+        forget();
+        return;
+      }
+      auto lease = closure.hold_until >= closure.delay_end ? lock::AcquireResult::Lease::min_hold
+                                                           : lock::AcquireResult::Lease::lock_delay;
+      Millis left(closure.until() - now);
+      if (!closure.stamp) {
+        refuse(key, lease, left, record.holder);
+        return;
+      }
+      // Its holder's lease ended without a release: the delay runs from now.
+      SideRecord stamped = record;
+      stamped.ended_at = now;
+      m_client->set(path, side_record(stamped), stat.version,
+                    [this, key, lease, left, holder = record.holder](Reply& done) {
+                      if (!m_named.contains(key)) {
+                        return;
+                      }
+                      if (done.rc == ZBADVERSION || done.rc == ZNONODE) {
+                        admit(key); // changed meanwhile: look again
+                        return;
+                      }
+                      refuse(key, lease, left, holder);
+                    });
+    });
+  });
+}
+
+void ZookeeperStore::refuse(const std::string& key, lock::AcquireResult::Lease lease, Millis left,
+                            const lock::HolderInfo& holder)
+{
+  Named& n = m_named.at(key);
+  std::string node = n.node;
+  n.node.clear(); // given back: the next attempt queues again
+  n.held = false;
+  m_client->remove(node, [this, key, lease, left, holder](Reply& gone) {
+    auto found = m_named.find(key);
+    if (found == m_named.end()) {
+      return;
+    }
+    Named& e = found->second;
+    if (gone.rc != ZOK && gone.rc != ZNONODE) {
+      m_answers.answer(Op::acquire, error_of(gone.rc, "delete the node of lock '" + key + "'"));
+      return;
+    }
+    Outcome outcome{.op = Op::acquire};
+    outcome.acquire.lease = lease;
+    outcome.acquire.holder_ttl = left;
+    outcome.acquire.holder = holder;
+    outcome.acquire.block = std::min(left, e.request.ticket.max_block);
+    if (e.request.ticket.mode == lock::WaitMode::once) {
+      m_answers.answer(std::move(outcome));
+      return;
+    }
+    // Woken when the policy node changes or goes (release --force), else at its end; a
+    // --supersede waiter announces itself as it would in the queue.
+    std::string policy = side_path(e.dir, policy_node);
+    e.side_watches.push_back(policy);
+    e.woken = false;
+    m_client->exists(policy, true, [this, key, outcome](Reply&) mutable {
+      auto again = m_named.find(key);
+      if (again == m_named.end() || !again->second.request.policy.supersede) {
+        m_answers.answer(std::move(outcome));
+        return;
+      }
+      announce(key, [this, outcome]() mutable { m_answers.answer(std::move(outcome)); });
+    });
+  });
+}
+
+void ZookeeperStore::settle_in(const std::string& key)
+{
+  Named& n = m_named.at(key);
+  const lock::LockPolicy& policy = n.request.policy;
+  if (policy.min_hold <= Millis(0) && policy.lock_delay <= Millis(0)) {
+    watch_held(key);
+    return;
+  }
+  SideRecord record;
+  record.holder = n.request.holder;
+  record.holder.fence = n.fence;
+  record.token = token_fingerprint(n.token);
+  record.node = basename_of(n.node);
+  record.min_hold_ms = policy.min_hold.count();
+  record.lock_delay_ms = policy.lock_delay.count();
+  m_client->create(side_path(n.dir, policy_node), side_record(record), zoo().ZOO_PERSISTENT,
+                   [this, key](Reply& made) {
+                     auto found = m_named.find(key);
+                     if (found == m_named.end()) {
+                       return;
+                     }
+                     if (made.rc == ZNODEEXISTS) {
+                       admit(key); // another wrote one meanwhile: honour it
+                       return;
+                     }
+                     if (made.rc != ZOK) {
+                       m_answers.answer(
+                         Op::acquire, error_of(made.rc, "write the policy of lock '" + key + "'"));
+                       return;
+                     }
+                     watch_held(key);
+                   });
+}
+
+void ZookeeperStore::watch_held(const std::string& key)
+{
+  Named& n = m_named.at(key);
+  // Watch our own node: its deletion (release --force, the session's end) is the lock's loss.
+  m_client->exists(n.node, true, [this, key](Reply& seen) {
+    auto again = m_named.find(key);
+    if (again == m_named.end()) {
+      return;
+    }
+    Named& h = again->second;
+    if (seen.rc == ZNONODE) {
+      h.node.clear();
+      place(key);
+      return;
+    }
+    if (seen.rc != ZOK || !seen.stat) {
+      m_answers.answer(Op::acquire, error_of(seen.rc, "watch the node of lock '" + key + "'"));
+      return;
+    }
+    h.held = true;
+    h.fence = seen.stat->czxid;
+    h.watching.clear();
+    // A --replace's request comes to the watch on its node sooner than to the next renewal; one
+    // left against another holder's node goes.
+    std::string request = side_path(h.dir, replace_node);
+    std::string ours = basename_of(h.node);
+    m_client->exists(request, true, [this, key, request, ours](Reply& asked) {
+      if (asked.rc == ZOK) {
+        m_client->get(request, side_cap, [this, request, ours](Reply& got) {
+          std::optional<SideRecord> record;
+          if (got.rc == ZOK) {
+            record = parse_side_record(got.value);
+          }
+          if (got.rc == ZOK && got.stat && (!record || record->node != ours)) {
+            m_client->remove(
+              request, [](Reply&) {}, got.stat->version);
+          }
+        });
+      }
+      auto found = m_named.find(key);
+      Outcome outcome{.op = Op::acquire};
+      outcome.acquire.acquired = true;
+      outcome.acquire.fence = found != m_named.end() ? found->second.fence : 0;
+      m_answers.answer(std::move(outcome));
+    });
+  });
+}
+
+void ZookeeperStore::ask_replace(const std::string& key, const std::string& head,
+                                 std::function<void(bool)> then, int tries)
+{
+  Named& n = m_named.at(key);
+  SideRecord record;
+  record.holder = n.request.holder;
+  record.token = token_fingerprint(n.token);
+  record.node = head;
+  std::string path = side_path(n.dir, replace_node);
+  m_client->create(path, side_record(record), zoo().ZOO_PERSISTENT,
+                   [this, key, head, then, tries, path](Reply& made) {
+                     if (made.rc == ZOK) {
+                       then(true);
+                       return;
+                     }
+                     if (made.rc != ZNODEEXISTS || tries >= 3) {
+                       then(false);
+                       return;
+                     }
+                     m_client->get(path, side_cap,
+                                   [this, key, head, then, tries, path](Reply& got) {
+                                     std::optional<SideRecord> asked;
+                                     if (got.rc == ZOK) {
+                                       asked = parse_side_record(got.value);
+                                     }
+                                     if (asked && asked->node == head) {
+                                       then(true); // asked already
+                                       return;
+                                     }
+                                     if (got.rc != ZOK && got.rc != ZNONODE) {
+                                       then(false);
+                                       return;
+                                     }
+                                     // A request against a holder gone, or not dlock's: replaced by
+                                     // ours.
+                                     m_client->remove(
+                                       path,
+                                       [this, key, head, then, tries](Reply&) {
+                                         if (m_named.contains(key)) {
+                                           ask_replace(key, head, then, tries + 1);
+                                         } else {
+                                           then(false);
+                                         }
+                                       },
+                                       got.stat ? got.stat->version : -1);
+                                   });
+                   });
+}
+
+void ZookeeperStore::announce(const std::string& key, std::function<void()> then)
+{
+  Named& n = m_named.at(key);
+  std::string path = side_path(n.dir, supersede_node);
+  auto watch = [this, key, path, then] {
+    auto found = m_named.find(key);
+    if (found == m_named.end()) {
+      return;
+    }
+    found->second.side_watches.push_back(path);
+    m_client->exists(path, true, [then](Reply&) { then(); });
+  };
+  if (n.request.ticket.registered) {
+    watch();
+    return;
+  }
+  // The newest: its record replaces the last one (the older waiters watching it wake), an
+  // ephemeral node of its session, which goes when it gives up or ends.
+  SideRecord record;
+  record.holder = n.request.holder;
+  record.token = token_fingerprint(n.token);
+  record.waiter = n.request.ticket.waiter_id;
+  m_client->remove(path, [this, key, path, record, watch](Reply&) {
+    m_client->create(path, side_record(record), zoo().ZOO_EPHEMERAL,
+                     [this, key, watch](Reply& made) {
+                       auto found = m_named.find(key);
+                       if (found == m_named.end()) {
+                         return;
+                       }
+                       if (made.rc != ZOK) {
+                         found->second.woken = true; // a newer one meanwhile: look at once
+                       }
+                       watch();
+                     });
+  });
+}
+
+void ZookeeperStore::settle_release(const std::string& dir, const std::string& fingerprint,
+                                    const std::string& node, std::function<void(Millis, bool)> then,
+                                    int tries)
+{
+  bool forced = fingerprint.empty();
+  std::string request = side_path(dir, replace_node);
+  std::string policy = side_path(dir, policy_node);
+  m_client->get(request, side_cap, [=, this](Reply& asked) {
+    std::optional<SideRecord> ask;
+    if (asked.rc == ZOK) {
+      ask = parse_side_record(asked.value);
+    }
+    bool replaced = !forced && ask && ask->node == node;
+    if (asked.rc == ZOK && asked.stat) {
+      // Against this holder, or left against one gone (none can be asked of the next holder
+      // before this one releases): over either way.
+      m_client->remove(
+        request, [](Reply&) {}, asked.stat->version);
+    }
+    if (forced) {
+      // Another tenant's record in place of the newest --supersede waiter's goes too.
+      m_client->get(side_path(dir, supersede_node), side_cap, [this, dir](Reply& got) {
+        if (got.rc == ZOK && got.stat && !parse_side_record(got.value)) {
+          m_client->remove(
+            side_path(dir, supersede_node), [](Reply&) {}, got.stat->version);
+        }
+      });
+    }
+    m_client->get(policy, side_cap, [=, this](Reply& got) {
+      if (got.rc != ZOK || !got.stat) {
+        then(Millis(0), false);
+        return;
+      }
+      Stat stat = *got.stat;
+      std::optional<SideRecord> record = parse_side_record(got.value);
+      auto again = [=, this](Reply& done) {
+        if (done.rc == ZBADVERSION && tries < 3) {
+          settle_release(dir, fingerprint, node, then, tries + 1);
+          return true;
+        }
+        return false;
+      };
+      if (!record) {
+        if (forced) {
+          m_client->remove(
+            policy, [](Reply&) {}, stat.version);
+        }
+        then(Millis(0), false);
+        return;
+      }
+      if (forced) {
+        // Frees a --min-hold at once; a --lock-delay armed runs from now.
+        server_now(dir, [=, this, record = *record](std::int64_t now) {
+          Closure closure = closure_of(record, stat.ctime, now);
+          bool freed = closure.hold_until > now;
+          auto done = [=, this](Reply& reply) {
+            if (!again(reply)) {
+              then(Millis(0), freed);
+            }
+          };
+          if (record.lock_delay_ms > 0 && !record.released) {
+            SideRecord ended = record;
+            ended.min_hold_ms = 0;
+            ended.ended_at = record.ended_at != 0 ? record.ended_at : now;
+            m_client->set(policy, side_record(ended), stat.version, done);
+          } else {
+            m_client->remove(policy, done, stat.version);
+          }
+        });
+        return;
+      }
+      if (record->token != fingerprint || record->ended_at != 0) {
+        then(Millis(0), false); // not this holder's, or its lease ended (forced) before
+        return;
+      }
+      if (replaced || record->min_hold_ms == 0) {
+        // No lock-delay after a release, no --min-hold kept for a holder that was replaced.
+        m_client->remove(
+          policy,
+          [=](Reply& reply) {
+            if (!again(reply)) {
+              then(Millis(0), false);
+            }
+          },
+          stat.version);
+        return;
+      }
+      // Its command ended: the lock stays taken until hold_until, the delay disarmed.
+      SideRecord released = *record;
+      released.released = true;
+      m_client->set(policy, side_record(released), stat.version, [=, this](Reply& reply) {
+        if (again(reply)) {
+          return;
+        }
+        if (reply.rc != ZOK || !reply.stat) {
+          then(Millis(0), false);
+          return;
+        }
+        std::int64_t left = stat.ctime + record->min_hold_ms - reply.stat->mtime;
+        if (left > 0) {
+          then(Millis(left), false);
+          return;
+        }
+        m_client->remove(
+          policy, [](Reply&) {}, reply.stat->version);
+        then(Millis(0), false);
+      });
+    });
+  });
 }
 
 void ZookeeperStore::make_path(const std::string& path,
@@ -520,7 +1038,7 @@ void ZookeeperStore::start_wait_for_wake(const lock::LockName& name, const lock:
                                          Millis block)
 {
   Named* n = find(name);
-  if (n == nullptr || n->woken || n->watching.empty()) {
+  if (n == nullptr || n->woken || (n->watching.empty() && n->side_watches.empty())) {
     if (n != nullptr) {
       n->woken = false;
     }
@@ -562,7 +1080,31 @@ void ZookeeperStore::start_renew(const lock::LockName& name, const lock::RenewRe
         return;
       }
       e.held = outcome.held;
-      m_answers.answer(std::move(outcome));
+      if (!outcome.held) {
+        m_answers.answer(std::move(outcome));
+        return;
+      }
+      // A --replace's request against our node: not confirmed (the lock stays ours until we
+      // release it); the watch on the request's node is set again.
+      std::string asking = side_path(e.dir, replace_node);
+      std::string ours = basename_of(e.node);
+      m_client->exists(asking, true, [this, key, asking, ours, outcome](Reply& asked) mutable {
+        if (asked.rc != ZOK) {
+          m_answers.answer(std::move(outcome));
+          return;
+        }
+        m_client->get(asking, side_cap, [this, key, ours, outcome](Reply& got) mutable {
+          std::optional<SideRecord> record;
+          if (got.rc == ZOK) {
+            record = parse_side_record(got.value);
+          }
+          if (record && record->node == ours && m_named.contains(key)) {
+            outcome.held = false;
+            outcome.replaced_by = record->holder;
+          }
+          m_answers.answer(std::move(outcome));
+        });
+      });
     });
     return;
   }
@@ -593,21 +1135,33 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
   if (!token.empty() && n != nullptr && n->token == token && !n->node.empty()) {
     bool held = n->held;
     std::string node = n->node;
+    std::string dir = n->dir;
     bool alive = m_client && m_client->owned() && !m_dead && m_client->session_id() == n->session;
     m_named.erase(key);
     if (!alive) {
       m_answers.answer(Op::release); // the session ended: the server deleted the node
       return;
     }
-    m_client->remove(node, [this, held, key](Reply& reply) {
-      Outcome outcome{.op = Op::release};
-      if (reply.rc == ZOK) {
-        outcome.held = held;
-      } else if (reply.rc != ZNONODE && reply.rc != ZSESSIONEXPIRED && reply.rc != ZINVALIDSTATE) {
-        outcome.error = error_of(reply.rc, "delete the node of lock '" + key + "'");
-      }
-      m_answers.answer(std::move(outcome));
-    });
+    auto remove_node = [this, held, key, node](Millis kept) {
+      m_client->remove(node, [this, held, key, kept](Reply& reply) {
+        Outcome outcome{.op = Op::release};
+        if (reply.rc == ZOK) {
+          outcome.held = held;
+          outcome.kept_for = held ? kept : Millis(0);
+        } else if (reply.rc != ZNONODE && reply.rc != ZSESSIONEXPIRED
+                   && reply.rc != ZINVALIDSTATE) {
+          outcome.error = error_of(reply.rc, "delete the node of lock '" + key + "'");
+        }
+        m_answers.answer(std::move(outcome));
+      });
+    };
+    if (!held) {
+      remove_node(Millis(0));
+      return;
+    }
+    // The policy node first: a waiter woken by our node's deletion finds it settled.
+    settle_release(dir, token_fingerprint(token), basename_of(node),
+                   [remove_node](Millis kept, bool) { remove_node(kept); });
     return;
   }
   // --force (no token), or a token another process holds: delete the holders' nodes; each
@@ -626,16 +1180,28 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
       return;
     }
     std::vector<std::string> paths;
+    std::string node;
     for (std::size_t i = 0; i < found.holding.size(); ++i) {
       if (fingerprint.empty() || found.fingerprints[i] == fingerprint) {
         paths.push_back(dir + "/" + found.queue[found.holding[i]].name);
+        node = found.queue[found.holding[i]].name;
       }
     }
-    remove_all(paths, [this](int removed, std::optional<Error> error) {
-      Outcome outcome{.op = Op::release, .error = std::move(error)};
-      outcome.held = removed > 0;
-      m_answers.answer(std::move(outcome));
-    });
+    auto drop = [this, paths](Millis kept, bool freed) {
+      remove_all(paths, [this, kept, freed](int removed, std::optional<Error> error) {
+        Outcome outcome{.op = Op::release, .error = std::move(error)};
+        outcome.held = removed > 0 || freed;
+        outcome.kept_for = removed > 0 ? kept : Millis(0);
+        m_answers.answer(std::move(outcome));
+      });
+    };
+    if (!fingerprint.empty() && paths.empty()) {
+      drop(Millis(0), false);
+      return;
+    }
+    // The policy node before the holders' nodes: a holder that sees its node deleted and
+    // releases finds its lock-delay already running (forced), a waiter finds it settled.
+    settle_release(dir, fingerprint, node, drop);
   });
 }
 
@@ -838,6 +1404,9 @@ lock::LockStatus ZookeeperStore::status(const lock::LockName& name, util::TimePo
   status.server_time_ms = util::unix_ms(); // ZooKeeper has no clock to ask: this host's
   status.waiters = static_cast<std::int64_t>(found.queue.size() - found.holding.size());
   if (found.holding.empty()) {
+    policy_status(name, found.queue, status, deadline);
+  }
+  if (found.holding.empty()) {
     return status;
   }
   status.held = true;
@@ -850,6 +1419,69 @@ lock::LockStatus ZookeeperStore::status(const lock::LockName& name, util::TimePo
     }
   }
   return status;
+}
+
+void ZookeeperStore::policy_status(const lock::LockName& name, const std::vector<Contender>& queue,
+                                   lock::LockStatus& status, util::TimePoint deadline)
+{
+  std::string dir = dir_of(name);
+  std::string path = side_path(dir, policy_node);
+  bool done = false;
+  Reply got;
+  m_client->get(path, side_cap, [&](Reply& reply) {
+    got = std::move(reply);
+    done = true;
+  });
+  block_until(done, deadline);
+  std::optional<SideRecord> record;
+  if (got.rc == ZOK && got.stat) {
+    record = parse_side_record(got.value);
+  }
+  if (!record) {
+    return; // none, or not dlock's: ignored
+  }
+  for (const Contender& contender : queue) {
+    if (contender.name == record->node) {
+      return; // its holder is still queued: it holds the lock or is about to
+    }
+  }
+  Stat stat = *got.stat;
+  std::int64_t now = 0;
+  done = false;
+  server_now(dir, [&](std::int64_t at) {
+    now = at;
+    done = true;
+  });
+  block_until(done, deadline);
+  status.server_time_ms = now;
+  Closure closure = closure_of(*record, stat.ctime, now);
+  // Written as an acquirer would: the first to find the holder gone starts its lock-delay; a
+  // record that is over goes (neither is needed for the answer: a failure is ignored).
+  done = false;
+  if (closure.until() <= now) {
+    m_client->remove(
+      path, [&](Reply&) { done = true; }, stat.version);
+  } else if (closure.stamp) {
+    SideRecord stamped = *record;
+    stamped.ended_at = now;
+    m_client->set(path, side_record(stamped), stat.version, [&](Reply&) { done = true; });
+  } else {
+    done = true;
+  }
+  block_until(done, deadline);
+  lock::HolderInfo holder = record->holder;
+  holder.acquired_ms = stat.ctime;
+  if (closure.hold_until > now) {
+    status.held = true;
+    status.command_ended = true;
+    status.ttl_ms = closure.hold_until - now;
+    status.holder = holder;
+    status.last_fence = holder.fence;
+  }
+  if (closure.delay_end > now) {
+    status.delay_ms = closure.delay_end - now;
+    status.holder = holder;
+  }
 }
 
 std::vector<lock::LockStatus> ZookeeperStore::list(std::string_view pattern, Millis timeout)

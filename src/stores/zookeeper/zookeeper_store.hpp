@@ -26,6 +26,18 @@ ZkUrl connect_params(const std::string& url, const stores::StoreConfig& config);
 // only the node before it (no herd), so the queue is first come, first served. The fencing
 // token is the node's czxid: the ensemble's transaction id when it was created, increasing
 // across the whole ensemble, whatever becomes of the lock's node in between.
+//
+// The cron and CI policies outlive the session in side nodes beside the contenders (nodes.hpp),
+// which every dlock honours and Curator's recipes sort after every contender: dlock.policy,
+// written by a holder with --min-hold or --lock-delay (persistent: hold_until is its ctime +
+// min_hold_ms; released=1 when its command ended; ended_at stamped by the first dlock that finds
+// its holder gone unreleased, or by release --force), checked by each new head of the queue,
+// which gives the head back while it closes the lock; dlock.replace, a --replace's request against
+// the holder's node (persistent, the holder's renewal and an exists-watch see it, its release
+// removes it); dlock.supersede, the newest --supersede waiter (ephemeral, its session's), which
+// older ones watch. The server's time is the ctime of an ephemeral dlock.now-<uuid> node made for
+// it. ZooKeeper keeps no TTL by default: a side node is removed by the next dlock that finds it
+// over (an acquirer, status, release --force), and one dlock did not write is passed over.
 class ZookeeperStore final : public lock::Store {
 public:
   ZookeeperStore(ZkUrl url, util::Millis request_timeout, std::string prefix);
@@ -46,8 +58,9 @@ public:
   Error timed_out() noexcept override;
   void limit_blocking(util::Millis) noexcept override {}
 
-  // Exclusive, shared (Curator's read/write lock) and the fair queue; no semaphore (Curator's
-  // is another recipe), no coordination state, and no lock outlives its session's process.
+  // Exclusive, shared (Curator's read/write lock), the fair queue and the four policies; no
+  // semaphore (Curator's is another recipe), no coordination state, and no lock outlives its
+  // session's process (but for a --min-hold, in its side node).
   const lock::StoreTraits& traits() const noexcept override;
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
@@ -73,6 +86,7 @@ private:
     bool woken = false;                     // it changed since the last attempt
     std::optional<util::TimePoint> wake_by; // a wait_for_wake in progress ends then
     int attempts = 0;                       // steps of the current acquisition (bounds its retries)
+    std::vector<std::string> side_watches;  // side nodes watched while waiting (policy, newest)
   };
 
   // What inspect() found under a lock's node.
@@ -100,6 +114,30 @@ private:
   void create(const std::string& key);
   void judge(const std::string& key);
   void report_holder(const std::string& key, const std::vector<Contender>& queue);
+  // The head of the queue honours the last holder's policy node (give back while it closes the
+  // lock), then writes its own, watches and answers.
+  void admit(const std::string& key);
+  // Gives the head back and answers closed for left (a waiter watches the policy node, which
+  // release --force deletes, and blocks at most left).
+  void refuse(const std::string& key, lock::AcquireResult::Lease lease, util::Millis left,
+              const lock::HolderInfo& holder);
+  // Writes this holder's policy node (--min-hold, --lock-delay), if it has one.
+  void settle_in(const std::string& key);
+  // Watches our node (its loss) and the replace node (a request), then answers acquired.
+  void watch_held(const std::string& key);
+  // --replace: asks the holder of the head node to stand down, then answers per not_acquired.
+  void ask_replace(const std::string& key, const std::string& head, std::function<void(bool)> then,
+                   int tries = 0);
+  // --supersede: announces this waiter as the newest (first registration), watches the record.
+  void announce(const std::string& key, std::function<void()> then);
+  // Releases (by fingerprint, or forced if empty) the policy and replace nodes' part: then gets
+  // how long the lock stays taken for the holder's --min-hold, and whether a forced release
+  // freed a lock held only by it.
+  void settle_release(const std::string& dir, const std::string& fingerprint,
+                      const std::string& node, std::function<void(util::Millis, bool)> then,
+                      int tries = 0);
+  // The server's time (ms): the ctime of a node made for it (this host's clock if it cannot).
+  void server_now(const std::string& dir, std::function<void(std::int64_t)> then);
   // Creates path's missing ancestors and itself (the lock's node as a container, which the
   // server deletes once empty, as Curator does; the chroot's nodes as persistent ones).
   void make_path(const std::string& path, std::function<void(std::optional<Error>)> then);
@@ -115,6 +153,10 @@ private:
 
   // The error of a failed request, with the exit code its return code means.
   Error error_of(int rc, std::string_view what) const;
+  // A lock no contender holds, closed by the last holder's policy node (--min-hold: held, its
+  // command ended; --lock-delay: delay_ms); starts the delay or removes a node that is over.
+  void policy_status(const lock::LockName& name, const std::vector<Contender>& queue,
+                     lock::LockStatus& status, util::TimePoint deadline);
   // Runs the loop until done or deadline (status, list).
   void block_until(const bool& done, util::TimePoint deadline);
 
