@@ -33,7 +33,9 @@ constexpr Column table[] = {
   {StoreKind::postgres, "PostgreSQL", " (postgres://)", " (postgres://)", {Feature::shared}},
   {StoreKind::mysql, "MySQL or MariaDB", " (mysql://)", " (mysql://)", {}},
   {StoreKind::etcd, "etcd", " (etcd://)", " (etcd://)", {Feature::fair}},
-  {StoreKind::file, "files", " (file://)", " (file://)", {Feature::shared, Feature::limit}},
+  {StoreKind::file, "files", " (file://)", " (file://)",
+   {Feature::shared, Feature::limit, Feature::min_hold, Feature::lock_delay, Feature::replace,
+    Feature::supersede}},
   {StoreKind::zookeeper, "ZooKeeper", " (zk://)", " (zk://)", {Feature::fair, Feature::shared}},
 };
 

@@ -4,6 +4,7 @@
 #include "util/files.hpp"
 #include "util/forked.hpp"
 #include "util/log.hpp"
+#include "util/random.hpp"
 
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -142,6 +143,7 @@ std::map<std::string, std::vector<Record>> live_records(int meta, const std::str
     }
     std::optional<std::string> text = util::read_bounded(fd.get(), longest_file);
     if (std::optional<Record> r = text ? Record::parse(*text) : std::nullopt) {
+      r->fingerprint = entry.substr(plus + 4);
       found[entry.substr(0, plus)].push_back(std::move(*r));
     }
   }
@@ -204,7 +206,97 @@ lock::HolderInfo holder_of(const Record& r)
   holder.acquired_ms = r.acquired_ms;
   holder.fence = r.fence;
   holder.ttl_ms = r.ttl_ms;
+  holder.note = r.note;
   return holder;
+}
+
+// A side file of .dlock (another user may have planted anything there): its text if it is a
+// regular file of at most max_side_file_bytes, else nullopt (ENOENT: there is none).
+std::optional<std::string> read_side(int meta, const std::string& name)
+{
+  if (meta < 0) {
+    errno = ENOENT;
+    return std::nullopt;
+  }
+  util::UniqueFd fd = util::open_regular_at(meta, name, O_RDONLY);
+  return fd ? util::read_bounded(fd.get(), max_side_file_bytes) : std::nullopt;
+}
+
+// The policy side record of layout; nullopt if none, or not one dlock wrote (garbage: true).
+std::optional<PolicyRecord> read_policy(int meta, const Layout& layout, bool* garbage = nullptr)
+{
+  std::optional<std::string> text = read_side(meta, layout.policy_name());
+  std::optional<PolicyRecord> p = text ? PolicyRecord::parse(*text) : std::nullopt;
+  if (garbage != nullptr) {
+    *garbage = !p && (text || errno != ENOENT);
+  }
+  return p;
+}
+
+// Replaces a side file of .dlock atomically (a new file renamed over it: whatever was planted
+// there is not followed); false, logged, if it cannot be written.
+bool write_side(int meta, const Layout& layout, const std::string& name, const std::string& text)
+{
+  int err = meta >= 0 ? util::replace_file_at(meta, name, text, 0644) : ENOENT;
+  if (err != 0) {
+    util::log_warning("file store: cannot write {}: {}", layout.meta_path_of(name),
+                      std::strerror(err));
+  }
+  return err == 0;
+}
+
+// The record of a holder or waiter that request describes, for a side file.
+Record record_of(const std::string& name, const lock::AcquireRequest& request)
+{
+  Record r;
+  r.name = name;
+  r.kind = request.kind;
+  r.user = request.holder.user;
+  r.host = request.holder.host;
+  r.pid = request.holder.pid;
+  r.acquired_ms = util::unix_ms();
+  r.ttl_ms = request.ttl.count();
+  r.command = request.holder.command;
+  r.note = request.holder.note;
+  return r;
+}
+
+// The newest --supersede waiter of layout, if it still waits or holds (its flock is kept).
+std::optional<Announcement> live_newest(int meta, const Layout& layout)
+{
+  util::UniqueFd fd =
+    meta >= 0 ? util::open_regular_at(meta, layout.newest_name(), O_RDONLY) : util::UniqueFd();
+  if (!fd || ::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) {
+    return std::nullopt; // none, or its waiter is gone
+  }
+  std::optional<std::string> text = util::read_bounded(fd.get(), max_side_file_bytes);
+  return text ? Announcement::parse(*text) : std::nullopt;
+}
+
+// A --min-hold or --lock-delay left by a holder no longer running, added to status: held
+// (command ended) until its min-hold, else not takeable for its delay.
+void add_policy(int meta, const Layout& layout, const std::vector<Record>& records,
+                lock::LockStatus& status)
+{
+  std::optional<PolicyRecord> p = status.held ? std::nullopt : read_policy(meta, layout);
+  if (!p) {
+    return;
+  }
+  for (const Record& r : records) {
+    if (r.fingerprint == p->fingerprint) {
+      return;
+    }
+  }
+  std::int64_t now = util::unix_ms();
+  if (p->hold_until_ms > now) {
+    status.held = true;
+    status.command_ended = true;
+    status.ttl_ms = p->hold_until_ms - now;
+    status.holder = holder_of(p->holder);
+  } else if (std::int64_t free = p->free_at(now); free > now) {
+    status.delay_ms = free - now;
+    status.holder = holder_of(p->holder);
+  }
 }
 
 // The digits a fencing counter starts with (0 for none).
@@ -577,7 +669,13 @@ bool FileStore::try_candidates(Named& n, const lock::AcquireRequest& request)
     // lock is then on a file no one else will open. Start again from the path.
     if (names(m_dirfd.get(), n.candidate_names[static_cast<std::size_t>(locked)],
               n.candidates[static_cast<std::size_t>(locked)].get())) {
+      // Locked, nothing run yet: a holder gone may still keep it closed (take, check, give back).
+      if (closed_by_policy(n, request)) {
+        drop_candidates(n);
+        return false;
+      }
       if (take(n, locked, request)) {
+        arm_policy(n, request);
         return true;
       }
     }
@@ -704,6 +802,7 @@ void FileStore::write_record(Named& n, const lock::AcquireRequest& request, std:
   r.fence = n.fence;
   r.ttl_ms = request.ttl.count();
   r.command = request.holder.command;
+  r.note = request.holder.note;
   std::string line = r.serialize();
   if (!fd || flock_retry(fd.get(), LOCK_EX | LOCK_NB) != 0
       || ::write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())
@@ -747,6 +846,8 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
   }
   n.kind = request.kind;
   n.token = request.token;
+  n.closed_until_ms = 0;
+  n.supersede = request.policy.supersede;
   Outcome outcome{.op = Op::acquire};
   lock::AcquireResult& result = outcome.acquire;
   try {
@@ -766,19 +867,32 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
       m_answers.answer(std::move(outcome));
       return;
     }
-    std::vector<std::string> files = files_of(n.layout, util::directory_entries(m_dirfd.get()));
-    Observed seen = observe(m_dirfd.get(), n.layout, files, proc_locks(), records);
-    using Lease = lock::AcquireResult::Lease;
-    bool writer_first = n.writer_waiting && seen.holders.empty();
-    result.lease = writer_first ? Lease::writer_first : Lease::no_expiry;
-    if (!seen.holders.empty()) {
-      result.holder = seen.holders.front();
-    }
-    result.holders = static_cast<std::int64_t>(seen.holders.size());
     Millis cap = request.ticket.max_block > Millis(0) ? request.ticket.max_block : longest_block;
     result.block = std::min(cap, longest_block);
+    if (n.closed_until_ms > 0) {
+      // Free in the kernel, closed by a holder gone: a timed block to its end.
+      result.lease = n.closed_lease;
+      result.holder_ttl = Millis(std::max<std::int64_t>(1, n.closed_until_ms - util::unix_ms()));
+      result.holder = n.closed_holder;
+      result.holders = 1;
+      result.block = std::min(result.block, result.holder_ttl);
+    } else {
+      std::vector<std::string> files = files_of(n.layout, util::directory_entries(m_dirfd.get()));
+      Observed seen = observe(m_dirfd.get(), n.layout, files, proc_locks(), records);
+      using Lease = lock::AcquireResult::Lease;
+      bool writer_first = n.writer_waiting && seen.holders.empty();
+      result.lease = writer_first ? Lease::writer_first : Lease::no_expiry;
+      if (!seen.holders.empty()) {
+        result.holder = seen.holders.front();
+      }
+      result.holders = static_cast<std::int64_t>(seen.holders.size());
+    }
     if (request.ticket.mode == lock::WaitMode::once) {
       drop_candidates(n);
+    }
+    if (!ask_others(n, request, records, result)) {
+      drop_candidates(n);
+      drop_newest(n);
     }
     m_answers.answer(std::move(outcome));
   } catch (const Error& error) {
@@ -787,6 +901,176 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
     }
     m_answers.answer(Op::acquire, error);
   }
+}
+
+bool FileStore::closed_by_policy(Named& n, const lock::AcquireRequest& request)
+{
+  n.closed_until_ms = 0;
+  if (!m_metafd || n.kind.mode == lock::LockKind::Mode::limit) {
+    return false;
+  }
+  const std::string name = n.layout.policy_name();
+  bool garbage = false;
+  std::optional<PolicyRecord> p = read_policy(m_metafd.get(), n.layout, &garbage);
+  if (!p) {
+    if (garbage) {
+      // Not dlock's (planted, oversized, malformed, not a regular file): ignored and removed.
+      util::log_verbose("file store: ignoring {}: not a dlock side record",
+                        n.layout.meta_path_of(name));
+      ::unlinkat(m_metafd.get(), name.c_str(), 0);
+    }
+    return false;
+  }
+  if (p->fingerprint == token_fingerprint(request.token)) {
+    return false; // this token's own, from a hold of its before
+  }
+  const std::int64_t now = util::unix_ms();
+  if (p->delay_ms > 0 && p->ended_at_ms == 0) {
+    // The lock file is ours: its holder's lease ended without a release, by now at the latest.
+    p->ended_at_ms = now;
+    write_side(m_metafd.get(), n.layout, name, p->serialize());
+  }
+  const std::int64_t free = p->free_at(now);
+  if (free <= now) {
+    ::unlinkat(m_metafd.get(), name.c_str(), 0); // over: nothing left behind
+    return false;
+  }
+  n.closed_until_ms = free;
+  n.closed_lease = p->hold_until_ms >= free ? lock::AcquireResult::Lease::min_hold
+                                            : lock::AcquireResult::Lease::lock_delay;
+  n.closed_holder = holder_of(p->holder);
+  return true;
+}
+
+void FileStore::arm_policy(Named& n, const lock::AcquireRequest& request)
+{
+  if (!m_metafd) {
+    return;
+  }
+  // A request to stand down is for the holder it names, who is gone.
+  const std::string replace_prefix = n.layout.encoded + "+replace+";
+  for (const std::string& entry : util::directory_entries(m_metafd.get())) {
+    if (entry.starts_with(replace_prefix)) {
+      ::unlinkat(m_metafd.get(), entry.c_str(), 0);
+    }
+  }
+  const lock::LockPolicy& policy = request.policy;
+  if (policy.min_hold <= Millis(0) && policy.lock_delay <= Millis(0)) {
+    return;
+  }
+  PolicyRecord p;
+  p.fingerprint = token_fingerprint(request.token);
+  p.holder = record_of(n.name, request);
+  p.holder.fence = n.fence;
+  p.hold_until_ms =
+    policy.min_hold > Millis(0) ? p.holder.acquired_ms + policy.min_hold.count() : 0;
+  p.delay_ms = policy.lock_delay.count();
+  write_side(m_metafd.get(), n.layout, n.layout.policy_name(), p.serialize());
+}
+
+Millis FileStore::settle_policy(const Layout& layout, const std::string& token)
+{
+  const std::string fingerprint = token_fingerprint(token);
+  const std::string replace = layout.replace_name(fingerprint);
+  std::optional<std::string> asked = read_side(m_metafd.get(), replace);
+  bool replaced = asked && Announcement::parse(*asked);
+  ::unlinkat(m_metafd.get(), replace.c_str(), 0);
+  std::optional<PolicyRecord> p = read_policy(m_metafd.get(), layout);
+  if (!p || p->fingerprint != fingerprint) {
+    return Millis(0);
+  }
+  const std::int64_t now = util::unix_ms();
+  if (!replaced && p->hold_until_ms > now) {
+    // Kept for the min-hold, as a clean end: no lock-delay.
+    p->command_ended = true;
+    p->delay_ms = 0;
+    p->ended_at_ms = 0;
+    if (write_side(m_metafd.get(), layout, layout.policy_name(), p->serialize())) {
+      return Millis(p->hold_until_ms - now);
+    }
+  }
+  ::unlinkat(m_metafd.get(), layout.policy_name().c_str(), 0);
+  return Millis(0);
+}
+
+bool FileStore::ask_others(Named& n, const lock::AcquireRequest& request,
+                           const std::vector<Record>& records, lock::AcquireResult& result)
+{
+  if (!m_metafd) {
+    return true;
+  }
+  const std::string mine = token_fingerprint(request.token);
+  // --replace: a running dlock holder of the lock alone is asked to stand down.
+  if (request.policy.replace && n.closed_until_ms == 0 && records.size() == 1
+      && records.front().kind.mode == lock::LockKind::Mode::exclusive
+      && records.front().fingerprint.size() == 16 && records.front().fingerprint != mine) {
+    Announcement ask{.id = mine, .who = record_of(n.name, request)};
+    result.replace_asked =
+      write_side(m_metafd.get(), n.layout, n.layout.replace_name(records.front().fingerprint),
+                 ask.serialize());
+  }
+  const lock::WaitMode mode = request.ticket.mode;
+  if (!request.policy.supersede || (mode != lock::WaitMode::wait && mode != lock::WaitMode::fair)) {
+    return true;
+  }
+  if (!request.ticket.registered) {
+    announce_newest(n, request);
+    return true;
+  }
+  std::optional<Announcement> newest = live_newest(m_metafd.get(), n.layout);
+  if (newest && newest->id != token_fingerprint(request.ticket.waiter_id)) {
+    result.superseded_by = holder_of(newest->who);
+    return false;
+  }
+  return true;
+}
+
+void FileStore::announce_newest(Named& n, const lock::AcquireRequest& request)
+{
+  const int meta = m_metafd.get();
+  const std::string temporary = n.layout.encoded + "+newtmp+" + util::random_token().substr(0, 16);
+  // Created 0600, locked, then named: a newest that is not locked is a waiter gone.
+  util::UniqueFd fd =
+    util::open_regular_at(meta, temporary, O_RDWR | O_CREAT | O_EXCL | O_TRUNC, 0600, true);
+  Announcement me{.id = token_fingerprint(request.ticket.waiter_id),
+                  .who = record_of(n.name, request)};
+  std::string text = me.serialize();
+  if (!fd || flock_retry(fd.get(), LOCK_EX | LOCK_NB) != 0
+      || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())
+      || ::fchmod(fd.get(), 0644) != 0
+      || ::renameat(meta, temporary.c_str(), meta, n.layout.newest_name().c_str()) != 0) {
+    util::log_warning("file store: cannot write {}: {} (older --supersede waiters are not told)",
+                      n.layout.meta_path_of(n.layout.newest_name()), std::strerror(errno));
+    if (fd) {
+      ::unlinkat(meta, temporary.c_str(), 0);
+    }
+    return;
+  }
+  drop_newest(n);
+  n.newest = std::move(fd);
+}
+
+void FileStore::drop_newest(Named& n) noexcept
+{
+  if (n.newest && ::getpid() == m_pid) {
+    if (names(m_metafd.get(), n.layout.newest_name(), n.newest.get())) {
+      ::unlinkat(m_metafd.get(), n.layout.newest_name().c_str(), 0);
+    }
+  }
+  n.newest.reset();
+}
+
+void FileStore::watch_meta()
+{
+  if (!m_inotify) {
+    m_inotify.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  }
+  if (m_watch_meta >= 0 || !m_inotify || !m_metafd) {
+    return;
+  }
+  std::string self = "/proc/self/fd/" + std::to_string(m_metafd.get());
+  m_watch_meta = ::inotify_add_watch(m_inotify.get(), self.c_str(),
+                                     IN_MOVED_TO | IN_DELETE | IN_CLOSE_WRITE | IN_ONLYDIR);
 }
 
 void FileStore::start_helper(Named& n)
@@ -821,9 +1105,20 @@ void FileStore::start_wait_for_wake(const lock::LockName& name, const lock::Wait
                                     Millis block)
 {
   Named* n = find(name);
+  if (n != nullptr && !n->held && n->closed_until_ms > 0) {
+    // Closed by a side record: until its end, or until it changes (release --force).
+    Millis left(std::max<std::int64_t>(0, n->closed_until_ms - util::unix_ms()));
+    watch_meta();
+    n->wait_pending = true;
+    n->block_until = util::monotonic_now() + std::min(block, left);
+    return;
+  }
   if (n == nullptr || n->held || n->candidates.empty() || n->granted >= 0) {
     m_answers.answer(Op::wait_for_wake);
     return;
+  }
+  if (n->supersede) {
+    watch_meta(); // a newer --supersede waiter's announcement wakes this one
   }
   try {
     if (n->helper < 0) {
@@ -944,6 +1239,14 @@ void FileStore::start_renew(const lock::LockName& name, const lock::RenewRequest
   if (n != nullptr && n->held && n->token == request.token) {
     outcome.slot = n->kind.has_slots();
     outcome.held = still_ours(*n);
+    // A --replace acquirer's request: the lock stays this token's until it releases.
+    std::optional<std::string> asked =
+      outcome.held ? read_side(m_metafd.get(), n->layout.replace_name(token_fingerprint(n->token)))
+                   : std::nullopt;
+    if (std::optional<Announcement> by = asked ? Announcement::parse(*asked) : std::nullopt) {
+      outcome.held = false;
+      outcome.replaced_by = holder_of(by->who);
+    }
     m_answers.answer(std::move(outcome));
     return;
   }
@@ -971,8 +1274,12 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
   Named* n = find(name);
   if (!token.empty() && n != nullptr && n->token == token && n->held) {
     outcome.held = still_ours(*n);
+    if (outcome.held && m_metafd) {
+      outcome.kept_for = settle_policy(n->layout, token); // before the unlock
+    }
     drop_hold(*n);
     drop_candidates(*n);
+    drop_newest(*n);
     m_answers.answer(std::move(outcome));
     return;
   }
@@ -994,12 +1301,31 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
     // replaced); the fencing counter stays.
     std::vector<std::string> files = files_of(layout, dir_entries);
     outcome.held = observe(m_dirfd.get(), layout, files, proc_locks(), records).held;
+    // A running holder's --lock-delay starts now; anything else a side record keeps (a
+    // min-hold, a delay, garbage) is cleared.
+    bool garbage = false;
+    std::optional<PolicyRecord> p = read_policy(m_metafd.get(), layout, &garbage);
+    bool running = p && std::any_of(records.begin(), records.end(), [&](const Record& r) {
+                     return r.fingerprint == p->fingerprint;
+                   });
+    const std::int64_t now = util::unix_ms();
+    outcome.held = outcome.held || (p && p->hold_until_ms > now);
+    if (running && p->delay_ms > 0) {
+      p->hold_until_ms = 0;
+      p->command_ended = false;
+      p->ended_at_ms = now;
+      if (!write_side(m_metafd.get(), layout, layout.policy_name(), p->serialize())) {
+        remove(m_metafd.get(), layout.policy_name(), layout.meta_path_of(layout.policy_name()));
+      }
+    } else if (p || garbage) {
+      remove(m_metafd.get(), layout.policy_name(), layout.meta_path_of(layout.policy_name()));
+    }
     for (const std::string& file : files) {
       remove(m_dirfd.get(), file, layout.path_of(file));
     }
     for (const std::string& entry : util::directory_entries(m_metafd.get())) {
-      if (entry.starts_with(layout.encoded + "+by+")
-          || entry.starts_with(layout.encoded + "+new+")) {
+      if (entry.starts_with(layout.encoded + "+by+") || entry.starts_with(layout.encoded + "+new+")
+          || entry.starts_with(layout.encoded + "+replace+") || entry == layout.newest_name()) {
         remove(m_metafd.get(), entry, layout.meta_path_of(entry));
       }
     }
@@ -1010,6 +1336,7 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
     std::optional<Record> r = live_record(m_metafd.get(), record);
     if (r && r->name == name.str()) {
       outcome.held = true;
+      outcome.kept_for = settle_policy(layout, token);
       remove(m_metafd.get(), record, layout.meta_path_of(record));
       if (r->kind.mode != lock::LockKind::Mode::shared) {
         std::string file = r->slot >= 0 ? layout.slot_name(r->slot) : layout.lock_name();
@@ -1032,6 +1359,8 @@ void FileStore::start_withdraw(const lock::LockName& name, const lock::WaitTicke
 {
   if (Named* n = find(name); n != nullptr && !n->held) {
     drop_candidates(*n);
+    drop_newest(*n);
+    n->closed_until_ms = 0;
   }
   m_answers.answer(Op::withdraw);
 }
@@ -1039,7 +1368,31 @@ void FileStore::start_withdraw(const lock::LockName& name, const lock::WaitTicke
 void FileStore::on_inotify()
 {
   alignas(inotify_event) std::array<char, 4096> buffer{};
-  while (::read(m_inotify.get(), buffer.data(), buffer.size()) > 0) {
+  std::set<std::string> changed; // names in .dlock
+  bool overflow = false;
+  for (ssize_t got = 0; (got = ::read(m_inotify.get(), buffer.data(), buffer.size())) > 0;) {
+    for (std::size_t at = 0; at + sizeof(inotify_event) <= static_cast<std::size_t>(got);) {
+      inotify_event event{};
+      std::memcpy(&event, buffer.data() + at, sizeof event);
+      const char* text = buffer.data() + at + sizeof event;
+      std::size_t length =
+        std::min<std::size_t>(event.len, static_cast<std::size_t>(got) - at - sizeof event);
+      overflow = overflow || (event.mask & IN_Q_OVERFLOW) != 0;
+      if (event.wd == m_watch_meta && length > 0) {
+        changed.emplace(text, ::strnlen(text, length));
+      }
+      at += sizeof event + event.len;
+    }
+  }
+  for (auto& [name, n] : m_named) {
+    // A waiter closed by a side record looks again when it changes; a --supersede waiter, when
+    // a newer one announces itself.
+    bool look = overflow || (n.closed_until_ms > 0 && changed.contains(n.layout.policy_name()))
+                || (n.supersede && changed.contains(n.layout.newest_name()));
+    if (n.wait_pending && look) {
+      n.wait_pending = false;
+      m_answers.answer(Op::wait_for_wake);
+    }
   }
   for (auto& [name, n] : m_named) {
     if (n.held && !n.loss_reported && !still_ours(n)) {
@@ -1059,7 +1412,7 @@ void FileStore::watch(util::EventLoop& loop)
   m_answers.watch(loop);
   bool holding = false;
   for (auto& [name, n] : m_named) {
-    holding = holding || n.held;
+    holding = holding || n.held || n.wait_pending;
     if (n.helper_pipe) {
       std::string key = name;
       loop.watch(n.helper_pipe.get(), POLLIN, [this, key](short) { on_helper(key); });
@@ -1093,6 +1446,7 @@ void FileStore::abandon() noexcept
       ++it;
     } else {
       drop_candidates(it->second);
+      drop_newest(it->second);
       it = m_named.erase(it);
     }
   }
@@ -1136,7 +1490,9 @@ lock::LockStatus FileStore::status(const lock::LockName& name, util::TimePoint)
   std::vector<Record> records = live_records(m_metafd.get(), layout.encoded)[layout.encoded];
   std::vector<std::string> files = files_of(layout, util::directory_entries(m_dirfd.get()));
   Observed seen = observe(m_dirfd.get(), layout, files, proc_locks(), records);
-  return status_of(m_metafd.get(), layout, name.str(), seen);
+  lock::LockStatus status = status_of(m_metafd.get(), layout, name.str(), seen);
+  add_policy(m_metafd.get(), layout, records, status);
+  return status;
 }
 
 std::vector<lock::LockStatus> FileStore::list(std::string_view pattern, Millis)
@@ -1165,10 +1521,14 @@ std::vector<lock::LockStatus> FileStore::list(std::string_view pattern, Millis)
     Layout layout(m_dir, name);
     layout.encoded = encoded;
     Observed seen = observe(m_dirfd.get(), layout, files_of(layout, dir_entries), locks, rs);
-    if (!seen.held || ::fnmatch(glob.c_str(), name.c_str(), 0) != 0) {
+    if (::fnmatch(glob.c_str(), name.c_str(), 0) != 0) {
       continue;
     }
-    found.push_back(status_of(m_metafd.get(), layout, name, seen));
+    lock::LockStatus status = status_of(m_metafd.get(), layout, name, seen);
+    add_policy(m_metafd.get(), layout, rs, status);
+    if (status.held || status.delay_ms > 0) {
+      found.push_back(std::move(status));
+    }
   }
   std::sort(found.begin(), found.end(),
             [](const lock::LockStatus& a, const lock::LockStatus& b) { return a.name < b.name; });

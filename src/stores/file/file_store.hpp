@@ -83,6 +83,15 @@ private:
     int granted = -1; // candidate the helper locked
     bool wait_pending = false;
     util::TimePoint block_until{};
+    // Refused by the side record of a holder gone (--min-hold, --lock-delay): free at this
+    // CLOCK_REALTIME ms (0: not refused so); the waiter blocks until then, or until the record
+    // changes (inotify on .dlock), never in flock(2), which would grant at once.
+    std::int64_t closed_until_ms = 0;
+    lock::AcquireResult::Lease closed_lease{};
+    lock::HolderInfo closed_holder;
+    // --supersede: this waiter's announcement (.dlock/ENC+newest), flocked while it lives.
+    bool supersede = false;
+    util::UniqueFd newest;
   };
   using Op = lock::Outcome::Op;
 
@@ -117,6 +126,25 @@ private:
   // Whether the paths still name the inodes n holds (nothing removed or replaced them).
   bool still_ours(const Named& n) const;
   void on_inotify();
+  // The side record of the last holder with a --min-hold or --lock-delay, if the lock file just
+  // locked is closed by it: sets n.closed_* (and stamps ended_at when its lease is first seen
+  // ended); removes it when it is over or is not dlock's.
+  bool closed_by_policy(Named& n, const lock::AcquireRequest& request);
+  // Once taken: the side record of this holder's --min-hold and --lock-delay, and no request
+  // to stand down left from an earlier holder.
+  void arm_policy(Named& n, const lock::AcquireRequest& request);
+  // A release by token of a held lock: keeps the side record for the min-hold left (what is
+  // left, 0 if none), or removes it; a holder asked to stand down keeps nothing.
+  util::Millis settle_policy(const Layout& layout, const std::string& token);
+  // The answer of an attempt not granted, for --replace and --supersede; false when the
+  // waiter was superseded (outcome is then complete).
+  bool ask_others(Named& n, const lock::AcquireRequest& request, const std::vector<Record>& records,
+                  lock::AcquireResult& result);
+  // Writes .dlock/ENC+newest for this waiter, flocked by n.newest while it lives.
+  void announce_newest(Named& n, const lock::AcquireRequest& request);
+  void drop_newest(Named& n) noexcept;
+  // inotify on .dlock, for waiters woken by a side file's change.
+  void watch_meta();
 
   std::string m_dir;
   pid_t m_pid; // the process that opened the store: a forked child never unlocks its locks
@@ -125,6 +153,7 @@ private:
   util::UniqueFd m_inotify;
   util::UniqueFd m_dirfd;  // DIR
   util::UniqueFd m_metafd; // DIR/.dlock; none: no records, no fencing tokens
+  int m_watch_meta = -1;   // the inotify watch on .dlock (-1: none yet)
   bool m_fencing = true;   // false once the counter turned out not writable
   bool m_records = true;   // false once .dlock turned out not writable
 };
