@@ -67,7 +67,7 @@ void Supervisor::act(const lock::Actions& actions)
     if (!notice) {
       continue;
     }
-    std::string text = lock::describe(*notice, m_shown, m_store.traits().loss_cause);
+    std::string text = lock::describe(*notice, m_shown, m_keeper.loss_cause());
     switch (lock::level(notice->kind)) {
     case lock::NoticeLevel::error:
       util::log_error("{}", text);

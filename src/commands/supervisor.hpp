@@ -37,6 +37,8 @@ public:
   CommandEnd wait_for_exit();
 
   const lock::Watchdog& watchdog() const noexcept { return m_keeper.watchdog(); }
+  // How the lock was lost (replaced by whom, or the store's way), for messages.
+  std::string loss_cause() const { return m_keeper.loss_cause(); }
   // The first error told while the command ran (why the lease was lost), or "".
   const std::string& first_error() const noexcept { return m_first_error; }
 
