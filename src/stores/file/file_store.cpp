@@ -924,6 +924,14 @@ bool FileStore::closed_by_policy(Named& n, const lock::AcquireRequest& request)
   if (p->fingerprint == token_fingerprint(request.token)) {
     return false; // this token's own, from a hold of its before
   }
+  std::optional<std::string> asked =
+    read_side(m_metafd.get(), n.layout.replace_name(p->fingerprint));
+  if (asked && Announcement::parse(*asked)) {
+    // Its holder was asked to stand down: the take-over keeps no min-hold and no delay, even
+    // if the holder ended before it could release.
+    ::unlinkat(m_metafd.get(), name.c_str(), 0);
+    return false;
+  }
   const std::int64_t now = util::unix_ms();
   if (p->delay_ms > 0 && p->ended_at_ms == 0) {
     // The lock file is ours: its holder's lease ended without a release, by now at the latest.
@@ -1526,7 +1534,7 @@ std::vector<lock::LockStatus> FileStore::list(std::string_view pattern, Millis)
     }
     lock::LockStatus status = status_of(m_metafd.get(), layout, name, seen);
     add_policy(m_metafd.get(), layout, rs, status);
-    if (status.held || status.delay_ms > 0) {
+    if (status.held) { // a lock-delay is not held: status shows it, list does not
       found.push_back(std::move(status));
     }
   }
