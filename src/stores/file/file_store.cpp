@@ -848,6 +848,7 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
   n.token = request.token;
   n.closed_until_ms = 0;
   n.supersede = request.policy.supersede;
+  n.side_changed = false;
   Outcome outcome{.op = Op::acquire};
   lock::AcquireResult& result = outcome.acquire;
   try {
@@ -910,6 +911,7 @@ bool FileStore::closed_by_policy(Named& n, const lock::AcquireRequest& request)
     return false;
   }
   const std::string name = n.layout.policy_name();
+  watch_meta(); // before it is read: a change after the read wakes the wait that follows
   bool garbage = false;
   std::optional<PolicyRecord> p = read_policy(m_metafd.get(), n.layout, &garbage);
   if (!p) {
@@ -1021,6 +1023,7 @@ bool FileStore::ask_others(Named& n, const lock::AcquireRequest& request,
   if (!request.policy.supersede || (mode != lock::WaitMode::wait && mode != lock::WaitMode::fair)) {
     return true;
   }
+  watch_meta(); // before it is read or written: a newer one's announcement wakes the wait
   if (!request.ticket.registered) {
     announce_newest(n, request);
     return true;
@@ -1113,6 +1116,11 @@ void FileStore::start_wait_for_wake(const lock::LockName& name, const lock::Wait
                                     Millis block)
 {
   Named* n = find(name);
+  if (n != nullptr && n->side_changed) {
+    n->side_changed = false;
+    m_answers.answer(Op::wait_for_wake);
+    return;
+  }
   if (n != nullptr && !n->held && n->closed_until_ms > 0) {
     // Closed by a side record: until its end, or until it changes (release --force).
     Millis left(std::max<std::int64_t>(0, n->closed_until_ms - util::unix_ms()));
@@ -1400,6 +1408,8 @@ void FileStore::on_inotify()
     if (n.wait_pending && look) {
       n.wait_pending = false;
       m_answers.answer(Op::wait_for_wake);
+    } else if (look && !n.held) {
+      n.side_changed = true;
     }
   }
   for (auto& [name, n] : m_named) {

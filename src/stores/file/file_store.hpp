@@ -89,6 +89,9 @@ private:
     std::int64_t closed_until_ms = 0;
     lock::AcquireResult::Lease closed_lease{};
     lock::HolderInfo closed_holder;
+    // A side file this waiter looks at (policy, newest) changed while no wait was pending: the
+    // next wait answers at once (nothing is missed between an attempt and its wait).
+    bool side_changed = false;
     // --supersede: this waiter's announcement (.dlock/ENC+newest), flocked while it lives.
     bool supersede = false;
     util::UniqueFd newest;
