@@ -696,6 +696,7 @@ bool FileStore::take(Named& n, int i, const lock::AcquireRequest& request)
   drop_candidates(n); // the other slots: unlocked in case a helper thread took one too
   n.held = true;
   n.loss_reported = false;
+  n.replace_told = false;
   if (!m_inotify) {
     m_inotify.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
   }
@@ -709,6 +710,7 @@ bool FileStore::take(Named& n, int i, const lock::AcquireRequest& request)
   // at once, and one before it by the check below, so no second holder can start unseen
   // while the fence and the record are written.
   n.watch_lock = watch(n.lock.get());
+  watch_meta(); // a --replace acquirer's request is seen at once, not at the next renewal
   n.fence = m_fencing ? next_fence(n.layout) : 0;
   struct stat st {};
   ::fstat(n.lock.get(), &st);
@@ -1410,6 +1412,19 @@ void FileStore::on_inotify()
       m_answers.answer(Op::wait_for_wake);
     } else if (look && !n.held) {
       n.side_changed = true;
+    }
+    const std::string replace = n.layout.replace_name(token_fingerprint(n.token));
+    if (n.held && !n.replace_told && (overflow || changed.contains(replace))) {
+      std::optional<std::string> asked = read_side(m_metafd.get(), replace);
+      if (asked && Announcement::parse(*asked)) {
+        // The holder renews at once, and its renewal answers replaced_by.
+        n.replace_told = true;
+        m_answers.answer(Outcome{
+          .op = Op::disconnected,
+          .error = Error(ExitCode::lost, "a --replace acquirer asks it to stand down"),
+          .lease_ended = true,
+        });
+      }
     }
   }
   for (auto& [name, n] : m_named) {

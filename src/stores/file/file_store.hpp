@@ -92,6 +92,7 @@ private:
     // A side file this waiter looks at (policy, newest) changed while no wait was pending: the
     // next wait answers at once (nothing is missed between an attempt and its wait).
     bool side_changed = false;
+    bool replace_told = false; // held: a request to stand down was seen (renewal asked at once)
     // --supersede: this waiter's announcement (.dlock/ENC+newest), flocked while it lives.
     bool supersede = false;
     util::UniqueFd newest;
