@@ -675,7 +675,12 @@ bool FileStore::try_candidates(Named& n, const lock::AcquireRequest& request)
         return false;
       }
       if (take(n, locked, request)) {
-        arm_policy(n, request);
+        try {
+          arm_policy(n, request);
+        } catch (const Error&) {
+          drop_hold(n); // a --min-hold or --lock-delay that cannot be kept is not taken
+          throw;
+        }
         return true;
       }
     }
@@ -956,12 +961,10 @@ bool FileStore::closed_by_policy(Named& n, const lock::AcquireRequest& request)
 
 void FileStore::arm_policy(Named& n, const lock::AcquireRequest& request)
 {
-  if (!m_metafd) {
-    return;
-  }
   // A request to stand down is for the holder it names, who is gone.
   const std::string replace_prefix = n.layout.encoded + "+replace+";
-  for (const std::string& entry : util::directory_entries(m_metafd.get())) {
+  for (const std::string& entry :
+       m_metafd ? util::directory_entries(m_metafd.get()) : std::vector<std::string>{}) {
     if (entry.starts_with(replace_prefix)) {
       ::unlinkat(m_metafd.get(), entry.c_str(), 0);
     }
@@ -977,7 +980,12 @@ void FileStore::arm_policy(Named& n, const lock::AcquireRequest& request)
   p.hold_until_ms =
     policy.min_hold > Millis(0) ? p.holder.acquired_ms + policy.min_hold.count() : 0;
   p.delay_ms = policy.lock_delay.count();
-  write_side(m_metafd.get(), n.layout, n.layout.policy_name(), p.serialize());
+  const std::string name = n.layout.policy_name();
+  int err = m_metafd ? util::replace_file_at(m_metafd.get(), name, p.serialize(), 0644) : ENOENT;
+  if (err != 0) {
+    throw io_error(err, policy.min_hold > Millis(0) ? "keep --min-hold in" : "keep --lock-delay in",
+                   n.layout.meta_path_of(name));
+  }
 }
 
 Millis FileStore::settle_policy(const Layout& layout, const std::string& token)

@@ -135,7 +135,7 @@ private:
   // ended); removes it when it is over or is not dlock's.
   bool closed_by_policy(Named& n, const lock::AcquireRequest& request);
   // Once taken: the side record of this holder's --min-hold and --lock-delay, and no request
-  // to stand down left from an earlier holder.
+  // to stand down left from an earlier holder. Error if the side record cannot be written.
   void arm_policy(Named& n, const lock::AcquireRequest& request);
   // A release by token of a held lock: keeps the side record for the min-hold left (what is
   // left, 0 if none), or removes it; a holder asked to stand down keeps nothing.

@@ -202,3 +202,20 @@ planted_policy() {
   assert_success
   [ ! -e "$T/ran" ]
 }
+
+@test "hostile: nobody's directory where the side record goes: --min-hold is refused with 78 in one line, a plain run still works" {
+  need_root
+  chmod 1777 "$D"
+  run -0 "$DLOCK" run -k warm -- true
+  as_nobody mkdir "$D/.dlock/dir+policy"
+  as_nobody touch "$D/.dlock/dir+policy/x"
+  in_time run -n -k dir --min-hold 10s -- touch "$T/ran"
+  assert_failure 78
+  [ "${#stderr_lines[@]}" -eq 1 ]
+  [[ $stderr == *"cannot keep --min-hold"* ]]
+  [ ! -e "$T/ran" ]
+  in_time run -n -k dir -- true
+  assert_success
+  in_time status dir
+  assert_failure 1
+}
