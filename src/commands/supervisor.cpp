@@ -9,8 +9,8 @@ namespace dlock::commands {
 
 Supervisor::Supervisor(lock::Store& store, hold::KeptLock lock, lock::Watchdog watchdog,
                        process::ProcessGroup& child, process::SignalFd& signals, hold::Clock& clock)
-  : m_store(store), m_shown(lock::join_names(lock.names)),
-    m_keeper(clock, store, std::move(lock), watchdog, *this), m_child(child), m_signals(signals)
+  : m_shown(lock::join_names(lock.names)), m_keeper(clock, store, std::move(lock), watchdog, *this),
+    m_child(child), m_signals(signals)
 {
 }
 

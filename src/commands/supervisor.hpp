@@ -50,7 +50,6 @@ private:
   std::optional<CommandEnd> on_event(const process::CommandEvent& event);
   void pause_while_stopped(int sig);
 
-  lock::Store& m_store;
   std::string m_shown; // the names, for messages
   hold::LeaseKeeper m_keeper;
   process::ProcessGroup& m_child;
