@@ -1049,7 +1049,7 @@ bool FileStore::ask_others(Named& n, const lock::AcquireRequest& request,
 void FileStore::announce_newest(Named& n, const lock::AcquireRequest& request)
 {
   const int meta = m_metafd.get();
-  const std::string temporary = n.layout.encoded + "+newtmp+" + util::random_token().substr(0, 16);
+  const std::string temporary = n.layout.new_newest_name(util::random_token().substr(0, 16));
   // Created 0600, locked, then named: a newest that is not locked is a waiter gone.
   util::UniqueFd fd =
     util::open_regular_at(meta, temporary, O_RDWR | O_CREAT | O_EXCL | O_TRUNC, 0600, true);
@@ -1351,7 +1351,8 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
     }
     for (const std::string& entry : util::directory_entries(m_metafd.get())) {
       if (entry.starts_with(layout.encoded + "+by+") || entry.starts_with(layout.encoded + "+new+")
-          || entry.starts_with(layout.encoded + "+replace+") || entry == layout.newest_name()) {
+          || entry.starts_with(layout.encoded + "+replace+") || entry == layout.newest_name()
+          || entry.starts_with(layout.encoded + "+newtmp+")) {
         remove(m_metafd.get(), entry, layout.meta_path_of(entry));
       }
     }

@@ -20,6 +20,13 @@ namespace dlock::file {
 // dlock locked (release --force unlinks it), and inotify reports its removal at once. Waiting
 // blocks in flock(2) in a helper process that shares the descriptor, so the kernel wakes it on
 // release; giving up kills the helper and unlocks the descriptor, so nothing is taken late.
+// The cron and CI policies, which must outlive the descriptor, are side files in DIR/.dlock
+// that every dlock honours (flock(1) cannot): --min-hold and --lock-delay in ENC+policy, checked
+// right after the flock is taken and given back while it closes the lock (the waiter then
+// blocks until its end, or until inotify reports it changed); --replace in ENC+replace+FP, read
+// by the holder FP at once (inotify) or at its renewal; --supersede in ENC+newest, flocked by
+// the newest waiter while it lives, whose rename wakes the older ones (inotify). Times are this
+// host's CLOCK_REALTIME: file:// is one host.
 class FileStore final : public lock::Store {
 public:
   explicit FileStore(std::string directory);
@@ -45,8 +52,9 @@ public:
   Error timed_out() noexcept override;
   void limit_blocking(util::Millis) noexcept override {}
 
-  // Exclusive, --shared (LOCK_SH) and --limit (slot files); no FIFO order among flock(2)
-  // waiters, no state besides the locks, no lock without its process.
+  // Exclusive, --shared (LOCK_SH) and --limit (slot files), and the four policies (side files);
+  // no FIFO order among flock(2) waiters, no wait/barrier/latch state, no lock without its
+  // process (a --min-hold outlives it in a side file only).
   const lock::StoreTraits& traits() const noexcept override;
   std::vector<int> inherited_descriptors() const override;
 

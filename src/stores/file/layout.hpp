@@ -66,6 +66,11 @@ struct Layout {
   }
   // .dlock/ENC+newest: the newest --supersede waiter (flocked by it while it waits or holds).
   std::string newest_name() const { return encoded + "+newest"; }
+  // .dlock/ENC+newtmp+R: a newest being written (renamed to ENC+newest once locked).
+  std::string new_newest_name(std::string_view random) const
+  {
+    return encoded + "+newtmp+" + std::string(random);
+  }
 
   std::string lock_path() const { return dir + "/" + lock_name(); }
   std::string slot_path(int slot) const { return dir + "/" + slot_name(slot); }
