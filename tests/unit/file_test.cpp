@@ -206,10 +206,11 @@ TEST(FileAnnouncement, RoundTripsAndRefusesGarbage)
 TEST(FileLayout, PolicySideFilesAreNotLockFiles)
 {
   Layout a("/d", "a");
-  EXPECT_EQ(a.meta_path_of(a.policy_name()), "/d/.dlock/a+policy");
+  EXPECT_EQ(a.meta_path_of(a.policy_name("0123")), "/d/.dlock/a+policy+0123");
+  EXPECT_EQ(a.meta_path_of(a.ended_name("0123")), "/d/.dlock/a+ended+0123");
   EXPECT_EQ(a.meta_path_of(a.replace_name("0123")), "/d/.dlock/a+replace+0123");
   EXPECT_EQ(a.meta_path_of(a.newest_name()), "/d/.dlock/a+newest");
-  EXPECT_FALSE(lock_name_of(a.policy_name()));
+  EXPECT_FALSE(lock_name_of(a.policy_name("0123")));
   EXPECT_FALSE(lock_name_of(a.newest_name()));
 }
 

@@ -222,15 +222,68 @@ std::optional<std::string> read_side(int meta, const std::string& name)
   return fd ? util::read_bounded(fd.get(), max_side_file_bytes) : std::nullopt;
 }
 
-// The policy side record of layout; nullopt if none, or not one dlock wrote (garbage: true).
-std::optional<PolicyRecord> read_policy(int meta, const Layout& layout, bool* garbage = nullptr)
+// One holder's policy side record, as found in .dlock.
+struct FoundPolicy {
+  std::string file; // ENC+policy+FP
+  PolicyRecord p;
+};
+
+// The policy side record of holder fingerprint, with its ENC+ended+FP stamp if it has none.
+std::optional<PolicyRecord> read_policy(int meta, const Layout& layout,
+                                        const std::string& fingerprint)
 {
-  std::optional<std::string> text = read_side(meta, layout.policy_name());
+  std::optional<std::string> text = read_side(meta, layout.policy_name(fingerprint));
   std::optional<PolicyRecord> p = text ? PolicyRecord::parse(*text) : std::nullopt;
-  if (garbage != nullptr) {
-    *garbage = !p && (text || errno != ENOENT);
+  if (!p || p->fingerprint != fingerprint) {
+    return std::nullopt;
+  }
+  if (p->ended_at_ms == 0) {
+    std::optional<std::string> ended = read_side(meta, layout.ended_name(fingerprint));
+    std::string_view digits = ended ? std::string_view(*ended) : std::string_view();
+    if (digits.ends_with('\n')) {
+      digits.remove_suffix(1);
+    }
+    p->ended_at_ms = lock::parse_record_number(digits).value_or(0);
   }
   return p;
+}
+
+// Every policy side record of layout; the names of those that are not dlock's in garbage.
+std::vector<FoundPolicy> read_policies(int meta, const Layout& layout,
+                                       std::vector<std::string>* garbage = nullptr)
+{
+  std::vector<FoundPolicy> found;
+  const std::string prefix = layout.policy_prefix();
+  for (const std::string& entry :
+       meta >= 0 ? util::directory_entries(meta) : std::vector<std::string>{}) {
+    if (!entry.starts_with(prefix)) {
+      continue;
+    }
+    if (std::optional<PolicyRecord> p = read_policy(meta, layout, entry.substr(prefix.size()))) {
+      found.push_back(FoundPolicy{entry, std::move(*p)});
+    } else if (garbage != nullptr) {
+      garbage->push_back(entry);
+    }
+  }
+  return found;
+}
+
+// Notes that holder f's lease ended without a release, at now: in its record if this user may
+// replace it, else in ENC+ended+FP, made once by the first to see it (O_EXCL).
+void stamp_ended(int meta, const Layout& layout, FoundPolicy& f, std::int64_t now)
+{
+  f.p.ended_at_ms = now;
+  if (util::replace_file_at(meta, f.file, f.p.serialize(), 0644) == 0) {
+    return;
+  }
+  const std::string name = layout.ended_name(f.p.fingerprint);
+  const std::string text = fmt::format("{}\n", now);
+  util::UniqueFd fd = util::open_regular_at(meta, name, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    util::log_warning("file store: cannot note when the lease of {} ended in {}: {}",
+                      holder_of(f.p.holder).identity(), layout.meta_path_of(name),
+                      std::strerror(errno));
+  }
 }
 
 // Replaces a side file of .dlock atomically (a new file renamed over it: whatever was planted
@@ -278,24 +331,26 @@ std::optional<Announcement> live_newest(int meta, const Layout& layout)
 void add_policy(int meta, const Layout& layout, const std::vector<Record>& records,
                 lock::LockStatus& status)
 {
-  std::optional<PolicyRecord> p = status.held ? std::nullopt : read_policy(meta, layout);
-  if (!p) {
+  if (status.held) {
     return;
   }
-  for (const Record& r : records) {
-    if (r.fingerprint == p->fingerprint) {
-      return;
-    }
-  }
   std::int64_t now = util::unix_ms();
-  if (p->hold_until_ms > now) {
-    status.held = true;
-    status.command_ended = true;
-    status.ttl_ms = p->hold_until_ms - now;
-    status.holder = holder_of(p->holder);
-  } else if (std::int64_t free = p->free_at(now); free > now) {
-    status.delay_ms = free - now;
-    status.holder = holder_of(p->holder);
+  for (const FoundPolicy& f : read_policies(meta, layout)) {
+    const PolicyRecord& p = f.p;
+    if (std::any_of(records.begin(), records.end(),
+                    [&](const Record& r) { return r.fingerprint == p.fingerprint; })) {
+      continue;
+    }
+    if (p.hold_until_ms > now && p.hold_until_ms - now > status.ttl_ms) {
+      status.held = true;
+      status.command_ended = true;
+      status.ttl_ms = p.hold_until_ms - now;
+      status.delay_ms = 0;
+      status.holder = holder_of(p.holder);
+    } else if (std::int64_t free = p.free_at(now); !status.held && free - now > status.delay_ms) {
+      status.delay_ms = free - now;
+      status.holder = holder_of(p.holder);
+    }
   }
 }
 
@@ -917,46 +972,40 @@ bool FileStore::closed_by_policy(Named& n, const lock::AcquireRequest& request)
   if (!m_metafd || n.kind.mode == lock::LockKind::Mode::limit) {
     return false;
   }
-  const std::string name = n.layout.policy_name();
-  watch_meta(); // before it is read: a change after the read wakes the wait that follows
-  bool garbage = false;
-  std::optional<PolicyRecord> p = read_policy(m_metafd.get(), n.layout, &garbage);
-  if (!p) {
-    if (garbage) {
-      // Not dlock's (planted, oversized, malformed, not a regular file): ignored and removed.
-      util::log_verbose("file store: ignoring {}: not a dlock side record",
-                        n.layout.meta_path_of(name));
-      ::unlinkat(m_metafd.get(), name.c_str(), 0);
-    }
-    return false;
+  const int meta = m_metafd.get();
+  watch_meta(); // before they are read: a change after the read wakes the wait that follows
+  std::vector<std::string> garbage;
+  std::vector<FoundPolicy> found = read_policies(meta, n.layout, &garbage);
+  for (const std::string& name : garbage) {
+    // Not dlock's (planted, oversized, malformed, not a regular file): ignored, removed if it can.
+    util::log_verbose("file store: ignoring {}: not a dlock side record",
+                      n.layout.meta_path_of(name));
+    ::unlinkat(meta, name.c_str(), 0);
   }
-  if (p->fingerprint == token_fingerprint(request.token)) {
-    return false; // this token's own, from a hold of its before
-  }
-  std::optional<std::string> asked =
-    read_side(m_metafd.get(), n.layout.replace_name(p->fingerprint));
-  if (asked && Announcement::parse(*asked)) {
-    // Its holder was asked to stand down: the take-over keeps no min-hold and no delay, even
-    // if the holder ended before it could release.
-    ::unlinkat(m_metafd.get(), name.c_str(), 0);
-    return false;
-  }
+  const std::string mine = token_fingerprint(request.token);
   const std::int64_t now = util::unix_ms();
-  if (p->delay_ms > 0 && p->ended_at_ms == 0) {
-    // The lock file is ours: its holder's lease ended without a release, by now at the latest.
-    p->ended_at_ms = now;
-    write_side(m_metafd.get(), n.layout, name, p->serialize());
+  for (FoundPolicy& f : found) {
+    const std::string fingerprint = f.p.fingerprint;
+    // Its holder was asked to stand down: the take-over keeps no min-hold and no delay, even if
+    // the holder ended before it could release. This token's own is from a hold of its before.
+    std::optional<std::string> asked = read_side(meta, n.layout.replace_name(fingerprint));
+    bool over = fingerprint == mine || (asked && Announcement::parse(*asked));
+    if (!over && f.p.delay_ms > 0 && f.p.ended_at_ms == 0) {
+      // The lock file is ours: that lease ended without a release, by now at the latest.
+      stamp_ended(meta, n.layout, f, now);
+    }
+    std::int64_t free = over ? 0 : f.p.free_at(now);
+    if (free <= now) {
+      ::unlinkat(meta, f.file.c_str(), 0); // over: nothing left behind
+      ::unlinkat(meta, n.layout.ended_name(fingerprint).c_str(), 0);
+    } else if (free > n.closed_until_ms) {
+      n.closed_until_ms = free;
+      n.closed_lease = f.p.hold_until_ms >= free ? lock::AcquireResult::Lease::min_hold
+                                                 : lock::AcquireResult::Lease::lock_delay;
+      n.closed_holder = holder_of(f.p.holder);
+    }
   }
-  const std::int64_t free = p->free_at(now);
-  if (free <= now) {
-    ::unlinkat(m_metafd.get(), name.c_str(), 0); // over: nothing left behind
-    return false;
-  }
-  n.closed_until_ms = free;
-  n.closed_lease = p->hold_until_ms >= free ? lock::AcquireResult::Lease::min_hold
-                                            : lock::AcquireResult::Lease::lock_delay;
-  n.closed_holder = holder_of(p->holder);
-  return true;
+  return n.closed_until_ms > 0;
 }
 
 void FileStore::arm_policy(Named& n, const lock::AcquireRequest& request)
@@ -980,7 +1029,7 @@ void FileStore::arm_policy(Named& n, const lock::AcquireRequest& request)
   p.hold_until_ms =
     policy.min_hold > Millis(0) ? p.holder.acquired_ms + policy.min_hold.count() : 0;
   p.delay_ms = policy.lock_delay.count();
-  const std::string name = n.layout.policy_name();
+  const std::string name = n.layout.policy_name(p.fingerprint);
   int err = m_metafd ? util::replace_file_at(m_metafd.get(), name, p.serialize(), 0644) : ENOENT;
   if (err != 0) {
     throw io_error(err, policy.min_hold > Millis(0) ? "keep --min-hold in" : "keep --lock-delay in",
@@ -995,8 +1044,9 @@ Millis FileStore::settle_policy(const Layout& layout, const std::string& token)
   std::optional<std::string> asked = read_side(m_metafd.get(), replace);
   bool replaced = asked && Announcement::parse(*asked);
   ::unlinkat(m_metafd.get(), replace.c_str(), 0);
-  std::optional<PolicyRecord> p = read_policy(m_metafd.get(), layout);
-  if (!p || p->fingerprint != fingerprint) {
+  const std::string name = layout.policy_name(fingerprint);
+  std::optional<PolicyRecord> p = read_policy(m_metafd.get(), layout, fingerprint);
+  if (!p) {
     return Millis(0);
   }
   const std::int64_t now = util::unix_ms();
@@ -1005,11 +1055,11 @@ Millis FileStore::settle_policy(const Layout& layout, const std::string& token)
     p->command_ended = true;
     p->delay_ms = 0;
     p->ended_at_ms = 0;
-    if (write_side(m_metafd.get(), layout, layout.policy_name(), p->serialize())) {
+    if (write_side(m_metafd.get(), layout, name, p->serialize())) {
       return Millis(p->hold_until_ms - now);
     }
   }
-  ::unlinkat(m_metafd.get(), layout.policy_name().c_str(), 0);
+  ::unlinkat(m_metafd.get(), name.c_str(), 0);
   return Millis(0);
 }
 
@@ -1329,22 +1379,25 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
     outcome.held = observe(m_dirfd.get(), layout, files, proc_locks(), records).held;
     // A running holder's --lock-delay starts now; anything else a side record keeps (a
     // min-hold, a delay, garbage) is cleared.
-    bool garbage = false;
-    std::optional<PolicyRecord> p = read_policy(m_metafd.get(), layout, &garbage);
-    bool running = p && std::any_of(records.begin(), records.end(), [&](const Record& r) {
-                     return r.fingerprint == p->fingerprint;
-                   });
+    std::vector<std::string> garbage;
     const std::int64_t now = util::unix_ms();
-    outcome.held = outcome.held || (p && p->hold_until_ms > now);
-    if (running && p->delay_ms > 0) {
-      p->hold_until_ms = 0;
-      p->command_ended = false;
-      p->ended_at_ms = now;
-      if (!write_side(m_metafd.get(), layout, layout.policy_name(), p->serialize())) {
-        remove(m_metafd.get(), layout.policy_name(), layout.meta_path_of(layout.policy_name()));
+    for (FoundPolicy& f : read_policies(m_metafd.get(), layout, &garbage)) {
+      PolicyRecord& p = f.p;
+      bool running = std::any_of(records.begin(), records.end(),
+                                 [&](const Record& r) { return r.fingerprint == p.fingerprint; });
+      outcome.held = outcome.held || p.hold_until_ms > now;
+      p.hold_until_ms = 0;
+      p.command_ended = false;
+      p.ended_at_ms = now;
+      if (!running || p.delay_ms <= 0
+          || util::replace_file_at(m_metafd.get(), f.file, p.serialize(), 0644) != 0) {
+        remove(m_metafd.get(), f.file, layout.meta_path_of(f.file));
       }
-    } else if (p || garbage) {
-      remove(m_metafd.get(), layout.policy_name(), layout.meta_path_of(layout.policy_name()));
+      remove(m_metafd.get(), layout.ended_name(p.fingerprint),
+             layout.meta_path_of(layout.ended_name(p.fingerprint)));
+    }
+    for (const std::string& junk : garbage) {
+      ::unlinkat(m_metafd.get(), junk.c_str(), 0); // not dlock's: removed if it can be
     }
     for (const std::string& file : files) {
       remove(m_dirfd.get(), file, layout.path_of(file));
@@ -1414,7 +1467,11 @@ void FileStore::on_inotify()
   for (auto& [name, n] : m_named) {
     // A waiter closed by a side record looks again when it changes; a --supersede waiter, when
     // a newer one announces itself.
-    bool look = overflow || (n.closed_until_ms > 0 && changed.contains(n.layout.policy_name()))
+    bool side = std::any_of(changed.begin(), changed.end(), [&](const std::string& file) {
+      return file.starts_with(n.layout.policy_prefix())
+             || file.starts_with(n.layout.ended_prefix());
+    });
+    bool look = overflow || (n.closed_until_ms > 0 && side)
                 || (n.supersede && changed.contains(n.layout.newest_name()));
     if (n.wait_pending && look) {
       n.wait_pending = false;

@@ -56,9 +56,21 @@ struct Layout {
     return encoded + "+new+" + std::string(fingerprint);
   }
 
-  // .dlock/ENC+policy: the --min-hold and --lock-delay state of the last holder that had one
-  // (PolicyRecord), which outlives its process; every dlock that takes the lock honours it.
-  std::string policy_name() const { return encoded + "+policy"; }
+  // .dlock/ENC+policy+FP: the --min-hold and --lock-delay state of the holder FP (PolicyRecord),
+  // which outlives its process; every dlock that takes the lock honours it. One file per holder:
+  // in a sticky .dlock each user can replace only its own.
+  std::string policy_prefix() const { return encoded + "+policy+"; }
+  std::string policy_name(std::string_view fingerprint) const
+  {
+    return policy_prefix() + std::string(fingerprint);
+  }
+  // .dlock/ENC+ended+FP: when the lease of holder FP was first seen ended without a release, by
+  // a dlock that may not replace ENC+policy+FP (another user's); created once (O_EXCL).
+  std::string ended_prefix() const { return encoded + "+ended+"; }
+  std::string ended_name(std::string_view fingerprint) const
+  {
+    return ended_prefix() + std::string(fingerprint);
+  }
   // .dlock/ENC+replace+FP: a --replace acquirer's request that the holder FP stands down.
   std::string replace_name(std::string_view fingerprint) const
   {

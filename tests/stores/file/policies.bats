@@ -31,6 +31,12 @@ fingerprint() {
   return 1
 }
 
+# no_side_files KEY: no policy record or end stamp of KEY is left in .dlock.
+no_side_files() {
+  run find "$D/.dlock" -name "$1+policy+*" -o -name "$1+ended+*"
+  [ -z "$output" ]
+}
+
 # a valid side record of a holder that never was: min-hold until HOLD_UNTIL_MS, delay DELAY_MS.
 planted_policy() {
   printf 'dlockpolicy1\t0123456789abcdef\t%s\t1\t%s\t0\n' "$2" "${3:-0}"
@@ -39,7 +45,7 @@ planted_policy() {
 
 @test "--min-hold: NAME+policy outlives the run, flock(1) does not honour it, and it is removed once over" {
   run -0 "$DLOCK" run -k m --min-hold 2s --note "once a period" -- true
-  [ -f "$D/.dlock/m+policy" ]
+  [ -f "$D"/.dlock/m+policy+* ]
   # the flock is free: flock(1) takes it (it knows nothing of dlock's side records)
   run -0 flock -n "$D/m" true
   run -0 --separate-stderr "$DLOCK" status m --json
@@ -47,10 +53,10 @@ planted_policy() {
   run -75 "$DLOCK" run -k m -n -- touch "$T/ran"
   sleep 2.2
   run -0 "$DLOCK" run -k m -n -- true
-  [ ! -e "$D/.dlock/m+policy" ]
+  no_side_files m
   # a clean release leaves nothing, and no delay
   run -0 "$DLOCK" run -k c --lock-delay 30s -- true
-  [ ! -e "$D/.dlock/c+policy" ]
+  no_side_files c
   run -0 "$DLOCK" run -k c -n -- true
   [ ! -e "$T/ran" ]
 }
@@ -88,7 +94,7 @@ planted_policy() {
   local took=$(($(now_ms) - stamped))
   echo "taken $took ms after the first refusal"
   [ "$took" -ge 2500 ] && [ "$took" -lt 6000 ]
-  [ ! -e "$D/.dlock/d9+policy" ]
+  no_side_files d9
   [ ! -e "$T/ran" ]
 }
 
@@ -103,7 +109,7 @@ planted_policy() {
   local took=$(($(now_ms) - forced))
   echo "the waiter ran $took ms after release --force"
   [ "$took" -lt 2000 ]
-  [ ! -e "$D/.dlock/w+policy" ]
+  no_side_files w
 }
 
 @test "--replace and --supersede leave nothing in .dlock once over" {
@@ -124,12 +130,15 @@ planted_policy() {
   chmod 644 "$T/target"
   local before
   before=$(sha256sum "$T/target")
-  as_nobody mkfifo "$D/.dlock/f+policy" "$D/.dlock/f+newest"
-  as_nobody ln -s "$T/target" "$D/.dlock/s+policy"
+  local fp=0123456789abcdef
+  as_nobody mkfifo "$D/.dlock/f+policy+$fp" "$D/.dlock/f+ended+$fp" "$D/.dlock/f+newest"
+  as_nobody ln -s "$T/target" "$D/.dlock/s+policy+$fp"
   as_nobody ln -s "$T/target" "$D/.dlock/s+newest"
-  as_nobody sh -c "head -c 100000 /dev/zero | tr '\\0' 'x' >'$D/.dlock/o+policy'"
-  as_nobody sh -c "{ printf 'dlockpolicy1\t0123456789abcdef\t99999999999999\t1\t0\t0\n'; head -c 10000 /dev/zero | tr '\\0' 'x'; } >'$D/.dlock/g+policy'"
-  for k in f s o g; do
+  as_nobody sh -c "head -c 100000 /dev/zero | tr '\\0' 'x' >'$D/.dlock/o+policy+$fp'"
+  as_nobody sh -c "{ printf 'dlockpolicy1\t$fp\t99999999999999\t1\t0\t0\n'; head -c 10000 /dev/zero | tr '\\0' 'x'; } >'$D/.dlock/g+policy+$fp'"
+  # a valid record under another holder's name is not that holder's
+  planted_policy n 99999999999999 | as_nobody sh -c "cat >'$D/.dlock/n+policy+fedcba9876543210'"
+  for k in f s o g n; do
     in_time status "$k"
     assert_failure 1
     in_time run -n -k "$k" --min-hold 1s -- true
@@ -149,7 +158,7 @@ planted_policy() {
     wait_for "flock -n '$D/$k' true"
   done
   [ "$(sha256sum "$T/target")" = "$before" ]
-  [ ! -p "$D/.dlock/f+policy" ] && [ ! -L "$D/.dlock/s+policy" ]
+  [ ! -p "$D/.dlock/f+policy+$fp" ] && [ ! -L "$D/.dlock/s+policy+$fp" ]
 }
 
 @test "hostile: nobody's request to stand down as a FIFO, a symlink or garbage does not stop the holder" {
@@ -178,7 +187,7 @@ planted_policy() {
   chmod 1777 "$D"
   run -0 "$DLOCK" run -k warm -- true
   as_nobody touch "$D/far"
-  planted_policy far 99999999999999 | as_nobody sh -c "cat >'$D/.dlock/far+policy'"
+  planted_policy far 99999999999999 | as_nobody sh -c "cat >'$D/.dlock/far+policy+0123456789abcdef'"
   in_time -v run -n -k far -- touch "$T/ran"
   assert_failure 75
   [[ $stderr == *"--min-hold"* ]]
@@ -189,11 +198,11 @@ planted_policy() {
   json_ok 'assert d["held"] and d["command_ended"] and d["holder"]["note"] == "planted", d'
   in_time release --force -k far
   assert_success
-  [ ! -e "$D/.dlock/far+policy" ]
+  no_side_files far
   in_time run -n -k far -- true
   assert_success
   # a planted lock-delay is cleared the same way
-  planted_policy far 0 99999999999 | as_nobody sh -c "cat >'$D/.dlock/far+policy'"
+  planted_policy far 0 99999999999 | as_nobody sh -c "cat >'$D/.dlock/far+policy+0123456789abcdef'"
   in_time -v run -n -k far -- touch "$T/ran"
   assert_failure 75
   [[ $stderr == *"--lock-delay"* ]]
@@ -203,19 +212,47 @@ planted_policy() {
   [ ! -e "$T/ran" ]
 }
 
-@test "hostile: nobody's directory where the side record goes: --min-hold is refused with 78 in one line, a plain run still works" {
+@test "hostile: nobody's directory or FIFO as a policy record or end stamp: ignored, --min-hold and --lock-delay still kept" {
   need_root
   chmod 1777 "$D"
   run -0 "$DLOCK" run -k warm -- true
-  as_nobody mkdir "$D/.dlock/dir+policy"
-  as_nobody touch "$D/.dlock/dir+policy/x"
-  in_time run -n -k dir --min-hold 10s -- touch "$T/ran"
-  assert_failure 78
-  [ "${#stderr_lines[@]}" -eq 1 ]
-  [[ $stderr == *"cannot keep --min-hold"* ]]
-  [ ! -e "$T/ran" ]
-  in_time run -n -k dir -- true
+  as_nobody mkdir "$D/.dlock/dir+policy+0123456789abcdef"
+  as_nobody touch "$D/.dlock/dir+policy+0123456789abcdef/x"
+  in_time run -n -k dir --min-hold 3s -- true
   assert_success
+  in_time run -n -k dir -- touch "$T/ran"
+  assert_failure 75
   in_time status dir
-  assert_failure 1
+  assert_success
+  [ ! -e "$T/ran" ]
+  # and a lock-delay in the same directory is still kept after kill -9
+  start_bg holder "$DLOCK" run -k st --lock-delay 2s -- sh -c 'echo $$ >"$T/cmd.pid"; exec sleep 60'
+  wait_for "[ -s '$T/cmd.pid' ]" 10
+  kill -KILL "$BG_PID" "$(cat "$T/cmd.pid")"
+  wait_for "flock -n '$D/st' true" 5
+  in_time run -n -k st -- true
+  assert_failure 75
+  in_time run -k st -w 10s -- true
+  assert_success
+}
+
+@test "several users in a sticky .dlock: a lock-delay of root's is stamped and honoured by nobody, who may not rewrite it" {
+  need_root
+  chmod 1777 "$D"
+  run -0 "$DLOCK" run -k warm -- true
+  as_nobody touch "$D/u"
+  chmod 644 "$D/u"
+  start_bg holder "$DLOCK" run -k u --lock-delay 3s -- sh -c 'echo $$ >"$T/cmd.pid"; exec sleep 60'
+  wait_for "[ -s '$T/cmd.pid' ]" 10
+  kill -KILL "$BG_PID" "$(cat "$T/cmd.pid")"
+  wait_for "flock -n '$D/u' true" 5
+  local first=$(now_ms)
+  run --separate-stderr timeout 20 setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$DLOCK" run -n -k u -- true
+  [ "$status" -eq 75 ]
+  [ -f "$D"/.dlock/u+ended+* ] # root's record could not be rewritten: the end is stamped beside it
+  run --separate-stderr timeout 20 setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$DLOCK" run -k u -w 15s -- true
+  [ "$status" -eq 0 ]
+  local took=$(($(now_ms) - first))
+  echo "nobody took it $took ms after its first attempt"
+  [ "$took" -ge 2500 ] && [ "$took" -lt 8000 ]
 }
