@@ -193,13 +193,16 @@ TEST(FilePolicy, RefusesWhatDlockDidNotWrite)
 
 TEST(FileAnnouncement, RoundTripsAndRefusesGarbage)
 {
-  Announcement a{.id = "fedcba9876543210", .who = holder_record("newest build")};
+  Announcement a{.id = "fedcba9876543210", .who = holder_record("newest build"), .at_us = 17};
   std::optional<Announcement> back = Announcement::parse(a.serialize());
   ASSERT_TRUE(back);
   EXPECT_EQ(back->id, a.id);
   EXPECT_EQ(back->who.note, "newest build");
-  EXPECT_FALSE(Announcement::parse("dlockwho1\tnot-a-fingerprint\n" + a.who.serialize()));
-  EXPECT_FALSE(Announcement::parse("dlockwho1\tfedcba9876543210\n"));
+  EXPECT_EQ(back->at_us, 17);
+  EXPECT_FALSE(Announcement::parse("dlockwho1\tnot-a-fingerprint\t1\n" + a.who.serialize()));
+  EXPECT_FALSE(Announcement::parse("dlockwho1\tfedcba9876543210\t1\n"));
+  EXPECT_FALSE(Announcement::parse("dlockwho1\tfedcba9876543210\t-1\n" + a.who.serialize()));
+  EXPECT_FALSE(Announcement::parse("dlockwho1\tfedcba9876543210\n" + a.who.serialize()));
   EXPECT_FALSE(Announcement::parse(std::string(max_side_file_bytes + 1, 'x')));
 }
 
@@ -209,9 +212,9 @@ TEST(FileLayout, PolicySideFilesAreNotLockFiles)
   EXPECT_EQ(a.meta_path_of(a.policy_name("0123")), "/d/.dlock/a+policy+0123");
   EXPECT_EQ(a.meta_path_of(a.ended_name("0123")), "/d/.dlock/a+ended+0123");
   EXPECT_EQ(a.meta_path_of(a.replace_name("0123")), "/d/.dlock/a+replace+0123");
-  EXPECT_EQ(a.meta_path_of(a.newest_name()), "/d/.dlock/a+newest");
+  EXPECT_EQ(a.meta_path_of(a.waiter_name("0123")), "/d/.dlock/a+waiter+0123");
   EXPECT_FALSE(lock_name_of(a.policy_name("0123")));
-  EXPECT_FALSE(lock_name_of(a.newest_name()));
+  EXPECT_FALSE(lock_name_of(a.waiter_name("0123")));
 }
 
 TEST(ProcLocks, ReadsFlockHoldersAndWaiters)

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstring>
 #include <set>
+#include <tuple>
 
 namespace dlock::file {
 
@@ -314,16 +315,35 @@ Record record_of(const std::string& name, const lock::AcquireRequest& request)
   return r;
 }
 
-// The newest --supersede waiter of layout, if it still waits or holds (its flock is kept).
+// The newest --supersede waiter of layout that still waits or holds (its flock is kept); the
+// announcements of waiters gone are removed on the way.
 std::optional<Announcement> live_newest(int meta, const Layout& layout)
 {
-  util::UniqueFd fd =
-    meta >= 0 ? util::open_regular_at(meta, layout.newest_name(), O_RDONLY) : util::UniqueFd();
-  if (!fd || ::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) {
-    return std::nullopt; // none, or its waiter is gone
+  std::optional<Announcement> newest;
+  const std::string prefix = layout.waiter_prefix();
+  for (const std::string& entry :
+       meta >= 0 ? util::directory_entries(meta) : std::vector<std::string>{}) {
+    if (!entry.starts_with(prefix)) {
+      continue;
+    }
+    util::UniqueFd fd = util::open_regular_at(meta, entry, O_RDONLY);
+    if (!fd) {
+      continue;
+    }
+    if (::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) {
+      if (names(meta, entry, fd.get())) {
+        ::unlinkat(meta, entry.c_str(), 0); // its waiter is gone
+      }
+      continue;
+    }
+    std::optional<std::string> text = util::read_bounded(fd.get(), max_side_file_bytes);
+    std::optional<Announcement> a = text ? Announcement::parse(*text) : std::nullopt;
+    if (a && entry.substr(prefix.size()) == a->id
+        && (!newest || std::tie(a->at_us, a->id) > std::tie(newest->at_us, newest->id))) {
+      newest = std::move(a);
+    }
   }
-  std::optional<std::string> text = util::read_bounded(fd.get(), max_side_file_bytes);
-  return text ? Announcement::parse(*text) : std::nullopt;
+  return newest;
 }
 
 // A --min-hold or --lock-delay left by a holder no longer running, added to status: held
@@ -1074,7 +1094,7 @@ bool FileStore::ask_others(Named& n, const lock::AcquireRequest& request,
   if (request.policy.replace && n.closed_until_ms == 0 && records.size() == 1
       && records.front().kind.mode == lock::LockKind::Mode::exclusive
       && records.front().fingerprint.size() == 16 && records.front().fingerprint != mine) {
-    Announcement ask{.id = mine, .who = record_of(n.name, request)};
+    Announcement ask{.id = mine, .who = record_of(n.name, request), .at_us = util::unix_us()};
     result.replace_asked =
       write_side(m_metafd.get(), n.layout, n.layout.replace_name(records.front().fingerprint),
                  ask.serialize());
@@ -1104,28 +1124,33 @@ void FileStore::announce_newest(Named& n, const lock::AcquireRequest& request)
   util::UniqueFd fd =
     util::open_regular_at(meta, temporary, O_RDWR | O_CREAT | O_EXCL | O_TRUNC, 0600, true);
   Announcement me{.id = token_fingerprint(request.ticket.waiter_id),
-                  .who = record_of(n.name, request)};
+                  .who = record_of(n.name, request),
+                  .at_us = util::unix_us()};
+  const std::string final_name = n.layout.waiter_name(me.id);
   std::string text = me.serialize();
   if (!fd || flock_retry(fd.get(), LOCK_EX | LOCK_NB) != 0
       || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())
       || ::fchmod(fd.get(), 0644) != 0
-      || ::renameat(meta, temporary.c_str(), meta, n.layout.newest_name().c_str()) != 0) {
+      || ::renameat(meta, temporary.c_str(), meta, final_name.c_str()) != 0) {
     util::log_warning("file store: cannot write {}: {} (older --supersede waiters are not told)",
-                      n.layout.meta_path_of(n.layout.newest_name()), std::strerror(errno));
+                      n.layout.meta_path_of(final_name), std::strerror(errno));
     if (fd) {
       ::unlinkat(meta, temporary.c_str(), 0);
     }
     return;
   }
-  drop_newest(n);
+  if (n.newest_file != final_name) {
+    drop_newest(n);
+  }
   n.newest = std::move(fd);
+  n.newest_file = final_name;
 }
 
 void FileStore::drop_newest(Named& n) noexcept
 {
   if (n.newest && ::getpid() == m_pid) {
-    if (names(m_metafd.get(), n.layout.newest_name(), n.newest.get())) {
-      ::unlinkat(m_metafd.get(), n.layout.newest_name().c_str(), 0);
+    if (names(m_metafd.get(), n.newest_file, n.newest.get())) {
+      ::unlinkat(m_metafd.get(), n.newest_file.c_str(), 0);
     }
   }
   n.newest.reset();
@@ -1404,7 +1429,8 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
     }
     for (const std::string& entry : util::directory_entries(m_metafd.get())) {
       if (entry.starts_with(layout.encoded + "+by+") || entry.starts_with(layout.encoded + "+new+")
-          || entry.starts_with(layout.encoded + "+replace+") || entry == layout.newest_name()
+          || entry.starts_with(layout.encoded + "+replace+")
+          || entry.starts_with(layout.waiter_prefix())
           || entry.starts_with(layout.encoded + "+newtmp+")) {
         remove(m_metafd.get(), entry, layout.meta_path_of(entry));
       }
@@ -1471,8 +1497,11 @@ void FileStore::on_inotify()
       return file.starts_with(n.layout.policy_prefix())
              || file.starts_with(n.layout.ended_prefix());
     });
-    bool look = overflow || (n.closed_until_ms > 0 && side)
-                || (n.supersede && changed.contains(n.layout.newest_name()));
+    bool look =
+      overflow || (n.closed_until_ms > 0 && side)
+      || (n.supersede && std::any_of(changed.begin(), changed.end(), [&](const std::string& file) {
+            return file.starts_with(n.layout.waiter_prefix());
+          }));
     if (n.wait_pending && look) {
       n.wait_pending = false;
       m_answers.answer(Op::wait_for_wake);

@@ -21,12 +21,14 @@ namespace dlock::file {
 // blocks in flock(2) in a helper process that shares the descriptor, so the kernel wakes it on
 // release; giving up kills the helper and unlocks the descriptor, so nothing is taken late.
 // The cron and CI policies, which must outlive the descriptor, are side files in DIR/.dlock
-// that every dlock honours (flock(1) cannot): --min-hold and --lock-delay in ENC+policy, checked
-// right after the flock is taken and given back while it closes the lock (the waiter then
-// blocks until its end, or until inotify reports it changed); --replace in ENC+replace+FP, read
-// by the holder FP at once (inotify) or at its renewal; --supersede in ENC+newest, flocked by
-// the newest waiter while it lives, whose rename wakes the older ones (inotify). Times are this
-// host's CLOCK_REALTIME: file:// is one host.
+// that every dlock honours (flock(1) cannot), one per holder or waiter (in a sticky .dlock each
+// user replaces only its own): --min-hold and --lock-delay in ENC+policy+FP (the end of a lease
+// stamped there, or in ENC+ended+FP by another user), checked right after the flock is taken
+// and given back while it closes the lock (the waiter then blocks until its end, or until
+// inotify reports a change); --replace in ENC+replace+FP, read by the holder FP at once
+// (inotify) or at its renewal; --supersede in ENC+waiter+ID, flocked by each waiter while it
+// lives, whose appearance wakes the older ones (inotify). Times are this host's
+// CLOCK_REALTIME: file:// is one host.
 class FileStore final : public lock::Store {
 public:
   explicit FileStore(std::string directory);
@@ -101,9 +103,10 @@ private:
     // next wait answers at once (nothing is missed between an attempt and its wait).
     bool side_changed = false;
     bool replace_told = false; // held: a request to stand down was seen (renewal asked at once)
-    // --supersede: this waiter's announcement (.dlock/ENC+newest), flocked while it lives.
+    // --supersede: this waiter's announcement (.dlock/ENC+waiter+ID), flocked while it lives.
     bool supersede = false;
     util::UniqueFd newest;
+    std::string newest_file;
   };
   using Op = lock::Outcome::Op;
 
@@ -152,7 +155,7 @@ private:
   // waiter was superseded (outcome is then complete).
   bool ask_others(Named& n, const lock::AcquireRequest& request, const std::vector<Record>& records,
                   lock::AcquireResult& result);
-  // Writes .dlock/ENC+newest for this waiter, flocked by n.newest while it lives.
+  // Writes .dlock/ENC+waiter+ID for this waiter, flocked by n.newest while it lives.
   void announce_newest(Named& n, const lock::AcquireRequest& request);
   void drop_newest(Named& n) noexcept;
   // inotify on .dlock, for waiters woken by a side file's change.

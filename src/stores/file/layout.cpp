@@ -262,7 +262,7 @@ std::int64_t PolicyRecord::free_at(std::int64_t now_ms) const
 
 std::string Announcement::serialize() const
 {
-  return fmt::format("dlockwho1\t{}\n", id) + who.serialize();
+  return fmt::format("dlockwho1\t{}\t{}\n", id, at_us) + who.serialize();
 }
 
 std::optional<Announcement> Announcement::parse(std::string_view text)
@@ -272,14 +272,16 @@ std::optional<Announcement> Announcement::parse(std::string_view text)
   }
   auto [line, rest] = first_line(text);
   std::vector<std::string_view> fields = tab_fields(line);
-  if (fields.size() != 2 || fields[0] != "dlockwho1" || !is_fingerprint(fields[1])) {
+  std::int64_t at_us = 0;
+  if (fields.size() != 3 || fields[0] != "dlockwho1" || !is_fingerprint(fields[1])
+      || !to_time(fields[2], at_us)) {
     return std::nullopt;
   }
   std::optional<Record> who = Record::parse(rest);
   if (!who) {
     return std::nullopt;
   }
-  return Announcement{.id = std::string(fields[1]), .who = std::move(*who)};
+  return Announcement{.id = std::string(fields[1]), .who = std::move(*who), .at_us = at_us};
 }
 
 std::vector<ProcLock> parse_proc_locks(std::string_view text)

@@ -76,9 +76,12 @@ struct Layout {
   {
     return encoded + "+replace+" + std::string(fingerprint);
   }
-  // .dlock/ENC+newest: the newest --supersede waiter (flocked by it while it waits or holds).
-  std::string newest_name() const { return encoded + "+newest"; }
-  // .dlock/ENC+newtmp+R: a newest being written (renamed to ENC+newest once locked).
+  // .dlock/ENC+waiter+ID: a --supersede waiter's announcement (flocked by it while it waits or
+  // holds); the newest live one wins. One file per waiter: in a sticky .dlock each user can
+  // replace only its own.
+  std::string waiter_prefix() const { return encoded + "+waiter+"; }
+  std::string waiter_name(std::string_view id) const { return waiter_prefix() + std::string(id); }
+  // .dlock/ENC+newtmp+R: an announcement being written (renamed to ENC+waiter+ID once locked).
   std::string new_newest_name(std::string_view random) const
   {
     return encoded + "+newtmp+" + std::string(random);
@@ -141,11 +144,12 @@ struct PolicyRecord {
   std::int64_t free_at(std::int64_t now_ms) const;
 };
 
-// .dlock/ENC+replace+FP or ENC+newest: who asked (a --replace acquirer, the newest
-// --supersede waiter), and the waiter's id fingerprint for the newest.
+// .dlock/ENC+replace+FP or ENC+waiter+ID: who asked (a --replace acquirer, a --supersede
+// waiter): its token's or waiter id's fingerprint, and when (CLOCK_REALTIME µs: the newest wins).
 struct Announcement {
   std::string id;
   Record who;
+  std::int64_t at_us = 0;
 
   std::string serialize() const;
   static std::optional<Announcement> parse(std::string_view text);

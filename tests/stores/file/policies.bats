@@ -131,9 +131,9 @@ planted_policy() {
   local before
   before=$(sha256sum "$T/target")
   local fp=0123456789abcdef
-  as_nobody mkfifo "$D/.dlock/f+policy+$fp" "$D/.dlock/f+ended+$fp" "$D/.dlock/f+newest"
+  as_nobody mkfifo "$D/.dlock/f+policy+$fp" "$D/.dlock/f+ended+$fp" "$D/.dlock/f+waiter+$fp"
   as_nobody ln -s "$T/target" "$D/.dlock/s+policy+$fp"
-  as_nobody ln -s "$T/target" "$D/.dlock/s+newest"
+  as_nobody ln -s "$T/target" "$D/.dlock/s+waiter+$fp"
   as_nobody sh -c "head -c 100000 /dev/zero | tr '\\0' 'x' >'$D/.dlock/o+policy+$fp'"
   as_nobody sh -c "{ printf 'dlockpolicy1\t$fp\t99999999999999\t1\t0\t0\n'; head -c 10000 /dev/zero | tr '\\0' 'x'; } >'$D/.dlock/g+policy+$fp'"
   # a valid record under another holder's name is not that holder's
@@ -148,7 +148,7 @@ planted_policy() {
   done
   in_time list
   assert_success
-  # a --supersede waiter writes its newest over the FIFO and the symlink, not through them
+  # a --supersede waiter reads past nobody's FIFO and symlink announcements
   for k in f s; do
     start_bg flocker flock -o "$D/$k" sleep 30
     wait_for "! flock -n '$D/$k' true"
@@ -255,4 +255,31 @@ planted_policy() {
   local took=$(($(now_ms) - first))
   echo "nobody took it $took ms after its first attempt"
   [ "$took" -ge 2500 ] && [ "$took" -lt 8000 ]
+}
+
+@test "several users in a sticky .dlock: nobody's newer --supersede waiter supersedes root's, and root's newer one nobody's" {
+  need_root
+  chmod 1777 "$D"
+  run -0 "$DLOCK" run -k warm -- true
+  as_nobody touch "$D/sup"
+  chmod 644 "$D/sup"
+  start_bg flocker flock -o "$D/sup" sleep 60
+  local flocker=$BG_PID
+  wait_for "! flock -n '$D/sup' true"
+  start_bg first "$DLOCK" -v run -k sup --supersede -w 30s -- true
+  local first=$BG_PID
+  wait_for "ls '$D'/.dlock/sup+waiter+* >/dev/null 2>&1" 10
+  start_bg second setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$DLOCK" run -k sup --supersede -w 30s -- true
+  local second=$BG_PID st=0
+  wait "$first" || st=$?
+  [ "$st" -eq 75 ]
+  grep -q superseded "$T/first.err"
+  start_bg third "$DLOCK" run -k sup --supersede -w 30s -- touch "$T/ran"
+  local third=$BG_PID
+  st=0
+  wait "$second" || st=$?
+  [ "$st" -eq 75 ]
+  kill "$flocker"
+  wait "$third"
+  [ -e "$T/ran" ]
 }
