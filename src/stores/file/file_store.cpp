@@ -1402,8 +1402,20 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
     // replaced); the fencing counter stays.
     std::vector<std::string> files = files_of(layout, dir_entries);
     outcome.held = observe(m_dirfd.get(), layout, files, proc_locks(), records).held;
-    // A running holder's --lock-delay starts now; anything else a side record keeps (a
-    // min-hold, a delay, garbage) is cleared.
+    for (const std::string& file : files) {
+      remove(m_dirfd.get(), file, layout.path_of(file));
+    }
+    for (const std::string& entry : util::directory_entries(m_metafd.get())) {
+      if (entry.starts_with(layout.encoded + "+by+") || entry.starts_with(layout.encoded + "+new+")
+          || entry.starts_with(layout.encoded + "+replace+")
+          || entry.starts_with(layout.waiter_prefix())
+          || entry.starts_with(layout.encoded + "+newtmp+")) {
+        remove(m_metafd.get(), entry, layout.meta_path_of(entry));
+      }
+    }
+    // Last, once the lock files are gone (a waiter woken by this finds only new ones): a
+    // running holder's --lock-delay starts now; anything else a side record keeps (a min-hold,
+    // a delay, garbage) is cleared.
     std::vector<std::string> garbage;
     const std::int64_t now = util::unix_ms();
     for (FoundPolicy& f : read_policies(m_metafd.get(), layout, &garbage)) {
@@ -1423,17 +1435,6 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
     }
     for (const std::string& junk : garbage) {
       ::unlinkat(m_metafd.get(), junk.c_str(), 0); // not dlock's: removed if it can be
-    }
-    for (const std::string& file : files) {
-      remove(m_dirfd.get(), file, layout.path_of(file));
-    }
-    for (const std::string& entry : util::directory_entries(m_metafd.get())) {
-      if (entry.starts_with(layout.encoded + "+by+") || entry.starts_with(layout.encoded + "+new+")
-          || entry.starts_with(layout.encoded + "+replace+")
-          || entry.starts_with(layout.waiter_prefix())
-          || entry.starts_with(layout.encoded + "+newtmp+")) {
-        remove(m_metafd.get(), entry, layout.meta_path_of(entry));
-      }
     }
   } else {
     // Another process's token: its record goes, and the file it locked unless shared with
