@@ -1491,7 +1491,8 @@ void FileStore::on_inotify()
       at += sizeof event + event.len;
     }
   }
-  for (auto& [name, n] : m_named) {
+  for (auto& named : m_named) {
+    Named& n = named.second; // a name a lambda can capture (clang before 16: no binding)
     // A waiter closed by a side record looks again when it changes; a --supersede waiter, when
     // a newer one announces itself.
     bool side = std::any_of(changed.begin(), changed.end(), [&](const std::string& file) {
