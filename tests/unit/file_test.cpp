@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 namespace dlock::file {
 namespace {
 
@@ -114,6 +116,105 @@ TEST(FileRecord, RoundTrips)
   EXPECT_EQ(back->command, "sh -c 'a b c'");
   EXPECT_FALSE(Record::parse("garbage"));
   EXPECT_FALSE(Record::parse(""));
+}
+
+Record holder_record(std::string note = {})
+{
+  Record r;
+  r.name = "nightly";
+  r.user = "alice";
+  r.host = "h1";
+  r.pid = 42;
+  r.acquired_ms = 1700000000000;
+  r.command = "report";
+  r.note = std::move(note);
+  return r;
+}
+
+TEST(FileRecord, KeepsANoteAndRefusesAnOversizedOne)
+{
+  std::optional<Record> back = Record::parse(holder_record("deploy #12\tof main").serialize());
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->note, "deploy #12 of main");
+  EXPECT_EQ(back->command, "report");
+  std::optional<Record> without = Record::parse(holder_record().serialize());
+  ASSERT_TRUE(without);
+  EXPECT_EQ(without->note, "");
+  // no note: the 12 fields an older dlock writes and reads
+  EXPECT_NE(holder_record().serialize().find("\treport\n"), std::string::npos);
+  EXPECT_FALSE(
+    Record::parse(holder_record(std::string(lock::max_note_bytes + 1, 'x')).serialize()));
+  Record long_user = holder_record();
+  long_user.user = std::string(lock::max_holder_field_bytes + 1, 'u');
+  EXPECT_FALSE(Record::parse(long_user.serialize()));
+}
+
+TEST(FilePolicy, RoundTripsAndComputesWhenFree)
+{
+  PolicyRecord p;
+  p.fingerprint = "0123456789abcdef";
+  p.hold_until_ms = 5000;
+  p.command_ended = true;
+  p.delay_ms = 3000;
+  p.holder = holder_record("why");
+  std::optional<PolicyRecord> back = PolicyRecord::parse(p.serialize());
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->fingerprint, p.fingerprint);
+  EXPECT_EQ(back->hold_until_ms, 5000);
+  EXPECT_TRUE(back->command_ended);
+  EXPECT_EQ(back->delay_ms, 3000);
+  EXPECT_EQ(back->holder.note, "why");
+  // not stamped: the delay counts from now; stamped: from the stamp
+  EXPECT_EQ(p.free_at(4000), 7000);
+  p.ended_at_ms = 1000;
+  EXPECT_EQ(p.free_at(4000), 5000);
+  p.delay_ms = 0;
+  p.hold_until_ms = 0;
+  EXPECT_EQ(p.free_at(4000), 0);
+  p.delay_ms = INT64_MAX;
+  EXPECT_EQ(p.free_at(4000), INT64_MAX);
+}
+
+TEST(FilePolicy, RefusesWhatDlockDidNotWrite)
+{
+  const std::string holder = holder_record().serialize();
+  EXPECT_FALSE(PolicyRecord::parse(""));
+  EXPECT_FALSE(PolicyRecord::parse("garbage\n" + holder));
+  EXPECT_FALSE(PolicyRecord::parse("dlockpolicy1\t0123456789abcdef\t1\t0\t0\t0\n"));
+  EXPECT_FALSE(PolicyRecord::parse("dlockpolicy1\tnot-hex-digits!!\t1\t0\t0\t0\n" + holder));
+  EXPECT_FALSE(PolicyRecord::parse("dlockpolicy1\t0123456789abcdef\t-1\t0\t0\t0\n" + holder));
+  EXPECT_FALSE(PolicyRecord::parse("dlockpolicy1\t0123456789abcdef\t1\t2\t0\t0\n" + holder));
+  EXPECT_FALSE(PolicyRecord::parse("dlockpolicy1\t0123456789abcdef\t1e3\t0\t0\t0\n" + holder));
+  EXPECT_TRUE(PolicyRecord::parse("dlockpolicy1\t0123456789abcdef\t1\t0\t0\t0\n" + holder));
+  std::string huge = "dlockpolicy1\t0123456789abcdef\t1\t0\t0\t0\n" + holder;
+  huge += std::string(max_side_file_bytes, 'x');
+  EXPECT_FALSE(PolicyRecord::parse(huge));
+}
+
+TEST(FileAnnouncement, RoundTripsAndRefusesGarbage)
+{
+  Announcement a{.id = "fedcba9876543210", .who = holder_record("newest build"), .at_us = 17};
+  std::optional<Announcement> back = Announcement::parse(a.serialize());
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->id, a.id);
+  EXPECT_EQ(back->who.note, "newest build");
+  EXPECT_EQ(back->at_us, 17);
+  EXPECT_FALSE(Announcement::parse("dlockwho1\tnot-a-fingerprint\t1\n" + a.who.serialize()));
+  EXPECT_FALSE(Announcement::parse("dlockwho1\tfedcba9876543210\t1\n"));
+  EXPECT_FALSE(Announcement::parse("dlockwho1\tfedcba9876543210\t-1\n" + a.who.serialize()));
+  EXPECT_FALSE(Announcement::parse("dlockwho1\tfedcba9876543210\n" + a.who.serialize()));
+  EXPECT_FALSE(Announcement::parse(std::string(max_side_file_bytes + 1, 'x')));
+}
+
+TEST(FileLayout, PolicySideFilesAreNotLockFiles)
+{
+  Layout a("/d", "a");
+  EXPECT_EQ(a.meta_path_of(a.policy_name("0123")), "/d/.dlock/a+policy+0123");
+  EXPECT_EQ(a.meta_path_of(a.ended_name("0123")), "/d/.dlock/a+ended+0123");
+  EXPECT_EQ(a.meta_path_of(a.replace_name("0123")), "/d/.dlock/a+replace+0123");
+  EXPECT_EQ(a.meta_path_of(a.waiter_name("0123")), "/d/.dlock/a+waiter+0123");
+  EXPECT_FALSE(lock_name_of(a.policy_name("0123")));
+  EXPECT_FALSE(lock_name_of(a.waiter_name("0123")));
 }
 
 TEST(ProcLocks, ReadsFlockHoldersAndWaiters)

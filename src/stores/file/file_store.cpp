@@ -4,6 +4,7 @@
 #include "util/files.hpp"
 #include "util/forked.hpp"
 #include "util/log.hpp"
+#include "util/random.hpp"
 
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -25,6 +26,7 @@
 #include <chrono>
 #include <cstring>
 #include <set>
+#include <tuple>
 
 namespace dlock::file {
 
@@ -142,6 +144,7 @@ std::map<std::string, std::vector<Record>> live_records(int meta, const std::str
     }
     std::optional<std::string> text = util::read_bounded(fd.get(), longest_file);
     if (std::optional<Record> r = text ? Record::parse(*text) : std::nullopt) {
+      r->fingerprint = entry.substr(plus + 4);
       found[entry.substr(0, plus)].push_back(std::move(*r));
     }
   }
@@ -204,7 +207,171 @@ lock::HolderInfo holder_of(const Record& r)
   holder.acquired_ms = r.acquired_ms;
   holder.fence = r.fence;
   holder.ttl_ms = r.ttl_ms;
+  holder.note = r.note;
   return holder;
+}
+
+// A side file of .dlock (another user may have planted anything there): its text if it is a
+// regular file of at most max_side_file_bytes, else nullopt (ENOENT: there is none).
+std::optional<std::string> read_side(int meta, const std::string& name)
+{
+  if (meta < 0) {
+    errno = ENOENT;
+    return std::nullopt;
+  }
+  util::UniqueFd fd = util::open_regular_at(meta, name, O_RDONLY);
+  return fd ? util::read_bounded(fd.get(), max_side_file_bytes) : std::nullopt;
+}
+
+// One holder's policy side record, as found in .dlock.
+struct FoundPolicy {
+  std::string file; // ENC+policy+FP
+  PolicyRecord p;
+};
+
+// The policy side record of holder fingerprint, with its ENC+ended+FP stamp if it has none.
+std::optional<PolicyRecord> read_policy(int meta, const Layout& layout,
+                                        const std::string& fingerprint)
+{
+  std::optional<std::string> text = read_side(meta, layout.policy_name(fingerprint));
+  std::optional<PolicyRecord> p = text ? PolicyRecord::parse(*text) : std::nullopt;
+  if (!p || p->fingerprint != fingerprint) {
+    return std::nullopt;
+  }
+  if (p->ended_at_ms == 0) {
+    std::optional<std::string> ended = read_side(meta, layout.ended_name(fingerprint));
+    std::string_view digits = ended ? std::string_view(*ended) : std::string_view();
+    if (digits.ends_with('\n')) {
+      digits.remove_suffix(1);
+    }
+    p->ended_at_ms = lock::parse_record_number(digits).value_or(0);
+  }
+  return p;
+}
+
+// Every policy side record of layout; the names of those that are not dlock's in garbage.
+std::vector<FoundPolicy> read_policies(int meta, const Layout& layout,
+                                       std::vector<std::string>* garbage = nullptr)
+{
+  std::vector<FoundPolicy> found;
+  const std::string prefix = layout.policy_prefix();
+  for (const std::string& entry :
+       meta >= 0 ? util::directory_entries(meta) : std::vector<std::string>{}) {
+    if (!entry.starts_with(prefix)) {
+      continue;
+    }
+    if (std::optional<PolicyRecord> p = read_policy(meta, layout, entry.substr(prefix.size()))) {
+      found.push_back(FoundPolicy{entry, std::move(*p)});
+    } else if (garbage != nullptr) {
+      garbage->push_back(entry);
+    }
+  }
+  return found;
+}
+
+// Notes that holder f's lease ended without a release, at now: in its record if this user may
+// replace it, else in ENC+ended+FP, made once by the first to see it (O_EXCL).
+void stamp_ended(int meta, const Layout& layout, FoundPolicy& f, std::int64_t now)
+{
+  f.p.ended_at_ms = now;
+  if (util::replace_file_at(meta, f.file, f.p.serialize(), 0644) == 0) {
+    return;
+  }
+  const std::string name = layout.ended_name(f.p.fingerprint);
+  const std::string text = fmt::format("{}\n", now);
+  util::UniqueFd fd = util::open_regular_at(meta, name, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    util::log_warning("file store: cannot note when the lease of {} ended in {}: {}",
+                      holder_of(f.p.holder).identity(), layout.meta_path_of(name),
+                      std::strerror(errno));
+  }
+}
+
+// Replaces a side file of .dlock atomically (a new file renamed over it: whatever was planted
+// there is not followed); false, logged, if it cannot be written.
+bool write_side(int meta, const Layout& layout, const std::string& name, const std::string& text)
+{
+  int err = meta >= 0 ? util::replace_file_at(meta, name, text, 0644) : ENOENT;
+  if (err != 0) {
+    util::log_warning("file store: cannot write {}: {}", layout.meta_path_of(name),
+                      std::strerror(err));
+  }
+  return err == 0;
+}
+
+// The record of a holder or waiter that request describes, for a side file.
+Record record_of(const std::string& name, const lock::AcquireRequest& request)
+{
+  Record r;
+  r.name = name;
+  r.kind = request.kind;
+  r.user = request.holder.user;
+  r.host = request.holder.host;
+  r.pid = request.holder.pid;
+  r.acquired_ms = util::unix_ms();
+  r.ttl_ms = request.ttl.count();
+  r.command = request.holder.command;
+  r.note = request.holder.note;
+  return r;
+}
+
+// The newest --supersede waiter of layout that still waits or holds (its flock is kept); the
+// announcements of waiters gone are removed on the way.
+std::optional<Announcement> live_newest(int meta, const Layout& layout)
+{
+  std::optional<Announcement> newest;
+  const std::string prefix = layout.waiter_prefix();
+  for (const std::string& entry :
+       meta >= 0 ? util::directory_entries(meta) : std::vector<std::string>{}) {
+    if (!entry.starts_with(prefix)) {
+      continue;
+    }
+    util::UniqueFd fd = util::open_regular_at(meta, entry, O_RDONLY);
+    if (!fd) {
+      continue;
+    }
+    if (::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) {
+      if (names(meta, entry, fd.get())) {
+        ::unlinkat(meta, entry.c_str(), 0); // its waiter is gone
+      }
+      continue;
+    }
+    std::optional<std::string> text = util::read_bounded(fd.get(), max_side_file_bytes);
+    std::optional<Announcement> a = text ? Announcement::parse(*text) : std::nullopt;
+    if (a && entry.substr(prefix.size()) == a->id
+        && (!newest || std::tie(a->at_us, a->id) > std::tie(newest->at_us, newest->id))) {
+      newest = std::move(a);
+    }
+  }
+  return newest;
+}
+
+// A --min-hold or --lock-delay left by a holder no longer running, added to status: held
+// (command ended) until its min-hold, else not takeable for its delay.
+void add_policy(int meta, const Layout& layout, const std::vector<Record>& records,
+                lock::LockStatus& status)
+{
+  if (status.held) {
+    return;
+  }
+  std::int64_t now = util::unix_ms();
+  for (const FoundPolicy& f : read_policies(meta, layout)) {
+    const PolicyRecord& p = f.p;
+    if (std::any_of(records.begin(), records.end(),
+                    [&](const Record& r) { return r.fingerprint == p.fingerprint; })) {
+      continue;
+    }
+    if (p.hold_until_ms > now && p.hold_until_ms - now > status.ttl_ms) {
+      status.held = true;
+      status.command_ended = true;
+      status.ttl_ms = p.hold_until_ms - now;
+      status.delay_ms = 0;
+      status.holder = holder_of(p.holder);
+    } else if (std::int64_t free = p.free_at(now); !status.held && free - now > status.delay_ms) {
+      status.delay_ms = free - now;
+      status.holder = holder_of(p.holder);
+    }
+  }
 }
 
 // The digits a fencing counter starts with (0 for none).
@@ -577,7 +744,18 @@ bool FileStore::try_candidates(Named& n, const lock::AcquireRequest& request)
     // lock is then on a file no one else will open. Start again from the path.
     if (names(m_dirfd.get(), n.candidate_names[static_cast<std::size_t>(locked)],
               n.candidates[static_cast<std::size_t>(locked)].get())) {
+      // Locked, nothing run yet: a holder gone may still keep it closed (take, check, give back).
+      if (closed_by_policy(n, request)) {
+        drop_candidates(n);
+        return false;
+      }
       if (take(n, locked, request)) {
+        try {
+          arm_policy(n, request);
+        } catch (const Error&) {
+          drop_hold(n); // a --min-hold or --lock-delay that cannot be kept is not taken
+          throw;
+        }
         return true;
       }
     }
@@ -598,6 +776,7 @@ bool FileStore::take(Named& n, int i, const lock::AcquireRequest& request)
   drop_candidates(n); // the other slots: unlocked in case a helper thread took one too
   n.held = true;
   n.loss_reported = false;
+  n.replace_told = false;
   if (!m_inotify) {
     m_inotify.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
   }
@@ -611,6 +790,7 @@ bool FileStore::take(Named& n, int i, const lock::AcquireRequest& request)
   // at once, and one before it by the check below, so no second holder can start unseen
   // while the fence and the record are written.
   n.watch_lock = watch(n.lock.get());
+  watch_meta(); // a --replace acquirer's request is seen at once, not at the next renewal
   n.fence = m_fencing ? next_fence(n.layout) : 0;
   struct stat st {};
   ::fstat(n.lock.get(), &st);
@@ -704,6 +884,7 @@ void FileStore::write_record(Named& n, const lock::AcquireRequest& request, std:
   r.fence = n.fence;
   r.ttl_ms = request.ttl.count();
   r.command = request.holder.command;
+  r.note = request.holder.note;
   std::string line = r.serialize();
   if (!fd || flock_retry(fd.get(), LOCK_EX | LOCK_NB) != 0
       || ::write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())
@@ -747,6 +928,9 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
   }
   n.kind = request.kind;
   n.token = request.token;
+  n.closed_until_ms = 0;
+  n.supersede = request.policy.supersede;
+  n.side_changed = false;
   Outcome outcome{.op = Op::acquire};
   lock::AcquireResult& result = outcome.acquire;
   try {
@@ -766,19 +950,32 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
       m_answers.answer(std::move(outcome));
       return;
     }
-    std::vector<std::string> files = files_of(n.layout, util::directory_entries(m_dirfd.get()));
-    Observed seen = observe(m_dirfd.get(), n.layout, files, proc_locks(), records);
-    using Lease = lock::AcquireResult::Lease;
-    bool writer_first = n.writer_waiting && seen.holders.empty();
-    result.lease = writer_first ? Lease::writer_first : Lease::no_expiry;
-    if (!seen.holders.empty()) {
-      result.holder = seen.holders.front();
-    }
-    result.holders = static_cast<std::int64_t>(seen.holders.size());
     Millis cap = request.ticket.max_block > Millis(0) ? request.ticket.max_block : longest_block;
     result.block = std::min(cap, longest_block);
+    if (n.closed_until_ms > 0) {
+      // Free in the kernel, closed by a holder gone: a timed block to its end.
+      result.lease = n.closed_lease;
+      result.holder_ttl = Millis(std::max<std::int64_t>(1, n.closed_until_ms - util::unix_ms()));
+      result.holder = n.closed_holder;
+      result.holders = 1;
+      result.block = std::min(result.block, result.holder_ttl);
+    } else {
+      std::vector<std::string> files = files_of(n.layout, util::directory_entries(m_dirfd.get()));
+      Observed seen = observe(m_dirfd.get(), n.layout, files, proc_locks(), records);
+      using Lease = lock::AcquireResult::Lease;
+      bool writer_first = n.writer_waiting && seen.holders.empty();
+      result.lease = writer_first ? Lease::writer_first : Lease::no_expiry;
+      if (!seen.holders.empty()) {
+        result.holder = seen.holders.front();
+      }
+      result.holders = static_cast<std::int64_t>(seen.holders.size());
+    }
     if (request.ticket.mode == lock::WaitMode::once) {
       drop_candidates(n);
+    }
+    if (!ask_others(n, request, records, result)) {
+      drop_candidates(n);
+      drop_newest(n);
     }
     m_answers.answer(std::move(outcome));
   } catch (const Error& error) {
@@ -787,6 +984,189 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
     }
     m_answers.answer(Op::acquire, error);
   }
+}
+
+bool FileStore::closed_by_policy(Named& n, const lock::AcquireRequest& request)
+{
+  n.closed_until_ms = 0;
+  if (!m_metafd || n.kind.mode == lock::LockKind::Mode::limit) {
+    return false;
+  }
+  const int meta = m_metafd.get();
+  watch_meta(); // before they are read: a change after the read wakes the wait that follows
+  std::vector<std::string> garbage;
+  std::vector<FoundPolicy> found = read_policies(meta, n.layout, &garbage);
+  for (const std::string& name : garbage) {
+    // Not dlock's (planted, oversized, malformed, not a regular file): ignored, removed if it can.
+    util::log_verbose("file store: ignoring {}: not a dlock side record",
+                      n.layout.meta_path_of(name));
+    ::unlinkat(meta, name.c_str(), 0);
+  }
+  const std::string mine = token_fingerprint(request.token);
+  const std::int64_t now = util::unix_ms();
+  for (FoundPolicy& f : found) {
+    const std::string fingerprint = f.p.fingerprint;
+    // Its holder was asked to stand down: the take-over keeps no min-hold and no delay, even if
+    // the holder ended before it could release. This token's own is from a hold of its before.
+    std::optional<std::string> asked = read_side(meta, n.layout.replace_name(fingerprint));
+    bool over = fingerprint == mine || (asked && Announcement::parse(*asked));
+    if (!over && f.p.delay_ms > 0 && f.p.ended_at_ms == 0) {
+      // The lock file is ours: that lease ended without a release, by now at the latest.
+      stamp_ended(meta, n.layout, f, now);
+    }
+    std::int64_t free = over ? 0 : f.p.free_at(now);
+    if (free <= now) {
+      ::unlinkat(meta, f.file.c_str(), 0); // over: nothing left behind
+      ::unlinkat(meta, n.layout.ended_name(fingerprint).c_str(), 0);
+    } else if (free > n.closed_until_ms) {
+      n.closed_until_ms = free;
+      n.closed_lease = f.p.hold_until_ms >= free ? lock::AcquireResult::Lease::min_hold
+                                                 : lock::AcquireResult::Lease::lock_delay;
+      n.closed_holder = holder_of(f.p.holder);
+    }
+  }
+  return n.closed_until_ms > 0;
+}
+
+void FileStore::arm_policy(Named& n, const lock::AcquireRequest& request)
+{
+  // A request to stand down is for the holder it names, who is gone.
+  const std::string replace_prefix = n.layout.encoded + "+replace+";
+  for (const std::string& entry :
+       m_metafd ? util::directory_entries(m_metafd.get()) : std::vector<std::string>{}) {
+    if (entry.starts_with(replace_prefix)) {
+      ::unlinkat(m_metafd.get(), entry.c_str(), 0);
+    }
+  }
+  const lock::LockPolicy& policy = request.policy;
+  if (policy.min_hold <= Millis(0) && policy.lock_delay <= Millis(0)) {
+    return;
+  }
+  PolicyRecord p;
+  p.fingerprint = token_fingerprint(request.token);
+  p.holder = record_of(n.name, request);
+  p.holder.fence = n.fence;
+  p.hold_until_ms =
+    policy.min_hold > Millis(0) ? p.holder.acquired_ms + policy.min_hold.count() : 0;
+  p.delay_ms = policy.lock_delay.count();
+  const std::string name = n.layout.policy_name(p.fingerprint);
+  int err = m_metafd ? util::replace_file_at(m_metafd.get(), name, p.serialize(), 0644) : ENOENT;
+  if (err != 0) {
+    throw io_error(err, policy.min_hold > Millis(0) ? "keep --min-hold in" : "keep --lock-delay in",
+                   n.layout.meta_path_of(name));
+  }
+}
+
+Millis FileStore::settle_policy(const Layout& layout, const std::string& token)
+{
+  const std::string fingerprint = token_fingerprint(token);
+  const std::string replace = layout.replace_name(fingerprint);
+  std::optional<std::string> asked = read_side(m_metafd.get(), replace);
+  bool replaced = asked && Announcement::parse(*asked);
+  ::unlinkat(m_metafd.get(), replace.c_str(), 0);
+  const std::string name = layout.policy_name(fingerprint);
+  std::optional<PolicyRecord> p = read_policy(m_metafd.get(), layout, fingerprint);
+  if (!p) {
+    return Millis(0);
+  }
+  const std::int64_t now = util::unix_ms();
+  if (!replaced && p->hold_until_ms > now) {
+    // Kept for the min-hold, as a clean end: no lock-delay.
+    p->command_ended = true;
+    p->delay_ms = 0;
+    p->ended_at_ms = 0;
+    if (write_side(m_metafd.get(), layout, name, p->serialize())) {
+      return Millis(p->hold_until_ms - now);
+    }
+  }
+  ::unlinkat(m_metafd.get(), name.c_str(), 0);
+  return Millis(0);
+}
+
+bool FileStore::ask_others(Named& n, const lock::AcquireRequest& request,
+                           const std::vector<Record>& records, lock::AcquireResult& result)
+{
+  if (!m_metafd) {
+    return true;
+  }
+  const std::string mine = token_fingerprint(request.token);
+  // --replace: a running dlock holder of the lock alone is asked to stand down.
+  if (request.policy.replace && n.closed_until_ms == 0 && records.size() == 1
+      && records.front().kind.mode == lock::LockKind::Mode::exclusive
+      && records.front().fingerprint.size() == 16 && records.front().fingerprint != mine) {
+    Announcement ask{.id = mine, .who = record_of(n.name, request), .at_us = util::unix_us()};
+    result.replace_asked =
+      write_side(m_metafd.get(), n.layout, n.layout.replace_name(records.front().fingerprint),
+                 ask.serialize());
+  }
+  const lock::WaitMode mode = request.ticket.mode;
+  if (!request.policy.supersede || (mode != lock::WaitMode::wait && mode != lock::WaitMode::fair)) {
+    return true;
+  }
+  watch_meta(); // before it is read or written: a newer one's announcement wakes the wait
+  if (!request.ticket.registered) {
+    announce_newest(n, request);
+    return true;
+  }
+  std::optional<Announcement> newest = live_newest(m_metafd.get(), n.layout);
+  if (newest && newest->id != token_fingerprint(request.ticket.waiter_id)) {
+    result.superseded_by = holder_of(newest->who);
+    return false;
+  }
+  return true;
+}
+
+void FileStore::announce_newest(Named& n, const lock::AcquireRequest& request)
+{
+  const int meta = m_metafd.get();
+  const std::string temporary = n.layout.new_newest_name(util::random_token().substr(0, 16));
+  // Created 0600, locked, then named: a newest that is not locked is a waiter gone.
+  util::UniqueFd fd =
+    util::open_regular_at(meta, temporary, O_RDWR | O_CREAT | O_EXCL | O_TRUNC, 0600, true);
+  Announcement me{.id = token_fingerprint(request.ticket.waiter_id),
+                  .who = record_of(n.name, request),
+                  .at_us = util::unix_us()};
+  const std::string final_name = n.layout.waiter_name(me.id);
+  std::string text = me.serialize();
+  if (!fd || flock_retry(fd.get(), LOCK_EX | LOCK_NB) != 0
+      || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())
+      || ::fchmod(fd.get(), 0644) != 0
+      || ::renameat(meta, temporary.c_str(), meta, final_name.c_str()) != 0) {
+    util::log_warning("file store: cannot write {}: {} (older --supersede waiters are not told)",
+                      n.layout.meta_path_of(final_name), std::strerror(errno));
+    if (fd) {
+      ::unlinkat(meta, temporary.c_str(), 0);
+    }
+    return;
+  }
+  if (n.newest_file != final_name) {
+    drop_newest(n);
+  }
+  n.newest = std::move(fd);
+  n.newest_file = final_name;
+}
+
+void FileStore::drop_newest(Named& n) noexcept
+{
+  if (n.newest && ::getpid() == m_pid) {
+    if (names(m_metafd.get(), n.newest_file, n.newest.get())) {
+      ::unlinkat(m_metafd.get(), n.newest_file.c_str(), 0);
+    }
+  }
+  n.newest.reset();
+}
+
+void FileStore::watch_meta()
+{
+  if (!m_inotify) {
+    m_inotify.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  }
+  if (m_watch_meta >= 0 || !m_inotify || !m_metafd) {
+    return;
+  }
+  std::string self = "/proc/self/fd/" + std::to_string(m_metafd.get());
+  m_watch_meta = ::inotify_add_watch(m_inotify.get(), self.c_str(),
+                                     IN_MOVED_TO | IN_DELETE | IN_CLOSE_WRITE | IN_ONLYDIR);
 }
 
 void FileStore::start_helper(Named& n)
@@ -821,9 +1201,25 @@ void FileStore::start_wait_for_wake(const lock::LockName& name, const lock::Wait
                                     Millis block)
 {
   Named* n = find(name);
+  if (n != nullptr && n->side_changed) {
+    n->side_changed = false;
+    m_answers.answer(Op::wait_for_wake);
+    return;
+  }
+  if (n != nullptr && !n->held && n->closed_until_ms > 0) {
+    // Closed by a side record: until its end, or until it changes (release --force).
+    Millis left(std::max<std::int64_t>(0, n->closed_until_ms - util::unix_ms()));
+    watch_meta();
+    n->wait_pending = true;
+    n->block_until = util::monotonic_now() + std::min(block, left);
+    return;
+  }
   if (n == nullptr || n->held || n->candidates.empty() || n->granted >= 0) {
     m_answers.answer(Op::wait_for_wake);
     return;
+  }
+  if (n->supersede) {
+    watch_meta(); // a newer --supersede waiter's announcement wakes this one
   }
   try {
     if (n->helper < 0) {
@@ -944,6 +1340,14 @@ void FileStore::start_renew(const lock::LockName& name, const lock::RenewRequest
   if (n != nullptr && n->held && n->token == request.token) {
     outcome.slot = n->kind.has_slots();
     outcome.held = still_ours(*n);
+    // A --replace acquirer's request: the lock stays this token's until it releases.
+    std::optional<std::string> asked =
+      outcome.held ? read_side(m_metafd.get(), n->layout.replace_name(token_fingerprint(n->token)))
+                   : std::nullopt;
+    if (std::optional<Announcement> by = asked ? Announcement::parse(*asked) : std::nullopt) {
+      outcome.held = false;
+      outcome.replaced_by = holder_of(by->who);
+    }
     m_answers.answer(std::move(outcome));
     return;
   }
@@ -971,8 +1375,12 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
   Named* n = find(name);
   if (!token.empty() && n != nullptr && n->token == token && n->held) {
     outcome.held = still_ours(*n);
+    if (outcome.held && m_metafd) {
+      outcome.kept_for = settle_policy(n->layout, token); // before the unlock
+    }
     drop_hold(*n);
     drop_candidates(*n);
+    drop_newest(*n);
     m_answers.answer(std::move(outcome));
     return;
   }
@@ -998,10 +1406,35 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
       remove(m_dirfd.get(), file, layout.path_of(file));
     }
     for (const std::string& entry : util::directory_entries(m_metafd.get())) {
-      if (entry.starts_with(layout.encoded + "+by+")
-          || entry.starts_with(layout.encoded + "+new+")) {
+      if (entry.starts_with(layout.encoded + "+by+") || entry.starts_with(layout.encoded + "+new+")
+          || entry.starts_with(layout.encoded + "+replace+")
+          || entry.starts_with(layout.waiter_prefix())
+          || entry.starts_with(layout.encoded + "+newtmp+")) {
         remove(m_metafd.get(), entry, layout.meta_path_of(entry));
       }
+    }
+    // Last, once the lock files are gone (a waiter woken by this finds only new ones): a
+    // running holder's --lock-delay starts now; anything else a side record keeps (a min-hold,
+    // a delay, garbage) is cleared.
+    std::vector<std::string> garbage;
+    const std::int64_t now = util::unix_ms();
+    for (FoundPolicy& f : read_policies(m_metafd.get(), layout, &garbage)) {
+      PolicyRecord& p = f.p;
+      bool running = std::any_of(records.begin(), records.end(),
+                                 [&](const Record& r) { return r.fingerprint == p.fingerprint; });
+      outcome.held = outcome.held || p.hold_until_ms > now;
+      p.hold_until_ms = 0;
+      p.command_ended = false;
+      p.ended_at_ms = now;
+      if (!running || p.delay_ms <= 0
+          || util::replace_file_at(m_metafd.get(), f.file, p.serialize(), 0644) != 0) {
+        remove(m_metafd.get(), f.file, layout.meta_path_of(f.file));
+      }
+      remove(m_metafd.get(), layout.ended_name(p.fingerprint),
+             layout.meta_path_of(layout.ended_name(p.fingerprint)));
+    }
+    for (const std::string& junk : garbage) {
+      ::unlinkat(m_metafd.get(), junk.c_str(), 0); // not dlock's: removed if it can be
     }
   } else {
     // Another process's token: its record goes, and the file it locked unless shared with
@@ -1010,6 +1443,7 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
     std::optional<Record> r = live_record(m_metafd.get(), record);
     if (r && r->name == name.str()) {
       outcome.held = true;
+      outcome.kept_for = settle_policy(layout, token);
       remove(m_metafd.get(), record, layout.meta_path_of(record));
       if (r->kind.mode != lock::LockKind::Mode::shared) {
         std::string file = r->slot >= 0 ? layout.slot_name(r->slot) : layout.lock_name();
@@ -1032,6 +1466,8 @@ void FileStore::start_withdraw(const lock::LockName& name, const lock::WaitTicke
 {
   if (Named* n = find(name); n != nullptr && !n->held) {
     drop_candidates(*n);
+    drop_newest(*n);
+    n->closed_until_ms = 0;
   }
   m_answers.answer(Op::withdraw);
 }
@@ -1039,7 +1475,54 @@ void FileStore::start_withdraw(const lock::LockName& name, const lock::WaitTicke
 void FileStore::on_inotify()
 {
   alignas(inotify_event) std::array<char, 4096> buffer{};
-  while (::read(m_inotify.get(), buffer.data(), buffer.size()) > 0) {
+  std::set<std::string> changed; // names in .dlock
+  bool overflow = false;
+  for (ssize_t got = 0; (got = ::read(m_inotify.get(), buffer.data(), buffer.size())) > 0;) {
+    for (std::size_t at = 0; at + sizeof(inotify_event) <= static_cast<std::size_t>(got);) {
+      inotify_event event{};
+      std::memcpy(&event, buffer.data() + at, sizeof event);
+      const char* text = buffer.data() + at + sizeof event;
+      std::size_t length =
+        std::min<std::size_t>(event.len, static_cast<std::size_t>(got) - at - sizeof event);
+      overflow = overflow || (event.mask & IN_Q_OVERFLOW) != 0;
+      if (event.wd == m_watch_meta && length > 0) {
+        changed.emplace(text, ::strnlen(text, length));
+      }
+      at += sizeof event + event.len;
+    }
+  }
+  for (auto& named : m_named) {
+    Named& n = named.second; // a name a lambda can capture (clang before 16: no binding)
+    // A waiter closed by a side record looks again when it changes; a --supersede waiter, when
+    // a newer one announces itself.
+    bool side = std::any_of(changed.begin(), changed.end(), [&](const std::string& file) {
+      return file.starts_with(n.layout.policy_prefix())
+             || file.starts_with(n.layout.ended_prefix());
+    });
+    bool look =
+      overflow || (n.closed_until_ms > 0 && side)
+      || (n.supersede && std::any_of(changed.begin(), changed.end(), [&](const std::string& file) {
+            return file.starts_with(n.layout.waiter_prefix());
+          }));
+    if (n.wait_pending && look) {
+      n.wait_pending = false;
+      m_answers.answer(Op::wait_for_wake);
+    } else if (look && !n.held) {
+      n.side_changed = true;
+    }
+    const std::string replace = n.layout.replace_name(token_fingerprint(n.token));
+    if (n.held && !n.replace_told && (overflow || changed.contains(replace))) {
+      std::optional<std::string> asked = read_side(m_metafd.get(), replace);
+      if (asked && Announcement::parse(*asked)) {
+        // The holder renews at once, and its renewal answers replaced_by.
+        n.replace_told = true;
+        m_answers.answer(Outcome{
+          .op = Op::disconnected,
+          .error = Error(ExitCode::lost, "a --replace acquirer asks it to stand down"),
+          .lease_ended = true,
+        });
+      }
+    }
   }
   for (auto& [name, n] : m_named) {
     if (n.held && !n.loss_reported && !still_ours(n)) {
@@ -1059,7 +1542,7 @@ void FileStore::watch(util::EventLoop& loop)
   m_answers.watch(loop);
   bool holding = false;
   for (auto& [name, n] : m_named) {
-    holding = holding || n.held;
+    holding = holding || n.held || n.wait_pending;
     if (n.helper_pipe) {
       std::string key = name;
       loop.watch(n.helper_pipe.get(), POLLIN, [this, key](short) { on_helper(key); });
@@ -1093,6 +1576,7 @@ void FileStore::abandon() noexcept
       ++it;
     } else {
       drop_candidates(it->second);
+      drop_newest(it->second);
       it = m_named.erase(it);
     }
   }
@@ -1136,7 +1620,9 @@ lock::LockStatus FileStore::status(const lock::LockName& name, util::TimePoint)
   std::vector<Record> records = live_records(m_metafd.get(), layout.encoded)[layout.encoded];
   std::vector<std::string> files = files_of(layout, util::directory_entries(m_dirfd.get()));
   Observed seen = observe(m_dirfd.get(), layout, files, proc_locks(), records);
-  return status_of(m_metafd.get(), layout, name.str(), seen);
+  lock::LockStatus status = status_of(m_metafd.get(), layout, name.str(), seen);
+  add_policy(m_metafd.get(), layout, records, status);
+  return status;
 }
 
 std::vector<lock::LockStatus> FileStore::list(std::string_view pattern, Millis)
@@ -1165,10 +1651,14 @@ std::vector<lock::LockStatus> FileStore::list(std::string_view pattern, Millis)
     Layout layout(m_dir, name);
     layout.encoded = encoded;
     Observed seen = observe(m_dirfd.get(), layout, files_of(layout, dir_entries), locks, rs);
-    if (!seen.held || ::fnmatch(glob.c_str(), name.c_str(), 0) != 0) {
+    if (::fnmatch(glob.c_str(), name.c_str(), 0) != 0) {
       continue;
     }
-    found.push_back(status_of(m_metafd.get(), layout, name, seen));
+    lock::LockStatus status = status_of(m_metafd.get(), layout, name, seen);
+    add_policy(m_metafd.get(), layout, rs, status);
+    if (status.held) { // a lock-delay is not held: status shows it, list does not
+      found.push_back(std::move(status));
+    }
   }
   std::sort(found.begin(), found.end(),
             [](const lock::LockStatus& a, const lock::LockStatus& b) { return a.name < b.name; });

@@ -20,6 +20,15 @@ namespace dlock::file {
 // dlock locked (release --force unlinks it), and inotify reports its removal at once. Waiting
 // blocks in flock(2) in a helper process that shares the descriptor, so the kernel wakes it on
 // release; giving up kills the helper and unlocks the descriptor, so nothing is taken late.
+// The cron and CI policies, which must outlive the descriptor, are side files in DIR/.dlock
+// that every dlock honours (flock(1) cannot), one per holder or waiter (in a sticky .dlock each
+// user replaces only its own): --min-hold and --lock-delay in ENC+policy+FP (the end of a lease
+// stamped there, or in ENC+ended+FP by another user), checked right after the flock is taken
+// and given back while it closes the lock (the waiter then blocks until its end, or until
+// inotify reports a change); --replace in ENC+replace+FP, read by the holder FP at once
+// (inotify) or at its renewal; --supersede in ENC+waiter+ID, flocked by each waiter while it
+// lives, whose appearance wakes the older ones (inotify). Times are this host's
+// CLOCK_REALTIME: file:// is one host.
 class FileStore final : public lock::Store {
 public:
   explicit FileStore(std::string directory);
@@ -45,8 +54,9 @@ public:
   Error timed_out() noexcept override;
   void limit_blocking(util::Millis) noexcept override {}
 
-  // Exclusive, --shared (LOCK_SH) and --limit (slot files); no FIFO order among flock(2)
-  // waiters, no state besides the locks, no lock without its process.
+  // Exclusive, --shared (LOCK_SH) and --limit (slot files), and the four policies (side files);
+  // no FIFO order among flock(2) waiters, no wait/barrier/latch state, no lock without its
+  // process (a --min-hold outlives it in a side file only).
   const lock::StoreTraits& traits() const noexcept override;
   std::vector<int> inherited_descriptors() const override;
 
@@ -83,6 +93,20 @@ private:
     int granted = -1; // candidate the helper locked
     bool wait_pending = false;
     util::TimePoint block_until{};
+    // Refused by the side record of a holder gone (--min-hold, --lock-delay): free at this
+    // CLOCK_REALTIME ms (0: not refused so); the waiter blocks until then, or until the record
+    // changes (inotify on .dlock), never in flock(2), which would grant at once.
+    std::int64_t closed_until_ms = 0;
+    lock::AcquireResult::Lease closed_lease{};
+    lock::HolderInfo closed_holder;
+    // A side file this waiter looks at (policy, newest) changed while no wait was pending: the
+    // next wait answers at once (nothing is missed between an attempt and its wait).
+    bool side_changed = false;
+    bool replace_told = false; // held: a request to stand down was seen (renewal asked at once)
+    // --supersede: this waiter's announcement (.dlock/ENC+waiter+ID), flocked while it lives.
+    bool supersede = false;
+    util::UniqueFd newest;
+    std::string newest_file;
   };
   using Op = lock::Outcome::Op;
 
@@ -117,6 +141,25 @@ private:
   // Whether the paths still name the inodes n holds (nothing removed or replaced them).
   bool still_ours(const Named& n) const;
   void on_inotify();
+  // The side record of the last holder with a --min-hold or --lock-delay, if the lock file just
+  // locked is closed by it: sets n.closed_* (and stamps ended_at when its lease is first seen
+  // ended); removes it when it is over or is not dlock's.
+  bool closed_by_policy(Named& n, const lock::AcquireRequest& request);
+  // Once taken: the side record of this holder's --min-hold and --lock-delay, and no request
+  // to stand down left from an earlier holder. Error if the side record cannot be written.
+  void arm_policy(Named& n, const lock::AcquireRequest& request);
+  // A release by token of a held lock: keeps the side record for the min-hold left (what is
+  // left, 0 if none), or removes it; a holder asked to stand down keeps nothing.
+  util::Millis settle_policy(const Layout& layout, const std::string& token);
+  // The answer of an attempt not granted, for --replace and --supersede; false when the
+  // waiter was superseded (outcome is then complete).
+  bool ask_others(Named& n, const lock::AcquireRequest& request, const std::vector<Record>& records,
+                  lock::AcquireResult& result);
+  // Writes .dlock/ENC+waiter+ID for this waiter, flocked by n.newest while it lives.
+  void announce_newest(Named& n, const lock::AcquireRequest& request);
+  void drop_newest(Named& n) noexcept;
+  // inotify on .dlock, for waiters woken by a side file's change.
+  void watch_meta();
 
   std::string m_dir;
   pid_t m_pid; // the process that opened the store: a forked child never unlocks its locks
@@ -125,6 +168,7 @@ private:
   util::UniqueFd m_inotify;
   util::UniqueFd m_dirfd;  // DIR
   util::UniqueFd m_metafd; // DIR/.dlock; none: no records, no fencing tokens
+  int m_watch_meta = -1;   // the inotify watch on .dlock (-1: none yet)
   bool m_fencing = true;   // false once the counter turned out not writable
   bool m_records = true;   // false once .dlock turned out not writable
 };

@@ -6,8 +6,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
+#include <utility>
 
 namespace dlock::file {
 
@@ -122,9 +125,13 @@ Layout::Layout(std::string directory, std::string_view lock_name)
 
 std::string Record::serialize() const
 {
-  return fmt::format("dlock1\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n", one_field(name),
-                     kind.code(), slot, inode, one_field(user), one_field(host), pid, acquired_ms,
-                     fence, ttl_ms, one_field(command));
+  std::string line = fmt::format(
+    "dlock1\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}", one_field(name), kind.code(), slot, inode,
+    one_field(user), one_field(host), pid, acquired_ms, fence, ttl_ms, one_field(command));
+  if (!note.empty()) {
+    line += "\t" + one_field(note);
+  }
+  return line + "\n";
 }
 
 std::optional<Record> Record::parse(std::string_view text)
@@ -135,14 +142,14 @@ std::optional<Record> Record::parse(std::string_view text)
   std::vector<std::string_view> fields;
   for (std::size_t start = 0;;) {
     std::size_t tab = text.find('\t', start);
-    if (fields.size() == 11 || tab == std::string_view::npos) {
+    if (fields.size() == 12 || tab == std::string_view::npos) {
       fields.push_back(text.substr(start));
       break;
     }
     fields.push_back(text.substr(start, tab - start));
     start = tab + 1;
   }
-  if (fields.size() != 12 || fields[0] != "dlock1") {
+  if ((fields.size() != 12 && fields.size() != 13) || fields[0] != "dlock1") {
     return std::nullopt;
   }
   Record r;
@@ -160,7 +167,121 @@ std::optional<Record> Record::parse(std::string_view text)
   r.user = fields[5];
   r.host = fields[6];
   r.command = fields[11];
+  if (fields.size() == 13) {
+    r.note = fields[12];
+  }
+  lock::HolderInfo as_holder{.host = r.host,
+                             .pid = r.pid,
+                             .user = r.user,
+                             .command = r.command,
+                             .acquired_ms = r.acquired_ms,
+                             .fence = r.fence,
+                             .ttl_ms = r.ttl_ms,
+                             .note = r.note};
+  if (!as_holder.plausible() || r.name.size() > lock::max_holder_record_bytes) {
+    return std::nullopt;
+  }
   return r;
+}
+
+namespace {
+
+// The first line of text (without its newline) and the rest.
+std::pair<std::string_view, std::string_view> first_line(std::string_view text)
+{
+  std::size_t end = text.find('\n');
+  if (end == std::string_view::npos) {
+    return {text, {}};
+  }
+  return {text.substr(0, end), text.substr(end + 1)};
+}
+
+std::vector<std::string_view> tab_fields(std::string_view line)
+{
+  std::vector<std::string_view> fields;
+  for (std::size_t start = 0;;) {
+    std::size_t tab = line.find('\t', start);
+    fields.push_back(line.substr(start, tab == std::string_view::npos ? tab : tab - start));
+    if (tab == std::string_view::npos) {
+      return fields;
+    }
+    start = tab + 1;
+  }
+}
+
+// A token's or waiter's fingerprint as dlock writes it: 16 lower-case hex digits.
+bool is_fingerprint(std::string_view text)
+{
+  return text.size() == 16 && text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+bool to_time(std::string_view text, std::int64_t& out) { return to_number(text, out) && out >= 0; }
+
+} // namespace
+
+std::string PolicyRecord::serialize() const
+{
+  return fmt::format("dlockpolicy1\t{}\t{}\t{}\t{}\t{}\n", fingerprint, hold_until_ms,
+                     command_ended ? 1 : 0, delay_ms, ended_at_ms)
+         + holder.serialize();
+}
+
+std::optional<PolicyRecord> PolicyRecord::parse(std::string_view text)
+{
+  if (text.size() > max_side_file_bytes) {
+    return std::nullopt;
+  }
+  auto [line, rest] = first_line(text);
+  std::vector<std::string_view> fields = tab_fields(line);
+  PolicyRecord p;
+  std::int64_t ended = 0;
+  if (fields.size() != 6 || fields[0] != "dlockpolicy1" || !is_fingerprint(fields[1])
+      || !to_time(fields[2], p.hold_until_ms) || !to_time(fields[3], ended) || ended > 1
+      || !to_time(fields[4], p.delay_ms) || !to_time(fields[5], p.ended_at_ms)) {
+    return std::nullopt;
+  }
+  std::optional<Record> holder = Record::parse(rest);
+  if (!holder) {
+    return std::nullopt;
+  }
+  p.fingerprint = fields[1];
+  p.command_ended = ended == 1;
+  p.holder = std::move(*holder);
+  return p;
+}
+
+std::int64_t PolicyRecord::free_at(std::int64_t now_ms) const
+{
+  std::int64_t free = hold_until_ms;
+  if (delay_ms > 0) {
+    std::int64_t ended = ended_at_ms > 0 ? ended_at_ms : now_ms;
+    free = std::max(free, ended > INT64_MAX - delay_ms ? INT64_MAX : ended + delay_ms);
+  }
+  return free;
+}
+
+std::string Announcement::serialize() const
+{
+  return fmt::format("dlockwho1\t{}\t{}\n", id, at_us) + who.serialize();
+}
+
+std::optional<Announcement> Announcement::parse(std::string_view text)
+{
+  if (text.size() > max_side_file_bytes) {
+    return std::nullopt;
+  }
+  auto [line, rest] = first_line(text);
+  std::vector<std::string_view> fields = tab_fields(line);
+  std::int64_t at_us = 0;
+  if (fields.size() != 3 || fields[0] != "dlockwho1" || !is_fingerprint(fields[1])
+      || !to_time(fields[2], at_us)) {
+    return std::nullopt;
+  }
+  std::optional<Record> who = Record::parse(rest);
+  if (!who) {
+    return std::nullopt;
+  }
+  return Announcement{.id = std::string(fields[1]), .who = std::move(*who), .at_us = at_us};
 }
 
 std::vector<ProcLock> parse_proc_locks(std::string_view text)

@@ -56,6 +56,37 @@ struct Layout {
     return encoded + "+new+" + std::string(fingerprint);
   }
 
+  // .dlock/ENC+policy+FP: the --min-hold and --lock-delay state of the holder FP (PolicyRecord),
+  // which outlives its process; every dlock that takes the lock honours it. One file per holder:
+  // in a sticky .dlock each user can replace only its own.
+  std::string policy_prefix() const { return encoded + "+policy+"; }
+  std::string policy_name(std::string_view fingerprint) const
+  {
+    return policy_prefix() + std::string(fingerprint);
+  }
+  // .dlock/ENC+ended+FP: when the lease of holder FP was first seen ended without a release, by
+  // a dlock that may not replace ENC+policy+FP (another user's); created once (O_EXCL).
+  std::string ended_prefix() const { return encoded + "+ended+"; }
+  std::string ended_name(std::string_view fingerprint) const
+  {
+    return ended_prefix() + std::string(fingerprint);
+  }
+  // .dlock/ENC+replace+FP: a --replace acquirer's request that the holder FP stands down.
+  std::string replace_name(std::string_view fingerprint) const
+  {
+    return encoded + "+replace+" + std::string(fingerprint);
+  }
+  // .dlock/ENC+waiter+ID: a --supersede waiter's announcement (flocked by it while it waits or
+  // holds); the newest live one wins. One file per waiter: in a sticky .dlock each user can
+  // replace only its own.
+  std::string waiter_prefix() const { return encoded + "+waiter+"; }
+  std::string waiter_name(std::string_view id) const { return waiter_prefix() + std::string(id); }
+  // .dlock/ENC+newtmp+R: an announcement being written (renamed to ENC+waiter+ID once locked).
+  std::string new_newest_name(std::string_view random) const
+  {
+    return encoded + "+newtmp+" + std::string(random);
+  }
+
   std::string lock_path() const { return dir + "/" + lock_name(); }
   std::string slot_path(int slot) const { return dir + "/" + slot_name(slot); }
   std::string turnstile_path() const { return dir + "/" + turnstile_name(); }
@@ -83,9 +114,45 @@ struct Record {
   std::int64_t fence = 0;
   std::int64_t ttl_ms = 0;
   std::string command;
+  std::string note;        // --note (a 13th field, absent when empty)
+  std::string fingerprint; // not written: the token's, from the record's file name
 
   std::string serialize() const;
+  // nullopt for anything dlock did not write: malformed, or a field over its cap (a note over
+  // lock::max_note_bytes, a text field over lock::max_holder_field_bytes).
   static std::optional<Record> parse(std::string_view text);
+};
+
+// The largest side file (policy, replace request, newest waiter) read back: one bigger is not
+// dlock's and is ignored.
+inline constexpr std::size_t max_side_file_bytes = 2 * lock::max_holder_record_bytes;
+
+// .dlock/ENC+policy: the --min-hold and --lock-delay of the holder of token fingerprint, with
+// its record. Times are the host's CLOCK_REALTIME in ms (file:// is one host).
+struct PolicyRecord {
+  std::string fingerprint;        // the holder's token's
+  std::int64_t hold_until_ms = 0; // --min-hold: taken until then however the holder ends (0: none)
+  bool command_ended = false;     // released by its token, kept for the min-hold only
+  std::int64_t delay_ms = 0;      // --lock-delay armed (0: none, or disarmed by a clean release)
+  std::int64_t ended_at_ms = 0;   // when its lease was seen ended without a release (0: not yet)
+  Record holder;
+
+  std::string serialize() const;
+  static std::optional<PolicyRecord> parse(std::string_view text);
+  // When the lock may be taken again, now being the time its holder's lease is known to have
+  // ended if not stamped yet (0: no longer closed by anything).
+  std::int64_t free_at(std::int64_t now_ms) const;
+};
+
+// .dlock/ENC+replace+FP or ENC+waiter+ID: who asked (a --replace acquirer, a --supersede
+// waiter): its token's or waiter id's fingerprint, and when (CLOCK_REALTIME µs: the newest wins).
+struct Announcement {
+  std::string id;
+  Record who;
+  std::int64_t at_us = 0;
+
+  std::string serialize() const;
+  static std::optional<Announcement> parse(std::string_view text);
 };
 
 // A record is named by its token's fingerprint, 16 hex digits (the token never reaches a file).
