@@ -51,6 +51,12 @@ CommandEnd Supervisor::wait_for_exit()
 
 void Supervisor::disconnected(const lock::Outcome& outcome)
 {
+  if (outcome.replaced_by) {
+    util::log_verbose("a --replace asks this holder of lock '{}' to stand down; confirming the "
+                      "lease now",
+                      m_shown);
+    return;
+  }
   util::log_verbose("lost the connection to the lock store ({}); renewing the lease on lock "
                     "'{}' soon",
                     outcome.error ? outcome.error->what() : "closed", m_shown);

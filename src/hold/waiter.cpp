@@ -574,10 +574,13 @@ Waiter::End Waiter::wait()
       if (m_ticket.mode != lock::WaitMode::once && withdraw()) {
         return End{true, 0, std::move(attempt.outcome)}; // a barrier that tripped meanwhile
       }
-      if (m_policy.report_holder) {
-        if (reading.give_up) {
+      if (reading.give_up) {
+        // asked for with --supersede: said unless -q, in CI logs too (not a terminal)
+        if (util::verbosity() != util::Verbosity::quiet) {
           util::log_warning("gave up waiting for {}: {}", m_progress->subject(), reading.reported);
-        } else if (m_policy.no_wait) {
+        }
+      } else if (m_policy.report_holder) {
+        if (m_policy.no_wait) {
           util::log_warning("{} is {}", m_progress->subject(), reading.reported);
         } else {
           util::log_warning("gave up waiting for {} after {}: {}", m_progress->subject(),

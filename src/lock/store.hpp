@@ -148,7 +148,8 @@ struct RenewRequest {
 struct Outcome {
   // disconnected: the store dropped a connection while nothing was in flight (a restart, a
   // failover, an idle timeout); a holder should confirm its lease soon instead of at its next
-  // turn. It carries the error that was seen.
+  // turn. It carries the error that was seen; or, with replaced_by set (whom, if the push
+  // said), the store pushed word of a --replace request, and lease_ended has it confirm now.
   enum class Op {
     acquire,
     wait_for_wake,
@@ -177,6 +178,7 @@ struct Outcome {
   bool lease_ended = false;
   // renew, not held: a --replace acquirer asked this holder to stand down (who it is); the
   // lease was not extended, the lock is still the token's until it releases or it expires.
+  // disconnected: see there.
   std::optional<HolderInfo> replaced_by{};
   // release, held: the lock stays taken this much longer, for the holder's --min-hold.
   util::Millis kept_for{0};

@@ -1516,11 +1516,9 @@ void FileStore::on_inotify()
       if (asked && Announcement::parse(*asked)) {
         // The holder renews at once, and its renewal answers replaced_by.
         n.replace_told = true;
-        m_answers.answer(Outcome{
-          .op = Op::disconnected,
-          .error = Error(ExitCode::lost, "a --replace acquirer asks it to stand down"),
-          .lease_ended = true,
-        });
+        m_answers.answer(Outcome{.op = Op::disconnected,
+                                 .lease_ended = true,
+                                 .replaced_by = holder_of(Announcement::parse(*asked)->who)});
       }
     }
   }

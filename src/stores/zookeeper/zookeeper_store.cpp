@@ -205,12 +205,8 @@ void ZookeeperStore::on_event(const WatchEvent& event)
     if (n.held && event.path == side_path(n.dir, replace_node)
         && event.type != lib.ZOO_DELETED_EVENT) {
       // A --replace asked: the holder confirms at once, and its renewal says who.
-      m_answers.answer(Outcome{
-        .op = Op::disconnected,
-        .error =
-          Error(ExitCode::lost, "a --replace asks the holder of lock '{}' to stand down", key),
-        .lease_ended = true,
-      });
+      m_answers.answer(
+        Outcome{.op = Op::disconnected, .lease_ended = true, .replaced_by = lock::HolderInfo{}});
     }
     if (std::find(n.side_watches.begin(), n.side_watches.end(), event.path)
         != n.side_watches.end()) {
