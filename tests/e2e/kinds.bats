@@ -391,7 +391,7 @@ assert d["kind"] == "limit" and d["limit"] == 3, d
 hs = d["holders"]
 assert sorted(h["pid"] for h in hs) == sorted(int(p) for p in A), hs
 for h in hs:
-    assert set(h) == {"host", "pid", "user", "command", "acquired_at", "ttl_ms", "fencing_token"}, h
+    assert set(h) == {"host", "pid", "user", "command", "note", "acquired_at", "ttl_ms", "fencing_token"}, h
     assert RFC3339.match(h["acquired_at"]), h
     assert is_int(h["ttl_ms"]) and 0 < h["ttl_ms"] <= 20000, h
     assert is_int(h["fencing_token"]) and h["fencing_token"] >= 1, h
