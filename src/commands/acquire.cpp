@@ -37,7 +37,6 @@ int acquire(Context& context, const AcquireOptions& options)
   // The lock belongs to the calling script, which outlives this process.
   lock::HolderInfo me = lock::HolderInfo::current(caller_name());
   me.pid = ::getppid();
-  me.note = options.note;
   // --keep: the keep process is the lock's holder, for as long as the script lives.
   std::optional<KeepProcess> keeper;
   if (options.keep) {
@@ -51,20 +50,10 @@ int acquire(Context& context, const AcquireOptions& options)
                    .substr(0, lock::max_command_length);
   }
 
-  hold::WaitPolicy policy =
-    hold::make_wait_policy(options.no_wait, options.fair, options.wait, context.request_timeout);
-  policy.replicas = options.replicas;
-  policy.kind = options.kind;
-  lock::AcquireRequest request{.token = token,
-                               .ttl = options.ttl,
-                               .holder = me,
-                               .ticket = {},
-                               .ack = {},
-                               .kind = {},
-                               .policy = options.policy};
-  hold::Taken outcome =
-    hold::Acquisition(hold::system_clock(), context.store, signals, policy, names, request)
-      .finish();
+  hold::Taken outcome = hold::Acquisition(hold::system_clock(), context.store, signals,
+                                          options.wait_policy(context.request_timeout), names,
+                                          options.acquire_request(token, me))
+                          .finish();
   if (process::stops_calling_script(outcome.signal)) {
     process::die_of_signal(outcome.signal, false); // nothing is held; the script stops too
   }

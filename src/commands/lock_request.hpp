@@ -1,5 +1,6 @@
 #pragma once
 
+#include "hold/waiter.hpp"
 #include "lock/kind.hpp"
 #include "lock/lease.hpp"
 #include "lock/name.hpp"
@@ -26,6 +27,11 @@ struct LockRequestOptions {
   lock::ReplicaAck replicas{}; // --wait-replicas: the lock and each renewal count once they have it
   lock::LockPolicy policy{};   // --min-hold, --lock-delay, --replace, --supersede
   std::string note{};          // --note: printable, at most lock::max_note_chars characters
+
+  // How the waiter waits for these options (-q, -v and the terminal decide what it says).
+  hold::WaitPolicy wait_policy(util::Millis request_timeout) const;
+  // An attempt of holder (its --note set here) under token, with these options' policies.
+  lock::AcquireRequest acquire_request(std::string token, lock::HolderInfo holder) const;
 };
 
 } // namespace dlock::commands

@@ -131,23 +131,12 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
   // acquisition and the command.
   std::optional<process::ProcessGroup> group;
   const std::string token = util::random_token();
-  lock::HolderInfo me =
-    lock::HolderInfo::current(lock::recorded_command(options.command, options.record_command));
-  me.note = options.note;
+  const lock::AcquireRequest request = options.acquire_request(
+    token,
+    lock::HolderInfo::current(lock::recorded_command(options.command, options.record_command)));
 
-  hold::WaitPolicy wait_policy =
-    hold::make_wait_policy(options.no_wait, options.fair, options.wait, context.request_timeout);
-  wait_policy.replicas = options.replicas;
-  wait_policy.kind = options.kind;
-  lock::AcquireRequest request{.token = token,
-                               .ttl = options.ttl,
-                               .holder = me,
-                               .ticket = {},
-                               .ack = {},
-                               .kind = {},
-                               .policy = options.policy};
-  hold::Acquisition acquisition(hold::system_clock(), context.store, signals, wait_policy, names,
-                                request);
+  hold::Acquisition acquisition(hold::system_clock(), context.store, signals,
+                                options.wait_policy(context.request_timeout), names, request);
   acquisition.begin();
   try {
     group.emplace(signals.original_mask()); // while the first attempt is in flight
@@ -176,8 +165,8 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
     util::log_verbose("acquired lock '{}'", shown); // the store said once why it has none
   }
   // who, without the command line: its arguments may hold what a log must not
-  report.acquired(me, outcome.fences.empty() ? std::vector<std::int64_t>{outcome.fence}
-                                             : outcome.fences);
+  report.acquired(request.holder, outcome.fences.empty() ? std::vector<std::int64_t>{outcome.fence}
+                                                         : outcome.fences);
   HeldLock held(context, names, token, options.ttl);
 
   lock::WatchdogPolicy policy;
