@@ -36,6 +36,14 @@ const char* create_fence_sql =
   "holder_user VARBINARY(255) NOT NULL, holder_host VARBINARY(255) NOT NULL, "
   "holder_pid BIGINT NOT NULL, command VARBINARY(1024) NOT NULL)";
 
+// dlock_policy: the side record of each lock (sql/policy.hpp).
+const char* create_policy_sql =
+  "CREATE TABLE IF NOT EXISTS dlock_policy ("
+  "lock_name VARBINARY(64) NOT NULL PRIMARY KEY, " // GET_LOCK's name (names.hpp)
+  "token_fp VARBINARY(64) NOT NULL, session_id BIGINT NOT NULL, holder BLOB NOT NULL, "
+  "hold_until BIGINT NOT NULL, released TINYINT NOT NULL, delay_ms BIGINT NOT NULL, "
+  "ended_at BIGINT NOT NULL, replace_by BLOB NOT NULL)";
+
 // Errors that say dlock_fence cannot be used: no right to create or write it, a read-only
 // server, or no such table after all.
 bool fence_unavailable(unsigned errnum)
@@ -290,9 +298,9 @@ void MysqlStore::report_holder(const std::string& name, const lock::AcquireReque
       }
       if (a.rows.count() == 1 && !a.rows.null(0, 0)) {
         lock::HolderInfo holder = read_holder(a.rows, 0, 0, 4);
-        holders_found(request, &holder, 1);
+        holders_found(name, request, &holder, 1, a.rows.number(0, 0));
       } else {
-        holders_found(request, nullptr, 0);
+        holders_found(name, request, nullptr, 0);
       }
     },
     true);
@@ -355,7 +363,7 @@ void MysqlStore::unlock(const std::string& name)
       // Ending the session lets go of the token's lock too, and of any
       // count GET_LOCK kept.
       n.closing = true;
-      released(a.error, n.session->broken(), a.rows.count() == 1 && a.rows.number(0, 0) == 1);
+      released(name, a.error, n.session->broken(), a.rows.count() == 1 && a.rows.number(0, 0) == 1);
     });
 }
 
@@ -365,66 +373,217 @@ void MysqlStore::end_holder(const lock::LockName& name, const std::string& token
   std::string sql = "SELECT IS_USED_LOCK(" + sql_bytes(lock) + "), "
                     + (token.empty() ? std::string("IS_USED_LOCK(") + sql_bytes(lock) + ")"
                                      : "IS_USED_LOCK(" + sql_bytes(token_lock_name(token)) + ")");
-  control().query(sql, [this, lock](Answer& a) {
+  control().query(sql, [this, name, token, lock](Answer& a) {
     if (a.error) {
       answer(Op::release, *a.error);
       return;
     }
     if (a.rows.count() != 1 || a.rows.null(0, 0) || a.rows.text(0, 0) != a.rows.text(0, 1)) {
-      answer(Op::release); // not held (by it)
+      holder_ended(name, token, Outcome::of(Op::release)); // not held (by it)
       return;
     }
-    kill_holder(lock, a.rows.number(0, 0));
+    kill_holder(name, token, lock, a.rows.number(0, 0));
   });
 }
 
-void MysqlStore::kill_holder(const std::string& server_name, std::int64_t connection)
+void MysqlStore::kill_holder(const lock::LockName& name, const std::string& token,
+                             const std::string& server_name, std::int64_t connection)
 {
-  control().query(
-    fmt::format("KILL CONNECTION {}", connection), [this, server_name, connection](Answer& a) {
-      if (a.error && a.errnum == ER_NO_SUCH_THREAD) {
-        // it ended meanwhile
-      } else if (a.error && error_code(a.errnum) == ExitCode::auth) {
-        answer(Op::release, Error(ExitCode::auth,
-                                  "release --force on MySQL ends the holder's session with KILL, "
-                                  "which needs the CONNECTION ADMIN or SUPER privilege (or the "
-                                  "holder's own user): {}",
-                                  a.error->what()));
-        return;
-      } else if (a.error) {
-        answer(Op::release, *a.error);
-        return;
-      }
-      confirm_freed(server_name, connection, freed_tries);
-    });
+  control().query(fmt::format("KILL CONNECTION {}", connection), [this, name, token, server_name,
+                                                                  connection](Answer& a) {
+    if (a.error && a.errnum == ER_NO_SUCH_THREAD) {
+      // it ended meanwhile
+    } else if (a.error && error_code(a.errnum) == ExitCode::auth) {
+      answer(Op::release, Error(ExitCode::auth,
+                                "release --force on MySQL ends the holder's session with KILL, "
+                                "which needs the CONNECTION ADMIN or SUPER privilege (or the "
+                                "holder's own user): {}",
+                                a.error->what()));
+      return;
+    } else if (a.error) {
+      answer(Op::release, *a.error);
+      return;
+    }
+    confirm_freed(name, token, server_name, connection, freed_tries);
+  });
 }
 
-void MysqlStore::confirm_freed(const std::string& server_name, std::int64_t connection, int tries)
+void MysqlStore::confirm_freed(const lock::LockName& name, const std::string& token,
+                               const std::string& server_name, std::int64_t connection, int tries)
 {
   // KILL only marks the session: the lock is free once its thread has noticed (at once when
   // idle, within moments when busy).
-  control().query(fmt::format("SELECT IS_USED_LOCK({}) <=> {}", sql_bytes(server_name), connection),
-                  [this, server_name, connection, tries](Answer& a) {
-                    bool still = !a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1;
-                    if (!still || tries <= 0) {
-                      auto freed = [this](Answer&) {
-                        Outcome outcome = Outcome::holding(Op::release, true);
-                        answer(std::move(outcome));
-                      };
-                      if (!m_fencing) {
-                        Answer none;
-                        freed(none);
-                        return;
-                      }
-                      // the evicted holder's command line, which it had no chance to clear
-                      control().query(forget_command_sql(server_name, std::to_string(connection)),
-                                      freed);
-                      return;
-                    }
-                    control().query(freed_pause, [this, server_name, connection, tries](Answer&) {
-                      confirm_freed(server_name, connection, tries - 1);
-                    });
-                  });
+  control().query(
+    fmt::format("SELECT IS_USED_LOCK({}) <=> {}", sql_bytes(server_name), connection),
+    [this, name, token, server_name, connection, tries](Answer& a) {
+      bool still = !a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1;
+      if (!still || tries <= 0) {
+        auto freed = [this, name, token](Answer&) {
+          holder_ended(name, token, Outcome::holding(Op::release, true));
+        };
+        if (!m_fencing) {
+          Answer none;
+          freed(none);
+          return;
+        }
+        // the evicted holder's command line, which it had no chance to clear
+        control().query(forget_command_sql(server_name, std::to_string(connection)), freed);
+        return;
+      }
+      control().query(freed_pause, [this, name, token, server_name, connection, tries](Answer&) {
+        confirm_freed(name, token, server_name, connection, tries - 1);
+      });
+    });
+}
+
+void MysqlStore::let_go(const std::string& name)
+{
+  // the token's lock too: a session that holds it is found as the lock's holder
+  session(name).query("DO RELEASE_LOCK(" + lock_bytes(name) + "), RELEASE_LOCK("
+                        + sql_bytes(token_lock_name(m_named.at(name).token)) + ")",
+                      nullptr, true);
+}
+
+Session& MysqlStore::policy_session(const std::string& name, bool control_session)
+{
+  return control_session ? control() : session(name);
+}
+
+void MysqlStore::read_policy(const std::string& name, bool control_session, bool create,
+                             PolicyThen then)
+{
+  auto cut = [](const char* column, std::size_t bytes) {
+    return fmt::format("LEFT(CAST(p.{} AS BINARY), {})", column, bytes);
+  };
+  std::size_t record = lock::max_holder_record_bytes + 1;
+  std::string sql = fmt::format(
+    "SELECT {}, p.lock_name IS NOT NULL, {}, {}, {}, {}, {}, {}, {}, {} FROM (SELECT 1) one "
+    "LEFT JOIN dlock_policy p ON p.lock_name = {}",
+    now_ms_sql, cut("token_fp", 65), cut("session_id", 21), cut("holder", record),
+    cut("hold_until", 21), cut("released", 6), cut("delay_ms", 21), cut("ended_at", 21),
+    cut("replace_by", record), sql_bytes(server_lock_name(m_prefix + name)));
+  policy_session(name, control_session)
+    .query(
+      sql,
+      [this, name, control_session, create, then](Answer& a) {
+        if (a.error && a.errnum == ER_NO_SUCH_TABLE && create && !m_policy_made) {
+          m_policy_made = true;
+          policy_session(name, control_session)
+            .query(
+              create_policy_sql,
+              [this, name, control_session, then](Answer& created) {
+                if (created.error && created.errnum != ER_TABLE_EXISTS_ERROR) {
+                  then(PolicyRead{.unavailable = created.error});
+                  return;
+                }
+                read_policy(name, control_session, false, then);
+              },
+              true);
+          return;
+        }
+        if (a.error && a.errnum == ER_NO_SUCH_TABLE && !create) {
+          then(PolicyRead{}); // no table: no record closes the lock
+          return;
+        }
+        if (a.error && fence_unavailable(a.errnum)) {
+          then(PolicyRead{.unavailable = a.error});
+          return;
+        }
+        if (a.error || a.rows.count() != 1) {
+          then(PolicyRead{.error = a.error});
+          return;
+        }
+        PolicyRead read;
+        read.now = a.rows.number(0, 0);
+        if (a.rows.number(0, 1) == 1) {
+          sql::PolicyText text{.token_fp = a.rows.text(0, 2),
+                               .session = a.rows.text(0, 3),
+                               .holder = a.rows.text(0, 4),
+                               .hold_until = a.rows.text(0, 5),
+                               .released = a.rows.text(0, 6),
+                               .delay_ms = a.rows.text(0, 7),
+                               .ended_at = a.rows.text(0, 8),
+                               .replace_by = a.rows.text(0, 9)};
+          read.row = sql::parse_policy_row(text);
+        }
+        then(std::move(read));
+      },
+      true);
+}
+
+void MysqlStore::write_policy(const std::string& name, bool control_session,
+                              const PolicyWrite& write, WriteThen then)
+{
+  std::string lock = sql_bytes(server_lock_name(m_prefix + name));
+  std::string fp = sql_bytes(write.token_fp);
+  std::string sql;
+  using Kind = PolicyWrite::Kind;
+  switch (write.kind) {
+  case Kind::claim:
+  case Kind::force:
+    if (write.kind == Kind::force && write.delay_ms <= 0) {
+      sql = "DELETE FROM dlock_policy WHERE lock_name = " + lock;
+      break;
+    }
+    // force: an armed lock-delay, counted from when the holder ended (now, if not known yet)
+    sql = fmt::format(
+      "INSERT INTO dlock_policy (lock_name, token_fp, session_id, holder, hold_until, released, "
+      "delay_ms, ended_at, replace_by) VALUES ({}, {}, {}, {}, {}, 0, {}, {}, '') "
+      "ON DUPLICATE KEY UPDATE token_fp = VALUES(token_fp), session_id = VALUES(session_id), "
+      "holder = VALUES(holder), hold_until = VALUES(hold_until), released = 0, "
+      "delay_ms = VALUES(delay_ms), ended_at = VALUES(ended_at), replace_by = ''",
+      lock, fp, write.kind == Kind::claim ? "CONNECTION_ID()" : "0", sql_bytes(write.holder),
+      write.hold_until, write.delay_ms,
+      write.kind == Kind::claim ? std::string("0")
+      : write.ended_at > 0      ? std::to_string(write.ended_at)
+                                : std::string(now_ms_sql));
+    break;
+  case Kind::stamp:
+    sql = fmt::format("UPDATE dlock_policy SET ended_at = {} WHERE lock_name = {} AND token_fp = "
+                      "{} AND ended_at = 0",
+                      now_ms_sql, lock, fp);
+    break;
+  case Kind::keep:
+    sql = fmt::format("UPDATE dlock_policy SET released = 1, delay_ms = 0 WHERE lock_name = {} "
+                      "AND token_fp = {}",
+                      lock, fp);
+    break;
+  case Kind::drop:
+    sql = fmt::format("DELETE FROM dlock_policy WHERE lock_name = {} AND token_fp = {}", lock, fp);
+    break;
+  case Kind::replace:
+    sql = fmt::format("UPDATE dlock_policy SET replace_by = {} WHERE lock_name = {} AND "
+                      "token_fp = {} AND session_id = {} AND released = 0",
+                      sql_bytes(write.holder), lock, fp, write.session);
+    break;
+  }
+  std::string count;
+  if (write.kind == Kind::replace) { // whether the request is there (it may have been already)
+    count = fmt::format("SELECT COUNT(*) FROM dlock_policy WHERE lock_name = {} AND token_fp = {} "
+                        "AND session_id = {} AND replace_by = {}",
+                        lock, fp, write.session, sql_bytes(write.holder));
+  }
+  policy_session(name, control_session)
+    .query(
+      sql,
+      [this, name, control_session, count, then](Answer& a) {
+        if (a.error || count.empty()) {
+          if (then) {
+            then(a.error, 0);
+          }
+          return;
+        }
+        policy_session(name, control_session)
+          .query(
+            count,
+            [then](Answer& c) {
+              if (then) {
+                then(c.error, c.error || c.rows.count() != 1 ? 0 : c.rows.number(0, 0));
+              }
+            },
+            true);
+      },
+      true);
 }
 
 Answer MysqlStore::ask(const std::string& sql, util::TimePoint deadline)
@@ -454,10 +613,12 @@ lock::LockStatus MysqlStore::status(const lock::LockName& name, util::TimePoint 
   status.server_time_ms = a.rows.number(0, 3);
   status.last_fence = last_fence(a.rows, 0, 4);
   if (a.rows.null(0, 0)) {
+    add_policy(status, 0, deadline);
     return status;
   }
   status.held = true;
   status.holder = read_holder(a.rows, 0, 0, 4);
+  add_policy(status, a.rows.number(0, 0), deadline);
   return status;
 }
 

@@ -55,6 +55,10 @@ private:
   void confirm_other(const lock::LockName& name, const std::string& token) override;
   void unlock(const std::string& name) override;
   void end_holder(const lock::LockName& name, const std::string& token) override;
+  void read_policy(const std::string& name, bool control, bool create, PolicyThen then) override;
+  void write_policy(const std::string& name, bool control, const PolicyWrite& write,
+                    WriteThen then) override;
+  void let_go(const std::string& name) override;
 
   // The name's session.
   Session& session(const std::string& name) { return session_as<Session>(name); }
@@ -66,6 +70,12 @@ private:
   // table: Error(config)).
   void find_fence(Session& session, std::function<void()> then,
                   std::function<void(const Error&)> failed);
+  // The session for the name's side record: its own, or control.
+  Session& policy_session(const std::string& name, bool control);
+  // Finds dlock_policy (once per process), makes it if create and there is none, then reads
+  // the lock's row.
+  void find_policy(const std::string& name, bool control, bool create, PolicyThen then);
+  void select_policy(const std::string& name, bool control, bool create, PolicyThen then);
   // Lets go of a lock just taken and answers the acquisition with error.
   void give_back(const std::string& name, const Error& error);
   // Blocking query on the control session (status, list).
@@ -75,7 +85,8 @@ private:
   std::string fence_table(util::TimePoint deadline);
 
   ConnectParams m_params;
-  std::optional<FenceTable> m_fence; // where dlock_fence is, once looked for
+  std::optional<FenceTable> m_fence;  // where dlock_fence is, once looked for
+  std::optional<FenceTable> m_policy; // where dlock_policy is, once looked for
   lock::StoreTraits m_traits =
     session_traits("PostgreSQL (postgres://)", lock::features_of(lock::StoreKind::postgres));
 };
