@@ -42,7 +42,9 @@ const char* create_policy_sql =
   "lock_name VARBINARY(64) NOT NULL PRIMARY KEY, " // GET_LOCK's name (names.hpp)
   "token_fp VARBINARY(64) NOT NULL, session_id BIGINT NOT NULL, holder BLOB NOT NULL, "
   "hold_until BIGINT NOT NULL, released TINYINT NOT NULL, delay_ms BIGINT NOT NULL, "
-  "ended_at BIGINT NOT NULL, replace_by BLOB NOT NULL)";
+  "ended_at BIGINT NOT NULL, replace_by BLOB NOT NULL, "
+  "newest_waiter VARBINARY(64) NOT NULL DEFAULT '', newest VARBINARY(4096) NOT NULL DEFAULT '', "
+  "newest_until BIGINT NOT NULL DEFAULT 0)";
 
 // Errors that say dlock_fence cannot be used: no right to create or write it, a read-only
 // server, or no such table after all.
@@ -457,11 +459,12 @@ void MysqlStore::read_policy(const std::string& name, bool control_session, bool
   };
   std::size_t record = lock::max_holder_record_bytes + 1;
   std::string sql = fmt::format(
-    "SELECT {}, p.lock_name IS NOT NULL, {}, {}, {}, {}, {}, {}, {}, {} FROM (SELECT 1) one "
-    "LEFT JOIN dlock_policy p ON p.lock_name = {}",
+    "SELECT {}, p.lock_name IS NOT NULL, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {} FROM "
+    "(SELECT 1) one LEFT JOIN dlock_policy p ON p.lock_name = {}",
     now_ms_sql, cut("token_fp", 65), cut("session_id", 21), cut("holder", record),
     cut("hold_until", 21), cut("released", 6), cut("delay_ms", 21), cut("ended_at", 21),
-    cut("replace_by", record), sql_bytes(server_lock_name(m_prefix + name)));
+    cut("replace_by", record), cut("newest_waiter", 65), cut("newest", record),
+    cut("newest_until", 21), sql_bytes(server_lock_name(m_prefix + name)));
   policy_session(name, control_session)
     .query(
       sql,
@@ -503,7 +506,10 @@ void MysqlStore::read_policy(const std::string& name, bool control_session, bool
                                .released = a.rows.text(0, 6),
                                .delay_ms = a.rows.text(0, 7),
                                .ended_at = a.rows.text(0, 8),
-                               .replace_by = a.rows.text(0, 9)};
+                               .replace_by = a.rows.text(0, 9),
+                               .newest_waiter = a.rows.text(0, 10),
+                               .newest = a.rows.text(0, 11),
+                               .newest_until = a.rows.text(0, 12)};
           read.row = sql::parse_policy_row(text);
         }
         then(std::move(read));
@@ -517,6 +523,7 @@ void MysqlStore::write_policy(const std::string& name, bool control_session,
   std::string lock = sql_bytes(server_lock_name(m_prefix + name));
   std::string fp = sql_bytes(write.token_fp);
   std::string sql;
+  std::string then_sql; // a second statement, if any
   using Kind = PolicyWrite::Kind;
   switch (write.kind) {
   case Kind::claim:
@@ -549,7 +556,23 @@ void MysqlStore::write_policy(const std::string& name, bool control_session,
                       lock, fp);
     break;
   case Kind::drop:
-    sql = fmt::format("DELETE FROM dlock_policy WHERE lock_name = {} AND token_fp = {}", lock, fp);
+    // the newest --supersede waiter's record stays while it lasts (then cleared below)
+    sql = fmt::format("DELETE FROM dlock_policy WHERE lock_name = {} AND token_fp = {} AND "
+                      "(newest_waiter = '' OR newest_until < {})",
+                      lock, fp, now_ms_sql);
+    then_sql = fmt::format(
+      "UPDATE dlock_policy SET token_fp = '', session_id = 0, holder = '', hold_until = 0, "
+      "released = 0, delay_ms = 0, ended_at = 0, replace_by = '' WHERE lock_name = {} AND "
+      "token_fp = {}",
+      lock, fp);
+    break;
+  case Kind::newest:
+    sql = fmt::format(
+      "INSERT INTO dlock_policy (lock_name, token_fp, session_id, holder, hold_until, released, "
+      "delay_ms, ended_at, replace_by, newest_waiter, newest, newest_until) VALUES ({}, '', 0, "
+      "'', 0, 0, 0, 0, '', {}, {}, {} + {}) ON DUPLICATE KEY UPDATE newest_waiter = "
+      "VALUES(newest_waiter), newest = VALUES(newest), newest_until = VALUES(newest_until)",
+      lock, sql_bytes(write.waiter), sql_bytes(write.holder), now_ms_sql, write.lifetime_ms);
     break;
   case Kind::replace:
     sql = fmt::format("UPDATE dlock_policy SET replace_by = {} WHERE lock_name = {} AND "
@@ -558,6 +581,9 @@ void MysqlStore::write_policy(const std::string& name, bool control_session,
     break;
   }
   std::string count;
+  if (!then_sql.empty()) {
+    count = then_sql;
+  }
   if (write.kind == Kind::replace) { // whether the request is there (it may have been already)
     count = fmt::format("SELECT COUNT(*) FROM dlock_policy WHERE lock_name = {} AND token_fp = {} "
                         "AND session_id = {} AND replace_by = {}",

@@ -71,7 +71,10 @@ std::string create_policy_table_sql(const std::string& home)
            "token_fp pg_catalog.text NOT NULL, session_id pg_catalog.int8 NOT NULL, "
            "holder pg_catalog.text NOT NULL, hold_until pg_catalog.int8 NOT NULL, "
            "released pg_catalog.bool NOT NULL, delay_ms pg_catalog.int8 NOT NULL, "
-           "ended_at pg_catalog.int8 NOT NULL, replace_by pg_catalog.text NOT NULL)";
+           "ended_at pg_catalog.int8 NOT NULL, replace_by pg_catalog.text NOT NULL, "
+           "newest_waiter pg_catalog.text NOT NULL DEFAULT '', "
+           "newest pg_catalog.text NOT NULL DEFAULT '', "
+           "newest_until pg_catalog.int8 NOT NULL DEFAULT 0)";
 }
 
 } // namespace dlock::postgres

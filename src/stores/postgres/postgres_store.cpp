@@ -520,11 +520,12 @@ void PostgresStore::select_policy(const std::string& name, bool control_session,
   };
   std::size_t record = lock::max_holder_record_bytes + 1;
   std::string sql = fmt::format(
-    "SELECT {}, p.lock_key IS NOT NULL, {}, {}, {}, {}, {}, {}, {}, {} FROM (SELECT 1) one "
-    "LEFT JOIN {} p ON p.lock_key = $1",
+    "SELECT {}, p.lock_key IS NOT NULL, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {} FROM "
+    "(SELECT 1) one LEFT JOIN {} p ON p.lock_key = $1",
     now_ms_sql(), cut("token_fp", 65), cut("session_id", 21), cut("holder", record),
     cut("hold_until", 21), cut("released", 6), cut("delay_ms", 21), cut("ended_at", 21),
-    cut("replace_by", record), m_policy->table);
+    cut("replace_by", record), cut("newest_waiter", 65), cut("newest", record),
+    cut("newest_until", 21), m_policy->table);
   AdvisoryKey key = AdvisoryKey::of(m_prefix + name);
   policy_session(name, control_session)
     .query(
@@ -557,7 +558,10 @@ void PostgresStore::select_policy(const std::string& name, bool control_session,
                                .released = a.rows.text(0, 6),
                                .delay_ms = a.rows.text(0, 7),
                                .ended_at = a.rows.text(0, 8),
-                               .replace_by = a.rows.text(0, 9)};
+                               .replace_by = a.rows.text(0, 9),
+                               .newest_waiter = a.rows.text(0, 10),
+                               .newest = a.rows.text(0, 11),
+                               .newest_until = a.rows.text(0, 12)};
           read.row = sql::parse_policy_row(text);
         }
         then(std::move(read));
@@ -617,8 +621,27 @@ void PostgresStore::write_policy(const std::string& name, bool control_session,
     params.push_back(write.token_fp);
     break;
   case Kind::drop:
-    sql = "DELETE FROM " + table + " WHERE lock_key = $1 AND token_fp = $2";
+    // the newest --supersede waiter's record stays while it lasts
+    sql = "WITH gone AS (DELETE FROM " + table
+          + " WHERE lock_key = $1 AND token_fp = $2 AND (newest_waiter = '' OR newest_until < "
+          + now_ms_sql() + ") RETURNING 1) UPDATE " + table
+          + " SET token_fp = '', session_id = 0, holder = '', hold_until = 0, released = false, "
+            "delay_ms = 0, ended_at = 0, replace_by = '' WHERE lock_key = $1 AND token_fp = $2 "
+            "AND NOT (newest_waiter = '' OR newest_until < "
+          + now_ms_sql() + ")";
     params.push_back(write.token_fp);
+    break;
+  case Kind::newest:
+    sql = "INSERT INTO " + table
+          + " AS p (lock_key, name, token_fp, session_id, holder, hold_until, released, "
+            "delay_ms, ended_at, replace_by, newest_waiter, newest, newest_until) VALUES ($1, $2, "
+            "'', 0, '', 0, false, 0, 0, '', $3, $4, "
+          + now_ms_sql()
+          + " + $5::pg_catalog.int8) ON CONFLICT (lock_key) DO UPDATE SET newest_waiter = "
+            "EXCLUDED.newest_waiter, newest = EXCLUDED.newest, newest_until = "
+            "EXCLUDED.newest_until";
+    params.insert(params.end(),
+                  {m_prefix + name, write.waiter, write.holder, std::to_string(write.lifetime_ms)});
     break;
   case Kind::replace:
     sql = "UPDATE " + table

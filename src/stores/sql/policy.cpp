@@ -96,6 +96,11 @@ PolicyRow parse_policy_row(const PolicyText& text)
   row.delay_ms = number_or_zero(text.delay_ms);
   row.ended_at = number_or_zero(text.ended_at);
   row.replace_by = decode_holder(text.replace_by);
+  if (text.newest_waiter.size() <= 64) {
+    row.newest_waiter = text.newest_waiter;
+  }
+  row.newest = decode_holder(text.newest);
+  row.newest_until = number_or_zero(text.newest_until);
   return row;
 }
 
@@ -139,6 +144,15 @@ Idle idle_state(const PolicyRow& row, std::int64_t now)
     }
   }
   return idle;
+}
+
+std::optional<lock::HolderInfo> superseded(const PolicyRow& row, const std::string& waiter_id,
+                                           std::int64_t now)
+{
+  if (row.newest_waiter.empty() || row.newest_waiter == waiter_id || row.newest_until <= now) {
+    return std::nullopt;
+  }
+  return row.newest.value_or(lock::HolderInfo{});
 }
 
 } // namespace dlock::sql

@@ -23,12 +23,16 @@ struct PolicyRow {
   std::int64_t delay_ms = 0;              // --lock-delay armed by the holder (0: none)
   std::int64_t ended_at = 0;              // when a later dlock found the session gone (0: not yet)
   std::optional<lock::HolderInfo> replace_by; // a --replace acquirer asked the holder to go
+  std::string newest_waiter;                  // the newest --supersede waiter's id
+  std::optional<lock::HolderInfo> newest;     // who it is
+  std::int64_t newest_until = 0;              // its registration ends then
 };
 
 // One row as a database gives it back (the text of each column, capped by the query); the
 // numbers and records another tenant wrote wrong read as none, never as an error.
 struct PolicyText {
   std::string token_fp, session, holder, hold_until, released, delay_ms, ended_at, replace_by;
+  std::string newest_waiter, newest, newest_until;
 };
 PolicyRow parse_policy_row(const PolicyText& text);
 
@@ -55,5 +59,9 @@ struct Idle {
   util::Millis delay_for{0}; // lock-delay left
 };
 Idle idle_state(const PolicyRow& row, std::int64_t now);
+
+// The newer --supersede waiter than waiter_id that the record names at now, if any.
+std::optional<lock::HolderInfo> superseded(const PolicyRow& row, const std::string& waiter_id,
+                                           std::int64_t now);
 
 } // namespace dlock::sql

@@ -199,7 +199,22 @@ void SqlStore::check_policy(const std::string& name, const lock::AcquireRequest&
       result.holder = read.row->holder.value_or(lock::HolderInfo{});
       Millis cap = request.ticket.max_block > Millis(0) ? request.ticket.max_block : longest_block;
       result.block = std::min({cap, longest_block, closed.left});
+      if (request.policy.supersede) {
+        result.block = std::min(result.block, supersede_block);
+      }
       n.closed_until = util::monotonic_now() + closed.left;
+      answer_waiter(name, request, read.row, read.now, std::move(outcome));
+      return;
+    }
+    std::optional<lock::HolderInfo> newer;
+    if (read.row && request.policy.supersede && request.ticket.registered) {
+      newer = superseded(*read.row, request.ticket.waiter_id, read.now);
+    }
+    if (newer) { // granted through a wait, but a newer --supersede waiter came meanwhile
+      n.held = false;
+      let_go(name);
+      Outcome outcome = Outcome::of(Op::acquire);
+      outcome.acquire.superseded_by = newer;
       answer(std::move(outcome));
       return;
     }
@@ -267,50 +282,88 @@ void SqlStore::holders_found(const std::string& name, const lock::AcquireRequest
   if (request.policy.supersede) {
     result.block = std::min(result.block, supersede_block);
   }
-  if (m_no_policy || first == nullptr || first_session == 0) {
-    if (m_no_policy && needs_policy(request)) {
+  if (m_no_policy) {
+    if (needs_policy(request)) {
       answer(Op::acquire, policy_refused(request));
       return;
     }
     answer(std::move(outcome));
     return;
   }
-  read_policy(
-    name, false, false, [this, name, request, outcome, first_session](PolicyRead read) mutable {
-      if (read.unavailable && needs_policy(request)) {
-        answer(Op::acquire,
-               Error(read.unavailable->code(),
-                     "{} on {} needs the table dlock_policy, which dlock cannot use: {}",
-                     policy_named(request), m_server, read.unavailable->what()));
-        return;
-      }
-      if (read.error || !read.row || read.row->session != first_session || !read.row->holder
-          || read.row->token_fp.empty()) {
-        answer(std::move(outcome)); // not a holder that dlock recorded
-        return;
-      }
-      lock::HolderInfo& holder = outcome.acquire.holder;
-      std::int64_t fence = holder.fence;
-      holder = *read.row->holder;
-      holder.fence = fence;
-      if (!request.policy.replace) {
-        answer(std::move(outcome));
-        return;
-      }
-      PolicyWrite ask{.kind = PolicyWrite::Kind::replace,
-                      .token_fp = read.row->token_fp,
-                      .holder = encode_holder(request.holder),
-                      .session = first_session};
-      write_policy(name, false, ask,
-                   [this, outcome](const std::optional<Error>& error, std::int64_t rows) mutable {
-                     if (error) {
-                       answer(Op::acquire, *error);
-                       return;
-                     }
-                     outcome.acquire.replace_asked = rows > 0;
-                     answer(std::move(outcome));
-                   });
-    });
+  read_policy(name, false, needs_policy(request),
+              [this, name, request, outcome, first_session](PolicyRead read) mutable {
+                if (read.unavailable && needs_policy(request)) {
+                  answer(Op::acquire,
+                         Error(read.unavailable->code(),
+                               "{} on {} needs the table dlock_policy, which dlock cannot use: {}",
+                               policy_named(request), m_server, read.unavailable->what()));
+                  return;
+                }
+                if (read.error || !read.row || first_session == 0
+                    || read.row->session != first_session || !read.row->holder
+                    || read.row->token_fp.empty()) {
+                  // not a holder that dlock recorded
+                  answer_waiter(name, request, read.error ? std::nullopt : read.row, read.now,
+                                std::move(outcome));
+                  return;
+                }
+                lock::HolderInfo& holder = outcome.acquire.holder;
+                std::int64_t fence = holder.fence;
+                holder = *read.row->holder;
+                holder.fence = fence;
+                if (!request.policy.replace) {
+                  answer_waiter(name, request, read.row, read.now, std::move(outcome));
+                  return;
+                }
+                PolicyWrite ask{.kind = PolicyWrite::Kind::replace,
+                                .token_fp = read.row->token_fp,
+                                .holder = encode_holder(request.holder),
+                                .session = first_session};
+                write_policy(name, false, ask,
+                             [this, name, request, read, outcome](const std::optional<Error>& error,
+                                                                  std::int64_t rows) mutable {
+                               if (error) {
+                                 answer(Op::acquire, *error);
+                                 return;
+                               }
+                               outcome.acquire.replace_asked = rows > 0;
+                               answer_waiter(name, request, read.row, read.now, std::move(outcome));
+                             });
+              });
+}
+
+void SqlStore::answer_waiter(const std::string& name, const lock::AcquireRequest& request,
+                             const std::optional<PolicyRow>& row, std::int64_t now, Outcome outcome)
+{
+  lock::WaitMode mode = request.ticket.mode;
+  if (!request.policy.supersede || (mode != lock::WaitMode::wait && mode != lock::WaitMode::fair)) {
+    answer(std::move(outcome));
+    return;
+  }
+  if (request.ticket.registered && row) {
+    outcome.acquire.superseded_by = superseded(*row, request.ticket.waiter_id, now);
+    if (outcome.acquire.superseded_by) {
+      answer(std::move(outcome)); // nothing of it is left: its wait is in the server
+      return;
+    }
+  }
+  // Its first registration announces it the newest (an older one sees it within
+  // supersede_block); the newest's later attempts keep its record alive.
+  if (request.ticket.registered && (!row || row->newest_waiter != request.ticket.waiter_id)) {
+    answer(std::move(outcome)); // an older record of its own that expired, or none readable
+    return;
+  }
+  PolicyWrite newest{.kind = PolicyWrite::Kind::newest,
+                     .holder = encode_holder(request.holder),
+                     .waiter = request.ticket.waiter_id,
+                     .lifetime_ms = 2 * longest_block.count()};
+  write_policy(name, false, newest,
+               [this, outcome](const std::optional<Error>& error, std::int64_t) mutable {
+                 if (error) {
+                   outcome = Outcome::of(Op::acquire, error);
+                 }
+                 answer(std::move(outcome));
+               });
 }
 
 void SqlStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket&,

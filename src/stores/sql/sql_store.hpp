@@ -70,6 +70,7 @@ protected:
       drop,    // token_fp's record goes (clean release)
       force,   // release --force: no min-hold; an armed delay counts from now
       replace, // asks the holder whose session is session to go (holder: the replacer)
+      newest,  // waiter (holder: who) is the newest --supersede waiter, for lifetime_ms more
     };
     Kind kind = Kind::claim;
     std::string token_fp{};
@@ -78,6 +79,8 @@ protected:
     std::int64_t delay_ms = 0;
     std::int64_t session = 0;
     std::int64_t ended_at = 0; // force: when the holder ended (0: now)
+    std::string waiter{};      // newest
+    std::int64_t lifetime_ms = 0;
   };
   // How many rows it touched, or the error.
   using WriteThen = std::function<void(const std::optional<Error>&, std::int64_t)>;
@@ -190,6 +193,10 @@ private:
   // With the session lock just taken: reads the side record; gives the lock back and answers
   // if a min-hold or lock-delay closes it, else records this holder and takes the fence.
   void check_policy(const std::string& name, const lock::AcquireRequest& request);
+  // Answers an attempt that was not granted (outcome), after a --supersede waiter announced
+  // itself (its first registration) or learned that a newer one did (row: the side record).
+  void answer_waiter(const std::string& name, const lock::AcquireRequest& request,
+                     const std::optional<PolicyRow>& row, std::int64_t now, lock::Outcome outcome);
   // Gives the lock back and answers the acquisition with error.
   void refuse(const std::string& name, const Error& error);
   // The error for a policy the side record is needed for when it cannot be used.
