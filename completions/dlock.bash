@@ -11,7 +11,8 @@ _dlock_takes_value()
             --prefix | --connect-timeout | -k | --key | -t | --ttl | -w | --wait | --timeout | \
             -E | --conflict-exit-code | -c | --command | --on-lost | --kill-after | --max-hold | \
             --limit | --wait-replicas | --wait-replicas-timeout | --token | --while-pid | \
-            --parties | --count | --expire | --config | --metrics-dir)
+            --parties | --count | --expire | --config | --metrics-dir | --min-hold | --lock-delay | \
+            --note)
             return 0
             ;;
     esac
@@ -128,7 +129,8 @@ _dlock()
             ;;
         --prefix | --connect-timeout | -k | --key | -t | --ttl | -w | --wait | --timeout | \
             -E | --conflict-exit-code | --kill-after | --max-hold | --limit | --wait-replicas | \
-            --wait-replicas-timeout | --token | --while-pid | --parties | --count | --expire)
+            --wait-replicas-timeout | --token | --while-pid | --parties | --count | --expire | \
+            --min-hold | --lock-delay | --note)
             return 0 # free text: nothing to offer
             ;;
     esac
@@ -148,7 +150,8 @@ _dlock()
             opts='-h --help -k --key -t --ttl -w --wait --timeout -n --no-wait -x --exclusive
                 -s --shared --limit --fair -E --conflict-exit-code --wait-replicas
                 --wait-replicas-timeout -c --command --on-lost --kill-after --max-hold
-                --export-password --record-command --metrics-dir'
+                --export-password --record-command --metrics-dir --min-hold --lock-delay
+                --replace --supersede --note'
             ;;
         status | list)
             opts='-h --help --json'
@@ -156,7 +159,8 @@ _dlock()
         acquire)
             opts='-h --help -k --key -t --ttl -w --wait --timeout -n --no-wait -x --exclusive
                 -s --shared --limit --fair -E --conflict-exit-code --wait-replicas
-                --wait-replicas-timeout --json --keep --while-pid --max-hold --on-lost'
+                --wait-replicas-timeout --json --keep --while-pid --max-hold --on-lost
+                --min-hold --lock-delay --replace --supersede --note'
             ;;
         renew)
             opts='-h --help -k --key --token -t --ttl --wait-replicas --wait-replicas-timeout'

@@ -81,6 +81,11 @@ complete -c dlock -n '__fish_dlock_using wait barrier latch' -s E -l conflict-ex
 complete -c dlock -n '__fish_dlock_using run acquire renew' -l wait-replicas -x -d 'Count the lock only once N replicas have it (Redis WAIT)'
 complete -c dlock -n '__fish_dlock_using run acquire renew' -l wait-replicas-timeout -x -d 'How long to wait for the replicas (default ttl/10)'
 complete -c dlock -n '__fish_dlock_using status list acquire latch' -l json -d 'One JSON document'
+complete -c dlock -n '__fish_dlock_using run acquire' -l min-hold -x -d 'Keep the lock taken at least D from acquisition (once per period)'
+complete -c dlock -n '__fish_dlock_using run acquire' -l lock-delay -x -d 'If this lease ends without a release, keep the lock closed D more'
+complete -c dlock -n '__fish_dlock_using run acquire' -l replace -d 'Take over: ask the holder to stop and release'
+complete -c dlock -n '__fish_dlock_using run acquire' -l supersede -d 'Newest waiter wins: older --supersede waiters give up'
+complete -c dlock -n '__fish_dlock_using run acquire' -l note -x -d 'Why it is held (shown by status, list and conflicts)'
 
 # run
 complete -c dlock -n '__fish_dlock_using run' -s c -l command -x -a '(__fish_complete_command)' -d 'Run STRING with /bin/sh -c'

@@ -211,15 +211,20 @@ commands::LockRequestOptions resolve_lock_request(const Arguments& args, bool tt
   }
   request.policy.supersede = args.supersede;
   if (request.kind != lock::LockKind::exclusive()) {
-    for (auto [given, name] : {std::pair{args.min_hold.has_value(), "--min-hold"},
-                               std::pair{args.lock_delay.has_value(), "--lock-delay"},
-                               std::pair{args.replace, "--replace"},
-                               std::pair{args.supersede, "--supersede"}}) {
+    for (auto [given, name] :
+         {std::pair{args.min_hold.has_value(), "--min-hold"},
+          std::pair{args.lock_delay.has_value(), "--lock-delay"},
+          std::pair{args.replace, "--replace"}, std::pair{args.supersede, "--supersede"}}) {
       if (given) {
         throw Error(ExitCode::usage, "{} is a policy of an exclusive lock: not with {}", name,
                     args.shared ? "--shared" : "--limit");
       }
     }
+  }
+  if (args.min_hold && request.keys.size() > 1) {
+    // Several keys are taken one by one, and one taken while another is busy is given back
+    // by its token: a --min-hold would keep it closed.
+    throw Error(ExitCode::usage, "--min-hold takes one --key");
   }
   if (args.note) {
     request.note = resolve_note(*args.note);

@@ -74,7 +74,9 @@ int acquire(Context& context, const AcquireOptions& options)
   if (!outcome.acquired) {
     util::syslog_event(util::EventLevel::notice, "skipped",
                        {{"key", shown},
-                        {"reason", options.no_wait ? "no_wait" : "wait_ran_out"},
+                        {"reason", outcome.superseded ? "superseded"
+                                   : options.no_wait  ? "no_wait"
+                                                      : "wait_ran_out"},
                         {"held_by", outcome.held_by},
                         {"by", "acquire"}});
     return options.conflict_exit_code;

@@ -95,8 +95,11 @@ private:
     }
     switch (keeper.watchdog().stop_reason()) {
     case lock::StopReason::lost:
-      lose("the lock is no longer held by this token (it expired or was taken over, e.g. "
-           "release --force)");
+      // Replaced (--replace): not released, since the script may still be at work; the
+      // replacer has it when the lease ends.
+      lose(keeper.replaced() ? keeper.loss_cause()
+                             : "the lock is no longer held by this token (it expired or was "
+                               "taken over, e.g. release --force)");
     case lock::StopReason::max_hold:
       finish("--max-hold ran out");
     case lock::StopReason::unconfirmed:

@@ -17,8 +17,8 @@ using util::Millis;
 
 std::string human_table(const std::vector<lock::LockStatus>& statuses)
 {
-  std::vector<std::array<std::string, 8>> rows;
-  rows.push_back({"KEY", "HOLDER", "PID", "HELD", "TTL", "FENCE", "WAITERS", "COMMAND"});
+  std::vector<std::array<std::string, 9>> rows;
+  rows.push_back({"KEY", "HOLDER", "PID", "HELD", "TTL", "FENCE", "WAITERS", "COMMAND", "NOTE"});
   for (const auto& status : statuses) {
     std::string holder = holder_name(status.holder);
     if (status.slots.size() > 1) {
@@ -28,9 +28,11 @@ std::string human_table(const std::vector<lock::LockStatus>& statuses)
                     format_duration(Millis(status.held_ms())),
                     status.ttl_ms >= 0 ? format_duration(Millis(status.ttl_ms)) : "-",
                     std::to_string(status.holder.fence), std::to_string(status.waiters),
-                    util::printable(status.holder.command)});
+                    status.command_ended ? util::printable(status.holder.command) + " (ended)"
+                                         : util::printable(status.holder.command),
+                    util::printable(status.holder.note)});
   }
-  std::array<std::size_t, 8> widths{};
+  std::array<std::size_t, 9> widths{};
   for (const auto& row : rows) {
     for (std::size_t i = 0; i < row.size(); ++i) {
       widths[i] = std::max(widths[i], row[i].size());
@@ -42,6 +44,7 @@ std::string human_table(const std::vector<lock::LockStatus>& statuses)
     for (std::size_t i = 0; i < row.size(); ++i) {
       line += i + 1 < row.size() ? fmt::format("{:<{}}  ", row[i], widths[i]) : row[i];
     }
+    line.erase(line.find_last_not_of(' ') + 1); // no note: no blanks at the end
     out += line + "\n";
   }
   return out;

@@ -60,9 +60,13 @@ int release(Context& context, const ReleaseOptions& options)
   try {
     for (const lock::LockName& name : options.keys) {
       context.store.start_release(name, options.token);
-      if (!lock::await_outcome(context.store, lock::Outcome::Op::release,
-                               util::deadline_after(context.request_timeout))
-             .held) {
+      lock::Outcome released = lock::await_outcome(context.store, lock::Outcome::Op::release,
+                                                   util::deadline_after(context.request_timeout));
+      if (released.kept_for > util::Millis(0)) {
+        util::log_verbose("lock '{}' stays taken for {} more (--min-hold)", name.str(),
+                          util::format_duration(released.kept_for));
+      }
+      if (!released.held) {
         util::log_error("lock '{}' is not held by this token (it expired or was taken over)",
                         name.str());
         util::syslog_event(

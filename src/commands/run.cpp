@@ -165,7 +165,9 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
                   process::stops_calling_script(outcome.signal) ? outcome.signal : 0, false};
   }
   if (!outcome.acquired) {
-    report.skipped(outcome.held_by, !options.no_wait);
+    report.skipped(outcome.held_by, outcome.superseded ? "superseded"
+                                    : options.no_wait  ? "no_wait"
+                                                       : "wait_ran_out");
     return RunEnd{options.conflict_exit_code};
   }
   if (outcome.fence != 0) {
@@ -174,9 +176,8 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
     util::log_verbose("acquired lock '{}'", shown); // the store said once why it has none
   }
   // who, without the command line: its arguments may hold what a log must not
-  report.acquired(fmt::format("{}@{} pid {}", me.user, me.host, me.pid),
-                  outcome.fences.empty() ? std::vector<std::int64_t>{outcome.fence}
-                                         : outcome.fences);
+  report.acquired(me, outcome.fences.empty() ? std::vector<std::int64_t>{outcome.fence}
+                                             : outcome.fences);
   HeldLock held(context, names, token, options.ttl);
 
   lock::WatchdogPolicy policy;
@@ -230,7 +231,7 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
   report.released(released, end.status);
   lock::RunVerdict verdict = supervisor.watchdog().verdict(released);
   std::string notice =
-    verdict.notice ? lock::describe(*verdict.notice, shown, context.store.traits().loss_cause) : "";
+    verdict.notice ? lock::describe(*verdict.notice, shown, supervisor.loss_cause()) : "";
   if (verdict.notice) {
     util::log_error("{}", notice);
   }

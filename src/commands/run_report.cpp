@@ -47,26 +47,29 @@ std::string RunReport::fence_text() const
   return none ? "none" : text;
 }
 
-void RunReport::acquired(const std::string& holder, const std::vector<std::int64_t>& fences)
+void RunReport::acquired(const lock::HolderInfo& holder, const std::vector<std::int64_t>& fences)
 {
   m_acquired_at = util::monotonic_now();
   m_fences = fences;
   m_outcome = "ran";
-  util::syslog_event(EventLevel::info, "acquired",
-                     {{"key", key_text()},
-                      {"kind", m_kind.code()},
-                      {"holder", holder},
-                      {"fencing_token", fence_text()},
-                      {"ttl_ms", std::to_string(m_ttl.count())},
-                      {"waited_ms", ms_between(m_started, *m_acquired_at)}});
+  std::vector<EventField> fields{{"key", key_text()},
+                                 {"kind", m_kind.code()},
+                                 {"holder", holder.identity()},
+                                 {"fencing_token", fence_text()},
+                                 {"ttl_ms", std::to_string(m_ttl.count())},
+                                 {"waited_ms", ms_between(m_started, *m_acquired_at)}};
+  if (!holder.note.empty()) {
+    fields.push_back({"note", holder.note});
+  }
+  util::syslog_event(EventLevel::info, "acquired", fields);
 }
 
-void RunReport::skipped(const std::string& held_by, bool waited_out)
+void RunReport::skipped(const std::string& held_by, std::string_view reason)
 {
   m_outcome = "skipped";
   util::syslog_event(EventLevel::notice, "skipped",
                      {{"key", key_text()},
-                      {"reason", waited_out ? "wait_ran_out" : "no_wait"},
+                      {"reason", std::string(reason)},
                       {"held_by", held_by},
                       {"waited_ms", ms_between(m_started, util::monotonic_now())}});
 }

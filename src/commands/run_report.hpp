@@ -1,5 +1,6 @@
 #pragma once
 
+#include "lock/holder.hpp"
 #include "lock/kind.hpp"
 #include "lock/name.hpp"
 #include "util/clock.hpp"
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 // What one `dlock run` did, told as it happens to syslog (--syslog: one structured line per
@@ -26,9 +28,9 @@ public:
 
   // The lock was taken by holder ("user@host pid N"), after waiting since the report began;
   // fences in key order.
-  void acquired(const std::string& holder, const std::vector<std::int64_t>& fences);
+  void acquired(const lock::HolderInfo& holder, const std::vector<std::int64_t>& fences);
   // The lock was not obtained (-n, or --wait ran out), held_by whom (as status says it).
-  void skipped(const std::string& held_by, bool waited_out);
+  void skipped(const std::string& held_by, std::string_view reason);
   // A signal ended the wait.
   void interrupted(int signal);
   // The lease was lost (or could not be confirmed) while the command ran, and why.

@@ -69,6 +69,19 @@ std::string human_slots(const lock::LockStatus& status)
 std::string human_status(const lock::LockStatus& status)
 {
   std::string out = fmt::format("{:<15}{}\n", "lock:", util::printable(status.name));
+  if (!status.held && status.delay_ms > 0) {
+    // --lock-delay: nobody holds it, but it cannot be taken yet
+    out += fmt::format("{:<15}free after {} (lock-delay), in {}\n",
+                       "state:", util::format_rfc3339(status.server_time_ms + status.delay_ms),
+                       format_duration(Millis(status.delay_ms)));
+    if (!status.holder.host.empty()) {
+      out += fmt::format("{:<15}{} pid {}, ended without a release\n",
+                         "last holder:", holder_name(status.holder), status.holder.pid);
+    }
+    out += fmt::format("{:<15}{}\n", "last fencing:", last_fence(status));
+    out += fmt::format("{:<15}{}\n", "waiters:", status.waiters);
+    return out + human_nodes(status);
+  }
   if (!status.held) {
     out += fmt::format("{:<15}free\n", "state:");
     out += fmt::format("{:<15}{}\n", "last fencing:", last_fence(status));
@@ -79,9 +92,17 @@ std::string human_status(const lock::LockStatus& status)
     return out + human_slots(status);
   }
   const lock::HolderInfo& holder = status.holder;
-  out += fmt::format("{:<15}held\n", "state:");
+  if (status.command_ended) {
+    out += fmt::format("{:<15}held until {} (--min-hold), command ended\n",
+                       "state:", util::format_rfc3339(status.server_time_ms + status.ttl_ms));
+  } else {
+    out += fmt::format("{:<15}held\n", "state:");
+  }
   out += fmt::format("{:<15}{} pid {}\n", "holder:", holder_name(holder), holder.pid);
   out += fmt::format("{:<15}{}\n", "command:", util::printable(holder.command));
+  if (!holder.note.empty()) {
+    out += fmt::format("{:<15}{}\n", "note:", util::printable(holder.note));
+  }
   if (holder.acquired_ms > 0) {
     out +=
       fmt::format("{:<15}{} (held {})\n", "acquired at:", util::format_rfc3339(holder.acquired_ms),

@@ -9,8 +9,8 @@ namespace dlock::commands {
 
 Supervisor::Supervisor(lock::Store& store, hold::KeptLock lock, lock::Watchdog watchdog,
                        process::ProcessGroup& child, process::SignalFd& signals, hold::Clock& clock)
-  : m_store(store), m_shown(lock::join_names(lock.names)),
-    m_keeper(clock, store, std::move(lock), watchdog, *this), m_child(child), m_signals(signals)
+  : m_shown(lock::join_names(lock.names)), m_keeper(clock, store, std::move(lock), watchdog, *this),
+    m_child(child), m_signals(signals)
 {
 }
 
@@ -67,7 +67,7 @@ void Supervisor::act(const lock::Actions& actions)
     if (!notice) {
       continue;
     }
-    std::string text = lock::describe(*notice, m_shown, m_store.traits().loss_cause);
+    std::string text = lock::describe(*notice, m_shown, m_keeper.loss_cause());
     switch (lock::level(notice->kind)) {
     case lock::NoticeLevel::error:
       util::log_error("{}", text);

@@ -37,6 +37,8 @@ public:
   CommandEnd wait_for_exit();
 
   const lock::Watchdog& watchdog() const noexcept { return m_keeper.watchdog(); }
+  // How the lock was lost (replaced by whom, or the store's way), for messages.
+  std::string loss_cause() const { return m_keeper.loss_cause(); }
   // The first error told while the command ran (why the lease was lost), or "".
   const std::string& first_error() const noexcept { return m_first_error; }
 
@@ -48,7 +50,6 @@ private:
   std::optional<CommandEnd> on_event(const process::CommandEvent& event);
   void pause_while_stopped(int sig);
 
-  lock::Store& m_store;
   std::string m_shown; // the names, for messages
   hold::LeaseKeeper m_keeper;
   process::ProcessGroup& m_child;

@@ -1,5 +1,7 @@
 #include "hold/acquisition.hpp"
 
+#include "util/log.hpp"
+
 #include <algorithm>
 
 namespace dlock::hold {
@@ -129,10 +131,13 @@ bool release_all(lock::Store& store, const std::vector<lock::LockName>& names,
   for (const lock::LockName& name : names) {
     try {
       store.start_release(name, token);
-      all_held = lock::await_outcome(store, lock::Outcome::Op::release,
-                                     util::deadline_after(request_timeout))
-                   .held
-                 && all_held;
+      lock::Outcome released = lock::await_outcome(store, lock::Outcome::Op::release,
+                                                   util::deadline_after(request_timeout));
+      all_held = released.held && all_held;
+      if (released.kept_for > Millis(0)) {
+        util::log_verbose("lock '{}' stays taken for {} more (--min-hold)", name.str(),
+                          util::format_duration(released.kept_for));
+      }
     } catch (const Error& error) {
       failed = failed.value_or(error);
     }

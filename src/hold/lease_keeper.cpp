@@ -49,6 +49,9 @@ public:
       m_failed = true;
     } else if (!outcome.held) {
       m_refused = true;
+      if (outcome.replaced_by && !m_replaced_by) {
+        m_replaced_by = outcome.replaced_by;
+      }
     } else if (outcome.replicas_acknowledged) {
       m_replicas = std::min(m_replicas.value_or(*outcome.replicas_acknowledged),
                             *outcome.replicas_acknowledged);
@@ -64,6 +67,8 @@ public:
   std::optional<int> replicas() const noexcept { return m_replicas; }
   // With a failed verdict: the first error seen.
   const std::string& error() const noexcept { return m_error; }
+  // With a refused verdict: who asked the holder to stand down (--replace), if one did.
+  const std::optional<lock::HolderInfo>& replaced_by() const noexcept { return m_replaced_by; }
 
 private:
   std::size_t m_owed = 0;
@@ -71,6 +76,7 @@ private:
   bool m_failed = false;
   std::optional<int> m_replicas;
   std::string m_error;
+  std::optional<lock::HolderInfo> m_replaced_by;
 };
 
 namespace {
@@ -110,6 +116,14 @@ LeaseKeeper::LeaseKeeper(Clock& clock, lock::Store& store, KeptLock lock, lock::
 }
 
 LeaseKeeper::~LeaseKeeper() = default;
+
+std::string LeaseKeeper::loss_cause() const
+{
+  if (m_replaced_by) {
+    return "replaced by " + m_replaced_by->describe() + " (--replace)";
+  }
+  return m_store.traits().loss_cause;
+}
 
 void LeaseKeeper::on_time() { carry_out(m_watchdog.on_time(m_clock.now())); }
 
@@ -162,6 +176,9 @@ void LeaseKeeper::on_renewal(const lock::Outcome& outcome)
   m_events.round_ended(*verdict, m_round->error());
   switch (*verdict) {
   case RenewalVerdict::refused:
+    if (m_round->replaced_by() && !m_replaced_by) {
+      m_replaced_by = m_round->replaced_by();
+    }
     carry_out(m_watchdog.renewal_refused(t));
     break;
   case RenewalVerdict::failed:

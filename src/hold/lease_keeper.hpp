@@ -97,6 +97,12 @@ public:
   // dlock was continued: ends the renewer and takes the lease back from it.
   void take_back();
 
+  // How the lock was lost, for the message that says so: replaced by whom (--replace), or how
+  // this store loses a lock (StoreTraits::loss_cause).
+  std::string loss_cause() const;
+  // Whether a --replace acquirer asked this holder to stand down.
+  bool replaced() const noexcept { return m_replaced_by.has_value(); }
+
   lock::Watchdog& watchdog() noexcept { return m_watchdog; }
   const lock::Watchdog& watchdog() const noexcept { return m_watchdog; }
   Clock& clock() noexcept { return m_clock; }
@@ -114,6 +120,7 @@ private:
   LeaseEvents& m_events;
   std::unique_ptr<Round> m_round;
   std::unique_ptr<Renewer> m_renewer;
+  std::optional<lock::HolderInfo> m_replaced_by; // a --replace acquirer asked this holder to go
 };
 
 } // namespace dlock::hold

@@ -41,14 +41,32 @@ std::string describe_holders(const lock::AcquireResult& result, bool with_lease,
   if (result.lease == lock::AcquireResult::Lease::writer_first) {
     return "no one (a waiting exclusive holder goes first)";
   }
-  std::string text = with_command ? result.holder.describe() : result.holder.identity();
+  std::string who = with_command ? result.holder.describe() : result.holder.identity();
+  if (!with_command && !result.holder.note.empty()) {
+    who += ", note: " + util::printable(result.holder.note); // the holder's own words
+  }
+  if (result.lease == lock::AcquireResult::Lease::lock_delay) {
+    return fmt::format("no one ({} ended without a release; --lock-delay keeps it closed{})",
+                       result.holder.host.empty() ? std::string("its last holder") : who,
+                       with_lease ? " for " + util::format_duration(result.holder_ttl) + " more"
+                                  : std::string());
+  }
+  std::string text = who;
   if (result.holders > 1) {
     text +=
       fmt::format(" and {} other holder{}", result.holders - 1, result.holders > 2 ? "s" : "");
   }
+  if (result.lease == lock::AcquireResult::Lease::min_hold) {
+    text += with_lease ? fmt::format(", command ended, kept by --min-hold for {} more",
+                                     util::format_duration(result.holder_ttl))
+                       : std::string(", command ended, kept by --min-hold");
+  }
   if (with_lease && result.lease == lock::AcquireResult::Lease::ends
       && result.holder_ttl > Millis(0)) {
     text += fmt::format(", lease ends in {}", util::format_duration(result.holder_ttl));
+  }
+  if (result.replace_asked) {
+    text += ", asked to stand down (--replace)";
   }
   return text;
 }
@@ -117,6 +135,9 @@ std::string who_holds(const lock::AcquireResult& result, bool with_lease)
 
 std::string who_holds_for_log(const lock::AcquireResult& result)
 {
+  if (result.superseded_by) {
+    return "superseded by a newer waiter, " + result.superseded_by->identity();
+  }
   return describe_holders(result, true, false);
 }
 
@@ -230,6 +251,7 @@ struct Reading {
   std::string shown;    // for the redrawn line
   std::string reported; // for the one-time line and the time-out's
   Millis block{0};      // how long the store says to block for a wake-up
+  bool give_up = false; // shut for good (a newer --supersede waiter): waiting is over
 
   static Reading open() { return Reading{true, {}, {}, Millis(0)}; }
   static Reading shut(std::string shown, std::string reported, Millis block)
@@ -301,6 +323,12 @@ public:
     }
     if (result.acquired) {
       return Reading::open();
+    }
+    if (result.superseded_by) {
+      Reading reading = Reading::shut(
+        {}, "superseded by a newer waiter, " + result.superseded_by->describe(), Millis(0));
+      reading.give_up = true;
+      return reading;
     }
     return Reading::shut("held by " + who_holds(result, false), "held by " + who_holds(result),
                          result.block);
@@ -479,7 +507,8 @@ Taken Waiter::finish_take()
   if (end.through) {
     return Taken{true, result.fence, m_sent_at, result.validity, 0, {result.fence}};
   }
-  return Taken{.held_by = who_holds_for_log(result)};
+  return Taken{.held_by = who_holds_for_log(result),
+               .superseded = result.superseded_by.has_value()};
 }
 
 Taken Waiter::take(const lock::LockName& name, const lock::AcquireRequest& request)
@@ -540,13 +569,15 @@ Waiter::End Waiter::wait()
       m_progress->clear();
       return End{true, 0, std::move(attempt.outcome)};
     }
-    if (m_policy.no_wait || m_clock.now() >= m_deadline) {
+    if (m_policy.no_wait || reading.give_up || m_clock.now() >= m_deadline) {
       m_progress->clear();
       if (m_ticket.mode != lock::WaitMode::once && withdraw()) {
         return End{true, 0, std::move(attempt.outcome)}; // a barrier that tripped meanwhile
       }
       if (m_policy.report_holder) {
-        if (m_policy.no_wait) {
+        if (reading.give_up) {
+          util::log_warning("gave up waiting for {}: {}", m_progress->subject(), reading.reported);
+        } else if (m_policy.no_wait) {
           util::log_warning("{} is {}", m_progress->subject(), reading.reported);
         } else {
           util::log_warning("gave up waiting for {} after {}: {}", m_progress->subject(),

@@ -50,7 +50,8 @@ struct Taken {
   std::optional<util::Millis> validity{};
   int signal = 0;                     // non-zero: interrupted by this signal while waiting
   std::vector<std::int64_t> fences{}; // several keys: each one's fencing token, in their order
-  std::string held_by{}; // not acquired: who held the lock at the last attempt (for logs)
+  std::string held_by{};   // not acquired: who held the lock at the last attempt (for logs)
+  bool superseded = false; // not acquired: a newer --supersede waiter came (held_by says who)
 };
 
 // How a wait at a gate (dlock wait, barrier, latch --wait) ended.

@@ -20,7 +20,8 @@ void LockStatus::add_json_fields(util::JsonObject& object) const
     holder_json.add("host", holder.host)
       .add("pid", holder.pid)
       .add("user", holder.user)
-      .add("command", holder.command);
+      .add("command", holder.command)
+      .add("note", holder.note);
     object.add("holder", holder_json);
     if (holder.acquired_ms > 0) {
       object.add("acquired_at", util::format_rfc3339(holder.acquired_ms));
@@ -31,6 +32,16 @@ void LockStatus::add_json_fields(util::JsonObject& object) const
   } else {
     object.add_null("holder").add_null("acquired_at").add_null("held_ms").add_null("ttl_ms");
     object.add_null("fencing_token");
+  }
+  // --min-hold: held only for it, its command ended; --lock-delay: free in delay_ms, and who
+  // ended without a release
+  object.add("command_ended", held && command_ended).add("delay_ms", held ? 0 : delay_ms);
+  if (!held && delay_ms > 0 && !holder.host.empty()) {
+    object.add("delayed_by", util::JsonObject()
+                               .add("host", holder.host)
+                               .add("pid", holder.pid)
+                               .add("user", holder.user)
+                               .add("note", holder.note));
   }
   if (last_fence) {
     object.add("last_fencing_token", *last_fence);
@@ -52,7 +63,8 @@ void LockStatus::add_json_fields(util::JsonObject& object) const
         .add("host", slot.host)
         .add("pid", slot.pid)
         .add("user", slot.user)
-        .add("command", slot.command);
+        .add("command", slot.command)
+        .add("note", slot.note);
       if (slot.acquired_ms > 0) {
         holders[i].add("acquired_at", util::format_rfc3339(slot.acquired_ms));
       } else {

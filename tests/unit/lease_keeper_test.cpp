@@ -17,6 +17,7 @@ using dlock::hold::RenewalVerdict;
 using dlock::lock::Actions;
 using dlock::lock::LockName;
 using dlock::lock::Notice;
+using dlock::lock::Outcome;
 using dlock::lock::StopReason;
 using dlock::lock::Watchdog;
 using dlock::lock::WatchdogPolicy;
@@ -130,6 +131,31 @@ TEST(LeaseKeeper, ARenewalRoundCoversEveryKeyAndOneRefusalLosesTheLock)
   EXPECT_TRUE(bench.events.told(Notice::Kind::lost));
   EXPECT_EQ(bench.events.terminated, 1);
   EXPECT_EQ(bench.since_start(bench.clock.now()), 20s) << "lost at the answer, not later";
+}
+
+TEST(LeaseKeeper, ARefusalThatNamesAReplacerLosesTheLockSayingWho)
+{
+  Bench bench;
+  bench.store.answer = [](int n) {
+    Outcome outcome = FakeStore::held(n == 1);
+    if (n == 2) {
+      outcome.replaced_by = dlock::lock::HolderInfo{};
+      outcome.replaced_by->user = "ci";
+      outcome.replaced_by->host = "runner";
+      outcome.replaced_by->pid = 9;
+      outcome.replaced_by->command = "deploy";
+      outcome.replaced_by->note = "build 43";
+    }
+    return outcome;
+  };
+  LeaseKeeper keeper = bench.keeper();
+  EXPECT_FALSE(keeper.replaced());
+  Bench::turn_until(keeper, bench.clock, bench.start + 60s);
+  EXPECT_EQ(keeper.watchdog().stop_reason(), StopReason::lost);
+  EXPECT_TRUE(keeper.replaced());
+  EXPECT_EQ(keeper.loss_cause(),
+            "replaced by ci@runner pid 9 (deploy), note: build 43 (--replace)");
+  EXPECT_EQ(bench.since_start(bench.clock.now()), 20s) << "stopped at the renewal that said so";
 }
 
 TEST(LeaseKeeper, FailedRenewalsAreRetriedSoonAndTheLeaseSurvives)

@@ -127,6 +127,73 @@ TEST(Waiter, GivesUpAtTheDeadlineAfterALastAttemptAndWithdraws)
   EXPECT_EQ(bench.clock.now(), bench.store.attempts[1]);
 }
 
+TEST(Waiter, ASupersededWaiterGivesUpAtOnceAndWithdraws)
+{
+  Bench bench;
+  bench.store.acquire_answer = [](int n) {
+    Outcome outcome = FakeStore::busy(60'000, 30s);
+    if (n == 2) {
+      outcome.acquire.superseded_by = dlock::lock::HolderInfo{};
+      outcome.acquire.superseded_by->user = "newer";
+      outcome.acquire.superseded_by->host = "ci";
+      outcome.acquire.superseded_by->pid = 7;
+    }
+    return outcome;
+  };
+  Taken taken = bench.take(bench.policy(60s));
+  EXPECT_FALSE(taken.acquired);
+  EXPECT_TRUE(taken.superseded);
+  EXPECT_NE(taken.held_by.find("superseded by a newer waiter, newer@ci pid 7"), std::string::npos)
+    << taken.held_by;
+  ASSERT_EQ(bench.store.attempts.size(), 2u) << "no attempt after the one that said so";
+  EXPECT_FALSE(bench.store.tickets[0].registered) << "the first attempt registers (announces)";
+  EXPECT_TRUE(bench.store.tickets[1].registered) << "later ones were registered before";
+  EXPECT_EQ(bench.store.withdrawals, 1);
+  EXPECT_EQ(bench.clock.now(), bench.start) << "long before --wait runs out";
+}
+
+TEST(Waiter, ALockDelayIsWaitedOutForTheTimeTheStoreSaysThenTaken)
+{
+  Bench bench;
+  bench.store.acquire_answer = [](int n) {
+    if (n > 1) {
+      return FakeStore::taken(9);
+    }
+    Outcome outcome = FakeStore::busy(4000, 4s);
+    outcome.acquire.lease = dlock::lock::AcquireResult::Lease::lock_delay;
+    return outcome;
+  };
+  bench.store.wake_answer = [](int) { return std::nullopt; }; // no release ends a delay
+  Taken taken = bench.take(bench.policy());
+  EXPECT_TRUE(taken.acquired);
+  ASSERT_EQ(bench.store.attempts.size(), 2u) << "one timed block, no polling";
+  EXPECT_EQ(bench.since_start(bench.store.attempts[1]), 6s) << "the delay plus a request's time";
+}
+
+TEST(Waiter, ConflictsSayWhatKeepsTheLockClosed)
+{
+  dlock::lock::AcquireResult result;
+  result.holder.user = "u";
+  result.holder.host = "h";
+  result.holder.pid = 3;
+  result.holder.command = "job";
+  result.holder.note = "nightly";
+  result.holder_ttl = 90s;
+  result.lease = dlock::lock::AcquireResult::Lease::min_hold;
+  EXPECT_EQ(dlock::hold::who_holds(result),
+            "u@h pid 3 (job), note: nightly, command ended, kept by --min-hold for 1m30s more");
+  EXPECT_EQ(dlock::hold::who_holds_for_log(result),
+            "u@h pid 3, note: nightly, command ended, kept by --min-hold for 1m30s more");
+  result.lease = dlock::lock::AcquireResult::Lease::lock_delay;
+  EXPECT_EQ(dlock::hold::who_holds(result),
+            "no one (u@h pid 3 (job), note: nightly ended without a release; --lock-delay keeps "
+            "it closed for 1m30s more)");
+  result.lease = dlock::lock::AcquireResult::Lease::ends;
+  result.replace_asked = true;
+  EXPECT_EQ(dlock::hold::who_holds(result),
+            "u@h pid 3 (job), note: nightly, lease ends in 1m30s, asked to stand down (--replace)");
+}
+
 TEST(Waiter, NoWaitTriesOnceAndRegistersNothing)
 {
   Bench bench;
