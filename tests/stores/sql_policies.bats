@@ -169,7 +169,7 @@ holding() {
   if [ "$STORE" = postgres ]; then
     tenant "INSERT INTO dlock_policy SELECT 1, 'x', repeat('y', 100000), -5, '', -1, true, -1, -1, '' ON CONFLICT DO NOTHING"
   else
-    tenant "INSERT IGNORE INTO dlock_policy VALUES ('x', REPEAT('y', 64), -5, '', -1, 1, -1, -1, '')"
+    tenant "INSERT IGNORE INTO dlock_policy (lock_name, token_fp, session_id, holder, hold_until, released, delay_ms, ended_at, replace_by) VALUES ('x', REPEAT('y', 64), -5, '', -1, 1, -1, -1, '')"
   fi
   run -0 timeout 10 "$DLOCK" run -n -k tenant -- true
 }

@@ -40,11 +40,42 @@ const char* create_fence_sql =
 const char* create_policy_sql =
   "CREATE TABLE IF NOT EXISTS dlock_policy ("
   "lock_name VARBINARY(64) NOT NULL PRIMARY KEY, " // GET_LOCK's name (names.hpp)
+  "name VARBINARY(3072) NOT NULL DEFAULT '', "     // prefix + lock name
   "token_fp VARBINARY(64) NOT NULL, session_id BIGINT NOT NULL, holder BLOB NOT NULL, "
   "hold_until BIGINT NOT NULL, released TINYINT NOT NULL, delay_ms BIGINT NOT NULL, "
   "ended_at BIGINT NOT NULL, replace_by BLOB NOT NULL, "
   "newest_waiter VARBINARY(64) NOT NULL DEFAULT '', newest VARBINARY(4096) NOT NULL DEFAULT '', "
   "newest_until BIGINT NOT NULL DEFAULT 0)";
+
+// The columns of dlock_policy (p) a side record is read from, each cut to what dlock writes.
+std::string policy_columns()
+{
+  auto cut = [](const char* column, std::size_t bytes) {
+    return fmt::format("LEFT(CAST(p.{} AS BINARY), {})", column, bytes);
+  };
+  std::size_t record = lock::max_holder_record_bytes + 1;
+  return fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", cut("token_fp", 65),
+                     cut("session_id", 21), cut("holder", record), cut("hold_until", 21),
+                     cut("released", 6), cut("delay_ms", 21), cut("ended_at", 21),
+                     cut("replace_by", record), cut("newest_waiter", 65), cut("newest", record),
+                     cut("newest_until", 21));
+}
+
+// The side record from policy_columns, from column first on.
+sql::PolicyRow policy_row(const Rows& rows, int row, int first)
+{
+  return sql::parse_policy_row(sql::PolicyText{.token_fp = rows.text(row, first),
+                                               .session = rows.text(row, first + 1),
+                                               .holder = rows.text(row, first + 2),
+                                               .hold_until = rows.text(row, first + 3),
+                                               .released = rows.text(row, first + 4),
+                                               .delay_ms = rows.text(row, first + 5),
+                                               .ended_at = rows.text(row, first + 6),
+                                               .replace_by = rows.text(row, first + 7),
+                                               .newest_waiter = rows.text(row, first + 8),
+                                               .newest = rows.text(row, first + 9),
+                                               .newest_until = rows.text(row, first + 10)});
+}
 
 // Errors that say dlock_fence cannot be used: no right to create or write it, a read-only
 // server, or no such table after all.
@@ -454,17 +485,10 @@ Session& MysqlStore::policy_session(const std::string& name, bool control_sessio
 void MysqlStore::read_policy(const std::string& name, bool control_session, bool create,
                              PolicyThen then)
 {
-  auto cut = [](const char* column, std::size_t bytes) {
-    return fmt::format("LEFT(CAST(p.{} AS BINARY), {})", column, bytes);
-  };
-  std::size_t record = lock::max_holder_record_bytes + 1;
-  std::string sql = fmt::format(
-    "SELECT {}, p.lock_name IS NOT NULL, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {} FROM "
-    "(SELECT 1) one LEFT JOIN dlock_policy p ON p.lock_name = {}",
-    now_ms_sql, cut("token_fp", 65), cut("session_id", 21), cut("holder", record),
-    cut("hold_until", 21), cut("released", 6), cut("delay_ms", 21), cut("ended_at", 21),
-    cut("replace_by", record), cut("newest_waiter", 65), cut("newest", record),
-    cut("newest_until", 21), sql_bytes(server_lock_name(m_prefix + name)));
+  std::string sql =
+    fmt::format("SELECT {}, p.lock_name IS NOT NULL, {} FROM (SELECT 1) one "
+                "LEFT JOIN dlock_policy p ON p.lock_name = {}",
+                now_ms_sql, policy_columns(), sql_bytes(server_lock_name(m_prefix + name)));
   policy_session(name, control_session)
     .query(
       sql,
@@ -499,18 +523,7 @@ void MysqlStore::read_policy(const std::string& name, bool control_session, bool
         PolicyRead read;
         read.now = a.rows.number(0, 0);
         if (a.rows.number(0, 1) == 1) {
-          sql::PolicyText text{.token_fp = a.rows.text(0, 2),
-                               .session = a.rows.text(0, 3),
-                               .holder = a.rows.text(0, 4),
-                               .hold_until = a.rows.text(0, 5),
-                               .released = a.rows.text(0, 6),
-                               .delay_ms = a.rows.text(0, 7),
-                               .ended_at = a.rows.text(0, 8),
-                               .replace_by = a.rows.text(0, 9),
-                               .newest_waiter = a.rows.text(0, 10),
-                               .newest = a.rows.text(0, 11),
-                               .newest_until = a.rows.text(0, 12)};
-          read.row = sql::parse_policy_row(text);
+          read.row = policy_row(a.rows, 0, 2);
         }
         then(std::move(read));
       },
@@ -534,13 +547,14 @@ void MysqlStore::write_policy(const std::string& name, bool control_session,
     }
     // force: an armed lock-delay, counted from when the holder ended (now, if not known yet)
     sql = fmt::format(
-      "INSERT INTO dlock_policy (lock_name, token_fp, session_id, holder, hold_until, released, "
-      "delay_ms, ended_at, replace_by) VALUES ({}, {}, {}, {}, {}, 0, {}, {}, '') "
-      "ON DUPLICATE KEY UPDATE token_fp = VALUES(token_fp), session_id = VALUES(session_id), "
+      "INSERT INTO dlock_policy (lock_name, name, token_fp, session_id, holder, hold_until, "
+      "released, delay_ms, ended_at, replace_by) VALUES ({}, {}, {}, {}, {}, {}, 0, {}, {}, '') "
+      "ON DUPLICATE KEY UPDATE name = VALUES(name), token_fp = VALUES(token_fp), "
+      "session_id = VALUES(session_id), "
       "holder = VALUES(holder), hold_until = VALUES(hold_until), released = 0, "
       "delay_ms = VALUES(delay_ms), ended_at = VALUES(ended_at), replace_by = ''",
-      lock, fp, write.kind == Kind::claim ? "CONNECTION_ID()" : "0", sql_bytes(write.holder),
-      write.hold_until, write.delay_ms,
+      lock, sql_bytes(m_prefix + name), fp, write.kind == Kind::claim ? "CONNECTION_ID()" : "0",
+      sql_bytes(write.holder), write.hold_until, write.delay_ms,
       write.kind == Kind::claim ? std::string("0")
       : write.ended_at > 0      ? std::to_string(write.ended_at)
                                 : std::string(now_ms_sql));
@@ -568,11 +582,12 @@ void MysqlStore::write_policy(const std::string& name, bool control_session,
     break;
   case Kind::newest:
     sql = fmt::format(
-      "INSERT INTO dlock_policy (lock_name, token_fp, session_id, holder, hold_until, released, "
-      "delay_ms, ended_at, replace_by, newest_waiter, newest, newest_until) VALUES ({}, '', 0, "
-      "'', 0, 0, 0, 0, '', {}, {}, {} + {}) ON DUPLICATE KEY UPDATE newest_waiter = "
+      "INSERT INTO dlock_policy (lock_name, name, token_fp, session_id, holder, hold_until, "
+      "released, delay_ms, ended_at, replace_by, newest_waiter, newest, newest_until) VALUES ({}, "
+      "{}, '', 0, '', 0, 0, 0, 0, '', {}, {}, {} + {}) ON DUPLICATE KEY UPDATE newest_waiter = "
       "VALUES(newest_waiter), newest = VALUES(newest), newest_until = VALUES(newest_until)",
-      lock, sql_bytes(write.waiter), sql_bytes(write.holder), now_ms_sql, write.lifetime_ms);
+      lock, sql_bytes(m_prefix + name), sql_bytes(write.waiter), sql_bytes(write.holder),
+      now_ms_sql, write.lifetime_ms);
     break;
   case Kind::replace:
     sql = fmt::format("UPDATE dlock_policy SET replace_by = {} WHERE lock_name = {} AND "
@@ -610,6 +625,30 @@ void MysqlStore::write_policy(const std::string& name, bool control_session,
             true);
       },
       true);
+}
+
+std::vector<sql::SqlStore::NamedPolicy> MysqlStore::list_policies(util::TimePoint deadline,
+                                                                  std::int64_t& now)
+{
+  // Names longer than a lock name (another tenant's rows) are left out, not read.
+  Answer a = ask(fmt::format("SELECT {}, p.name, {} FROM dlock_policy p WHERE LEFT(p.name, {}) = "
+                             "{} AND LENGTH(p.name) <= {} ORDER BY p.name",
+                             now_ms_sql, policy_columns(), m_prefix.size(), sql_bytes(m_prefix),
+                             m_prefix.size() + lock::max_name_bytes),
+                 deadline);
+  if (a.error && fence_unavailable(a.errnum)) {
+    return {};
+  }
+  if (a.error) {
+    throw *a.error;
+  }
+  std::vector<NamedPolicy> found;
+  for (int i = 0; i < a.rows.count(); ++i) {
+    now = a.rows.number(i, 0);
+    found.push_back(
+      NamedPolicy{a.rows.text(i, 1).substr(m_prefix.size()), policy_row(a.rows, i, 2)});
+  }
+  return found;
 }
 
 Answer MysqlStore::ask(const std::string& sql, util::TimePoint deadline)
@@ -670,6 +709,7 @@ std::vector<lock::LockStatus> MysqlStore::list(std::string_view pattern, Millis 
   }
   std::string glob(pattern);
   std::vector<lock::LockStatus> found;
+  std::map<std::string, std::int64_t> sessions; // the holder's connection id, by name
   for (int i = 0; i < a.rows.count(); ++i) {
     std::string name = a.rows.text(i, 0).substr(m_prefix.size());
     if (a.rows.null(i, 1) || ::fnmatch(glob.c_str(), name.c_str(), 0) != 0) {
@@ -682,8 +722,10 @@ std::vector<lock::LockStatus> MysqlStore::list(std::string_view pattern, Millis 
     status.server_time_ms = a.rows.number(i, 4);
     status.last_fence = last_fence(a.rows, i, 5);
     status.holder = read_holder(a.rows, i, 1, 5);
+    sessions[name] = a.rows.number(i, 1);
     found.push_back(std::move(status));
   }
+  add_policies(found, sessions, pattern, deadline);
   return found;
 }
 

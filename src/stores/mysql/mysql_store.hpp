@@ -50,6 +50,7 @@ private:
   void write_policy(const std::string& name, bool control, const PolicyWrite& write,
                     WriteThen then) override;
   void let_go(const std::string& name) override;
+  std::vector<NamedPolicy> list_policies(util::TimePoint deadline, std::int64_t& now) override;
 
   // The name's session.
   Session& session(const std::string& name) { return session_as<Session>(name); }

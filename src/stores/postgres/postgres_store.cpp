@@ -38,6 +38,36 @@ std::vector<std::string> key_params(const AdvisoryKey& key)
   return {std::to_string(key.classid()), std::to_string(key.objid())};
 }
 
+// The columns of dlock_policy (p) a side record is read from, each cut to what dlock writes.
+std::string policy_columns()
+{
+  auto cut = [](const char* column, std::size_t bytes) {
+    return fmt::format("left(p.{}::pg_catalog.text, {})", column, bytes);
+  };
+  std::size_t record = lock::max_holder_record_bytes + 1;
+  return fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", cut("token_fp", 65),
+                     cut("session_id", 21), cut("holder", record), cut("hold_until", 21),
+                     cut("released", 6), cut("delay_ms", 21), cut("ended_at", 21),
+                     cut("replace_by", record), cut("newest_waiter", 65), cut("newest", record),
+                     cut("newest_until", 21));
+}
+
+// The side record from policy_columns, from column first on.
+sql::PolicyRow policy_row(const Rows& rows, int row, int first)
+{
+  return sql::parse_policy_row(sql::PolicyText{.token_fp = rows.text(row, first),
+                                               .session = rows.text(row, first + 1),
+                                               .holder = rows.text(row, first + 2),
+                                               .hold_until = rows.text(row, first + 3),
+                                               .released = rows.text(row, first + 4),
+                                               .delay_ms = rows.text(row, first + 5),
+                                               .ended_at = rows.text(row, first + 6),
+                                               .replace_by = rows.text(row, first + 7),
+                                               .newest_waiter = rows.text(row, first + 8),
+                                               .newest = rows.text(row, first + 9),
+                                               .newest_until = rows.text(row, first + 10)});
+}
+
 // The holders of a key, from rows of (pid, granted, mode, application_name, role, client).
 struct Holders {
   std::vector<lock::HolderInfo> granted;
@@ -515,17 +545,9 @@ void PostgresStore::select_policy(const std::string& name, bool control_session,
         true);
     return;
   }
-  auto cut = [](const char* column, std::size_t bytes) {
-    return fmt::format("left(p.{}::pg_catalog.text, {})", column, bytes);
-  };
-  std::size_t record = lock::max_holder_record_bytes + 1;
-  std::string sql = fmt::format(
-    "SELECT {}, p.lock_key IS NOT NULL, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {} FROM "
-    "(SELECT 1) one LEFT JOIN {} p ON p.lock_key = $1",
-    now_ms_sql(), cut("token_fp", 65), cut("session_id", 21), cut("holder", record),
-    cut("hold_until", 21), cut("released", 6), cut("delay_ms", 21), cut("ended_at", 21),
-    cut("replace_by", record), cut("newest_waiter", 65), cut("newest", record),
-    cut("newest_until", 21), m_policy->table);
+  std::string sql = fmt::format("SELECT {}, p.lock_key IS NOT NULL, {} FROM (SELECT 1) one "
+                                "LEFT JOIN {} p ON p.lock_key = $1",
+                                now_ms_sql(), policy_columns(), m_policy->table);
   AdvisoryKey key = AdvisoryKey::of(m_prefix + name);
   policy_session(name, control_session)
     .query(
@@ -551,18 +573,7 @@ void PostgresStore::select_policy(const std::string& name, bool control_session,
         PolicyRead read;
         read.now = a.rows.number(0, 0);
         if (a.rows.truth(0, 1)) {
-          sql::PolicyText text{.token_fp = a.rows.text(0, 2),
-                               .session = a.rows.text(0, 3),
-                               .holder = a.rows.text(0, 4),
-                               .hold_until = a.rows.text(0, 5),
-                               .released = a.rows.text(0, 6),
-                               .delay_ms = a.rows.text(0, 7),
-                               .ended_at = a.rows.text(0, 8),
-                               .replace_by = a.rows.text(0, 9),
-                               .newest_waiter = a.rows.text(0, 10),
-                               .newest = a.rows.text(0, 11),
-                               .newest_until = a.rows.text(0, 12)};
-          read.row = sql::parse_policy_row(text);
+          read.row = policy_row(a.rows, 0, 2);
         }
         then(std::move(read));
       },
@@ -651,6 +662,40 @@ void PostgresStore::write_policy(const std::string& name, bool control_session,
     break;
   }
   policy_session(name, control_session).query(sql, params, done, true);
+}
+
+std::vector<sql::SqlStore::NamedPolicy> PostgresStore::list_policies(util::TimePoint deadline,
+                                                                     std::int64_t& now)
+{
+  if (!m_policy) {
+    Answer found = ask(find_fence_table_sql("dlock_policy"), {}, deadline);
+    if (found.error) {
+      throw *found.error;
+    }
+    m_policy = fence_table_from(found.rows, m_params.shown);
+  }
+  if (m_policy->table.empty()) {
+    return {};
+  }
+  // Names longer than a lock name (another tenant's rows) are left out, not read.
+  Answer rows = ask(fmt::format("SELECT {}, p.name, {} FROM {} p WHERE left(p.name, length($1)) "
+                                "= $1 AND octet_length(p.name) <= octet_length($1) + $2 "
+                                "ORDER BY p.name",
+                                now_ms_sql(), policy_columns(), m_policy->table),
+                    {m_prefix, std::to_string(lock::max_name_bytes)}, deadline);
+  if (rows.error && (rows.sqlstate == "42P01" || rows.sqlstate == "42501")) {
+    return {};
+  }
+  if (rows.error) {
+    throw *rows.error;
+  }
+  std::vector<NamedPolicy> found;
+  for (int i = 0; i < rows.rows.count(); ++i) {
+    now = rows.rows.number(i, 0);
+    found.push_back(
+      NamedPolicy{rows.rows.text(i, 1).substr(m_prefix.size()), policy_row(rows.rows, i, 2)});
+  }
+  return found;
 }
 
 Answer PostgresStore::ask(const std::string& sql, std::vector<std::string> params,
@@ -754,6 +799,7 @@ std::vector<lock::LockStatus> PostgresStore::list(std::string_view pattern, Mill
     throw *rows.error;
   }
   std::vector<lock::LockStatus> found;
+  std::map<std::string, std::int64_t> sessions; // the holder's backend pid, by name
   const Rows& r = rows.rows;
   for (int i = 0; i < r.count(); ++i) {
     std::string name = r.text(i, 0).substr(m_prefix.size());
@@ -774,6 +820,7 @@ std::vector<lock::LockStatus> PostgresStore::list(std::string_view pattern, Mill
       holder_of_session(r.text(i, 4), r.text(i, 5), r.text(i, 6), r.number(i, 1));
     if (!status.held) {
       status.held = true;
+      sessions[name] = r.text(i, 3) == "ShareLock" ? 0 : r.number(i, 1);
       status.holder = holder;
       status.holder.fence = status.last_fence.value_or(0);
       status.holder.acquired_ms = r.number(i, 8);
@@ -787,6 +834,7 @@ std::vector<lock::LockStatus> PostgresStore::list(std::string_view pattern, Mill
   std::erase_if(found, [&](const lock::LockStatus& status) {
     return !status.held || ::fnmatch(glob.c_str(), status.name.c_str(), 0) != 0;
   });
+  add_policies(found, sessions, pattern, deadline);
   return found;
 }
 

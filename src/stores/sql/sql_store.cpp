@@ -3,6 +3,8 @@
 #include "util/clock.hpp"
 #include "util/log.hpp"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 
 namespace dlock::sql {
@@ -567,10 +569,53 @@ void SqlStore::add_policy(lock::LockStatus& status, std::int64_t holder_session,
   if (got->error) {
     throw *got->error;
   }
-  if (got->unavailable || !got->row || got->row->token_fp.empty()) {
+  if (got->unavailable || !got->row) {
     return;
   }
-  const PolicyRow& row = *got->row;
+  apply_policy(status, holder_session, *got->row, got->now);
+}
+
+void SqlStore::add_policies(std::vector<lock::LockStatus>& found,
+                            const std::map<std::string, std::int64_t>& sessions,
+                            std::string_view pattern, util::TimePoint deadline)
+{
+  if (m_no_policy) {
+    return;
+  }
+  std::int64_t now = 0;
+  std::vector<NamedPolicy> rows = list_policies(deadline, now);
+  std::string glob(pattern);
+  for (const NamedPolicy& one : rows) {
+    auto held = std::find_if(found.begin(), found.end(), [&one](const lock::LockStatus& status) {
+      return status.name == one.name;
+    });
+    if (held != found.end()) {
+      auto session = sessions.find(one.name);
+      apply_policy(*held, session == sessions.end() ? 0 : session->second, one.row, now);
+      continue;
+    }
+    if (::fnmatch(glob.c_str(), one.name.c_str(), 0) != 0) {
+      continue;
+    }
+    lock::LockStatus status;
+    status.name = one.name;
+    status.ttl_ms = -1;
+    status.server_time_ms = now;
+    apply_policy(status, 0, one.row, now);
+    if (status.held) {
+      found.push_back(std::move(status));
+    }
+  }
+  std::sort(found.begin(), found.end(),
+            [](const lock::LockStatus& a, const lock::LockStatus& b) { return a.name < b.name; });
+}
+
+void SqlStore::apply_policy(lock::LockStatus& status, std::int64_t holder_session,
+                            const PolicyRow& row, std::int64_t now)
+{
+  if (row.token_fp.empty()) {
+    return;
+  }
   if (status.held) {
     if (holder_session != 0 && row.session == holder_session && row.holder) {
       std::int64_t fence = status.holder.fence;
@@ -583,7 +628,7 @@ void SqlStore::add_policy(lock::LockStatus& status, std::int64_t holder_session,
     }
     return;
   }
-  Idle idle = idle_state(row, got->now);
+  Idle idle = idle_state(row, now);
   if (idle.held_for > Millis(0)) {
     status.held = true;
     status.command_ended = true;

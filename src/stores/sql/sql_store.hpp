@@ -129,6 +129,13 @@ protected:
   // Writes the lock's side record on the name's session (or control).
   virtual void write_policy(const std::string& name, bool control, const PolicyWrite& write,
                             WriteThen then) = 0;
+  // The side records of every lock name of this prefix (the name without it), with the
+  // server's clock, on the control session (blocking until deadline); none without the table.
+  struct NamedPolicy {
+    std::string name;
+    PolicyRow row;
+  };
+  virtual std::vector<NamedPolicy> list_policies(util::TimePoint deadline, std::int64_t& now) = 0;
   // Gives back the lock the name's session has just taken, without an answer.
   virtual void let_go(const std::string& name) = 0;
 
@@ -164,6 +171,14 @@ protected:
   // Adds the side record to a status (holder_session: the session that holds the lock, when
   // held): the holder's note; a lock held for a min-hold, or closed by a lock-delay.
   void add_policy(lock::LockStatus& status, std::int64_t holder_session, util::TimePoint deadline);
+  // The same for list: found (the held locks, with their holders' sessions) gets the notes,
+  // and the locks held for a min-hold alone that match the glob; sorted by name again.
+  void add_policies(std::vector<lock::LockStatus>& found,
+                    const std::map<std::string, std::int64_t>& sessions, std::string_view pattern,
+                    util::TimePoint deadline);
+  // One side record into a status (see add_policy).
+  static void apply_policy(lock::LockStatus& status, std::int64_t holder_session,
+                           const PolicyRow& row, std::int64_t now);
 
   Named* find(const lock::LockName& name);
   Session& control_session();
