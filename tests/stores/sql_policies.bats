@@ -184,3 +184,21 @@ holding() {
   [ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
   [[ $stderr == *dlock_policy* ]]
 }
+
+@test "$STORE policies: a dlock_policy of other columns (another tenant's) leaves plain locking working; the policies fail in one line" {
+  if [ "$STORE" = postgres ]; then
+    tenant "DROP TABLE IF EXISTS dlock_policy; CREATE TABLE dlock_policy (lock_key bigint PRIMARY KEY, junk text)"
+  else
+    tenant "DROP TABLE IF EXISTS dlock_policy; CREATE TABLE dlock_policy (lock_name VARBINARY(64) PRIMARY KEY, junk TEXT)"
+  fi
+  run -0 --separate-stderr "$DLOCK" run -n -k odd --note "still works" -- touch "$T/ran"
+  [ -e "$T/ran" ]
+  run -1 --separate-stderr "$DLOCK" status odd
+  run -0 --separate-stderr "$DLOCK" list
+  run --separate-stderr "$DLOCK" run -n -k odd --min-hold 10s -- touch "$T/ran2"
+  echo "$status: $stderr"
+  [ "$status" -ne 0 ]
+  [ ! -e "$T/ran2" ]
+  [ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+  tenant "DROP TABLE dlock_policy"
+}

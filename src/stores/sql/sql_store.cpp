@@ -171,8 +171,13 @@ void SqlStore::check_policy(const std::string& name, const lock::AcquireRequest&
     return;
   }
   read_policy(name, false, true, [this, name, request](PolicyRead read) {
-    if (read.error) {
+    if (read.error && (needs_policy(request) || m_named.at(name).session->broken())) {
       refuse(name, *read.error);
+      return;
+    }
+    if (read.error) { // a table another tenant changed: plain locking goes on without it
+      util::log_verbose("the side record cannot be read: {}", read.error->what());
+      fence(name, false);
       return;
     }
     if (read.unavailable) {
@@ -566,8 +571,12 @@ void SqlStore::add_policy(lock::LockStatus& status, std::int64_t holder_session,
   std::optional<PolicyRead> got;
   read_policy(status.name, true, false, [&got](PolicyRead read) { got = std::move(read); });
   block_until([&got] { return got.has_value(); }, deadline);
-  if (got->error) {
+  if (got->error && control_session().broken()) {
     throw *got->error;
+  }
+  if (got->error) { // a table another tenant changed: the lock's status without it
+    util::log_verbose("the side record cannot be read: {}", got->error->what());
+    return;
   }
   if (got->unavailable || !got->row) {
     return;
