@@ -197,7 +197,7 @@ holding() {
   run -0 --separate-stderr "$DLOCK" list
   run --separate-stderr "$DLOCK" run -n -k odd --min-hold 10s -- touch "$T/ran2"
   echo "$status: $stderr"
-  [ "$status" -ne 0 ]
+  [ "$status" -eq 78 ]
   [ ! -e "$T/ran2" ]
   [ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
   tenant "DROP TABLE dlock_policy"

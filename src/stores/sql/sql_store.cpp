@@ -171,8 +171,13 @@ void SqlStore::check_policy(const std::string& name, const lock::AcquireRequest&
     return;
   }
   read_policy(name, false, true, [this, name, request](PolicyRead read) {
-    if (read.error && (needs_policy(request) || m_named.at(name).session->broken())) {
+    if (read.error && m_named.at(name).session->broken()) {
       refuse(name, *read.error);
+      return;
+    }
+    if (read.error && needs_policy(request)) {
+      refuse(name, Error(ExitCode::config, "{} on {}: cannot read the table dlock_policy: {}",
+                         policy_named(request), m_server, read.error->what()));
       return;
     }
     if (read.error) { // a table another tenant changed: plain locking goes on without it
