@@ -202,3 +202,22 @@ holding() {
   [ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
   tenant "DROP TABLE dlock_policy"
 }
+
+@test "$STORE policies: what a holder killed with SIGKILL left is swept by a later clean release, once nothing keeps it" {
+  holding swept "$T/never" --note "crashed"
+  kill -9 "$BG_PID"
+  wait "$BG_PID" || true
+  run -0 tenant "SELECT COUNT(*) FROM dlock_policy WHERE holder LIKE '%crashed%'"
+  [ "$output" = 1 ]
+  # a lock-delay not yet stamped is kept (the next acquirer of that lock stamps it)
+  holding swept2 "$T/never2" --lock-delay 1h
+  kill -9 "$BG_PID"
+  wait "$BG_PID" || true
+  run -0 "$DLOCK" run -n -k other -- true
+  run -0 tenant "SELECT COUNT(*) FROM dlock_policy WHERE holder LIKE '%crashed%'"
+  [ "$output" = 0 ]
+  run -75 "$DLOCK" run -n -k swept2 -- true
+  # release --force clears a delay whose holder is gone
+  run -0 "$DLOCK" release -k swept2 --force
+  run -0 "$DLOCK" run -n -k swept2 -- true
+}

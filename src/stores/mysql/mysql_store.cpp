@@ -580,6 +580,15 @@ void MysqlStore::write_policy(const std::string& name, bool control_session,
       "token_fp = {}",
       lock, fp);
     break;
+  case Kind::sweep:
+    // free, no min-hold, no lock-delay still counting (an unstamped one waits for the next
+    // acquirer), no supersede waiter
+    sql = fmt::format("DELETE FROM dlock_policy WHERE lock_name <> {0} AND hold_until < {1} AND "
+                      "(released <> 0 OR delay_ms <= 0 OR replace_by <> '' OR (ended_at > 0 AND "
+                      "ended_at < {1} - delay_ms)) AND newest_until < {1} AND "
+                      "IS_USED_LOCK(lock_name) IS NULL",
+                      lock, now_ms_sql);
+    break;
   case Kind::newest:
     sql = fmt::format(
       "INSERT INTO dlock_policy (lock_name, name, token_fp, session_id, holder, hold_until, "

@@ -642,6 +642,17 @@ void PostgresStore::write_policy(const std::string& name, bool control_session,
           + now_ms_sql() + ")";
     params.push_back(write.token_fp);
     break;
+  case Kind::sweep:
+    // free (no session holds its advisory key), no min-hold, no lock-delay still counting
+    // (an unstamped one waits for the next acquirer), no supersede waiter
+    sql = "DELETE FROM " + table + " p WHERE p.lock_key <> $1 AND p.hold_until < " + now_ms_sql()
+          + " AND (p.released OR p.delay_ms <= 0 OR p.replace_by <> '' OR (p.ended_at > 0 AND "
+            "p.ended_at < "
+          + now_ms_sql() + " - p.delay_ms)) AND p.newest_until < " + now_ms_sql()
+          + " AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_locks l WHERE l.locktype = 'advisory' "
+            "AND l.objsubid = 1 AND ((l.classid::pg_catalog.int8 << 32) | "
+            "l.objid::pg_catalog.int8) = p.lock_key)";
+    break;
   case Kind::newest:
     sql = "INSERT INTO " + table
           + " AS p (lock_key, name, token_fp, session_id, holder, hold_until, released, "

@@ -497,7 +497,10 @@ void SqlStore::start_release(const lock::LockName& name, const std::string& toke
         m_named.at(key).kept_for = Millis(0);
         util::log_verbose("the side record was not cleared: {}", error->what());
       }
-      unlock(key);
+      // best effort, before the lock is let go: what crashed holders of other locks left,
+      // once nothing keeps it
+      write_policy(key, false, PolicyWrite{.kind = PolicyWrite::Kind::sweep},
+                   [this, key](const std::optional<Error>&, std::int64_t) { unlock(key); });
     });
   });
 }
@@ -542,7 +545,11 @@ void SqlStore::holder_ended(const lock::LockName& name, const std::string& token
     }
     PolicyWrite write{.kind = PolicyWrite::Kind::force, .token_fp = read.row->token_fp};
     Idle idle = idle_state(*read.row, read.now);
-    if (!read.row->released && !read.row->replace_by && read.row->delay_ms > 0) {
+    if (token.empty() && !outcome.held) {
+      // no session held it: nothing but the record closes it (a min-hold, a lock-delay, or
+      // another tenant's row), which --force clears
+      outcome.held = idle.held_for > Millis(0) || idle.delay_for > Millis(0);
+    } else if (!read.row->released && !read.row->replace_by && read.row->delay_ms > 0) {
       // its lock-delay counts from the end of its lease: now, unless it ended before
       write.delay_ms = read.row->delay_ms;
       write.ended_at = read.row->ended_at;
@@ -554,8 +561,6 @@ void SqlStore::holder_ended(const lock::LockName& name, const std::string& token
       if (keep && outcome.held) {
         outcome.kept_for = Millis(read.row->hold_until - read.now);
       }
-    } else if (idle.held_for > Millis(0)) {
-      outcome.held = true; // closed by its min-hold: --force frees it
     }
     write_policy(key, true, write,
                  [this, outcome](const std::optional<Error>& error, std::int64_t) mutable {

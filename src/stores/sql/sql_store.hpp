@@ -71,6 +71,7 @@ protected:
       force,   // release --force: no min-hold; an armed delay counts from now
       replace, // asks the holder whose session is session to go (holder: the replacer)
       newest,  // waiter (holder: who) is the newest --supersede waiter, for lifetime_ms more
+      sweep,   // removes the records of every lock that is free and that nothing keeps closed
     };
     Kind kind = Kind::claim;
     std::string token_fp{};
