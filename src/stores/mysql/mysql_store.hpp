@@ -18,7 +18,8 @@ namespace dlock::mysql {
 // any path. A renewal confirms that the session still holds the lock; a session that ended
 // has lost it. Waiting blocks in GET_LOCK(name, seconds): the server wakes the waiter when
 // the holder lets go. Fencing tokens come from the table dlock_fence where dlock may create
-// it (man dlock, DATABASE STORES). Exclusive locks only.
+// it (man dlock, DATABASE STORES); the side records of the policies from dlock_policy beside
+// it (sql_store.hpp). Exclusive locks only.
 class MysqlStore final : public sql::SqlStore {
 public:
   MysqlStore(ConnectParams params, std::string prefix);

@@ -28,7 +28,8 @@ ConnectParams connect_params(const std::string& url, const stores::StoreConfig& 
 // A renewal confirms that the session still holds the lock; a session that ended has lost
 // it. Waiting blocks in pg_advisory_lock under lock_timeout: the server wakes the waiter when
 // the holder lets go. Fencing tokens come from the table dlock_fence where dlock may create
-// it (man dlock, DATABASE STORES).
+// it (man dlock, DATABASE STORES); the side records of the policies from dlock_policy, found
+// and trusted the same way (sql_store.hpp).
 class PostgresStore final : public sql::SqlStore {
 public:
   PostgresStore(ConnectParams params, std::string prefix);

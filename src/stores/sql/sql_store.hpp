@@ -20,6 +20,12 @@ namespace dlock::sql {
 // --force (or another process's token) ends the holding session. The chain and the per-name
 // bookkeeping are here; each database writes the steps (its SQL and client calls), which
 // are the virtual methods below, and its own status and list.
+// What must outlive the holder's session (--min-hold, --lock-delay, a --replace request, the
+// newest --supersede waiter, the --note PostgreSQL's application_name cannot hold) is the
+// lock's side record in dlock_policy (policy.hpp): an acquirer reads it right after it takes
+// the session lock and gives the lock back if the record closes it; a renewal reads it for a
+// replace request; a release by token keeps or removes it. Without the table (no right to
+// create it) plain locking goes on, and the policies that need it are refused in one line.
 class SqlStore : public SessionStore {
 public:
   void start_acquire(const lock::LockName& name, const lock::AcquireRequest& request) override;
