@@ -360,9 +360,10 @@ void SqlStore::answer_waiter(const std::string& name, const lock::AcquireRequest
     }
   }
   // Its first registration announces it the newest (an older one sees it within
-  // supersede_block); the newest's later attempts keep its record alive.
-  if (request.ticket.registered && (!row || row->newest_waiter != request.ticket.waiter_id)) {
-    answer(std::move(outcome)); // an older record of its own that expired, or none readable
+  // supersede_block, far sooner than the record expires); its later attempts write nothing,
+  // which could overwrite a newer one's announcement.
+  if (request.ticket.registered) {
+    answer(std::move(outcome));
     return;
   }
   PolicyWrite newest{.kind = PolicyWrite::Kind::newest,
