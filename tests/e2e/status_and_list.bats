@@ -131,7 +131,7 @@ assert d["last_fencing_token"] == int(A[0]), d
   run -0 --separate-stderr "$DLOCK" list
   [ -z "$stderr" ]
   [ "${#lines[@]}" -eq 4 ]
-  [[ ${lines[0]} =~ ^KEY\ +HOLDER\ +PID\ +HELD\ +TTL\ +FENCE\ +WAITERS\ +COMMAND$ ]]
+  [[ ${lines[0]} =~ ^KEY\ +HOLDER\ +PID\ +HELD\ +TTL\ +FENCE\ +WAITERS\ +COMMAND\ +NOTE$ ]]
   [ "$(printf '%s\n' "$output" | awk 'NR > 1 { print $1 }' | tr '\n' ' ')" = "ci-alpha ci-build web " ]
   assert_line --regexp "^ci-alpha +$(id -un)@$(uname -n) +$alpha_pid +.* bash\$"
   assert_line --regexp "^ci-build +$(id -un)@$(uname -n) +$build_pid +.* [1-9][0-9]* +0 +sleep\$"

@@ -309,8 +309,8 @@ def epoch_ms(text):
 def held_status(s):
     assert s['held'] is True, s
     h = s['holder']
-    assert set(h) == {'host', 'pid', 'user', 'command'}, h
-    assert all(type(h[f]) is str for f in ('host', 'user', 'command')), h
+    assert set(h) == {'host', 'pid', 'user', 'command', 'note'}, h
+    assert all(type(h[f]) is str for f in ('host', 'user', 'command', 'note')), h
     assert is_int(h['pid']) and h['pid'] > 0, h
     assert RFC3339.match(s['acquired_at']), s['acquired_at']
     assert abs(epoch_ms(s['acquired_at']) - time.time() * 1000) < 120000, s['acquired_at']
@@ -320,7 +320,7 @@ def held_status(s):
     assert is_int(s['last_fencing_token']) and s['last_fencing_token'] >= s['fencing_token'], s
     assert is_int(s['waiters']) and s['waiters'] >= 0, s
 STATUS_FIELDS = {'key', 'held', 'holder', 'acquired_at', 'held_ms', 'ttl_ms', 'fencing_token',
-                 'last_fencing_token', 'waiters', 'kind'}
+                 'last_fencing_token', 'waiters', 'kind', 'command_ended', 'delay_ms'}
 $code
 " "$@"
 }

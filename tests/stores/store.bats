@@ -580,7 +580,8 @@ assert len(locks) == 1 and locks[0]["holder"]["note"] == A[0], d
   requires_policy lock_delay
   run -0 "$DLOCK" run -k clean --lock-delay 30s -- true
   run -0 "$DLOCK" run -k clean -n -- true
-  start_bg holder "$DLOCK" run -k forced --lock-delay 3s -- sh -c 'echo $$ >"$T/cmd.pid"; exec sleep 60'
+  # a 3 s lease: the holder learns of the forced release at its next renewal, within 1 s
+  start_bg holder "$DLOCK" run -k forced -t 3s --lock-delay 3s -- sh -c 'echo $$ >"$T/cmd.pid"; exec sleep 60'
   local holder=$BG_PID
   wait_for "[ -s '$T/cmd.pid' ]" 10
   run -0 "$DLOCK" release --force -k forced
