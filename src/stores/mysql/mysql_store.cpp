@@ -36,6 +36,47 @@ const char* create_fence_sql =
   "holder_user VARBINARY(255) NOT NULL, holder_host VARBINARY(255) NOT NULL, "
   "holder_pid BIGINT NOT NULL, command VARBINARY(1024) NOT NULL)";
 
+// dlock_policy: the side record of each lock (sql/policy.hpp).
+const char* create_policy_sql =
+  "CREATE TABLE IF NOT EXISTS dlock_policy ("
+  "lock_name VARBINARY(64) NOT NULL PRIMARY KEY, " // GET_LOCK's name (names.hpp)
+  "name VARBINARY(3072) NOT NULL DEFAULT '', "     // prefix + lock name
+  "token_fp VARBINARY(64) NOT NULL, session_id BIGINT NOT NULL, holder BLOB NOT NULL, "
+  "hold_until BIGINT NOT NULL, released TINYINT NOT NULL, delay_ms BIGINT NOT NULL, "
+  "ended_at BIGINT NOT NULL, replace_by BLOB NOT NULL, "
+  "newest_waiter VARBINARY(64) NOT NULL DEFAULT '', newest VARBINARY(4096) NOT NULL DEFAULT '', "
+  "newest_until BIGINT NOT NULL DEFAULT 0)";
+
+// The columns of dlock_policy (p) a side record is read from, each cut to what dlock writes.
+std::string policy_columns()
+{
+  auto cut = [](const char* column, std::size_t bytes) {
+    return fmt::format("LEFT(CAST(p.{} AS BINARY), {})", column, bytes);
+  };
+  std::size_t record = lock::max_holder_record_bytes + 1;
+  return fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", cut("token_fp", 65),
+                     cut("session_id", 21), cut("holder", record), cut("hold_until", 21),
+                     cut("released", 6), cut("delay_ms", 21), cut("ended_at", 21),
+                     cut("replace_by", record), cut("newest_waiter", 65), cut("newest", record),
+                     cut("newest_until", 21));
+}
+
+// The side record from policy_columns, from column first on.
+sql::PolicyRow policy_row(const Rows& rows, int row, int first)
+{
+  return sql::parse_policy_row(sql::PolicyText{.token_fp = rows.text(row, first),
+                                               .session = rows.text(row, first + 1),
+                                               .holder = rows.text(row, first + 2),
+                                               .hold_until = rows.text(row, first + 3),
+                                               .released = rows.text(row, first + 4),
+                                               .delay_ms = rows.text(row, first + 5),
+                                               .ended_at = rows.text(row, first + 6),
+                                               .replace_by = rows.text(row, first + 7),
+                                               .newest_waiter = rows.text(row, first + 8),
+                                               .newest = rows.text(row, first + 9),
+                                               .newest_until = rows.text(row, first + 10)});
+}
+
 // Errors that say dlock_fence cannot be used: no right to create or write it, a read-only
 // server, or no such table after all.
 bool fence_unavailable(unsigned errnum)
@@ -290,9 +331,9 @@ void MysqlStore::report_holder(const std::string& name, const lock::AcquireReque
       }
       if (a.rows.count() == 1 && !a.rows.null(0, 0)) {
         lock::HolderInfo holder = read_holder(a.rows, 0, 0, 4);
-        holders_found(request, &holder, 1);
+        holders_found(name, request, &holder, 1, a.rows.number(0, 0));
       } else {
-        holders_found(request, nullptr, 0);
+        holders_found(name, request, nullptr, 0);
       }
     },
     true);
@@ -355,7 +396,7 @@ void MysqlStore::unlock(const std::string& name)
       // Ending the session lets go of the token's lock too, and of any
       // count GET_LOCK kept.
       n.closing = true;
-      released(a.error, n.session->broken(), a.rows.count() == 1 && a.rows.number(0, 0) == 1);
+      released(name, a.error, n.session->broken(), a.rows.count() == 1 && a.rows.number(0, 0) == 1);
     });
 }
 
@@ -365,66 +406,259 @@ void MysqlStore::end_holder(const lock::LockName& name, const std::string& token
   std::string sql = "SELECT IS_USED_LOCK(" + sql_bytes(lock) + "), "
                     + (token.empty() ? std::string("IS_USED_LOCK(") + sql_bytes(lock) + ")"
                                      : "IS_USED_LOCK(" + sql_bytes(token_lock_name(token)) + ")");
-  control().query(sql, [this, lock](Answer& a) {
+  control().query(sql, [this, name, token, lock](Answer& a) {
     if (a.error) {
       answer(Op::release, *a.error);
       return;
     }
     if (a.rows.count() != 1 || a.rows.null(0, 0) || a.rows.text(0, 0) != a.rows.text(0, 1)) {
-      answer(Op::release); // not held (by it)
+      holder_ended(name, token, Outcome::of(Op::release)); // not held (by it)
       return;
     }
-    kill_holder(lock, a.rows.number(0, 0));
+    kill_holder(name, token, lock, a.rows.number(0, 0));
   });
 }
 
-void MysqlStore::kill_holder(const std::string& server_name, std::int64_t connection)
+void MysqlStore::kill_holder(const lock::LockName& name, const std::string& token,
+                             const std::string& server_name, std::int64_t connection)
 {
-  control().query(
-    fmt::format("KILL CONNECTION {}", connection), [this, server_name, connection](Answer& a) {
-      if (a.error && a.errnum == ER_NO_SUCH_THREAD) {
-        // it ended meanwhile
-      } else if (a.error && error_code(a.errnum) == ExitCode::auth) {
-        answer(Op::release, Error(ExitCode::auth,
-                                  "release --force on MySQL ends the holder's session with KILL, "
-                                  "which needs the CONNECTION ADMIN or SUPER privilege (or the "
-                                  "holder's own user): {}",
-                                  a.error->what()));
-        return;
-      } else if (a.error) {
-        answer(Op::release, *a.error);
-        return;
-      }
-      confirm_freed(server_name, connection, freed_tries);
-    });
+  control().query(fmt::format("KILL CONNECTION {}", connection), [this, name, token, server_name,
+                                                                  connection](Answer& a) {
+    if (a.error && a.errnum == ER_NO_SUCH_THREAD) {
+      // it ended meanwhile
+    } else if (a.error && error_code(a.errnum) == ExitCode::auth) {
+      answer(Op::release, Error(ExitCode::auth,
+                                "release --force on MySQL ends the holder's session with KILL, "
+                                "which needs the CONNECTION ADMIN or SUPER privilege (or the "
+                                "holder's own user): {}",
+                                a.error->what()));
+      return;
+    } else if (a.error) {
+      answer(Op::release, *a.error);
+      return;
+    }
+    confirm_freed(name, token, server_name, connection, freed_tries);
+  });
 }
 
-void MysqlStore::confirm_freed(const std::string& server_name, std::int64_t connection, int tries)
+void MysqlStore::confirm_freed(const lock::LockName& name, const std::string& token,
+                               const std::string& server_name, std::int64_t connection, int tries)
 {
   // KILL only marks the session: the lock is free once its thread has noticed (at once when
   // idle, within moments when busy).
-  control().query(fmt::format("SELECT IS_USED_LOCK({}) <=> {}", sql_bytes(server_name), connection),
-                  [this, server_name, connection, tries](Answer& a) {
-                    bool still = !a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1;
-                    if (!still || tries <= 0) {
-                      auto freed = [this](Answer&) {
-                        Outcome outcome = Outcome::holding(Op::release, true);
-                        answer(std::move(outcome));
-                      };
-                      if (!m_fencing) {
-                        Answer none;
-                        freed(none);
-                        return;
-                      }
-                      // the evicted holder's command line, which it had no chance to clear
-                      control().query(forget_command_sql(server_name, std::to_string(connection)),
-                                      freed);
-                      return;
-                    }
-                    control().query(freed_pause, [this, server_name, connection, tries](Answer&) {
-                      confirm_freed(server_name, connection, tries - 1);
-                    });
-                  });
+  control().query(
+    fmt::format("SELECT IS_USED_LOCK({}) <=> {}", sql_bytes(server_name), connection),
+    [this, name, token, server_name, connection, tries](Answer& a) {
+      bool still = !a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1;
+      if (!still || tries <= 0) {
+        auto freed = [this, name, token](Answer&) {
+          holder_ended(name, token, Outcome::holding(Op::release, true));
+        };
+        if (!m_fencing) {
+          Answer none;
+          freed(none);
+          return;
+        }
+        // the evicted holder's command line, which it had no chance to clear
+        control().query(forget_command_sql(server_name, std::to_string(connection)), freed);
+        return;
+      }
+      control().query(freed_pause, [this, name, token, server_name, connection, tries](Answer&) {
+        confirm_freed(name, token, server_name, connection, tries - 1);
+      });
+    });
+}
+
+void MysqlStore::let_go(const std::string& name)
+{
+  // the token's lock too: a session that holds it is found as the lock's holder
+  session(name).query("DO RELEASE_LOCK(" + lock_bytes(name) + "), RELEASE_LOCK("
+                        + sql_bytes(token_lock_name(m_named.at(name).token)) + ")",
+                      nullptr, true);
+}
+
+Session& MysqlStore::policy_session(const std::string& name, bool control_session)
+{
+  return control_session ? control() : session(name);
+}
+
+void MysqlStore::read_policy(const std::string& name, bool control_session, bool create,
+                             PolicyThen then)
+{
+  std::string sql =
+    fmt::format("SELECT {}, p.lock_name IS NOT NULL, {} FROM (SELECT 1) one "
+                "LEFT JOIN dlock_policy p ON p.lock_name = {}",
+                now_ms_sql, policy_columns(), sql_bytes(server_lock_name(m_prefix + name)));
+  policy_session(name, control_session)
+    .query(
+      sql,
+      [this, name, control_session, create, then](Answer& a) {
+        if (a.error && a.errnum == ER_NO_SUCH_TABLE && create && !m_policy_made) {
+          m_policy_made = true;
+          policy_session(name, control_session)
+            .query(
+              create_policy_sql,
+              [this, name, control_session, then](Answer& created) {
+                if (created.error && created.errnum != ER_TABLE_EXISTS_ERROR) {
+                  then(PolicyRead{.unavailable = created.error});
+                  return;
+                }
+                read_policy(name, control_session, false, then);
+              },
+              true);
+          return;
+        }
+        if (a.error && a.errnum == ER_NO_SUCH_TABLE && !create) {
+          then(PolicyRead{}); // no table: no record closes the lock
+          return;
+        }
+        if (a.error && fence_unavailable(a.errnum)) {
+          then(PolicyRead{.unavailable = a.error});
+          return;
+        }
+        if (a.error || a.rows.count() != 1) {
+          then(PolicyRead{.error = a.error});
+          return;
+        }
+        PolicyRead read;
+        read.now = a.rows.number(0, 0);
+        if (a.rows.number(0, 1) == 1) {
+          read.row = policy_row(a.rows, 0, 2);
+        }
+        then(std::move(read));
+      },
+      true);
+}
+
+void MysqlStore::write_policy(const std::string& name, bool control_session,
+                              const PolicyWrite& write, WriteThen then)
+{
+  std::string lock = sql_bytes(server_lock_name(m_prefix + name));
+  std::string fp = sql_bytes(write.token_fp);
+  std::string sql;
+  std::string then_sql; // a second statement, if any
+  using Kind = PolicyWrite::Kind;
+  switch (write.kind) {
+  case Kind::claim:
+  case Kind::force:
+    if (write.kind == Kind::force && write.delay_ms <= 0) {
+      sql = "DELETE FROM dlock_policy WHERE lock_name = " + lock;
+      break;
+    }
+    // force: an armed lock-delay, counted from when the holder ended (now, if not known yet)
+    sql = fmt::format(
+      "INSERT INTO dlock_policy (lock_name, name, token_fp, session_id, holder, hold_until, "
+      "released, delay_ms, ended_at, replace_by) VALUES ({}, {}, {}, {}, {}, {}, 0, {}, {}, '') "
+      "ON DUPLICATE KEY UPDATE name = VALUES(name), token_fp = VALUES(token_fp), "
+      "session_id = VALUES(session_id), "
+      "holder = VALUES(holder), hold_until = VALUES(hold_until), released = 0, "
+      "delay_ms = VALUES(delay_ms), ended_at = VALUES(ended_at), replace_by = ''",
+      lock, sql_bytes(m_prefix + name), fp, write.kind == Kind::claim ? "CONNECTION_ID()" : "0",
+      sql_bytes(write.holder), write.hold_until, write.delay_ms,
+      write.kind == Kind::claim ? std::string("0")
+      : write.ended_at > 0      ? std::to_string(write.ended_at)
+                                : std::string(now_ms_sql));
+    break;
+  case Kind::stamp:
+    sql = fmt::format("UPDATE dlock_policy SET ended_at = {} WHERE lock_name = {} AND token_fp = "
+                      "{} AND ended_at = 0",
+                      now_ms_sql, lock, fp);
+    break;
+  case Kind::keep:
+    sql = fmt::format("UPDATE dlock_policy SET released = 1, delay_ms = 0 WHERE lock_name = {} "
+                      "AND token_fp = {}",
+                      lock, fp);
+    break;
+  case Kind::drop:
+    // the newest --supersede waiter's record stays while it lasts (then cleared below)
+    sql = fmt::format("DELETE FROM dlock_policy WHERE lock_name = {} AND token_fp = {} AND "
+                      "(newest_waiter = '' OR newest_until < {})",
+                      lock, fp, now_ms_sql);
+    then_sql = fmt::format(
+      "UPDATE dlock_policy SET token_fp = '', session_id = 0, holder = '', hold_until = 0, "
+      "released = 0, delay_ms = 0, ended_at = 0, replace_by = '' WHERE lock_name = {} AND "
+      "token_fp = {}",
+      lock, fp);
+    break;
+  case Kind::sweep:
+    // free, no min-hold, no lock-delay still counting (an unstamped one waits for the next
+    // acquirer), no supersede waiter
+    sql = fmt::format("DELETE FROM dlock_policy WHERE lock_name <> {0} AND hold_until < {1} AND "
+                      "(released <> 0 OR delay_ms <= 0 OR replace_by <> '' OR (ended_at > 0 AND "
+                      "ended_at < {1} - delay_ms)) AND newest_until < {1} AND "
+                      "IS_USED_LOCK(lock_name) IS NULL",
+                      lock, now_ms_sql);
+    break;
+  case Kind::newest:
+    sql = fmt::format(
+      "INSERT INTO dlock_policy (lock_name, name, token_fp, session_id, holder, hold_until, "
+      "released, delay_ms, ended_at, replace_by, newest_waiter, newest, newest_until) VALUES ({}, "
+      "{}, '', 0, '', 0, 0, 0, 0, '', {}, {}, {} + {}) ON DUPLICATE KEY UPDATE newest_waiter = "
+      "VALUES(newest_waiter), newest = VALUES(newest), newest_until = VALUES(newest_until)",
+      lock, sql_bytes(m_prefix + name), sql_bytes(write.waiter), sql_bytes(write.holder),
+      now_ms_sql, write.lifetime_ms);
+    break;
+  case Kind::replace:
+    sql = fmt::format("UPDATE dlock_policy SET replace_by = {} WHERE lock_name = {} AND "
+                      "token_fp = {} AND session_id = {} AND released = 0",
+                      sql_bytes(write.holder), lock, fp, write.session);
+    break;
+  }
+  std::string count;
+  if (!then_sql.empty()) {
+    count = then_sql;
+  }
+  if (write.kind == Kind::replace) { // whether the request is there (it may have been already)
+    count = fmt::format("SELECT COUNT(*) FROM dlock_policy WHERE lock_name = {} AND token_fp = {} "
+                        "AND session_id = {} AND replace_by = {}",
+                        lock, fp, write.session, sql_bytes(write.holder));
+  }
+  policy_session(name, control_session)
+    .query(
+      sql,
+      [this, name, control_session, count, then](Answer& a) {
+        if (a.error || count.empty()) {
+          if (then) {
+            then(a.error, 0);
+          }
+          return;
+        }
+        policy_session(name, control_session)
+          .query(
+            count,
+            [then](Answer& c) {
+              if (then) {
+                then(c.error, c.error || c.rows.count() != 1 ? 0 : c.rows.number(0, 0));
+              }
+            },
+            true);
+      },
+      true);
+}
+
+std::vector<sql::SqlStore::NamedPolicy> MysqlStore::list_policies(util::TimePoint deadline,
+                                                                  std::int64_t& now)
+{
+  // Names longer than a lock name (another tenant's rows) are left out, not read.
+  Answer a = ask(fmt::format("SELECT {}, p.name, {} FROM dlock_policy p WHERE LEFT(p.name, {}) = "
+                             "{} AND LENGTH(p.name) <= {} ORDER BY p.name",
+                             now_ms_sql, policy_columns(), m_prefix.size(), sql_bytes(m_prefix),
+                             m_prefix.size() + lock::max_name_bytes),
+                 deadline);
+  if (a.error && control().broken()) {
+    throw *a.error;
+  }
+  if (a.error) { // none, or another tenant's table of other columns
+    util::log_verbose("no side records listed: {}", a.error->what());
+    return {};
+  }
+  std::vector<NamedPolicy> found;
+  for (int i = 0; i < a.rows.count(); ++i) {
+    now = a.rows.number(i, 0);
+    found.push_back(
+      NamedPolicy{a.rows.text(i, 1).substr(m_prefix.size()), policy_row(a.rows, i, 2)});
+  }
+  return found;
 }
 
 Answer MysqlStore::ask(const std::string& sql, util::TimePoint deadline)
@@ -454,10 +688,12 @@ lock::LockStatus MysqlStore::status(const lock::LockName& name, util::TimePoint 
   status.server_time_ms = a.rows.number(0, 3);
   status.last_fence = last_fence(a.rows, 0, 4);
   if (a.rows.null(0, 0)) {
+    add_policy(status, 0, deadline);
     return status;
   }
   status.held = true;
   status.holder = read_holder(a.rows, 0, 0, 4);
+  add_policy(status, a.rows.number(0, 0), deadline);
   return status;
 }
 
@@ -483,6 +719,7 @@ std::vector<lock::LockStatus> MysqlStore::list(std::string_view pattern, Millis 
   }
   std::string glob(pattern);
   std::vector<lock::LockStatus> found;
+  std::map<std::string, std::int64_t> sessions; // the holder's connection id, by name
   for (int i = 0; i < a.rows.count(); ++i) {
     std::string name = a.rows.text(i, 0).substr(m_prefix.size());
     if (a.rows.null(i, 1) || ::fnmatch(glob.c_str(), name.c_str(), 0) != 0) {
@@ -495,8 +732,10 @@ std::vector<lock::LockStatus> MysqlStore::list(std::string_view pattern, Millis 
     status.server_time_ms = a.rows.number(i, 4);
     status.last_fence = last_fence(a.rows, i, 5);
     status.holder = read_holder(a.rows, i, 1, 5);
+    sessions[name] = a.rows.number(i, 1);
     found.push_back(std::move(status));
   }
+  add_policies(found, sessions, pattern, deadline);
   return found;
 }
 

@@ -18,7 +18,8 @@ namespace dlock::mysql {
 // any path. A renewal confirms that the session still holds the lock; a session that ended
 // has lost it. Waiting blocks in GET_LOCK(name, seconds): the server wakes the waiter when
 // the holder lets go. Fencing tokens come from the table dlock_fence where dlock may create
-// it (man dlock, DATABASE STORES). Exclusive locks only.
+// it (man dlock, DATABASE STORES); the side records of the policies from dlock_policy beside
+// it (sql_store.hpp). Exclusive locks only.
 class MysqlStore final : public sql::SqlStore {
 public:
   MysqlStore(ConnectParams params, std::string prefix);
@@ -46,6 +47,11 @@ private:
   void confirm_other(const lock::LockName& name, const std::string& token) override;
   void unlock(const std::string& name) override;
   void end_holder(const lock::LockName& name, const std::string& token) override;
+  void read_policy(const std::string& name, bool control, bool create, PolicyThen then) override;
+  void write_policy(const std::string& name, bool control, const PolicyWrite& write,
+                    WriteThen then) override;
+  void let_go(const std::string& name) override;
+  std::vector<NamedPolicy> list_policies(util::TimePoint deadline, std::int64_t& now) override;
 
   // The name's session.
   Session& session(const std::string& name) { return session_as<Session>(name); }
@@ -55,13 +61,18 @@ private:
   std::string lock_bytes(const std::string& name);
   // with_fence: read the holder's dlock_fence row too (else the server's view alone).
   void report_holder(const std::string& name, const lock::AcquireRequest& request, bool with_fence);
+  // The session for the name's side record: its own, or control.
+  Session& policy_session(const std::string& name, bool control);
   // The steps of release --force: end the holding connection, then see the lock freed.
-  void kill_holder(const std::string& server_name, std::int64_t connection);
-  void confirm_freed(const std::string& server_name, std::int64_t connection, int tries);
+  void kill_holder(const lock::LockName& name, const std::string& token,
+                   const std::string& server_name, std::int64_t connection);
+  void confirm_freed(const lock::LockName& name, const std::string& token,
+                     const std::string& server_name, std::int64_t connection, int tries);
   // Blocking query on the control session (status, list).
   Answer ask(const std::string& sql, util::TimePoint deadline);
 
   ConnectParams m_params;
+  bool m_policy_made = false; // dlock_policy was created, or found, in this process
   lock::StoreTraits m_traits =
     session_traits("MySQL or MariaDB (mysql://)", lock::features_of(lock::StoreKind::mysql));
 };

@@ -4,26 +4,30 @@
 
 namespace dlock::postgres {
 
-std::string find_fence_table_sql()
+std::string find_fence_table_sql(std::string_view relname)
 {
   // dlock.home_path: the role's search path, as the session noted it before pinning its own.
   return "WITH home AS (SELECT pg_catalog.current_setting('dlock.home_path')::pg_catalog.text[] "
          "AS path) "
          "SELECT pg_catalog.quote_ident(h.path[1]), f.name, f.owner, f.trusted FROM home h "
          "LEFT JOIN LATERAL (SELECT pg_catalog.quote_ident(n.nspname::pg_catalog.text) || "
-         "'.dlock_fence' AS name, pg_catalog.pg_get_userbyid(c.relowner) AS owner, "
-         "(c.relowner = me.oid OR o.rolsuper OR c.relowner = d.datdba OR "
-         "(NOT me.rolsuper AND pg_catalog.pg_has_role(c.relowner, 'MEMBER'))) AS trusted "
-         "FROM pg_catalog.pg_class c "
-         "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-         "JOIN pg_catalog.pg_roles o ON o.oid = c.relowner "
-         "JOIN pg_catalog.pg_roles me ON me.rolname = CURRENT_USER "
-         "JOIN pg_catalog.pg_database d ON d.datname = "
-         "pg_catalog.current_database() "
-         "WHERE c.relname = 'dlock_fence' "
-         "AND n.nspname::pg_catalog.text = ANY (h.path) "
-         "ORDER BY pg_catalog.array_position(h.path, n.nspname::pg_catalog.text) LIMIT 1) f "
-         "ON true";
+         "'."
+         + std::string(relname)
+         + "' AS name, pg_catalog.pg_get_userbyid(c.relowner) AS owner, "
+           "(c.relowner = me.oid OR o.rolsuper OR c.relowner = d.datdba OR "
+           "(NOT me.rolsuper AND pg_catalog.pg_has_role(c.relowner, 'MEMBER'))) AS trusted "
+           "FROM pg_catalog.pg_class c "
+           "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+           "JOIN pg_catalog.pg_roles o ON o.oid = c.relowner "
+           "JOIN pg_catalog.pg_roles me ON me.rolname = CURRENT_USER "
+           "JOIN pg_catalog.pg_database d ON d.datname = "
+           "pg_catalog.current_database() "
+           "WHERE c.relname = '"
+         + std::string(relname)
+         + "' "
+           "AND n.nspname::pg_catalog.text = ANY (h.path) "
+           "ORDER BY pg_catalog.array_position(h.path, n.nspname::pg_catalog.text) LIMIT 1) f "
+           "ON true";
 }
 
 FenceTable fence_table_from(const Rows& rows, const std::string& shown)
@@ -54,6 +58,23 @@ std::string create_fence_table_sql(const std::string& home)
   return "CREATE TABLE IF NOT EXISTS " + home
          + ".dlock_fence (lock_key pg_catalog.int8 PRIMARY KEY, name pg_catalog.text NOT NULL, "
            "fence pg_catalog.int8 NOT NULL, acquired_at pg_catalog.timestamptz NOT NULL)";
+}
+
+} // namespace dlock::postgres
+
+namespace dlock::postgres {
+
+std::string create_policy_table_sql(const std::string& home)
+{
+  return "CREATE TABLE IF NOT EXISTS " + home
+         + ".dlock_policy (lock_key pg_catalog.int8 PRIMARY KEY, name pg_catalog.text NOT NULL, "
+           "token_fp pg_catalog.text NOT NULL, session_id pg_catalog.int8 NOT NULL, "
+           "holder pg_catalog.text NOT NULL, hold_until pg_catalog.int8 NOT NULL, "
+           "released pg_catalog.bool NOT NULL, delay_ms pg_catalog.int8 NOT NULL, "
+           "ended_at pg_catalog.int8 NOT NULL, replace_by pg_catalog.text NOT NULL, "
+           "newest_waiter pg_catalog.text NOT NULL DEFAULT '', "
+           "newest pg_catalog.text NOT NULL DEFAULT '', "
+           "newest_until pg_catalog.int8 NOT NULL DEFAULT 0)";
 }
 
 } // namespace dlock::postgres

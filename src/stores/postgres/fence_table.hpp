@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace dlock::postgres {
 
@@ -19,8 +20,9 @@ struct FenceTable {
 };
 
 // The query that finds it, with no parameters: one row of (home, qualified name, owner,
-// trusted), the last three NULL when there is no table.
-std::string find_fence_table_sql();
+// trusted), the last three NULL when there is no table. relname: another table of dlock's
+// found and trusted the same way (dlock_policy).
+std::string find_fence_table_sql(std::string_view relname = "dlock_fence");
 
 // The table from that query's answer: Error(config) naming the table and its owner when it
 // is not trusted.
@@ -28,5 +30,7 @@ FenceTable fence_table_from(const Rows& rows, const std::string& shown);
 
 // Creates the table in home (a quoted schema) unless one is there already.
 std::string create_fence_table_sql(const std::string& home);
+// Creates dlock_policy (the side records of sql/policy.hpp) in home unless it is there.
+std::string create_policy_table_sql(const std::string& home);
 
 } // namespace dlock::postgres

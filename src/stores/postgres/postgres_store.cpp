@@ -38,9 +38,40 @@ std::vector<std::string> key_params(const AdvisoryKey& key)
   return {std::to_string(key.classid()), std::to_string(key.objid())};
 }
 
+// The columns of dlock_policy (p) a side record is read from, each cut to what dlock writes.
+std::string policy_columns()
+{
+  auto cut = [](const char* column, std::size_t bytes) {
+    return fmt::format("left(p.{}::pg_catalog.text, {})", column, bytes);
+  };
+  std::size_t record = lock::max_holder_record_bytes + 1;
+  return fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", cut("token_fp", 65),
+                     cut("session_id", 21), cut("holder", record), cut("hold_until", 21),
+                     cut("released", 6), cut("delay_ms", 21), cut("ended_at", 21),
+                     cut("replace_by", record), cut("newest_waiter", 65), cut("newest", record),
+                     cut("newest_until", 21));
+}
+
+// The side record from policy_columns, from column first on.
+sql::PolicyRow policy_row(const Rows& rows, int row, int first)
+{
+  return sql::parse_policy_row(sql::PolicyText{.token_fp = rows.text(row, first),
+                                               .session = rows.text(row, first + 1),
+                                               .holder = rows.text(row, first + 2),
+                                               .hold_until = rows.text(row, first + 3),
+                                               .released = rows.text(row, first + 4),
+                                               .delay_ms = rows.text(row, first + 5),
+                                               .ended_at = rows.text(row, first + 6),
+                                               .replace_by = rows.text(row, first + 7),
+                                               .newest_waiter = rows.text(row, first + 8),
+                                               .newest = rows.text(row, first + 9),
+                                               .newest_until = rows.text(row, first + 10)});
+}
+
 // The holders of a key, from rows of (pid, granted, mode, application_name, role, client).
 struct Holders {
   std::vector<lock::HolderInfo> granted;
+  std::vector<std::int64_t> sessions; // backend pids of granted
   bool shared = false;
   std::int64_t waiting = 0;
 };
@@ -54,6 +85,7 @@ Holders read_holders(const Rows& rows)
       continue;
     }
     holders.shared = rows.text(i, 2) == "ShareLock";
+    holders.sessions.push_back(rows.number(i, 0));
     holders.granted.push_back(
       holder_of_session(rows.text(i, 3), rows.text(i, 4), rows.text(i, 5), rows.number(i, 0)));
   }
@@ -326,11 +358,8 @@ void PostgresStore::take_fence(const std::string& name, bool looked_again)
 
 void PostgresStore::give_back(const std::string& name, const Error& error)
 {
-  Named& held = m_named.at(name);
-  held.held = false;
-  session(name).query(fmt::format("SELECT pg_advisory_unlock{}($1)",
-                                  held.kind.mode == lock::LockKind::Mode::shared ? "_shared" : ""),
-                      {std::to_string(AdvisoryKey::of(held.prefixed).key)}, nullptr, true);
+  m_named.at(name).held = false;
+  let_go(name);
   answer(Op::acquire, error);
 }
 
@@ -338,14 +367,15 @@ void PostgresStore::report_holder(const std::string& name, const lock::AcquireRe
 {
   session(name).query(
     holders_sql(key_rows), key_params(key_of(name)),
-    [this, request](Answer& a) {
+    [this, name, request](Answer& a) {
       if (a.error) {
         answer(Op::acquire, *a.error);
         return;
       }
       Holders holders = read_holders(a.rows);
-      holders_found(request, holders.granted.empty() ? nullptr : &holders.granted.front(),
-                    std::int64_t(holders.granted.size()));
+      bool one = holders.granted.size() == 1 && !holders.shared;
+      holders_found(name, request, holders.granted.empty() ? nullptr : &holders.granted.front(),
+                    std::int64_t(holders.granted.size()), one ? holders.sessions.front() : 0);
     },
     true);
 }
@@ -402,8 +432,8 @@ void PostgresStore::unlock(const std::string& name)
   const Named& n = m_named.at(name);
   session(name).query(fmt::format("SELECT pg_advisory_unlock{}($1)",
                                   n.kind.mode == lock::LockKind::Mode::shared ? "_shared" : ""),
-                      {std::to_string(AdvisoryKey::of(n.prefixed).key)}, [this](Answer& a) {
-                        released(a.error, a.sqlstate.empty(),
+                      {std::to_string(AdvisoryKey::of(n.prefixed).key)}, [this, name](Answer& a) {
+                        released(name, a.error, a.sqlstate.empty(),
                                  a.rows.count() == 1 && a.rows.truth(0, 0));
                       });
 }
@@ -419,7 +449,7 @@ void PostgresStore::end_holder(const lock::LockName& name, const std::string& to
     sql += " AND a.application_name LIKE $3";
     params.push_back("dlock " + token_fingerprint(token) + " %");
   }
-  control().query(sql, params, [this](Answer& a) {
+  control().query(sql, params, [this, name, token](Answer& a) {
     Outcome outcome = Outcome::of(Op::release, a.error);
     if (a.error && a.sqlstate == "42501") {
       outcome.error = Error(ExitCode::auth,
@@ -428,8 +458,256 @@ void PostgresStore::end_holder(const lock::LockName& name, const std::string& to
                             a.error->what());
     }
     outcome.held = !a.error && a.rows.count() > 0;
-    answer(std::move(outcome));
+    holder_ended(name, token, std::move(outcome));
   });
+}
+
+void PostgresStore::let_go(const std::string& name)
+{
+  const Named& n = m_named.at(name);
+  session(name).query(fmt::format("SELECT pg_advisory_unlock{}($1)",
+                                  n.kind.mode == lock::LockKind::Mode::shared ? "_shared" : ""),
+                      {std::to_string(AdvisoryKey::of(n.prefixed).key)}, nullptr, true);
+}
+
+Session& PostgresStore::policy_session(const std::string& name, bool control_session)
+{
+  return control_session ? control() : session(name);
+}
+
+void PostgresStore::read_policy(const std::string& name, bool control_session, bool create,
+                                PolicyThen then)
+{
+  if (m_policy) {
+    select_policy(name, control_session, create, std::move(then));
+    return;
+  }
+  find_policy(name, control_session, create, std::move(then));
+}
+
+void PostgresStore::find_policy(const std::string& name, bool control_session, bool create,
+                                PolicyThen then)
+{
+  policy_session(name, control_session)
+    .query(
+      find_fence_table_sql("dlock_policy"), {},
+      [this, name, control_session, create, then](Answer& a) {
+        if (a.error) {
+          then(PolicyRead{.error = a.error});
+          return;
+        }
+        try {
+          m_policy = fence_table_from(a.rows, m_params.shown);
+        } catch (const Error& error) {
+          then(PolicyRead{.unavailable = error});
+          return;
+        }
+        if (!m_policy->table.empty() || !create) {
+          select_policy(name, control_session, false, then);
+          return;
+        }
+        if (m_policy->home.empty()) {
+          then(PolicyRead{.unavailable = Error(ExitCode::config,
+                                               "no schema of the search path to create it in")});
+          return;
+        }
+        policy_session(name, control_session)
+          .query(
+            create_policy_table_sql(m_policy->home), {},
+            [this, name, control_session, then](Answer& created) {
+              if (created.error && created.sqlstate != "23505" && created.sqlstate != "42P07") {
+                then(PolicyRead{.unavailable = created.error});
+                return;
+              }
+              m_policy.reset();
+              find_policy(name, control_session, false, then);
+            },
+            true);
+      },
+      true);
+}
+
+void PostgresStore::select_policy(const std::string& name, bool control_session, bool create,
+                                  PolicyThen then)
+{
+  if (m_policy->table.empty()) {
+    // none (create was false): no record closes the lock
+    policy_session(name, control_session)
+      .query(
+        "SELECT " + now_ms_sql(), {},
+        [then](Answer& a) {
+          PolicyRead read{.error = a.error};
+          if (!a.error && a.rows.count() == 1) {
+            read.now = a.rows.number(0, 0);
+          }
+          then(std::move(read));
+        },
+        true);
+    return;
+  }
+  std::string sql = fmt::format("SELECT {}, p.lock_key IS NOT NULL, {} FROM (SELECT 1) one "
+                                "LEFT JOIN {} p ON p.lock_key = $1",
+                                now_ms_sql(), policy_columns(), m_policy->table);
+  AdvisoryKey key = AdvisoryKey::of(m_prefix + name);
+  policy_session(name, control_session)
+    .query(
+      sql, {std::to_string(key.key)},
+      [this, name, control_session, create, then](Answer& a) {
+        if (a.error && a.sqlstate == "42P01") { // dropped since: look again
+          m_policy.reset();
+          if (create) {
+            find_policy(name, control_session, false, then);
+          } else {
+            then(PolicyRead{});
+          }
+          return;
+        }
+        if (a.error && a.sqlstate == "42501") {
+          then(PolicyRead{.unavailable = a.error});
+          return;
+        }
+        if (a.error || a.rows.count() != 1) {
+          then(PolicyRead{.error = a.error});
+          return;
+        }
+        PolicyRead read;
+        read.now = a.rows.number(0, 0);
+        if (a.rows.truth(0, 1)) {
+          read.row = policy_row(a.rows, 0, 2);
+        }
+        then(std::move(read));
+      },
+      true);
+}
+
+void PostgresStore::write_policy(const std::string& name, bool control_session,
+                                 const PolicyWrite& write, WriteThen then)
+{
+  auto done = [then](Answer& a) {
+    if (then) {
+      then(a.error, a.error ? 0 : std::int64_t(a.rows.count()));
+    }
+  };
+  if (!m_policy || m_policy->table.empty()) {
+    Answer none;
+    done(none);
+    return;
+  }
+  const std::string& table = m_policy->table;
+  std::string key = std::to_string(AdvisoryKey::of(m_prefix + name).key);
+  std::string sql;
+  std::vector<std::string> params{key};
+  using Kind = PolicyWrite::Kind;
+  switch (write.kind) {
+  case Kind::claim:
+  case Kind::force:
+    if (write.kind == Kind::force && write.delay_ms <= 0) {
+      sql = "DELETE FROM " + table + " WHERE lock_key = $1";
+      break;
+    }
+    // force: an armed lock-delay, counted from when the holder ended (now, if not known yet)
+    sql = "INSERT INTO " + table
+          + " AS p (lock_key, name, token_fp, session_id, holder, hold_until, released, "
+            "delay_ms, ended_at, replace_by) VALUES ($1, $2, $3, "
+          + (write.kind == Kind::claim ? "pg_catalog.pg_backend_pid()" : "0")
+          + ", $4, $5::pg_catalog.int8, false, $6::pg_catalog.int8, "
+          + (write.kind == Kind::claim ? std::string("0")
+             : write.ended_at > 0      ? std::to_string(write.ended_at)
+                                       : now_ms_sql())
+          + ", '') ON CONFLICT (lock_key) DO UPDATE SET name = EXCLUDED.name, "
+            "token_fp = EXCLUDED.token_fp, session_id = EXCLUDED.session_id, "
+            "holder = EXCLUDED.holder, hold_until = EXCLUDED.hold_until, released = false, "
+            "delay_ms = EXCLUDED.delay_ms, ended_at = EXCLUDED.ended_at, replace_by = ''";
+    params.insert(params.end(), {m_prefix + name, write.token_fp, write.holder,
+                                 std::to_string(write.hold_until), std::to_string(write.delay_ms)});
+    break;
+  case Kind::stamp:
+    sql = "UPDATE " + table + " SET ended_at = " + now_ms_sql()
+          + " WHERE lock_key = $1 AND token_fp = $2 AND ended_at = 0";
+    params.push_back(write.token_fp);
+    break;
+  case Kind::keep:
+    sql = "UPDATE " + table
+          + " SET released = true, delay_ms = 0 WHERE lock_key = $1 AND token_fp = $2";
+    params.push_back(write.token_fp);
+    break;
+  case Kind::drop:
+    // the newest --supersede waiter's record stays while it lasts
+    sql = "WITH gone AS (DELETE FROM " + table
+          + " WHERE lock_key = $1 AND token_fp = $2 AND (newest_waiter = '' OR newest_until < "
+          + now_ms_sql() + ") RETURNING 1) UPDATE " + table
+          + " SET token_fp = '', session_id = 0, holder = '', hold_until = 0, released = false, "
+            "delay_ms = 0, ended_at = 0, replace_by = '' WHERE lock_key = $1 AND token_fp = $2 "
+            "AND NOT (newest_waiter = '' OR newest_until < "
+          + now_ms_sql() + ")";
+    params.push_back(write.token_fp);
+    break;
+  case Kind::sweep:
+    // free (no session holds its advisory key), no min-hold, no lock-delay still counting
+    // (an unstamped one waits for the next acquirer), no supersede waiter
+    sql = "DELETE FROM " + table + " p WHERE p.lock_key <> $1 AND p.hold_until < " + now_ms_sql()
+          + " AND (p.released OR p.delay_ms <= 0 OR p.replace_by <> '' OR (p.ended_at > 0 AND "
+            "p.ended_at < "
+          + now_ms_sql() + " - p.delay_ms)) AND p.newest_until < " + now_ms_sql()
+          + " AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_locks l WHERE l.locktype = 'advisory' "
+            "AND l.objsubid = 1 AND ((l.classid::pg_catalog.int8 << 32) | "
+            "l.objid::pg_catalog.int8) = p.lock_key)";
+    break;
+  case Kind::newest:
+    sql = "INSERT INTO " + table
+          + " AS p (lock_key, name, token_fp, session_id, holder, hold_until, released, "
+            "delay_ms, ended_at, replace_by, newest_waiter, newest, newest_until) VALUES ($1, $2, "
+            "'', 0, '', 0, false, 0, 0, '', $3, $4, "
+          + now_ms_sql()
+          + " + $5::pg_catalog.int8) ON CONFLICT (lock_key) DO UPDATE SET newest_waiter = "
+            "EXCLUDED.newest_waiter, newest = EXCLUDED.newest, newest_until = "
+            "EXCLUDED.newest_until";
+    params.insert(params.end(),
+                  {m_prefix + name, write.waiter, write.holder, std::to_string(write.lifetime_ms)});
+    break;
+  case Kind::replace:
+    sql = "UPDATE " + table
+          + " SET replace_by = $3 WHERE lock_key = $1 AND token_fp = $2 AND session_id = "
+            "$4::pg_catalog.int8 AND NOT released RETURNING 1";
+    params.insert(params.end(), {write.token_fp, write.holder, std::to_string(write.session)});
+    break;
+  }
+  policy_session(name, control_session).query(sql, params, done, true);
+}
+
+std::vector<sql::SqlStore::NamedPolicy> PostgresStore::list_policies(util::TimePoint deadline,
+                                                                     std::int64_t& now)
+{
+  if (!m_policy) {
+    Answer found = ask(find_fence_table_sql("dlock_policy"), {}, deadline);
+    if (found.error) {
+      throw *found.error;
+    }
+    m_policy = fence_table_from(found.rows, m_params.shown);
+  }
+  if (m_policy->table.empty()) {
+    return {};
+  }
+  // Names longer than a lock name (another tenant's rows) are left out, not read.
+  Answer rows = ask(fmt::format("SELECT {}, p.name, {} FROM {} p WHERE left(p.name, length($1)) "
+                                "= $1 AND octet_length(p.name) <= octet_length($1) + $2 "
+                                "ORDER BY p.name",
+                                now_ms_sql(), policy_columns(), m_policy->table),
+                    {m_prefix, std::to_string(lock::max_name_bytes)}, deadline);
+  if (rows.error && control().broken()) {
+    throw *rows.error;
+  }
+  if (rows.error) { // none, or another tenant's table of other columns
+    util::log_verbose("no side records listed: {}", rows.error->what());
+    return {};
+  }
+  std::vector<NamedPolicy> found;
+  for (int i = 0; i < rows.rows.count(); ++i) {
+    now = rows.rows.number(i, 0);
+    found.push_back(
+      NamedPolicy{rows.rows.text(i, 1).substr(m_prefix.size()), policy_row(rows.rows, i, 2)});
+  }
+  return found;
 }
 
 Answer PostgresStore::ask(const std::string& sql, std::vector<std::string> params,
@@ -485,6 +763,7 @@ lock::LockStatus PostgresStore::status(const lock::LockName& name, util::TimePoi
     throw *fence.error;
   }
   if (holders.granted.empty()) {
+    add_policy(status, 0, deadline);
     return status;
   }
   status.held = true;
@@ -496,6 +775,8 @@ lock::LockStatus PostgresStore::status(const lock::LockName& name, util::TimePoi
     for (const lock::HolderInfo& holder : holders.granted) {
       status.slots.push_back(lock::SlotHolder{holder, -1});
     }
+  } else {
+    add_policy(status, holders.sessions.front(), deadline);
   }
   return status;
 }
@@ -530,6 +811,7 @@ std::vector<lock::LockStatus> PostgresStore::list(std::string_view pattern, Mill
     throw *rows.error;
   }
   std::vector<lock::LockStatus> found;
+  std::map<std::string, std::int64_t> sessions; // the holder's backend pid, by name
   const Rows& r = rows.rows;
   for (int i = 0; i < r.count(); ++i) {
     std::string name = r.text(i, 0).substr(m_prefix.size());
@@ -550,6 +832,7 @@ std::vector<lock::LockStatus> PostgresStore::list(std::string_view pattern, Mill
       holder_of_session(r.text(i, 4), r.text(i, 5), r.text(i, 6), r.number(i, 1));
     if (!status.held) {
       status.held = true;
+      sessions[name] = r.text(i, 3) == "ShareLock" ? 0 : r.number(i, 1);
       status.holder = holder;
       status.holder.fence = status.last_fence.value_or(0);
       status.holder.acquired_ms = r.number(i, 8);
@@ -563,6 +846,7 @@ std::vector<lock::LockStatus> PostgresStore::list(std::string_view pattern, Mill
   std::erase_if(found, [&](const lock::LockStatus& status) {
     return !status.held || ::fnmatch(glob.c_str(), status.name.c_str(), 0) != 0;
   });
+  add_policies(found, sessions, pattern, deadline);
   return found;
 }
 

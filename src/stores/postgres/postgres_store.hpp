@@ -28,7 +28,8 @@ ConnectParams connect_params(const std::string& url, const stores::StoreConfig& 
 // A renewal confirms that the session still holds the lock; a session that ended has lost
 // it. Waiting blocks in pg_advisory_lock under lock_timeout: the server wakes the waiter when
 // the holder lets go. Fencing tokens come from the table dlock_fence where dlock may create
-// it (man dlock, DATABASE STORES).
+// it (man dlock, DATABASE STORES); the side records of the policies from dlock_policy, found
+// and trusted the same way (sql_store.hpp).
 class PostgresStore final : public sql::SqlStore {
 public:
   PostgresStore(ConnectParams params, std::string prefix);
@@ -55,6 +56,11 @@ private:
   void confirm_other(const lock::LockName& name, const std::string& token) override;
   void unlock(const std::string& name) override;
   void end_holder(const lock::LockName& name, const std::string& token) override;
+  void read_policy(const std::string& name, bool control, bool create, PolicyThen then) override;
+  void write_policy(const std::string& name, bool control, const PolicyWrite& write,
+                    WriteThen then) override;
+  void let_go(const std::string& name) override;
+  std::vector<NamedPolicy> list_policies(util::TimePoint deadline, std::int64_t& now) override;
 
   // The name's session.
   Session& session(const std::string& name) { return session_as<Session>(name); }
@@ -66,6 +72,12 @@ private:
   // table: Error(config)).
   void find_fence(Session& session, std::function<void()> then,
                   std::function<void(const Error&)> failed);
+  // The session for the name's side record: its own, or control.
+  Session& policy_session(const std::string& name, bool control);
+  // Finds dlock_policy (once per process), makes it if create and there is none, then reads
+  // the lock's row.
+  void find_policy(const std::string& name, bool control, bool create, PolicyThen then);
+  void select_policy(const std::string& name, bool control, bool create, PolicyThen then);
   // Lets go of a lock just taken and answers the acquisition with error.
   void give_back(const std::string& name, const Error& error);
   // Blocking query on the control session (status, list).
@@ -75,7 +87,8 @@ private:
   std::string fence_table(util::TimePoint deadline);
 
   ConnectParams m_params;
-  std::optional<FenceTable> m_fence; // where dlock_fence is, once looked for
+  std::optional<FenceTable> m_fence;  // where dlock_fence is, once looked for
+  std::optional<FenceTable> m_policy; // where dlock_policy is, once looked for
   lock::StoreTraits m_traits =
     session_traits("PostgreSQL (postgres://)", lock::features_of(lock::StoreKind::postgres));
 };

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "lock/store.hpp"
+#include "stores/sql/policy.hpp"
 #include "stores/sql/session.hpp"
 #include "stores/sql/session_store.hpp"
 
@@ -19,6 +20,12 @@ namespace dlock::sql {
 // --force (or another process's token) ends the holding session. The chain and the per-name
 // bookkeeping are here; each database writes the steps (its SQL and client calls), which
 // are the virtual methods below, and its own status and list.
+// What must outlive the holder's session (--min-hold, --lock-delay, a --replace request, the
+// newest --supersede waiter, the --note PostgreSQL's application_name cannot hold) is the
+// lock's side record in dlock_policy (policy.hpp): an acquirer reads it right after it takes
+// the session lock and gives the lock back if the record closes it; a renewal reads it for a
+// replace request; a release by token keeps or removes it. Without the table (no right to
+// create it) plain locking goes on, and the policies that need it are refused in one line.
 class SqlStore : public SessionStore {
 public:
   void start_acquire(const lock::LockName& name, const lock::AcquireRequest& request) override;
@@ -46,7 +53,44 @@ protected:
     bool closing = false;              // released: the session ends once idle
     bool limit_read = false;           // the server's settings were read
     std::optional<SessionLimit> limit; // the soonest the server may end the session
+    // The last attempt found the lock closed by a side record (min-hold, lock-delay) until
+    // then: a wait is a timed one, not in the server (where the lock is free to take).
+    std::optional<util::TimePoint> closed_until;
+    std::optional<util::TimePoint> wake_at; // a timed wait in progress: answered then
+    util::Millis kept_for{0};               // the release in progress keeps it this long
   };
+  // The side record of a lock as read (dlock_policy), with the server's clock.
+  struct PolicyRead {
+    std::optional<Error> error{};       // the query failed
+    std::optional<Error> unavailable{}; // no table, and none could be made (why, as an Error)
+    std::optional<PolicyRow> row{};
+    std::int64_t now = 0; // the server's clock, Unix ms
+  };
+  using PolicyThen = std::function<void(PolicyRead)>;
+  // One write of the side record.
+  struct PolicyWrite {
+    enum class Kind {
+      claim,   // this session's holder: token_fp, holder, hold_until, delay_ms (the rest reset)
+      stamp,   // ended_at = now where the record is token_fp's and not stamped yet
+      keep,    // token_fp released before its hold_until: released, the delay disarmed
+      drop,    // token_fp's record goes (clean release)
+      force,   // release --force: no min-hold; an armed delay counts from now
+      replace, // asks the holder whose session is session to go (holder: the replacer)
+      newest,  // waiter (holder: who) is the newest --supersede waiter, for lifetime_ms more
+      sweep,   // removes the records of every lock that is free and that nothing keeps closed
+    };
+    Kind kind = Kind::claim;
+    std::string token_fp{};
+    std::string holder{}; // encode_holder
+    std::int64_t hold_until = 0;
+    std::int64_t delay_ms = 0;
+    std::int64_t session = 0;
+    std::int64_t ended_at = 0; // force: when the holder ended (0: now)
+    std::string waiter{};      // newest
+    std::int64_t lifetime_ms = 0;
+  };
+  // How many rows it touched, or the error.
+  using WriteThen = std::function<void(const std::optional<Error>&, std::int64_t)>;
   using Op = lock::Outcome::Op;
 
   // server: "PostgreSQL" or "MySQL", as messages name it; shown: the URL without secrets;
@@ -83,9 +127,24 @@ protected:
   virtual void confirm_other(const lock::LockName& name, const std::string& token) = 0;
   // Lets go of the lock the name's session holds, then released().
   virtual void unlock(const std::string& name) = 0;
-  // --force (no token) or a token another process holds: ends the holding session and
-  // answers the release.
+  // --force (no token) or a token another process holds: ends the holding session, then
+  // holder_ended().
   virtual void end_holder(const lock::LockName& name, const std::string& token) = 0;
+  // Reads the lock's side record on the name's session (or control, for a name not taken
+  // here); create: makes the table first if there is none.
+  virtual void read_policy(const std::string& name, bool control, bool create, PolicyThen then) = 0;
+  // Writes the lock's side record on the name's session (or control).
+  virtual void write_policy(const std::string& name, bool control, const PolicyWrite& write,
+                            WriteThen then) = 0;
+  // The side records of every lock name of this prefix (the name without it), with the
+  // server's clock, on the control session (blocking until deadline); none without the table.
+  struct NamedPolicy {
+    std::string name;
+    PolicyRow row;
+  };
+  virtual std::vector<NamedPolicy> list_policies(util::TimePoint deadline, std::int64_t& now) = 0;
+  // Gives back the lock the name's session has just taken, without an answer.
+  virtual void let_go(const std::string& name) = 0;
 
   // The chain's steps that the database's steps go on with.
   // The session's limit is known: checks the TTL against it, then tries the lock.
@@ -99,9 +158,11 @@ protected:
   void fenced(std::int64_t fence);
   // dlock_fence cannot be used (why, for -v): the lock is taken without a token, from now on.
   void no_fencing(const std::string& why);
-  // Answers the acquisition: held by count sessions, the first of them first.
-  void holders_found(const lock::AcquireRequest& request, const lock::HolderInfo* first,
-                     std::int64_t count);
+  // Answers the acquisition: held by count sessions, the first of them first (its session
+  // id: first_session), after the side record adds its note and takes a --replace request.
+  void holders_found(const std::string& name, const lock::AcquireRequest& request,
+                     const lock::HolderInfo* first, std::int64_t count,
+                     std::int64_t first_session = 0);
   // The wait ended with the lock this session's.
   void granted(const std::string& name);
   // Answers the wait: error, or woken (granted or timed out in the server).
@@ -111,7 +172,20 @@ protected:
   void other_confirmed(const std::optional<Error>& error, bool held);
   // Answers the release: held (it was let go) or not, or error; ended: the session went with
   // the lock, which is no error.
-  void released(const std::optional<Error>& error, bool ended, bool held);
+  void released(const std::string& name, const std::optional<Error>& error, bool ended, bool held);
+  // end_holder's answer, once the side record is written (forced: no token was given).
+  void holder_ended(const lock::LockName& name, const std::string& token, lock::Outcome outcome);
+  // Adds the side record to a status (holder_session: the session that holds the lock, when
+  // held): the holder's note; a lock held for a min-hold, or closed by a lock-delay.
+  void add_policy(lock::LockStatus& status, std::int64_t holder_session, util::TimePoint deadline);
+  // The same for list: found (the held locks, with their holders' sessions) gets the notes,
+  // and the locks held for a min-hold alone that match the glob; sorted by name again.
+  void add_policies(std::vector<lock::LockStatus>& found,
+                    const std::map<std::string, std::int64_t>& sessions, std::string_view pattern,
+                    util::TimePoint deadline);
+  // One side record into a status (see add_policy).
+  static void apply_policy(lock::LockStatus& status, std::int64_t holder_session,
+                           const PolicyRow& row, std::int64_t now);
 
   Named* find(const lock::LockName& name);
   Session& control_session();
@@ -130,13 +204,25 @@ protected:
   std::string m_prefix;
   std::map<std::string, Named> m_named; // by lock name
   std::unique_ptr<Session> m_control;
-  bool m_fencing = true; // false once dlock_fence turned out not writable
+  bool m_fencing = true;            // false once dlock_fence turned out not writable
+  std::optional<Error> m_no_policy; // why dlock_policy cannot be used, once it turned out so
 
 private:
   // The name's session, opened for token if there is none this process can use.
   Named& named(const lock::LockName& name, const std::string& token, const lock::HolderInfo& me);
   // Whether the TTL is within the session's limit; if not, the acquisition is refused.
   bool ttl_allowed(const std::string& name, const lock::AcquireRequest& request);
+  // With the session lock just taken: reads the side record; gives the lock back and answers
+  // if a min-hold or lock-delay closes it, else records this holder and takes the fence.
+  void check_policy(const std::string& name, const lock::AcquireRequest& request);
+  // Answers an attempt that was not granted (outcome), after a --supersede waiter announced
+  // itself (its first registration) or learned that a newer one did (row: the side record).
+  void answer_waiter(const std::string& name, const lock::AcquireRequest& request,
+                     const std::optional<PolicyRow>& row, std::int64_t now, lock::Outcome outcome);
+  // Gives the lock back and answers the acquisition with error.
+  void refuse(const std::string& name, const Error& error);
+  // The error for a policy the side record is needed for when it cannot be used.
+  Error policy_refused(const lock::AcquireRequest& request) const;
 };
 
 } // namespace dlock::sql
