@@ -17,7 +17,7 @@ ALL_PWS=("$PW" "$DL_PW" "$NOKEYS_PW" "$NOEVAL_PW" "$NOCMD_PW" "$WRONG_PW")
 # What `dlock run` calls: EVALSHA (EVAL when the script cache is empty), BLPOP while waiting,
 # and, inside its scripts, the commands below. All its keys start with the prefix "dlock:".
 # Keep this in step with src/stores/redis/scripts/: the ACL test fails on anything missing.
-DL_COMMANDS=(evalsha eval blpop get set del exists time pttl pexpire hset hget hmget hdel
+DL_COMMANDS=(evalsha eval blpop get set del exists time pttl pexpire hset hget hmget hdel hexists
   type strlen hstrlen zadd zrem zscore zrange zrangebyscore zremrangebyscore zcount zcard llen rpush decr)
 
 setup_file() {
