@@ -223,6 +223,29 @@ std::optional<std::string> read_side(int meta, const std::string& name)
   return fd ? util::read_bounded(fd.get(), max_side_file_bytes) : std::nullopt;
 }
 
+// A --replace request in .dlock (name), if one is there that the holder may heed: written by
+// the holder's own user or by root. Another local user may not stop this user's command, as
+// kill(2) would not let it; its request is ignored, and it waits the holder out.
+std::optional<Announcement> read_replace_request(int meta, const std::string& name)
+{
+  if (meta < 0) {
+    return std::nullopt;
+  }
+  util::UniqueFd fd = util::open_regular_at(meta, name, O_RDONLY);
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0) {
+    return std::nullopt;
+  }
+  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+    util::log_verbose("file store: ignoring a --replace request of uid {}: only uid {} or root "
+                      "may ask this holder to stand down",
+                      st.st_uid, ::geteuid());
+    return std::nullopt;
+  }
+  std::optional<std::string> text = util::read_bounded(fd.get(), max_side_file_bytes);
+  return text ? Announcement::parse(*text) : std::nullopt;
+}
+
 // One holder's policy side record, as found in .dlock.
 struct FoundPolicy {
   std::string file; // ENC+policy+FP
@@ -1008,8 +1031,8 @@ bool FileStore::closed_by_policy(Named& n, const lock::AcquireRequest& request)
     const std::string fingerprint = f.p.fingerprint;
     // Its holder was asked to stand down: the take-over keeps no min-hold and no delay, even if
     // the holder ended before it could release. This token's own is from a hold of its before.
-    std::optional<std::string> asked = read_side(meta, n.layout.replace_name(fingerprint));
-    bool over = fingerprint == mine || (asked && Announcement::parse(*asked));
+    bool over =
+      fingerprint == mine || read_replace_request(meta, n.layout.replace_name(fingerprint));
     if (!over && f.p.delay_ms > 0 && f.p.ended_at_ms == 0) {
       // The lock file is ours: that lease ended without a release, by now at the latest.
       stamp_ended(meta, n.layout, f, now);
@@ -1061,8 +1084,7 @@ Millis FileStore::settle_policy(const Layout& layout, const std::string& token)
 {
   const std::string fingerprint = token_fingerprint(token);
   const std::string replace = layout.replace_name(fingerprint);
-  std::optional<std::string> asked = read_side(m_metafd.get(), replace);
-  bool replaced = asked && Announcement::parse(*asked);
+  bool replaced = read_replace_request(m_metafd.get(), replace).has_value();
   ::unlinkat(m_metafd.get(), replace.c_str(), 0);
   const std::string name = layout.policy_name(fingerprint);
   std::optional<PolicyRecord> p = read_policy(m_metafd.get(), layout, fingerprint);
@@ -1341,10 +1363,11 @@ void FileStore::start_renew(const lock::LockName& name, const lock::RenewRequest
     outcome.slot = n->kind.has_slots();
     outcome.held = still_ours(*n);
     // A --replace acquirer's request: the lock stays this token's until it releases.
-    std::optional<std::string> asked =
-      outcome.held ? read_side(m_metafd.get(), n->layout.replace_name(token_fingerprint(n->token)))
-                   : std::nullopt;
-    if (std::optional<Announcement> by = asked ? Announcement::parse(*asked) : std::nullopt) {
+    std::optional<Announcement> by =
+      outcome.held
+        ? read_replace_request(m_metafd.get(), n->layout.replace_name(token_fingerprint(n->token)))
+        : std::nullopt;
+    if (by) {
       outcome.held = false;
       outcome.replaced_by = holder_of(by->who);
     }
@@ -1512,13 +1535,11 @@ void FileStore::on_inotify()
     }
     const std::string replace = n.layout.replace_name(token_fingerprint(n.token));
     if (n.held && !n.replace_told && (overflow || changed.contains(replace))) {
-      std::optional<std::string> asked = read_side(m_metafd.get(), replace);
-      if (asked && Announcement::parse(*asked)) {
+      if (std::optional<Announcement> asked = read_replace_request(m_metafd.get(), replace)) {
         // The holder renews at once, and its renewal answers replaced_by.
         n.replace_told = true;
-        m_answers.answer(Outcome{.op = Op::disconnected,
-                                 .lease_ended = true,
-                                 .replaced_by = holder_of(Announcement::parse(*asked)->who)});
+        m_answers.answer(Outcome{
+          .op = Op::disconnected, .lease_ended = true, .replaced_by = holder_of(asked->who)});
       }
     }
   }

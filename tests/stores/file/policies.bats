@@ -182,6 +182,25 @@ planted_policy() {
   kill "$BG_PID"
 }
 
+@test "hostile: nobody's --replace does not stop root's command (kill(2) would not either); it waits, and root's own --replace does" {
+  need_root
+  chmod 1777 "$D"
+  start_bg holder "$DLOCK" run -k h -t 1s -- sh -c 'echo $$ >"$T/cmd.pid"; exec sleep 60'
+  wait_for "[ -s '$T/cmd.pid' ]" 10
+  run --separate-stderr as_nobody timeout -k 5 20 "$DLOCK" -v run -k h --replace -w 2s -- touch "$T/ran"
+  echo "$stderr"
+  assert_failure 75
+  alive "$BG_PID"
+  [ ! -e "$T/ran" ]
+  # the holder's own user may
+  in_time run -k h --replace -w 10s -- touch "$T/ran"
+  assert_success
+  local st=0
+  wait "$BG_PID" || st=$?
+  [ "$st" -eq 76 ]
+  grep -q "replaced by" "$T/holder.err"
+}
+
 @test "hostile: nobody's valid far-future min-hold record: -n is 75 saying so, a waiter keeps its -w, status answers; release --force clears it" {
   need_root
   chmod 1777 "$D"
