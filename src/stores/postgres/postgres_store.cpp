@@ -22,6 +22,34 @@ namespace {
 constexpr const char* key_rows = "l.locktype = 'advisory' AND l.classid = $1::oid AND "
                                  "l.objid = $2::oid AND l.objsubid = 1";
 
+// A wait of a semaphore holder blocks on one slot in the server, whichever of them frees
+// first: it looks at the others again this often (the slot it blocks on wakes it at once).
+constexpr Millis slot_block{2'000};
+
+// The rows of pg_locks that are the slots of the semaphore of key ($1, $2 as key_rows),
+// granted or not.
+std::string slot_rows()
+{
+  return "l.locktype = 'advisory' AND l.objsubid = 2 AND l.classid = $1::oid AND "
+         + Semaphore::offset_sql("l.objid") + " BETWEEN 1 AND "
+         + std::to_string(Semaphore::max_limit);
+}
+
+// The rows of pg_locks of the kind markers of semaphores of key ($1, $2 as key_rows).
+std::string marker_rows()
+{
+  return "l.locktype = 'advisory' AND l.objsubid = 2 AND l.classid = $1::oid AND l.granted AND "
+         "l.mode = 'ShareLock' AND "
+         + Semaphore::offset_sql("l.objid")
+         + " >= " + std::to_string((std::int64_t(1) << 32) - Semaphore::max_limit);
+}
+
+// The semaphore of a name whose kind is kind.
+Semaphore semaphore_of(const std::string& prefixed, const lock::LockKind& kind)
+{
+  return Semaphore{AdvisoryKey::of(prefixed), kind.limit};
+}
+
 std::string now_ms_sql() { return "floor(extract(epoch from clock_timestamp()) * 1000)::bigint"; }
 
 // A timestamptz column of dlock_fence in Unix ms, NULL when another tenant of the database
@@ -204,6 +232,7 @@ PostgresStore::PostgresStore(ConnectParams params, std::string prefix)
 
 std::unique_ptr<sql::Session> PostgresStore::open_session(const Named& n)
 {
+  m_held.erase(n.prefixed); // a new session holds nothing yet
   ConnectParams params = m_params;
   params.values.emplace_back("application_name", application_name(n.token, n.holder));
   return std::make_unique<Session>(params);
@@ -271,6 +300,10 @@ void PostgresStore::find_fence(Session& session, std::function<void()> then,
 
 void PostgresStore::try_lock(const std::string& name, const lock::AcquireRequest& request)
 {
+  if (request.kind.mode == lock::LockKind::Mode::limit) {
+    try_semaphore(name, request);
+    return;
+  }
   bool shared = request.kind.mode == lock::LockKind::Mode::shared;
   session(name).query(
     fmt::format("SELECT pg_try_advisory_lock{}($1)", shared ? "_shared" : ""),
@@ -283,6 +316,155 @@ void PostgresStore::try_lock(const std::string& name, const lock::AcquireRequest
       tried(name, request, a.rows.count() == 1 && a.rows.truth(0, 0));
     },
     true);
+}
+
+void PostgresStore::after_taken(const std::string& name, std::function<void()> then)
+{
+  if (m_named.at(name).kind.mode == lock::LockKind::Mode::limit) {
+    then(); // the kinds were checked before the slot was taken
+    return;
+  }
+  // taken first, then looked at: a semaphore holder that takes its marker meanwhile sees it
+  session(name).query(
+    "SELECT " + Semaphore::offset_sql("l.objid") + " FROM pg_catalog.pg_locks l WHERE "
+      + marker_rows(),
+    key_params(key_of(name)),
+    [this, name, then](Answer& a) {
+      if (a.error) {
+        give_back(name, *a.error);
+        return;
+      }
+      for (int i = 0; i < a.rows.count(); ++i) {
+        if (std::optional<int> n = Semaphore::limit_of_marker(a.rows.number(i, 0))) {
+          Outcome outcome = Outcome::of(Op::acquire);
+          outcome.acquire.kind_in_use = lock::LockKind::semaphore(*n);
+          m_named.at(name).held = false;
+          let_go(name);
+          answer(std::move(outcome));
+          return;
+        }
+      }
+      then();
+    },
+    true);
+}
+
+void PostgresStore::try_semaphore(const std::string& name, const lock::AcquireRequest& request)
+{
+  Held& held = held_of(name);
+  if (held.marker) {
+    try_slot(name, request);
+    return;
+  }
+  Semaphore sem = semaphore_of(m_named.at(name).prefixed, request.kind);
+  session(name).query(
+    "SELECT pg_catalog.pg_try_advisory_lock_shared($1::int4, $2::int4)",
+    {std::to_string(sem.class_arg()), std::to_string(sem.marker_arg())},
+    [this, name, request](Answer& a) {
+      if (a.error) {
+        answer(Op::acquire, *a.error);
+        return;
+      }
+      if (a.rows.count() != 1 || !a.rows.truth(0, 0)) { // held exclusive: not dlock's
+        report_slots(name, request);
+        return;
+      }
+      held_of(name).marker = true;
+      // marker taken first, then looked at: an exclusive or shared holder taking the key
+      // meanwhile sees the marker
+      session(name).query(
+        "SELECT l.objsubid, l.mode, " + Semaphore::offset_sql("l.objid")
+          + " FROM pg_catalog.pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND "
+            "l.classid = $1::oid AND ((l.objsubid = 1 AND l.objid = $2::oid) OR ("
+          + marker_rows() + "))",
+        key_params(key_of(name)),
+        [this, name, request](Answer& kinds) {
+          if (kinds.error) {
+            answer(Op::acquire, *kinds.error);
+            return;
+          }
+          for (int i = 0; i < kinds.rows.count(); ++i) {
+            if (kinds.rows.number(i, 0) == 1) {
+              refuse_kind(name, kinds.rows.text(i, 1) == "ShareLock" ? lock::LockKind::shared()
+                                                                     : lock::LockKind::exclusive());
+              return;
+            }
+            std::optional<int> n = Semaphore::limit_of_marker(kinds.rows.number(i, 2));
+            if (n && *n != request.kind.limit) {
+              refuse_kind(name, lock::LockKind::semaphore(*n));
+              return;
+            }
+          }
+          try_slot(name, request);
+        },
+        true);
+    },
+    true);
+}
+
+void PostgresStore::try_slot(const std::string& name, const lock::AcquireRequest& request)
+{
+  // the first free slot (the filter stops at the first lock it gets)
+  Semaphore sem = semaphore_of(m_named.at(name).prefixed, request.kind);
+  std::vector<std::string> params{std::to_string(sem.class_arg()), std::to_string(sem.key.objid()),
+                                  std::to_string(request.kind.limit)};
+  session(name).query(
+    "SELECT i FROM pg_catalog.generate_series(0, $3::int4 - 1) i WHERE "
+    "pg_catalog.pg_try_advisory_lock($1::int4, "
+      + Semaphore::slot_arg_sql("i") + ") LIMIT 1",
+    params,
+    [this, name, request](Answer& a) {
+      if (a.error) {
+        answer(Op::acquire, *a.error);
+        return;
+      }
+      if (a.rows.count() == 1) {
+        held_of(name).slot = int(a.rows.number(0, 0));
+      }
+      tried(name, request, a.rows.count() == 1);
+    },
+    true);
+}
+
+void PostgresStore::report_slots(const std::string& name, const lock::AcquireRequest& request)
+{
+  session(name).query(
+    holders_sql(slot_rows()), key_params(key_of(name)),
+    [this, name, request](Answer& a) {
+      if (a.error) {
+        answer(Op::acquire, *a.error);
+        return;
+      }
+      Holders holders = read_holders(a.rows);
+      holders_found(name, request, holders.granted.empty() ? nullptr : &holders.granted.front(),
+                    std::int64_t(holders.granted.size()));
+    },
+    true);
+}
+
+void PostgresStore::refuse_kind(const std::string& name, lock::LockKind kind)
+{
+  m_named.at(name).held = false;
+  let_go(name);
+  Outcome outcome = Outcome::of(Op::acquire);
+  outcome.acquire.kind_in_use = kind;
+  answer(std::move(outcome));
+}
+
+std::string PostgresStore::unlock_semaphore_sql(const std::string& name)
+{
+  Held& held = held_of(name);
+  Semaphore sem = semaphore_of(m_named.at(name).prefixed, m_named.at(name).kind);
+  std::string sql = "SELECT ";
+  sql += held.slot ? fmt::format("pg_catalog.pg_advisory_unlock({}, {})", sem.class_arg(),
+                                 sem.slot_arg(*held.slot))
+                   : std::string("false");
+  if (held.marker) {
+    sql += fmt::format(", pg_catalog.pg_advisory_unlock_shared({}, {})", sem.class_arg(),
+                       sem.marker_arg());
+  }
+  held = Held{};
+  return sql;
 }
 
 void PostgresStore::take_fence(const std::string& name, bool looked_again)
@@ -383,6 +565,29 @@ void PostgresStore::report_holder(const std::string& name, const lock::AcquireRe
 void PostgresStore::wait_in_server(const std::string& name, Millis block)
 {
   const Named& n = m_named.at(name);
+  if (n.kind.mode == lock::LockKind::Mode::limit) {
+    // blocks on one slot, a different one each time: its holder's end grants it at once
+    Semaphore sem = semaphore_of(n.prefixed, n.kind);
+    Held& held = held_of(name);
+    int slot = held.turn++ % n.kind.limit;
+    session(name).query_blocking(
+      fmt::format("SET lock_timeout = {}; SELECT pg_catalog.pg_advisory_lock({}, {})",
+                  std::max<std::int64_t>(1, std::min(block, slot_block).count()), sem.class_arg(),
+                  sem.slot_arg(slot)),
+      [this, name, slot](Answer& a) {
+        if (!a.error) {
+          held_of(name).slot = slot;
+          granted(name);
+          woken();
+        } else if (a.sqlstate != "55P03" && a.sqlstate != "57014") {
+          woken(a.error);
+        } else {
+          woken();
+        }
+      });
+    session(name).query("RESET lock_timeout", {}, nullptr);
+    return;
+  }
   // Blocks until the holder lets go (the server grants it to this session then) or
   // lock_timeout ends the wait (55P03); the simple protocol sends both statements at once.
   session(name).query_blocking(
@@ -405,6 +610,21 @@ void PostgresStore::wait_in_server(const std::string& name, Millis block)
 
 void PostgresStore::confirm_held(const std::string& name)
 {
+  const Named& n = m_named.at(name);
+  if (n.kind.mode == lock::LockKind::Mode::limit) {
+    std::optional<int> slot = held_of(name).slot;
+    Semaphore sem = semaphore_of(n.prefixed, n.kind);
+    session(name).query(
+      "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks l WHERE l.pid = "
+      "pg_catalog.pg_backend_pid() AND l.locktype = 'advisory' AND l.objsubid = 2 AND "
+      "l.classid = $1::oid AND l.objid = $2::oid AND l.granted)",
+      {std::to_string(sem.key.classid()),
+       std::to_string(std::uint32_t(sem.slot_arg(slot.value_or(-1))))},
+      [this, name, slot](Answer& a) {
+        held_confirmed(name, a.error, slot && a.rows.count() == 1 && a.rows.truth(0, 0));
+      });
+    return;
+  }
   session(name).query(
     std::string("SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = pg_backend_pid() AND ")
       + key_rows + " AND l.granted)",
@@ -419,17 +639,23 @@ void PostgresStore::confirm_other(const lock::LockName& name, const std::string&
   AdvisoryKey key = AdvisoryKey::of(m_prefix + name.str());
   std::vector<std::string> params = key_params(key);
   params.push_back("dlock " + token_fingerprint(token) + " %");
-  control().query(std::string("SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON "
-                              "a.pid = l.pid WHERE ")
-                    + key_rows + " AND l.granted AND a.application_name LIKE $3)",
-                  params, [this](Answer& a) {
-                    other_confirmed(a.error, a.rows.count() == 1 && a.rows.truth(0, 0));
-                  });
+  control().query(
+    std::string("SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON "
+                "a.pid = l.pid WHERE ((")
+      + key_rows + ") OR (" + slot_rows() + ")) AND l.granted AND a.application_name LIKE $3)",
+    params,
+    [this](Answer& a) { other_confirmed(a.error, a.rows.count() == 1 && a.rows.truth(0, 0)); });
 }
 
 void PostgresStore::unlock(const std::string& name)
 {
   const Named& n = m_named.at(name);
+  if (n.kind.mode == lock::LockKind::Mode::limit) {
+    session(name).query(unlock_semaphore_sql(name), {}, [this, name](Answer& a) {
+      released(name, a.error, a.sqlstate.empty(), a.rows.count() == 1 && a.rows.truth(0, 0));
+    });
+    return;
+  }
   session(name).query(fmt::format("SELECT pg_advisory_unlock{}($1)",
                                   n.kind.mode == lock::LockKind::Mode::shared ? "_shared" : ""),
                       {std::to_string(AdvisoryKey::of(n.prefixed).key)}, [this, name](Answer& a) {
@@ -443,8 +669,8 @@ void PostgresStore::end_holder(const lock::LockName& name, const std::string& to
   AdvisoryKey key = AdvisoryKey::of(m_prefix + name.str());
   std::vector<std::string> params = key_params(key);
   std::string sql = std::string("SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN "
-                                "pg_stat_activity a ON a.pid = l.pid WHERE ")
-                    + key_rows + " AND l.granted";
+                                "pg_stat_activity a ON a.pid = l.pid WHERE ((")
+                    + key_rows + ") OR (" + slot_rows() + ")) AND l.granted";
   if (!token.empty()) {
     sql += " AND a.application_name LIKE $3";
     params.push_back("dlock " + token_fingerprint(token) + " %");
@@ -465,6 +691,10 @@ void PostgresStore::end_holder(const lock::LockName& name, const std::string& to
 void PostgresStore::let_go(const std::string& name)
 {
   const Named& n = m_named.at(name);
+  if (n.kind.mode == lock::LockKind::Mode::limit) {
+    session(name).query(unlock_semaphore_sql(name), {}, nullptr, true);
+    return;
+  }
   session(name).query(fmt::format("SELECT pg_advisory_unlock{}($1)",
                                   n.kind.mode == lock::LockKind::Mode::shared ? "_shared" : ""),
                       {std::to_string(AdvisoryKey::of(n.prefixed).key)}, nullptr, true);
@@ -731,6 +961,36 @@ std::string PostgresStore::fence_table(util::TimePoint deadline)
   return m_fence->table;
 }
 
+void PostgresStore::semaphore_status(lock::LockStatus& status, AdvisoryKey key,
+                                     util::TimePoint deadline)
+{
+  Answer rows = ask(holders_sql(slot_rows()), key_params(key), deadline);
+  if (rows.error) {
+    throw *rows.error;
+  }
+  Holders holders = read_holders(rows.rows);
+  if (holders.granted.empty()) {
+    return;
+  }
+  Answer markers = ask("SELECT " + Semaphore::offset_sql("l.objid")
+                         + " FROM pg_catalog.pg_locks l WHERE " + marker_rows(),
+                       key_params(key), deadline);
+  if (markers.error) {
+    throw *markers.error;
+  }
+  int limit = int(std::max<std::size_t>(2, holders.granted.size()));
+  for (int i = 0; i < markers.rows.count(); ++i) {
+    limit = std::max(limit, Semaphore::limit_of_marker(markers.rows.number(i, 0)).value_or(0));
+  }
+  status.held = true;
+  status.kind = lock::LockKind::semaphore(limit);
+  status.waiters += holders.waiting;
+  status.holder = holders.granted.front();
+  for (const lock::HolderInfo& holder : holders.granted) {
+    status.slots.push_back(lock::SlotHolder{holder, -1});
+  }
+}
+
 lock::LockStatus PostgresStore::status(const lock::LockName& name, util::TimePoint deadline)
 {
   AdvisoryKey key = AdvisoryKey::of(m_prefix + name.str());
@@ -763,7 +1023,13 @@ lock::LockStatus PostgresStore::status(const lock::LockName& name, util::TimePoi
     throw *fence.error;
   }
   if (holders.granted.empty()) {
+    semaphore_status(status, key, deadline);
+  }
+  if (holders.granted.empty() && !status.held) {
     add_policy(status, 0, deadline);
+    return status;
+  }
+  if (holders.granted.empty()) {
     return status;
   }
   status.held = true;

@@ -4,11 +4,13 @@
 #include "stores/config.hpp"
 #include "stores/postgres/advisory.hpp"
 #include "stores/postgres/fence_table.hpp"
+#include "stores/postgres/semaphore.hpp"
 #include "stores/postgres/session.hpp"
 #include "stores/postgres/session_lifetime.hpp"
 #include "stores/sql/sql_store.hpp"
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -34,8 +36,8 @@ class PostgresStore final : public sql::SqlStore {
 public:
   PostgresStore(ConnectParams params, std::string prefix);
 
-  // Exclusive and shared locks; no semaphore, queue or coordination state that a crash would
-  // not leave behind; and no lock outlives its session's process.
+  // Exclusive and shared locks and semaphores (--limit); no queue or coordination state that
+  // a crash would not leave behind; and no lock outlives its session's process.
   const lock::StoreTraits& traits() const noexcept override { return m_traits; }
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
@@ -48,6 +50,8 @@ private:
   void read_limit(const std::string& name, const lock::AcquireRequest& request) override;
   // Finds dlock_fence (once per process, before the first lock is taken).
   void before_first_try(const std::string& name, std::function<void()> then) override;
+  // Refuses an exclusive or shared lock just taken while a semaphore holds the name.
+  void after_taken(const std::string& name, std::function<void()> then) override;
   void try_lock(const std::string& name, const lock::AcquireRequest& request) override;
   void take_fence(const std::string& name, bool again) override;
   void report_holder(const std::string& name, const lock::AcquireRequest& request) override;
@@ -86,7 +90,27 @@ private:
   // there is none.
   std::string fence_table(util::TimePoint deadline);
 
+  // --limit N: the name's semaphore (semaphore.hpp) as this process's session holds it.
+  struct Held {
+    bool marker = false;     // the kind marker of N is held (shared), from the first try on
+    std::optional<int> slot; // the slot held
+    int turn = 0;            // the slot the next wait in the server blocks on
+  };
+  // The semaphore steps: the marker, the kind check, a free slot; a wait on one slot.
+  void try_semaphore(const std::string& name, const lock::AcquireRequest& request);
+  void try_slot(const std::string& name, const lock::AcquireRequest& request);
+  void report_slots(const std::string& name, const lock::AcquireRequest& request);
+  // Lets go of the marker (and the slot) and refuses the acquisition: the key is held as kind.
+  void refuse_kind(const std::string& name, lock::LockKind kind);
+  // The semaphore state of the name's session (by prefixed name: a new session starts afresh).
+  Held& held_of(const std::string& name) { return m_held[m_named.at(name).prefixed]; }
+  // Adds the holders of the name's semaphore (key) to a status that K's holders left free.
+  void semaphore_status(lock::LockStatus& status, AdvisoryKey key, util::TimePoint deadline);
+  // The SQL that lets go of what the name's semaphore session holds.
+  std::string unlock_semaphore_sql(const std::string& name);
+
   ConnectParams m_params;
+  std::map<std::string, Held> m_held; // by prefixed name
   std::optional<FenceTable> m_fence;  // where dlock_fence is, once looked for
   std::optional<FenceTable> m_policy; // where dlock_policy is, once looked for
   lock::StoreTraits m_traits =
