@@ -46,7 +46,7 @@ constexpr Column table[] = {
    "MySQL or MariaDB",
    " (mysql://)",
    " (mysql://)",
-   {Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede}},
+   {Feature::limit, Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede}},
   {StoreKind::etcd,
    "etcd",
    " (etcd://)",

@@ -22,6 +22,16 @@ constexpr unsigned mysql_query_timeout = 3024;
 // How often, and how many times, release --force looks whether the killed session let go.
 constexpr const char* freed_pause = "DO SLEEP(0.01)";
 constexpr int freed_tries = 300;
+// Slots tried in one statement (a CASE that stops at the first GET_LOCK it gets).
+constexpr int slots_per_try = 64;
+// A semaphore waiter blocks on one slot in the server, whichever of them frees first: it
+// looks at the others again this often (the slot it blocks on wakes it at once).
+constexpr Millis slot_block{2'000};
+// The slots status looks at (GET_LOCK names cannot be listed): the first ones, which holders
+// fill first.
+constexpr int status_slots = 64;
+
+bool is_semaphore(const lock::LockKind& kind) { return kind.mode == lock::LockKind::Mode::limit; }
 
 const char* now_ms_sql = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
 
@@ -177,8 +187,9 @@ MysqlStore::MysqlStore(ConnectParams params, std::string prefix)
 {
 }
 
-std::unique_ptr<sql::Session> MysqlStore::open_session(const Named&)
+std::unique_ptr<sql::Session> MysqlStore::open_session(const Named& n)
 {
+  m_held.erase(n.prefixed); // a new session holds nothing yet
   return std::make_unique<Session>(m_params);
 }
 
@@ -225,6 +236,10 @@ void MysqlStore::read_limit(const std::string& name, const lock::AcquireRequest&
 
 void MysqlStore::try_lock(const std::string& name, const lock::AcquireRequest& request)
 {
+  if (is_semaphore(request.kind)) {
+    try_slots(name, request, 0);
+    return;
+  }
   session(name).query(
     "SELECT GET_LOCK(" + lock_bytes(name) + ", 0)",
     [this, name, request](Answer& a) {
@@ -238,6 +253,59 @@ void MysqlStore::try_lock(const std::string& name, const lock::AcquireRequest& r
         return;
       }
       tried(name, request, a.rows.number(0, 0) == 1);
+    },
+    true);
+}
+
+void MysqlStore::try_slots(const std::string& name, const lock::AcquireRequest& request, int first)
+{
+  const std::string& prefixed = m_named.at(name).prefixed;
+  int last = std::min(request.kind.limit, first + slots_per_try);
+  std::string sql = "SELECT CASE";
+  for (int i = first; i < last; ++i) {
+    sql +=
+      fmt::format(" WHEN GET_LOCK({}, 0) = 1 THEN {}", sql_bytes(slot_lock_name(prefixed, i)), i);
+  }
+  sql += " ELSE -1 END";
+  session(name).query(
+    sql,
+    [this, name, request, last](Answer& a) {
+      if (a.error) {
+        answer(Op::acquire, *a.error);
+        return;
+      }
+      std::int64_t slot = a.rows.count() == 1 ? a.rows.number(0, 0) : -1;
+      if (slot >= 0) {
+        slot_taken(name, request, int(slot));
+      } else if (last < request.kind.limit) {
+        try_slots(name, request, last);
+      } else {
+        tried(name, request, false);
+      }
+    },
+    true);
+}
+
+void MysqlStore::slot_taken(const std::string& name, const lock::AcquireRequest& request, int slot)
+{
+  held_of(name).slot = slot;
+  // taken first, then looked at: the exclusive lock of the name is another kind
+  session(name).query(
+    "SELECT IS_USED_LOCK(" + lock_bytes(name) + ") IS NOT NULL",
+    [this, name, request](Answer& a) {
+      if (a.error) {
+        answer(Op::acquire, *a.error);
+        return;
+      }
+      if (a.rows.count() == 1 && a.rows.number(0, 0) == 1) {
+        m_named.at(name).held = false;
+        let_go(name);
+        Outcome outcome = Outcome::of(Op::acquire);
+        outcome.acquire.kind_in_use = lock::LockKind::exclusive();
+        answer(std::move(outcome));
+        return;
+      }
+      tried(name, request, true);
     },
     true);
 }
@@ -312,6 +380,10 @@ void MysqlStore::take_fence(const std::string& name, bool created_table)
 
 void MysqlStore::report_holder(const std::string& name, const lock::AcquireRequest& request)
 {
+  if (is_semaphore(request.kind)) { // every slot is taken
+    holders_found(name, request, nullptr, request.kind.limit);
+    return;
+  }
   report_holder(name, request, m_fencing);
 }
 
@@ -344,10 +416,22 @@ void MysqlStore::wait_in_server(const std::string& name, Millis block)
   // Blocks in the server until the holder lets go (it is this session's then) or the
   // time-out ends the wait (0); the timeout takes fractions of a second on MariaDB, whole
   // seconds on MySQL, which rounds it.
+  const Named& n = m_named.at(name);
+  std::string lock = lock_bytes(name);
+  std::optional<int> slot;
+  if (is_semaphore(n.kind)) {
+    // one slot, a different one each time: its holder's end hands it over at once
+    slot = held_of(name).turn++ % n.kind.limit;
+    lock = sql_bytes(slot_lock_name(n.prefixed, *slot));
+    block = std::min(block, slot_block);
+  }
   double seconds = double(std::max<std::int64_t>(1, block.count())) / 1000.0;
   session(name).query(
-    fmt::format("SELECT GET_LOCK({}, {:.3f})", lock_bytes(name), seconds), [this, name](Answer& a) {
+    fmt::format("SELECT GET_LOCK({}, {:.3f})", lock, seconds), [this, name, slot](Answer& a) {
       if (!a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1) {
+        if (slot) {
+          held_of(name).slot = slot;
+        }
         granted(name);
         after_taken(name, [this] { woken(); });
         return;
@@ -365,8 +449,14 @@ void MysqlStore::wait_in_server(const std::string& name, Millis block)
 
 void MysqlStore::confirm_held(const std::string& name)
 {
+  const Named& n = m_named.at(name);
+  std::string lock = lock_bytes(name);
+  if (is_semaphore(n.kind)) {
+    std::optional<int> slot = held_of(name).slot;
+    lock = slot ? sql_bytes(slot_lock_name(n.prefixed, *slot)) : "NULL";
+  }
   session(name).query(
-    "SELECT IS_USED_LOCK(" + lock_bytes(name) + ") <=> CONNECTION_ID()", [this, name](Answer& a) {
+    "SELECT IS_USED_LOCK(" + lock + ") <=> CONNECTION_ID()", [this, name](Answer& a) {
       held_confirmed(name, a.error, a.rows.count() == 1 && a.rows.number(0, 0) == 1);
     });
 }
@@ -390,14 +480,20 @@ void MysqlStore::unlock(const std::string& name)
     // while the lock is still this session's. Best effort: a failure does not keep the lock.
     session(name).query(forget_command_sql(server_name, "CONNECTION_ID()"), nullptr);
   }
-  session(name).query(
-    "SELECT RELEASE_LOCK(" + sql_bytes(server_name) + ")", [this, name](Answer& a) {
-      Named& n = m_named.at(name);
-      // Ending the session lets go of the token's lock too, and of any
-      // count GET_LOCK kept.
-      n.closing = true;
-      released(name, a.error, n.session->broken(), a.rows.count() == 1 && a.rows.number(0, 0) == 1);
-    });
+  std::string lock = sql_bytes(server_name);
+  const Named& releasing = m_named.at(name);
+  if (is_semaphore(releasing.kind)) {
+    std::optional<int> slot = held_of(name).slot;
+    lock = slot ? sql_bytes(slot_lock_name(releasing.prefixed, *slot)) : "NULL";
+    held_of(name).slot.reset();
+  }
+  session(name).query("SELECT RELEASE_LOCK(" + lock + ")", [this, name](Answer& a) {
+    Named& n = m_named.at(name);
+    // Ending the session lets go of the token's lock too, and of any
+    // count GET_LOCK kept.
+    n.closing = true;
+    released(name, a.error, n.session->broken(), a.rows.count() == 1 && a.rows.number(0, 0) == 1);
+  });
 }
 
 void MysqlStore::end_holder(const lock::LockName& name, const std::string& token)
@@ -472,8 +568,15 @@ void MysqlStore::confirm_freed(const lock::LockName& name, const std::string& to
 void MysqlStore::let_go(const std::string& name)
 {
   // the token's lock too: a session that holds it is found as the lock's holder
-  session(name).query("DO RELEASE_LOCK(" + lock_bytes(name) + "), RELEASE_LOCK("
-                        + sql_bytes(token_lock_name(m_named.at(name).token)) + ")",
+  const Named& n = m_named.at(name);
+  std::string lock = lock_bytes(name);
+  if (is_semaphore(n.kind)) {
+    std::optional<int> slot = held_of(name).slot;
+    lock = slot ? sql_bytes(slot_lock_name(n.prefixed, *slot)) : "NULL";
+    held_of(name).slot.reset();
+  }
+  session(name).query("DO RELEASE_LOCK(" + lock + "), RELEASE_LOCK("
+                        + sql_bytes(token_lock_name(n.token)) + ")",
                       nullptr, true);
 }
 
@@ -669,6 +772,37 @@ Answer MysqlStore::ask(const std::string& sql, util::TimePoint deadline)
   return std::move(*got);
 }
 
+void MysqlStore::semaphore_status(lock::LockStatus& status, util::TimePoint deadline)
+{
+  std::string prefixed = m_prefix + status.name;
+  std::string sql = "SELECT ";
+  for (int i = 0; i < status_slots; ++i) {
+    sql +=
+      fmt::format("{}IS_USED_LOCK({})", i == 0 ? "" : ", ", sql_bytes(slot_lock_name(prefixed, i)));
+  }
+  Answer a = ask(sql, deadline);
+  if (a.error) {
+    throw *a.error;
+  }
+  int highest = -1;
+  for (int i = 0; a.rows.count() == 1 && i < status_slots; ++i) {
+    if (a.rows.null(0, i)) {
+      continue;
+    }
+    highest = i;
+    lock::HolderInfo holder = holder_of_session(
+      SessionRow{.connection = a.rows.number(0, i), .user = {}, .client_host = {}, .written = {}});
+    status.slots.push_back(lock::SlotHolder{holder, -1});
+  }
+  if (status.slots.empty()) {
+    return;
+  }
+  status.held = true;
+  // GET_LOCK names do not say N: at least as many slots as the highest one held
+  status.kind = lock::LockKind{lock::LockKind::Mode::limit, std::max(2, highest + 1)};
+  status.holder = status.slots.front().holder;
+}
+
 lock::LockStatus MysqlStore::status(const lock::LockName& name, util::TimePoint deadline)
 {
   std::string server_name = server_lock_name(m_prefix + name.str());
@@ -688,7 +822,13 @@ lock::LockStatus MysqlStore::status(const lock::LockName& name, util::TimePoint 
   status.server_time_ms = a.rows.number(0, 3);
   status.last_fence = last_fence(a.rows, 0, 4);
   if (a.rows.null(0, 0)) {
+    semaphore_status(status, deadline);
+  }
+  if (a.rows.null(0, 0) && !status.held) {
     add_policy(status, 0, deadline);
+    return status;
+  }
+  if (a.rows.null(0, 0)) {
     return status;
   }
   status.held = true;

@@ -8,6 +8,7 @@
 #include "stores/sql/sql_store.hpp"
 
 #include <functional>
+#include <map>
 #include <memory>
 
 namespace dlock::mysql {
@@ -24,8 +25,8 @@ class MysqlStore final : public sql::SqlStore {
 public:
   MysqlStore(ConnectParams params, std::string prefix);
 
-  // One exclusive lock per name: GET_LOCK has no shared mode, and no lock outlives its
-  // session's process.
+  // Exclusive locks and semaphores (--limit N: N GET_LOCK names, names.hpp); GET_LOCK has no
+  // shared mode, and no lock outlives its session's process.
   const lock::StoreTraits& traits() const noexcept override { return m_traits; }
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
@@ -71,8 +72,22 @@ private:
   // Blocking query on the control session (status, list).
   Answer ask(const std::string& sql, util::TimePoint deadline);
 
+  // --limit N: the slot the name's session holds, and the one its next wait blocks on.
+  struct Held {
+    std::optional<int> slot;
+    int turn = 0;
+  };
+  // The semaphore steps: the first free slot from first on, then the kind check.
+  void try_slots(const std::string& name, const lock::AcquireRequest& request, int first);
+  void slot_taken(const std::string& name, const lock::AcquireRequest& request, int slot);
+  // The name's semaphore state (by prefixed name: a new session starts afresh).
+  Held& held_of(const std::string& name) { return m_held[m_named.at(name).prefixed]; }
+  // The holders of a semaphore's first slots, for status.
+  void semaphore_status(lock::LockStatus& status, util::TimePoint deadline);
+
   ConnectParams m_params;
-  bool m_policy_made = false; // dlock_policy was created, or found, in this process
+  std::map<std::string, Held> m_held; // by prefixed name
+  bool m_policy_made = false;         // dlock_policy was created, or found, in this process
   lock::StoreTraits m_traits =
     session_traits("MySQL or MariaDB (mysql://)", lock::features_of(lock::StoreKind::mysql));
 };

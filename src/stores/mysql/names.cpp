@@ -34,6 +34,11 @@ std::string server_lock_name(std::string_view prefixed_name)
   return shown + "~" + util::sha256_hex(prefixed_name).substr(0, 32);
 }
 
+std::string slot_lock_name(std::string_view prefixed_name, int slot)
+{
+  return server_lock_name(std::string(prefixed_name) + "\x1f" + "slot " + std::to_string(slot));
+}
+
 std::string token_lock_name(std::string_view token)
 {
   return "dlock token " + lock::token_fingerprint(token, 48);

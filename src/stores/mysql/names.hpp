@@ -18,6 +18,12 @@ namespace dlock::mysql {
 //   "dlock:Deploy"         -> "dlock:Deploy~" + left(sha2('dlock:Deploy', 256), 32)
 std::string server_lock_name(std::string_view prefixed_name);
 
+// Slot i of the semaphore (--limit N) of prefix + lock name: the GET_LOCK name of
+// prefix + name + "\x1f" + "slot " + i (server_lock_name, so always the hashed form:
+// "dlock:NAME~" + left(sha2(CONCAT('dlock:NAME', X'1F', 'slot ', i), 256), 32)), which no lock
+// name can have (no control characters). A holder takes the first free one of 0 .. N-1.
+std::string slot_lock_name(std::string_view prefixed_name, int slot);
+
 // The second lock a holding session takes, whose name is made of the token's fingerprint
 // ("dlock token " + 48 hex digits of SHA-256 of the token): another dlock process that was
 // given the token (a nested run, the renewer of a stopped job, release --token) finds the
