@@ -1,0 +1,65 @@
+#!/usr/bin/env bats
+# --limit N on MySQL/MariaDB: N GET_LOCK slot names (names.hpp: the hashed name of
+# 'dlock:NAME' + X'1F' + 'slot ' + i). A slot goes with its holder's session (kill -9 frees
+# it at once); status shows the slot holders; a semaphore refuses a name held exclusive (64);
+# a slot taken by another client with GET_LOCK counts.
+
+load ../../lib/helpers
+load ../../lib/mysql_helpers
+
+setup_file() { store_start; }
+teardown_file() { store_stop; true; }
+setup() {
+  skip_if_file_skipped
+  dlock_setup
+}
+teardown() { dlock_teardown; }
+
+# slot_name KEY I: the GET_LOCK name of slot I of the semaphore KEY, as the server computes it.
+slot_name() {
+  mysql_admin -e "SELECT CONCAT('dlock:$1~', LEFT(SHA2(CONCAT('dlock:$1', X'1F', 'slot $2'), 256), 32))"
+}
+
+# used KEY I: the connection that holds slot I of KEY, or NULL.
+used() { mysql_admin -e "SELECT IS_USED_LOCK('$(slot_name "$1" "$2")')"; }
+
+@test "mysql --limit 2: status shows both holders; a third waits; kill -9 of a holder lets it in" {
+  start_bg one "$DLOCK" run -k sem --limit 2 -- sh -c 'echo $$ >"$0"; exec sleep 60' "$T/one.pid"
+  local one=$BG_PID
+  wait_for '[ -s "$T/one.pid" ]' 10
+  start_bg two "$DLOCK" run -k sem --limit 2 -- sh -c 'echo $$ >"$0"; exec sleep 60' "$T/two.pid"
+  wait_for '[ -s "$T/two.pid" ]' 10
+  run -0 used sem 0
+  [ "$output" != NULL ]
+  run -0 used sem 1
+  [ "$output" != NULL ]
+  run -0 "$DLOCK" status sem --json
+  echo "$output"
+  [ "$(grep -o '"pid"' <<<"$output" | wc -l)" -ge 2 ]
+  run -75 "$DLOCK" run -k sem --limit 2 -n -- true
+  start_bg third "$DLOCK" run -k sem --limit 2 -w 20s -- sh -c 'date +%s%3N >"$0"' "$T/third"
+  local third=$BG_PID
+  sleep 1
+  [ ! -e "$T/third" ]
+  kill -KILL "$one"
+  wait "$third"
+  [ -e "$T/third" ]
+}
+
+@test "mysql --limit: a name held exclusive is refused (64, one line); a slot taken with GET_LOCK counts" {
+  start_bg excl "$DLOCK" run -k mix -- sleep 60
+  wait_for '"$DLOCK" status mix >/dev/null' 10
+  run -64 --separate-stderr "$DLOCK" run -k mix --limit 2 -n -- touch "$T/ran"
+  echo "$stderr"
+  [[ $stderr == *"held as an exclusive lock, which a semaphore of 2 (--limit 2) cannot share"* ]]
+  [ "${#stderr_lines[@]}" -eq 1 ]
+  [ ! -e "$T/ran" ]
+  # another client takes slot 0 of 'ps' with GET_LOCK: one slot of two is left
+  mysql_admin -e "SELECT GET_LOCK('$(slot_name ps 0)', 0), SLEEP(30)" >/dev/null 2>&1 &
+  echo "$!" >>"$T/bg.pid"
+  wait_for '[ "$(used ps 0)" != NULL ]' 10
+  start_bg one "$DLOCK" run -k ps --limit 2 -- sleep 60
+  wait_for '[ "$(used ps 1)" != NULL ]' 10
+  run -75 "$DLOCK" run -k ps --limit 2 -n -- true
+  mysql_admin -e "KILL $(used ps 0)"
+}
