@@ -131,10 +131,11 @@ TEST(FeatureTable, RefusalsNameTheStoresThatHaveTheFeature)
             "(redis://, rediss://, unix://), etcd (etcd://) and ZooKeeper (zk://)");
   EXPECT_EQ(text(Feature::shared),
             "--shared: not available on X; it needs one Redis server, Sentinel or Cluster, "
-            "PostgreSQL (postgres://), files (file://) and ZooKeeper (zk://)");
+            "PostgreSQL (postgres://), MySQL or MariaDB (mysql://), files (file://) and "
+            "ZooKeeper (zk://)");
   EXPECT_EQ(text(Feature::limit),
-            "--limit: not available on X; it needs one Redis server, Sentinel or Cluster "
-            "(redis://, rediss://, unix://) and files (file://)");
+            "--limit: not available on X; it needs one Redis server, Sentinel or Cluster, "
+            "PostgreSQL (postgres://), MySQL or MariaDB (mysql://) and files (file://)");
   EXPECT_EQ(text(Feature::coordinate),
             "wait, barrier and latch: not available on X; it needs one Redis server, Sentinel or "
             "Cluster (redis://, rediss://, unix://)");

@@ -32,6 +32,28 @@ constexpr Millis slot_block{2'000};
 constexpr int status_slots = 64;
 
 bool is_semaphore(const lock::LockKind& kind) { return kind.mode == lock::LockKind::Mode::limit; }
+bool is_shared(const lock::LockKind& kind) { return kind.mode == lock::LockKind::Mode::shared; }
+
+// "SELECT IS_USED_LOCK(reader 0), …": the connections that hold the reader names of prefixed.
+std::string readers_sql(const std::string& prefixed)
+{
+  std::string sql = "SELECT ";
+  for (int i = 0; i < reader_slots; ++i) {
+    sql += fmt::format("{}IS_USED_LOCK({})", i == 0 ? "" : ", ",
+                       sql_bytes(reader_lock_name(prefixed, i)));
+  }
+  return sql;
+}
+
+// "SELECT CASE WHEN GET_LOCK(first free name) … THEN i … ELSE -1 END" over names from..to.
+template<class NameOf> std::string first_free_sql(int from, int to, NameOf name_of)
+{
+  std::string sql = "SELECT CASE";
+  for (int i = from; i < to; ++i) {
+    sql += fmt::format(" WHEN GET_LOCK({}, 0) = 1 THEN {}", sql_bytes(name_of(i)), i);
+  }
+  return sql + " ELSE -1 END";
+}
 
 const char* now_ms_sql = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
 
@@ -240,6 +262,14 @@ void MysqlStore::try_lock(const std::string& name, const lock::AcquireRequest& r
     try_slots(name, request, 0);
     return;
   }
+  if (is_shared(request.kind)) {
+    try_shared(name, request);
+    return;
+  }
+  if (held_of(name).writer) { // a waiting exclusive holder: the readers it waits for
+    check_readers(name, request, false);
+    return;
+  }
   session(name).query(
     "SELECT GET_LOCK(" + lock_bytes(name) + ", 0)",
     [this, name, request](Answer& a) {
@@ -252,7 +282,141 @@ void MysqlStore::try_lock(const std::string& name, const lock::AcquireRequest& r
                Error(ExitCode::internal, "MySQL at {}: GET_LOCK answered NULL", m_params.shown));
         return;
       }
-      tried(name, request, a.rows.number(0, 0) == 1);
+      if (a.rows.number(0, 0) != 1) {
+        tried(name, request, false);
+        return;
+      }
+      held_of(name).writer = true;
+      check_readers(name, request, false);
+    },
+    true);
+}
+
+void MysqlStore::check_readers(const std::string& name, const lock::AcquireRequest& request,
+                               bool waited)
+{
+  // the writer's name is this session's: no new shared holder comes; those in stay until
+  // they let go, and the first of them is waited for
+  session(name).query(
+    readers_sql(m_named.at(name).prefixed),
+    [this, name, request, waited](Answer& a) {
+      if (a.error) {
+        if (waited) {
+          woken(a.error);
+        } else {
+          answer(Op::acquire, *a.error);
+        }
+        return;
+      }
+      Held& held = held_of(name);
+      std::vector<std::int64_t> in;
+      held.wait_on.reset();
+      for (int i = 0; a.rows.count() == 1 && i < reader_slots; ++i) {
+        if (!a.rows.null(0, i)) {
+          in.push_back(a.rows.number(0, i));
+          if (!held.wait_on) {
+            held.wait_on = reader_lock_name(m_named.at(name).prefixed, i);
+          }
+        }
+      }
+      if (in.empty()) {
+        held.writer = false; // it is the lock now
+        if (waited) {
+          granted(name);
+          after_taken(name, [this] { woken(); });
+        } else {
+          tried(name, request, true);
+        }
+        return;
+      }
+      if (waited) {
+        woken();
+        return;
+      }
+      lock::HolderInfo first = holder_of_session(
+        SessionRow{.connection = in.front(), .user = {}, .client_host = {}, .written = {}});
+      holders_found(name, request, &first, std::int64_t(in.size()));
+    },
+    true);
+}
+
+void MysqlStore::try_shared(const std::string& name, const lock::AcquireRequest& request)
+{
+  // the writer's name, for a moment: held by an exclusive holder or a waiting one, no shared
+  // holder comes in (writer first)
+  session(name).query(
+    "SELECT GET_LOCK(" + lock_bytes(name) + ", 0)",
+    [this, name, request](Answer& a) {
+      if (a.error) {
+        answer(Op::acquire, *a.error);
+        return;
+      }
+      if (a.rows.count() == 1 && a.rows.number(0, 0) == 1) {
+        take_reader(name, [this, name, request](const std::optional<Error>& error, bool taken) {
+          if (error) {
+            answer(Op::acquire, *error);
+            return;
+          }
+          tried(name, request, taken);
+        });
+        return;
+      }
+      held_of(name).wait_on.reset(); // wait on the writer's name
+      report_writer(name, request);
+    },
+    true);
+}
+
+void MysqlStore::take_reader(const std::string& name,
+                             std::function<void(const std::optional<Error>&, bool)> then)
+{
+  std::string prefixed = m_named.at(name).prefixed;
+  session(name).query(
+    first_free_sql(0, reader_slots, [&prefixed](int i) { return reader_lock_name(prefixed, i); }),
+    [this, name, prefixed, then](Answer& a) {
+      std::int64_t reader = !a.error && a.rows.count() == 1 ? a.rows.number(0, 0) : -1;
+      Held& held = held_of(name);
+      if (reader >= 0) {
+        held.reader = int(reader);
+      } else { // all taken: the next wait blocks on one of them
+        held.wait_on = reader_lock_name(prefixed, held.turn++ % reader_slots);
+      }
+      std::optional<Error> error = a.error;
+      session(name).query(
+        "DO RELEASE_LOCK(" + lock_bytes(name) + ")",
+        [then, error, reader](Answer& released) {
+          then(error ? error : released.error, reader >= 0);
+        },
+        true);
+    },
+    true);
+}
+
+void MysqlStore::report_writer(const std::string& name, const lock::AcquireRequest& request)
+{
+  // the writer's name is held: by an exclusive holder, or by one waiting for the shared
+  // holders still in (which this one does not join)
+  session(name).query(
+    readers_sql(m_named.at(name).prefixed),
+    [this, name, request](Answer& a) {
+      if (a.error) {
+        answer(Op::acquire, *a.error);
+        return;
+      }
+      std::int64_t in = 0;
+      for (int i = 0; a.rows.count() == 1 && i < reader_slots; ++i) {
+        in += a.rows.null(0, i) ? 0 : 1;
+      }
+      if (in == 0) {
+        report_holder(name, request, m_fencing);
+        return;
+      }
+      Outcome outcome = Outcome::of(Op::acquire);
+      outcome.acquire.lease = lock::AcquireResult::Lease::writer_first;
+      outcome.acquire.holders = in;
+      Millis cap = request.ticket.max_block > Millis(0) ? request.ticket.max_block : slot_block;
+      outcome.acquire.block = std::min(cap, slot_block);
+      answer(std::move(outcome));
     },
     true);
 }
@@ -261,12 +425,8 @@ void MysqlStore::try_slots(const std::string& name, const lock::AcquireRequest& 
 {
   const std::string& prefixed = m_named.at(name).prefixed;
   int last = std::min(request.kind.limit, first + slots_per_try);
-  std::string sql = "SELECT CASE";
-  for (int i = first; i < last; ++i) {
-    sql +=
-      fmt::format(" WHEN GET_LOCK({}, 0) = 1 THEN {}", sql_bytes(slot_lock_name(prefixed, i)), i);
-  }
-  sql += " ELSE -1 END";
+  std::string sql =
+    first_free_sql(first, last, [&prefixed](int i) { return slot_lock_name(prefixed, i); });
   session(name).query(
     sql,
     [this, name, request, last](Answer& a) {
@@ -291,17 +451,22 @@ void MysqlStore::slot_taken(const std::string& name, const lock::AcquireRequest&
   held_of(name).slot = slot;
   // taken first, then looked at: the exclusive lock of the name is another kind
   session(name).query(
-    "SELECT IS_USED_LOCK(" + lock_bytes(name) + ") IS NOT NULL",
+    readers_sql(m_named.at(name).prefixed) + ", IS_USED_LOCK(" + lock_bytes(name) + ")",
     [this, name, request](Answer& a) {
       if (a.error) {
         answer(Op::acquire, *a.error);
         return;
       }
-      if (a.rows.count() == 1 && a.rows.number(0, 0) == 1) {
+      int readers = 0;
+      for (int i = 0; a.rows.count() == 1 && i < reader_slots; ++i) {
+        readers += a.rows.null(0, i) ? 0 : 1;
+      }
+      if (a.rows.count() == 1 && (readers > 0 || !a.rows.null(0, reader_slots))) {
         m_named.at(name).held = false;
         let_go(name);
         Outcome outcome = Outcome::of(Op::acquire);
-        outcome.acquire.kind_in_use = lock::LockKind::exclusive();
+        outcome.acquire.kind_in_use =
+          readers > 0 ? lock::LockKind::shared() : lock::LockKind::exclusive();
         answer(std::move(outcome));
         return;
       }
@@ -417,21 +582,51 @@ void MysqlStore::wait_in_server(const std::string& name, Millis block)
   // time-out ends the wait (0); the timeout takes fractions of a second on MariaDB, whole
   // seconds on MySQL, which rounds it.
   const Named& n = m_named.at(name);
+  Held& held = held_of(name);
   std::string lock = lock_bytes(name);
   std::optional<int> slot;
+  // a name waited for and given back at once: a shared holder that a waiting writer waits
+  // for, or a full set of shared holders
+  std::optional<std::string> other = held.wait_on;
   if (is_semaphore(n.kind)) {
     // one slot, a different one each time: its holder's end hands it over at once
-    slot = held_of(name).turn++ % n.kind.limit;
+    slot = held.turn++ % n.kind.limit;
     lock = sql_bytes(slot_lock_name(n.prefixed, *slot));
+    block = std::min(block, slot_block);
+  } else if (other) {
+    lock = sql_bytes(*other);
     block = std::min(block, slot_block);
   }
   double seconds = double(std::max<std::int64_t>(1, block.count())) / 1000.0;
   session(name).query(
-    fmt::format("SELECT GET_LOCK({}, {:.3f})", lock, seconds), [this, name, slot](Answer& a) {
-      if (!a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1) {
-        if (slot) {
-          held_of(name).slot = slot;
-        }
+    fmt::format("SELECT GET_LOCK({}, {:.3f})", lock, seconds),
+    [this, name, slot, other](Answer& a) {
+      bool got = !a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1;
+      const Named& waiting = m_named.at(name);
+      if (got && other) {
+        held_of(name).wait_on.reset();
+        session(name).query(
+          "DO RELEASE_LOCK(" + sql_bytes(*other) + ")", [this](Answer&) { woken(); }, true);
+        return;
+      }
+      if (got && is_shared(waiting.kind)) { // the writer's name: now a reader's
+        take_reader(name, [this, name](const std::optional<Error>& error, bool taken) {
+          if (!error && taken) {
+            granted(name);
+            after_taken(name, [this] { woken(); });
+            return;
+          }
+          woken(error);
+        });
+        return;
+      }
+      if (got && !slot) { // the writer's name: the lock, once no shared holder is in
+        held_of(name).writer = true;
+        check_readers(name, lock::AcquireRequest{}, true);
+        return;
+      }
+      if (got) {
+        held_of(name).slot = slot;
         granted(name);
         after_taken(name, [this] { woken(); });
         return;
@@ -447,14 +642,22 @@ void MysqlStore::wait_in_server(const std::string& name, Millis block)
     });
 }
 
-void MysqlStore::confirm_held(const std::string& name)
+std::string MysqlStore::held_lock(const std::string& name)
 {
   const Named& n = m_named.at(name);
-  std::string lock = lock_bytes(name);
+  const Held& held = held_of(name);
   if (is_semaphore(n.kind)) {
-    std::optional<int> slot = held_of(name).slot;
-    lock = slot ? sql_bytes(slot_lock_name(n.prefixed, *slot)) : "NULL";
+    return held.slot ? sql_bytes(slot_lock_name(n.prefixed, *held.slot)) : "NULL";
   }
+  if (is_shared(n.kind)) {
+    return held.reader ? sql_bytes(reader_lock_name(n.prefixed, *held.reader)) : "NULL";
+  }
+  return lock_bytes(name);
+}
+
+void MysqlStore::confirm_held(const std::string& name)
+{
+  std::string lock = held_lock(name);
   session(name).query(
     "SELECT IS_USED_LOCK(" + lock + ") <=> CONNECTION_ID()", [this, name](Answer& a) {
       held_confirmed(name, a.error, a.rows.count() == 1 && a.rows.number(0, 0) == 1);
@@ -480,13 +683,8 @@ void MysqlStore::unlock(const std::string& name)
     // while the lock is still this session's. Best effort: a failure does not keep the lock.
     session(name).query(forget_command_sql(server_name, "CONNECTION_ID()"), nullptr);
   }
-  std::string lock = sql_bytes(server_name);
-  const Named& releasing = m_named.at(name);
-  if (is_semaphore(releasing.kind)) {
-    std::optional<int> slot = held_of(name).slot;
-    lock = slot ? sql_bytes(slot_lock_name(releasing.prefixed, *slot)) : "NULL";
-    held_of(name).slot.reset();
-  }
+  std::string lock = held_lock(name);
+  held_of(name) = Held{};
   session(name).query("SELECT RELEASE_LOCK(" + lock + ")", [this, name](Answer& a) {
     Named& n = m_named.at(name);
     // Ending the session lets go of the token's lock too, and of any
@@ -569,12 +767,11 @@ void MysqlStore::let_go(const std::string& name)
 {
   // the token's lock too: a session that holds it is found as the lock's holder
   const Named& n = m_named.at(name);
-  std::string lock = lock_bytes(name);
-  if (is_semaphore(n.kind)) {
-    std::optional<int> slot = held_of(name).slot;
-    lock = slot ? sql_bytes(slot_lock_name(n.prefixed, *slot)) : "NULL";
-    held_of(name).slot.reset();
+  std::string lock = held_lock(name);
+  if (held_of(name).writer) {
+    lock += ", RELEASE_LOCK(" + lock_bytes(name) + ")";
   }
+  held_of(name) = Held{};
   session(name).query("DO RELEASE_LOCK(" + lock + "), RELEASE_LOCK("
                         + sql_bytes(token_lock_name(n.token)) + ")",
                       nullptr, true);
@@ -809,6 +1006,28 @@ lock::LockStatus MysqlStore::status(const lock::LockName& name, util::TimePoint 
   lock::LockStatus status;
   status.name = name.str();
   status.ttl_ms = -1;
+  Answer readers = ask(readers_sql(m_prefix + name.str()) + ", IS_USED_LOCK("
+                         + sql_bytes(server_name) + "), " + now_ms_sql,
+                       deadline);
+  if (readers.error) {
+    throw *readers.error;
+  }
+  for (int i = 0; readers.rows.count() == 1 && i < reader_slots; ++i) {
+    if (!readers.rows.null(0, i)) {
+      status.slots.push_back(lock::SlotHolder{
+        holder_of_session(SessionRow{
+          .connection = readers.rows.number(0, i), .user = {}, .client_host = {}, .written = {}}),
+        -1});
+    }
+  }
+  if (!status.slots.empty()) { // shared holders (and, with the writer's name, a writer waiting)
+    status.held = true;
+    status.kind = lock::LockKind::shared();
+    status.holder = status.slots.front().holder;
+    status.waiters = readers.rows.null(0, reader_slots) ? 0 : 1;
+    status.server_time_ms = readers.rows.number(0, reader_slots + 1);
+    return status;
+  }
   Answer a = ask(holder_sql(server_name, true), deadline);
   if (a.error && fence_unavailable(a.errnum)) {
     a = ask(holder_sql(server_name, false), deadline);

@@ -72,11 +72,29 @@ private:
   // Blocking query on the control session (status, list).
   Answer ask(const std::string& sql, util::TimePoint deadline);
 
-  // --limit N: the slot the name's session holds, and the one its next wait blocks on.
+  // --limit N and --shared: what the name's session holds besides (or instead of) the
+  // writer's name, and what its next wait blocks on.
   struct Held {
-    std::optional<int> slot;
+    std::optional<int> slot;   // --limit: the slot held
+    std::optional<int> reader; // --shared: the reader name held
+    // exclusive: the writer's name is held, but shared holders are still in (a waiting writer)
+    bool writer = false;
+    // the name the next wait blocks on and gives back at once (a reader name), else the lock's
+    std::optional<std::string> wait_on;
     int turn = 0;
   };
+  // --shared and the exclusive lock beside it (names.hpp): a waiting exclusive holder keeps
+  // the writer's name and waits for the readers in (waited: answers the wait, else the
+  // attempt); a shared holder takes the writer's name for a moment, then a free reader name.
+  void check_readers(const std::string& name, const lock::AcquireRequest& request, bool waited);
+  void try_shared(const std::string& name, const lock::AcquireRequest& request);
+  // Takes the first free reader name, then gives back the writer's name (then: taken).
+  void take_reader(const std::string& name,
+                   std::function<void(const std::optional<Error>&, bool)> then);
+  // The writer's name is held: by an exclusive holder, or a writer waiting (writer first).
+  void report_writer(const std::string& name, const lock::AcquireRequest& request);
+  // The name that the name's session holds as its lock, as an SQL literal ("NULL": none).
+  std::string held_lock(const std::string& name);
   // The semaphore steps: the first free slot from first on, then the kind check.
   void try_slots(const std::string& name, const lock::AcquireRequest& request, int first);
   void slot_taken(const std::string& name, const lock::AcquireRequest& request, int slot);

@@ -39,6 +39,11 @@ std::string slot_lock_name(std::string_view prefixed_name, int slot)
   return server_lock_name(std::string(prefixed_name) + "\x1f" + "slot " + std::to_string(slot));
 }
 
+std::string reader_lock_name(std::string_view prefixed_name, int reader)
+{
+  return server_lock_name(std::string(prefixed_name) + "\x1f" + "reader " + std::to_string(reader));
+}
+
 std::string token_lock_name(std::string_view token)
 {
   return "dlock token " + lock::token_fingerprint(token, 48);

@@ -24,6 +24,15 @@ std::string server_lock_name(std::string_view prefixed_name);
 // name can have (no control characters). A holder takes the first free one of 0 .. N-1.
 std::string slot_lock_name(std::string_view prefixed_name, int slot);
 
+// --shared: reader name i (0 <= i < reader_slots) of prefix + lock name, made as slot names
+// are, of "reader " + i. A shared holder takes the lock's own name (the writer's) for a moment,
+// then the first free reader name, and gives the writer's name back; an exclusive holder takes
+// the writer's name, then waits until no reader name is held. So a waiting exclusive holder
+// holds back new shared ones, and a plain GET_LOCK of the lock's name (another client's)
+// excludes dlock's shared holders as an exclusive one does.
+constexpr int reader_slots = 64; // shared holders at once; more wait
+std::string reader_lock_name(std::string_view prefixed_name, int reader);
+
 // The second lock a holding session takes, whose name is made of the token's fingerprint
 // ("dlock token " + 48 hex digits of SHA-256 of the token): another dlock process that was
 // given the token (a nested run, the renewer of a stopped job, release --token) finds the

@@ -63,3 +63,49 @@ used() { mysql_admin -e "SELECT IS_USED_LOCK('$(slot_name "$1" "$2")')"; }
   run -75 "$DLOCK" run -k ps --limit 2 -n -- true
   mysql_admin -e "KILL $(used ps 0)"
 }
+
+# reader_name KEY I: the GET_LOCK name of --shared reader I of KEY.
+reader_name() {
+  mysql_admin -e "SELECT CONCAT('dlock:$1~', LEFT(SHA2(CONCAT('dlock:$1', X'1F', 'reader $2'), 256), 32))"
+}
+
+@test "mysql --shared: status shows the shared holders; kill -9 of the last lets a waiting exclusive in; --limit on them is 64" {
+  start_bg r1 "$DLOCK" run -k rw --shared -- sh -c 'echo $$ >"$0"; exec sleep 60' "$T/r1.pid"
+  local r1=$BG_PID
+  wait_for '[ -s "$T/r1.pid" ]' 10
+  start_bg r2 "$DLOCK" run -k rw --shared -- sh -c 'echo $$ >"$0"; exec sleep 60' "$T/r2.pid"
+  local r2=$BG_PID
+  wait_for '[ -s "$T/r2.pid" ]' 10
+  run -0 mysql_admin -e "SELECT IS_USED_LOCK('$(reader_name rw 0)') IS NOT NULL, IS_USED_LOCK('$(reader_name rw 1)') IS NOT NULL, IS_USED_LOCK('dlock:rw') IS NULL"
+  assert_output "$(printf '1\t1\t1')"
+  run -0 "$DLOCK" status rw --json
+  echo "$output"
+  [[ $output == *'"shared"'* ]]
+  [ "$(grep -o '"pid"' <<<"$output" | wc -l)" -ge 2 ]
+  run -64 --separate-stderr "$DLOCK" run -k rw --limit 2 -n -- touch "$T/ran"
+  [[ $stderr == *"held as a shared lock (--shared), which a semaphore of 2 (--limit 2) cannot share"* ]]
+  start_bg excl "$DLOCK" run -k rw -w 20s -- sh -c 'date +%s%3N >"$0"' "$T/excl"
+  local excl=$BG_PID
+  sleep 1
+  [ ! -e "$T/excl" ]
+  kill -KILL "$r1"
+  sleep 0.5
+  [ ! -e "$T/excl" ] # one shared holder is still in
+  kill -KILL "$r2"
+  wait "$excl"
+  [ -e "$T/excl" ]
+}
+
+@test "mysql --shared: another client's GET_LOCK of the lock's name excludes dlock's shared holders" {
+  mysql_admin -e "SELECT GET_LOCK('dlock:plain', 0), SLEEP(30)" >/dev/null 2>&1 &
+  echo "$!" >>"$T/bg.pid"
+  wait_for '[ "$(mysql_admin -e "SELECT IS_USED_LOCK('"'dlock:plain'"') IS NOT NULL")" = 1 ]' 10
+  run -75 "$DLOCK" run -k plain --shared -n -- touch "$T/ran"
+  [ ! -e "$T/ran" ]
+  start_bg reader "$DLOCK" run -k plain --shared -w 20s -- touch "$T/ran"
+  sleep 1
+  [ ! -e "$T/ran" ]
+  mysql_admin -e "KILL $(mysql_admin -e "SELECT IS_USED_LOCK('dlock:plain')")"
+  wait "$BG_PID"
+  [ -e "$T/ran" ]
+}
