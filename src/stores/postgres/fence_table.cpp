@@ -64,6 +64,13 @@ std::string create_fence_table_sql(const std::string& home)
 
 namespace dlock::postgres {
 
+std::string create_queue_table_sql(const std::string& home)
+{
+  return "CREATE TABLE IF NOT EXISTS " + home
+         + ".dlock_queue (ticket pg_catalog.int8 GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
+           "lock_key pg_catalog.int8 NOT NULL, session_id pg_catalog.int8 NOT NULL)";
+}
+
 std::string create_policy_table_sql(const std::string& home)
 {
   return "CREATE TABLE IF NOT EXISTS " + home

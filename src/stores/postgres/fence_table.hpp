@@ -30,6 +30,8 @@ FenceTable fence_table_from(const Rows& rows, const std::string& shown);
 
 // Creates the table in home (a quoted schema) unless one is there already.
 std::string create_fence_table_sql(const std::string& home);
+// Creates dlock_queue (the --fair tickets: queue.hpp) in home unless it is there.
+std::string create_queue_table_sql(const std::string& home);
 // Creates dlock_policy (the side records of sql/policy.hpp) in home unless it is there.
 std::string create_policy_table_sql(const std::string& home);
 

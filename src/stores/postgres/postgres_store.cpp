@@ -22,6 +22,21 @@ namespace {
 constexpr const char* key_rows = "l.locktype = 'advisory' AND l.classid = $1::oid AND "
                                  "l.objid = $2::oid AND l.objsubid = 1";
 
+// The first int4 of a --fair ticket's advisory lock ("dloc"), the second is the ticket.
+constexpr std::int32_t fair_class = 0x646c6f63;
+
+// The rows of dlock_queue q whose waiter is alive: its session holds its ticket lock.
+std::string live_ticket(const char* q)
+{
+  return fmt::format("EXISTS (SELECT 1 FROM pg_catalog.pg_locks l WHERE l.locktype = 'advisory' "
+                     "AND l.objsubid = 2 AND l.classid = {} AND l.objid = ({}.ticket % "
+                     "4294967296)::pg_catalog.oid AND l.pid = {}.session_id AND l.granted)",
+                     fair_class, q, q);
+}
+
+// The int4 of a ticket, as its advisory lock takes it.
+std::int32_t ticket_arg(std::int64_t ticket) { return std::int32_t(std::uint32_t(ticket)); }
+
 // A wait of a semaphore holder blocks on one slot in the server, whichever of them frees
 // first: it looks at the others again this often (the slot it blocks on wakes it at once).
 constexpr Millis slot_block{2'000};
@@ -304,6 +319,44 @@ void PostgresStore::try_lock(const std::string& name, const lock::AcquireRequest
     try_semaphore(name, request);
     return;
   }
+  if (request.ticket.mode == lock::WaitMode::fair && !held_of(name).ticket) {
+    find_queue(name, [this, name, request](const std::optional<Error>& error) {
+      if (error) {
+        answer(Op::acquire, Error(error->code(),
+                                  "--fair on PostgreSQL needs the table dlock_queue, which dlock "
+                                  "cannot use: {}",
+                                  error->what()));
+        return;
+      }
+      // a ticket, and its lock, in one statement: the row is never seen without its lock
+      session(name).query(
+        fmt::format("WITH t AS (INSERT INTO {} (lock_key, session_id) VALUES ($1, "
+                    "pg_catalog.pg_backend_pid()) RETURNING ticket) SELECT t.ticket, "
+                    "pg_catalog.pg_advisory_lock({}, (t.ticket % 4294967296 - CASE WHEN t.ticket "
+                    "% 4294967296 >= 2147483648 THEN 4294967296 ELSE 0 END)::int4) FROM t",
+                    m_queue->table, fair_class),
+        {std::to_string(key_of(name).key)},
+        [this, name, request](Answer& a) {
+          if (a.error || a.rows.count() != 1) {
+            answer(Op::acquire,
+                   a.error ? Error(a.error->code(),
+                                   "--fair on PostgreSQL: cannot write the table "
+                                   "dlock_queue: {}",
+                                   a.error->what())
+                           : Error(ExitCode::internal, "PostgreSQL: no ticket from dlock_queue"));
+            return;
+          }
+          held_of(name).ticket = a.rows.number(0, 0);
+          try_fair(name, request);
+        },
+        true);
+    });
+    return;
+  }
+  if (request.ticket.mode == lock::WaitMode::fair) {
+    try_fair(name, request);
+    return;
+  }
   bool shared = request.kind.mode == lock::LockKind::Mode::shared;
   session(name).query(
     fmt::format("SELECT pg_try_advisory_lock{}($1)", shared ? "_shared" : ""),
@@ -318,8 +371,135 @@ void PostgresStore::try_lock(const std::string& name, const lock::AcquireRequest
     true);
 }
 
+void PostgresStore::find_queue(const std::string& name,
+                               std::function<void(const std::optional<Error>&)> then, bool created)
+{
+  if (m_queue && !m_queue->table.empty()) {
+    then(std::nullopt);
+    return;
+  }
+  session(name).query(
+    find_fence_table_sql("dlock_queue"), {},
+    [this, name, then, created](Answer& a) {
+      if (a.error) {
+        then(a.error);
+        return;
+      }
+      try {
+        m_queue = fence_table_from(a.rows, m_params.shown);
+      } catch (const Error& error) {
+        then(error);
+        return;
+      }
+      if (!m_queue->table.empty()) {
+        then(std::nullopt);
+        return;
+      }
+      if (created || m_queue->home.empty()) {
+        then(Error(ExitCode::config, "no schema of the search path to create it in"));
+        return;
+      }
+      session(name).query(
+        create_queue_table_sql(m_queue->home), {},
+        [this, name, then](Answer& made) {
+          if (made.error && made.sqlstate != "23505" && made.sqlstate != "42P07") {
+            then(made.error);
+            return;
+          }
+          m_queue.reset();
+          find_queue(name, then, true);
+        },
+        true);
+    },
+    true);
+}
+
+void PostgresStore::try_fair(const std::string& name, const lock::AcquireRequest& request)
+{
+  // the dead waiters' rows go (every lock's: none is left behind), then the ticket ahead
+  Held& held = held_of(name);
+  session(name).query(
+    fmt::format(
+      "WITH gone AS (DELETE FROM {0} q WHERE NOT {1} AND q.ticket <> $2::pg_catalog.int8 RETURNING q.ticket) "
+      "SELECT (SELECT max(q.ticket) FROM {0} q WHERE q.lock_key = $1 AND q.ticket < "
+      "$2::pg_catalog.int8 AND {1} AND q.ticket NOT IN (SELECT ticket FROM gone))",
+      m_queue->table, live_ticket("q")),
+    {std::to_string(key_of(name).key), std::to_string(*held.ticket)},
+    [this, name, request](Answer& a) {
+      if (a.error) {
+        answer(Op::acquire, *a.error);
+        return;
+      }
+      Held& mine = held_of(name);
+      mine.ahead.reset();
+      if (a.rows.count() == 1 && !a.rows.null(0, 0)) {
+        mine.ahead = a.rows.number(0, 0);
+      }
+      if (!mine.ahead) { // the first in the queue: the lock itself
+        session(name).query(
+          "SELECT pg_try_advisory_lock($1)", {std::to_string(key_of(name).key)},
+          [this, name, request](Answer& tried_lock) {
+            if (tried_lock.error) {
+              answer(Op::acquire, *tried_lock.error);
+              return;
+            }
+            tried(name, request, tried_lock.rows.count() == 1 && tried_lock.rows.truth(0, 0));
+          },
+          true);
+        return;
+      }
+      // earlier waiters go first: who holds it, if anyone
+      session(name).query(
+        holders_sql(key_rows), key_params(key_of(name)),
+        [this, name, request](Answer& rows) {
+          if (rows.error) {
+            answer(Op::acquire, *rows.error);
+            return;
+          }
+          Holders holders = read_holders(rows.rows);
+          if (!holders.granted.empty()) {
+            holders_found(name, request, &holders.granted.front(),
+                          std::int64_t(holders.granted.size()), holders.sessions.front());
+            return;
+          }
+          Outcome outcome = Outcome::of(Op::acquire);
+          outcome.acquire.lease = lock::AcquireResult::Lease::fair_queue;
+          Millis cap =
+            request.ticket.max_block > Millis(0) ? request.ticket.max_block : Millis(30'000);
+          outcome.acquire.block = std::min(cap, Millis(30'000));
+          answer(std::move(outcome));
+        },
+        true);
+    },
+    true);
+}
+
+void PostgresStore::leave_queue(const std::string& name, std::function<void()> then)
+{
+  Held& held = held_of(name);
+  if (!held.ticket || !m_queue || m_queue->table.empty()) {
+    then();
+    return;
+  }
+  std::int64_t ticket = *held.ticket;
+  held.ticket.reset();
+  held.ahead.reset();
+  session(name).query(
+    fmt::format("WITH gone AS (DELETE FROM {} WHERE ticket = $1::pg_catalog.int8) SELECT "
+                "pg_catalog.pg_advisory_unlock({}, {})",
+                m_queue->table, fair_class, ticket_arg(ticket)),
+    {std::to_string(ticket)}, [then](Answer&) { then(); }, true);
+}
+
 void PostgresStore::after_taken(const std::string& name, std::function<void()> then)
 {
+  if (held_of(name).ticket) {
+    leave_queue(name, [this, name, then] {
+      held_of(name).ticket.reset();
+      after_taken(name, then);
+    });
+    return;
+  }
   if (m_named.at(name).kind.mode == lock::LockKind::Mode::limit) {
     then(); // the kinds were checked before the slot was taken
     return;
@@ -590,6 +770,20 @@ void PostgresStore::wait_in_server(const std::string& name, Millis block)
   }
   // Blocks until the holder lets go (the server grants it to this session then) or
   // lock_timeout ends the wait (55P03); the simple protocol sends both statements at once.
+  if (std::optional<std::int64_t> ahead = held_of(name).ahead) {
+    // a --fair waiter behind another: woken when that one leaves the queue (it took the lock,
+    // gave up, or its session ended); the ticket lock it gets is let go at once
+    session(name).query_blocking(
+      fmt::format("SET lock_timeout = {}; SELECT pg_catalog.pg_advisory_lock({}, {}); SELECT "
+                  "pg_catalog.pg_advisory_unlock({}, {})",
+                  std::max<std::int64_t>(1, block.count()), fair_class, ticket_arg(*ahead),
+                  fair_class, ticket_arg(*ahead)),
+      [this](Answer& a) {
+        woken(a.error && a.sqlstate != "55P03" && a.sqlstate != "57014" ? a.error : std::nullopt);
+      });
+    session(name).query("RESET lock_timeout", {}, nullptr);
+    return;
+  }
   session(name).query_blocking(
     fmt::format("SET lock_timeout = {}; SELECT pg_advisory_lock{}({})",
                 std::max<std::int64_t>(1, block.count()),
@@ -598,7 +792,7 @@ void PostgresStore::wait_in_server(const std::string& name, Millis block)
     [this, name](Answer& a) {
       if (!a.error) {
         granted(name);
-        woken();
+        leave_queue(name, [this] { woken(); });
       } else if (a.sqlstate != "55P03" && a.sqlstate != "57014") {
         woken(a.error); // not a lock or statement timeout
       } else {

@@ -95,7 +95,22 @@ private:
     bool marker = false;     // the kind marker of N is held (shared), from the first try on
     std::optional<int> slot; // the slot held
     int turn = 0;            // the slot the next wait in the server blocks on
+    // --fair: this session's ticket in dlock_queue (its ticket lock held), and the ticket
+    // right ahead of it, whose ticket lock the next wait blocks on (none: the first).
+    std::optional<std::int64_t> ticket;
+    std::optional<std::int64_t> ahead;
   };
+  // --fair (first come, first served): a ticket in dlock_queue, ordered by the table's
+  // identity column; each waiter holds the advisory lock of its ticket (fair_class, ticket)
+  // while it waits, which makes its row live: rows of sessions that do not hold theirs (dead
+  // waiters, another tenant's junk) are deleted. The first ticket tries the lock and waits in
+  // the server's queue for it; each other waits on the ticket lock of the one ahead of it.
+  void try_fair(const std::string& name, const lock::AcquireRequest& request);
+  // Finds dlock_queue (once per process), making it if there is none; then(error).
+  void find_queue(const std::string& name, std::function<void(const std::optional<Error>&)> then,
+                  bool created = false);
+  // Leaves the queue (the lock is taken): deletes the ticket and lets its lock go; then().
+  void leave_queue(const std::string& name, std::function<void()> then);
   // The semaphore steps: the marker, the kind check, a free slot; a wait on one slot.
   void try_semaphore(const std::string& name, const lock::AcquireRequest& request);
   void try_slot(const std::string& name, const lock::AcquireRequest& request);
@@ -113,6 +128,7 @@ private:
   std::map<std::string, Held> m_held; // by prefixed name
   std::optional<FenceTable> m_fence;  // where dlock_fence is, once looked for
   std::optional<FenceTable> m_policy; // where dlock_policy is, once looked for
+  std::optional<FenceTable> m_queue;  // where dlock_queue is, once looked for
   lock::StoreTraits m_traits =
     session_traits("PostgreSQL (postgres://)", lock::features_of(lock::StoreKind::postgres));
 };
