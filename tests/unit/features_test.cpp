@@ -127,8 +127,9 @@ TEST(FeatureTable, RefusalsNameTheStoresThatHaveTheFeature)
     return std::string(dlock::lock::refusal(store, feature).what());
   };
   EXPECT_EQ(text(Feature::fair),
-            "--fair: not available on X; it needs one Redis server, Sentinel or Cluster "
-            "(redis://, rediss://, unix://), etcd (etcd://) and ZooKeeper (zk://)");
+            "--fair: not available on X; it needs one Redis server, Sentinel or Cluster, "
+            "PostgreSQL (postgres://), MySQL or MariaDB (mysql://), etcd (etcd://) and "
+            "ZooKeeper (zk://)");
   EXPECT_EQ(text(Feature::shared),
             "--shared: not available on X; it needs one Redis server, Sentinel or Cluster, "
             "PostgreSQL (postgres://), MySQL or MariaDB (mysql://), files (file://) and "

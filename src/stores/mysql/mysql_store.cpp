@@ -68,6 +68,13 @@ const char* create_fence_sql =
   "holder_user VARBINARY(255) NOT NULL, holder_host VARBINARY(255) NOT NULL, "
   "holder_pid BIGINT NOT NULL, command VARBINARY(1024) NOT NULL)";
 
+// dlock_queue: the --fair tickets, in the order of the counter; waiter is the GET_LOCK name
+// that the waiter's session holds while it waits (names.hpp), which makes the row live.
+const char* create_queue_sql = "CREATE TABLE IF NOT EXISTS dlock_queue ("
+                               "ticket BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
+                               "lock_name VARBINARY(64) NOT NULL, "
+                               "waiter VARBINARY(64) NOT NULL, KEY (lock_name, ticket))";
+
 // dlock_policy: the side record of each lock (sql/policy.hpp).
 const char* create_policy_sql =
   "CREATE TABLE IF NOT EXISTS dlock_policy ("
@@ -270,6 +277,15 @@ void MysqlStore::try_lock(const std::string& name, const lock::AcquireRequest& r
     check_readers(name, request, false);
     return;
   }
+  if (request.ticket.mode == lock::WaitMode::fair && !held_of(name).ticket) {
+    enqueue(name, request, false);
+    return;
+  }
+  if (request.ticket.mode == lock::WaitMode::fair && !held_of(name).first) {
+    try_fair(name, request);
+    return;
+  }
+  held_of(name).first = false;
   session(name).query(
     "SELECT GET_LOCK(" + lock_bytes(name) + ", 0)",
     [this, name, request](Answer& a) {
@@ -288,6 +304,116 @@ void MysqlStore::try_lock(const std::string& name, const lock::AcquireRequest& r
       }
       held_of(name).writer = true;
       check_readers(name, request, false);
+    },
+    true);
+}
+
+void MysqlStore::enqueue(const std::string& name, const lock::AcquireRequest& request, bool created)
+{
+  // the waiter's name first, then its row: the row is never seen without its name held
+  std::string waiter = queue_lock_name(request.token);
+  session(name).query(
+    fmt::format("SELECT GET_LOCK({}, 0)", sql_bytes(waiter)),
+    [this, name, request, waiter, created](Answer& got) {
+      if (got.error) {
+        answer(Op::acquire, *got.error);
+        return;
+      }
+      session(name).query(
+        fmt::format("INSERT INTO dlock_queue (lock_name, waiter) VALUES ({}, {})", lock_bytes(name),
+                    sql_bytes(waiter)),
+        [this, name, request, created](Answer& a) {
+          if (a.error && a.errnum == ER_NO_SUCH_TABLE && !created) {
+            session(name).query(
+              create_queue_sql,
+              [this, name, request](Answer& made) {
+                if (made.error && made.errnum != ER_TABLE_EXISTS_ERROR) {
+                  answer(Op::acquire, Error(made.error->code(),
+                                            "--fair on MySQL needs the table dlock_queue, which "
+                                            "dlock cannot use: {}",
+                                            made.error->what()));
+                  return;
+                }
+                enqueue(name, request, true);
+              },
+              true);
+            return;
+          }
+          if (a.error) {
+            answer(Op::acquire, Error(a.error->code(),
+                                      "--fair on MySQL needs the table dlock_queue, which dlock "
+                                      "cannot use: {}",
+                                      a.error->what()));
+            return;
+          }
+          session(name).query(
+            "SELECT LAST_INSERT_ID()",
+            [this, name, request](Answer& id) {
+              if (id.error || id.rows.count() != 1) {
+                answer(Op::acquire,
+                       id.error ? *id.error
+                                : Error(ExitCode::internal, "MySQL: no ticket from dlock_queue"));
+                return;
+              }
+              held_of(name).ticket = id.rows.number(0, 0);
+              try_fair(name, request);
+            },
+            true);
+        },
+        true);
+    },
+    true);
+}
+
+void MysqlStore::try_fair(const std::string& name, const lock::AcquireRequest& request)
+{
+  // the rows of waiters whose session ended go (every lock's), then the ticket ahead
+  session(name).query(
+    "DELETE FROM dlock_queue WHERE IS_USED_LOCK(waiter) IS NULL",
+    [this, name, request](Answer& purged) {
+      if (purged.error) {
+        answer(Op::acquire, *purged.error);
+        return;
+      }
+      session(name).query(
+        fmt::format("SELECT LEFT(waiter, 64) FROM dlock_queue WHERE lock_name = {} AND ticket < "
+                    "{} AND IS_USED_LOCK(waiter) IS NOT NULL ORDER BY ticket DESC LIMIT 1",
+                    lock_bytes(name), *held_of(name).ticket),
+        [this, name, request](Answer& a) {
+          if (a.error) {
+            answer(Op::acquire, *a.error);
+            return;
+          }
+          Held& held = held_of(name);
+          held.ahead.reset();
+          if (a.rows.count() == 1) {
+            held.ahead = a.rows.text(0, 0);
+          } else { // the first: the lock itself
+            held.first = true;
+            try_lock(name, request);
+            return;
+          }
+          session(name).query(
+            "SELECT IS_USED_LOCK(" + lock_bytes(name) + ") IS NULL",
+            [this, name, request](Answer& free) {
+              if (free.error) {
+                answer(Op::acquire, *free.error);
+                return;
+              }
+              if (free.rows.count() == 1 && free.rows.number(0, 0) == 1) {
+                Outcome outcome = Outcome::of(Op::acquire);
+                outcome.acquire.lease = lock::AcquireResult::Lease::fair_queue;
+                Millis cap =
+                  request.ticket.max_block > Millis(0) ? request.ticket.max_block : Millis(30'000);
+                outcome.acquire.block = std::min(cap, Millis(30'000));
+                answer(std::move(outcome));
+                return;
+              }
+              report_holder(name, request, m_fencing);
+            },
+            true);
+        },
+        true);
     },
     true);
 }
@@ -477,6 +603,19 @@ void MysqlStore::slot_taken(const std::string& name, const lock::AcquireRequest&
 
 void MysqlStore::after_taken(const std::string& name, std::function<void()> then)
 {
+  Held& held = held_of(name);
+  if (held.ticket) { // out of the queue: the ticket, and the waiter's name
+    std::int64_t ticket = *held.ticket;
+    held.ticket.reset();
+    held.ahead.reset();
+    held.first = false;
+    session(name).query(fmt::format("DELETE FROM dlock_queue WHERE ticket = {}", ticket), nullptr,
+                        true);
+    session(name).query(
+      "DO RELEASE_LOCK(" + sql_bytes(queue_lock_name(m_named.at(name).token)) + ")",
+      [this, name, then](Answer&) { after_taken(name, then); }, true);
+    return;
+  }
   // Without it another process given the token could not find this session; the lock
   // itself is held either way.
   session(name).query(
@@ -588,6 +727,9 @@ void MysqlStore::wait_in_server(const std::string& name, Millis block)
   // a name waited for and given back at once: a shared holder that a waiting writer waits
   // for, or a full set of shared holders
   std::optional<std::string> other = held.wait_on;
+  if (held.ahead) { // --fair, behind another waiter: until it leaves the queue
+    other = held.ahead;
+  }
   if (is_semaphore(n.kind)) {
     // one slot, a different one each time: its holder's end hands it over at once
     slot = held.turn++ % n.kind.limit;
@@ -605,6 +747,7 @@ void MysqlStore::wait_in_server(const std::string& name, Millis block)
       const Named& waiting = m_named.at(name);
       if (got && other) {
         held_of(name).wait_on.reset();
+        held_of(name).ahead.reset();
         session(name).query(
           "DO RELEASE_LOCK(" + sql_bytes(*other) + ")", [this](Answer&) { woken(); }, true);
         return;

@@ -82,7 +82,20 @@ private:
     // the name the next wait blocks on and gives back at once (a reader name), else the lock's
     std::optional<std::string> wait_on;
     int turn = 0;
+    // --fair: this session's ticket in dlock_queue (its waiter's name held); the waiter's name
+    // of the ticket right ahead, which the next wait blocks on; first: the next try is the
+    // lock's own (the ticket is the first).
+    std::optional<std::int64_t> ticket;
+    std::optional<std::string> ahead;
+    bool first = false;
   };
+  // --fair (first come, first served): a ticket in dlock_queue, ordered by its counter; each
+  // waiter holds its waiter's GET_LOCK name while it waits, which makes its row live (rows
+  // whose name no session holds are deleted: dead waiters, another tenant's junk). The first
+  // ticket tries the lock and waits for it in the server; each other waits on the name of the
+  // waiter ahead of it. created: the table was made in this attempt.
+  void enqueue(const std::string& name, const lock::AcquireRequest& request, bool created);
+  void try_fair(const std::string& name, const lock::AcquireRequest& request);
   // --shared and the exclusive lock beside it (names.hpp): a waiting exclusive holder keeps
   // the writer's name and waits for the readers in (waited: answers the wait, else the
   // attempt); a shared holder takes the writer's name for a moment, then a free reader name.

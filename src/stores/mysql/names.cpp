@@ -44,6 +44,11 @@ std::string reader_lock_name(std::string_view prefixed_name, int reader)
   return server_lock_name(std::string(prefixed_name) + "\x1f" + "reader " + std::to_string(reader));
 }
 
+std::string queue_lock_name(std::string_view token)
+{
+  return "dlock queue " + lock::token_fingerprint(std::string(token) + "\x1fqueue", 48);
+}
+
 std::string token_lock_name(std::string_view token)
 {
   return "dlock token " + lock::token_fingerprint(token, 48);

@@ -33,6 +33,10 @@ std::string slot_lock_name(std::string_view prefixed_name, int slot);
 constexpr int reader_slots = 64; // shared holders at once; more wait
 std::string reader_lock_name(std::string_view prefixed_name, int reader);
 
+// The name a --fair waiter's session holds while it has a ticket in dlock_queue
+// ("dlock queue " + 48 hex digits of SHA-256 of the token): its row is live while it is held.
+std::string queue_lock_name(std::string_view token);
+
 // The second lock a holding session takes, whose name is made of the token's fingerprint
 // ("dlock token " + 48 hex digits of SHA-256 of the token): another dlock process that was
 // given the token (a nested run, the renewer of a stopped job, release --token) finds the
