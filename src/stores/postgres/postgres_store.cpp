@@ -25,13 +25,15 @@ constexpr const char* key_rows = "l.locktype = 'advisory' AND l.classid = $1::oi
 // The first int4 of a --fair ticket's advisory lock ("dloc"), the second is the ticket.
 constexpr std::int32_t fair_class = 0x646c6f63;
 
-// The rows of dlock_queue q whose waiter is alive: its session holds its ticket lock.
+// The rows of dlock_queue q whose waiter is alive: its session holds its ticket lock (any
+// ticket another tenant wrote maps to an oid: none fails the query).
 std::string live_ticket(const char* q)
 {
   return fmt::format("EXISTS (SELECT 1 FROM pg_catalog.pg_locks l WHERE l.locktype = 'advisory' "
-                     "AND l.objsubid = 2 AND l.classid = {} AND l.objid = ({}.ticket % "
-                     "4294967296)::pg_catalog.oid AND l.pid = {}.session_id AND l.granted)",
-                     fair_class, q, q);
+                     "AND l.objsubid = 2 AND l.classid = {0} AND l.objid = (({1}.ticket % "
+                     "4294967296 + 4294967296) % 4294967296)::pg_catalog.oid AND l.pid = "
+                     "{1}.session_id AND l.granted)",
+                     fair_class, q);
 }
 
 // The int4 of a ticket, as its advisory lock takes it.

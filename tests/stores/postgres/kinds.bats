@@ -97,3 +97,47 @@ slot_rows() {
   kill "$psql" 2>/dev/null || true
   psql_admin -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(30)%' AND pid <> pg_backend_pid()" >/dev/null
 }
+
+# fair_order KEY N...: starts --fair waiters 1..N on KEY one after another (each queued before
+# the next comes), each appending its number to $T/order; their pids in FAIR_PIDS.
+fair_waiters() {
+  local key=$1 w
+  shift
+  FAIR_PIDS=()
+  for w in "$@"; do
+    "$DLOCK" run -k "$key" --fair -w 30s -- sh -c "echo $w >>'$T/order'" 2>"$T/fair$w.err" 3>&- &
+    FAIR_PIDS+=($!)
+    echo "$!" >>"$T/bg.pid"
+    wait_for "[ \"\$(psql_admin -c \"SELECT count(*) FROM dlock_queue\" 2>/dev/null)\" -ge $w ]" 10
+  done
+}
+
+@test "--fair: kill -9 of a waiter does not hold up the queue; another tenant's junk rows are ignored" {
+  hold_until fq "$T/release"
+  local holder=$BG_PID
+  fair_waiters fq 1 2 3
+  # junk: a row for the lock, of no live session, ahead of everyone (another tenant's)
+  psql_admin -c "INSERT INTO dlock_queue (ticket, lock_key, session_id) OVERRIDING SYSTEM VALUE \
+    SELECT -5, lock_key, 1 FROM dlock_queue LIMIT 1" >/dev/null
+  kill -KILL "${FAIR_PIDS[1]}" # waiter 2 dies in the queue
+  touch "$T/release"
+  wait "$holder"
+  wait "${FAIR_PIDS[0]}"
+  wait "${FAIR_PIDS[2]}" || { cat "$T"/fair*.err; false; }
+  run -0 cat "$T/order"
+  assert_output "$(printf '1\n3')"
+  # nothing is left in the queue
+  run -0 psql_admin -c "SELECT count(*) FROM dlock_queue"
+  assert_output 0
+}
+
+@test "--fair: a user who cannot create dlock_queue is refused in one line; plain locking works" {
+  psql_admin -c "DROP TABLE IF EXISTS dlock_queue" >/dev/null
+  run -0 "$DLOCK" -u "$NOFENCE_URL" run -n -k nq -- true
+  run --separate-stderr "$DLOCK" -u "$NOFENCE_URL" run -k nq --fair -- touch "$T/ran"
+  echo "$status: $stderr"
+  [ ! -e "$T/ran" ]
+  [ "$status" -eq 77 ] || [ "$status" -eq 78 ]
+  [ "${#stderr_lines[@]}" -eq 1 ]
+  [[ $stderr == *dlock_queue* ]]
+}
