@@ -109,3 +109,46 @@ reader_name() {
   wait "$BG_PID"
   [ -e "$T/ran" ]
 }
+
+# fair_waiters KEY N...: starts --fair waiters on KEY one after another (each queued before
+# the next comes), each appending its number to $T/order; their pids in FAIR_PIDS.
+fair_waiters() {
+  local key=$1 w
+  shift
+  FAIR_PIDS=()
+  for w in "$@"; do
+    "$DLOCK" run -k "$key" --fair -w 30s -- sh -c "echo $w >>'$T/order'" 2>"$T/fair$w.err" 3>&- &
+    FAIR_PIDS+=($!)
+    echo "$!" >>"$T/bg.pid"
+    wait_for "[ \"\$(mysql_admin -e \"SELECT COUNT(*) FROM dlock.dlock_queue\" 2>/dev/null)\" -ge $w ]" 10
+  done
+}
+
+@test "mysql --fair: kill -9 of a waiter does not hold up the queue; another tenant's junk rows are ignored" {
+  start_bg hold "$DLOCK" run -k fq -- sh -c 'until [ -e "$0" ]; do sleep 0.02; done' "$T/release"
+  local holder=$BG_PID
+  wait_for '"$DLOCK" status fq >/dev/null' 10
+  fair_waiters fq 1 2 3
+  # junk ahead of everyone: a row whose waiter name no session holds, a ticket of 0
+  mysql_admin -e "INSERT INTO dlock.dlock_queue (ticket, lock_name, waiter) SELECT 0, lock_name, 'junk' FROM dlock.dlock_queue LIMIT 1"
+  kill -KILL "${FAIR_PIDS[1]}" # waiter 2 dies in the queue
+  touch "$T/release"
+  wait "$holder"
+  wait "${FAIR_PIDS[0]}"
+  wait "${FAIR_PIDS[2]}" || { cat "$T"/fair*.err; false; }
+  run -0 cat "$T/order"
+  assert_output "$(printf '1\n3')"
+  run -0 mysql_admin -e "SELECT COUNT(*) FROM dlock.dlock_queue WHERE waiter <> 'junk'"
+  assert_output 0
+}
+
+@test "mysql --fair: a user who cannot create dlock_queue is refused in one line; plain locking works" {
+  mysql_admin -e "DROP TABLE IF EXISTS dlock.dlock_queue"
+  run -0 "$DLOCK" -u "$NOFENCE_URL" run -n -k nq -- true
+  run --separate-stderr "$DLOCK" -u "$NOFENCE_URL" run -k nq --fair -- touch "$T/ran"
+  echo "$status: $stderr"
+  [ ! -e "$T/ran" ]
+  [ "$status" -eq 77 ] || [ "$status" -eq 78 ]
+  [ "${#stderr_lines[@]}" -eq 1 ]
+  [[ $stderr == *dlock_queue* ]]
+}
