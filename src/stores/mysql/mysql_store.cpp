@@ -421,10 +421,15 @@ void MysqlStore::try_fair(const std::string& name, const lock::AcquireRequest& r
 void MysqlStore::check_readers(const std::string& name, const lock::AcquireRequest& request,
                                bool waited)
 {
-  // the writer's name is this session's: no new shared holder comes; those in stay until
-  // they let go, and the first of them is waited for
+  // the writer's name is this session's: no new shared holder (or semaphore holder) comes;
+  // those in stay until they let go, and the first of them is waited for. A semaphore's
+  // holders are seen in its first status_slots slots, which its holders fill first.
+  std::string sql = readers_sql(m_named.at(name).prefixed);
+  for (int i = 0; i < status_slots; ++i) {
+    sql += ", IS_USED_LOCK(" + sql_bytes(slot_lock_name(m_named.at(name).prefixed, i)) + ")";
+  }
   session(name).query(
-    readers_sql(m_named.at(name).prefixed),
+    sql,
     [this, name, request, waited](Answer& a) {
       if (a.error) {
         if (waited) {
@@ -437,11 +442,13 @@ void MysqlStore::check_readers(const std::string& name, const lock::AcquireReque
       Held& held = held_of(name);
       std::vector<std::int64_t> in;
       held.wait_on.reset();
-      for (int i = 0; a.rows.count() == 1 && i < reader_slots; ++i) {
+      const std::string& prefixed = m_named.at(name).prefixed;
+      for (int i = 0; a.rows.count() == 1 && i < reader_slots + status_slots; ++i) {
         if (!a.rows.null(0, i)) {
           in.push_back(a.rows.number(0, i));
           if (!held.wait_on) {
-            held.wait_on = reader_lock_name(m_named.at(name).prefixed, i);
+            held.wait_on = i < reader_slots ? reader_lock_name(prefixed, i)
+                                            : slot_lock_name(prefixed, i - reader_slots);
           }
         }
       }

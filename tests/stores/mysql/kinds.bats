@@ -152,3 +152,20 @@ fair_waiters() {
   [ "${#stderr_lines[@]}" -eq 1 ]
   [[ $stderr == *dlock_queue* ]]
 }
+
+@test "mysql: an exclusive holder waits for a semaphore's holders (GET_LOCK names cannot say N, so no 64)" {
+  start_bg sem "$DLOCK" run -k ex --limit 3 -- sh -c 'echo $$ >"$0"; exec sleep 60' "$T/sem.pid"
+  local sem=$BG_PID
+  wait_for '[ -s "$T/sem.pid" ]' 10
+  run -75 "$DLOCK" run -k ex -n -- touch "$T/ran"
+  [ ! -e "$T/ran" ]
+  start_bg excl "$DLOCK" run -k ex -w 20s -- touch "$T/ran"
+  local excl=$BG_PID
+  sleep 1
+  [ ! -e "$T/ran" ]
+  # a waiting exclusive holder holds back new semaphore holders
+  run -64 "$DLOCK" run -k ex --limit 3 -n -- true
+  kill -KILL "$sem"
+  wait "$excl"
+  [ -e "$T/ran" ]
+}
