@@ -1304,12 +1304,74 @@ std::vector<lock::LockStatus> PostgresStore::list(std::string_view pattern, Mill
       status.slots.push_back(lock::SlotHolder{holder, -1});
     }
   }
+  list_semaphores(found, table, deadline);
   std::string glob(pattern);
   std::erase_if(found, [&](const lock::LockStatus& status) {
     return !status.held || ::fnmatch(glob.c_str(), status.name.c_str(), 0) != 0;
   });
   add_policies(found, sessions, pattern, deadline);
   return found;
+}
+
+void PostgresStore::list_semaphores(std::vector<lock::LockStatus>& found, const std::string& table,
+                                    util::TimePoint deadline)
+{
+  // the slot holders of every name of dlock_fence (semaphore.hpp), with the marker's N
+  std::string offset = "((l.objid::pg_catalog.int8 - (f.lock_key & 4294967295) + 4294967296) % "
+                       "4294967296)";
+  std::string marker_offset = "((m.objid::pg_catalog.int8 - (f.lock_key & 4294967295) + "
+                              "4294967296) % 4294967296)";
+  Answer rows =
+    ask("SELECT f.name, l.pid, l.granted, coalesce(a.application_name, ''), "
+        "coalesce(a.usename::text, ''), coalesce(host(a.client_addr), ''), f.fence, "
+          + now_ms_sql() + ", (SELECT max(4294967296 - " + marker_offset
+          + ") FROM pg_catalog.pg_locks m WHERE m.locktype = 'advisory' AND m.objsubid = 2 AND "
+            "m.classid = l.classid AND m.granted AND m.mode = 'ShareLock' AND "
+          + marker_offset + " >= " + std::to_string((std::int64_t(1) << 32) - Semaphore::max_limit)
+          + ") FROM pg_catalog.pg_locks l JOIN " + table
+          + " f ON l.classid = ((f.lock_key >> 32) & 4294967295)::pg_catalog.oid AND " + offset
+          + " BETWEEN 1 AND " + std::to_string(Semaphore::max_limit)
+          + " LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND "
+            "l.objsubid = 2 AND l.mode = 'ExclusiveLock' AND left(f.name, length($1)) = $1 AND "
+            "octet_length(f.name) <= octet_length($1) + $2 ORDER BY f.name, l.granted DESC, "
+            "a.backend_start",
+        {m_prefix, std::to_string(lock::max_name_bytes)}, deadline);
+  if (rows.error) {
+    util::log_verbose("no semaphores listed: {}", rows.error->what());
+    return;
+  }
+  const Rows& r = rows.rows;
+  for (int i = 0; i < r.count(); ++i) {
+    std::string name = r.text(i, 0).substr(m_prefix.size());
+    auto status = std::find_if(found.begin(), found.end(),
+                               [&name](const lock::LockStatus& one) { return one.name == name; });
+    if (status == found.end()) {
+      lock::LockStatus added;
+      added.name = name;
+      added.ttl_ms = -1;
+      added.last_fence = lock::parse_fence(r.text(i, 6));
+      added.server_time_ms = r.number(i, 7);
+      found.push_back(std::move(added));
+      status = found.end() - 1;
+    } else if (status->kind.mode != lock::LockKind::Mode::limit) {
+      continue; // held as another kind: its own holders
+    }
+    if (!r.truth(i, 2)) {
+      ++status->waiters;
+      continue;
+    }
+    lock::HolderInfo holder =
+      holder_of_session(r.text(i, 3), r.text(i, 4), r.text(i, 5), r.number(i, 1));
+    int limit = int(std::clamp<std::int64_t>(r.number(i, 8), 2, Semaphore::max_limit));
+    if (!status->held) {
+      status->held = true;
+      status->holder = holder;
+    }
+    status->kind = lock::LockKind::semaphore(std::max(limit, int(status->slots.size()) + 1));
+    status->slots.push_back(lock::SlotHolder{holder, -1});
+  }
+  std::sort(found.begin(), found.end(),
+            [](const lock::LockStatus& a, const lock::LockStatus& b) { return a.name < b.name; });
 }
 
 } // namespace dlock::postgres

@@ -121,6 +121,9 @@ private:
   Held& held_of(const std::string& name) { return m_held[m_named.at(name).prefixed]; }
   // Adds the holders of the name's semaphore (key) to a status that K's holders left free.
   void semaphore_status(lock::LockStatus& status, AdvisoryKey key, util::TimePoint deadline);
+  // Adds the semaphores (and their slot holders) of the names in dlock_fence (table) to list.
+  void list_semaphores(std::vector<lock::LockStatus>& found, const std::string& table,
+                       util::TimePoint deadline);
   // The SQL that lets go of what the name's semaphore session holds.
   std::string unlock_semaphore_sql(const std::string& name);
 

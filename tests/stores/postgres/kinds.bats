@@ -35,6 +35,10 @@ slot_rows() {
   echo "$output"
   [[ $output == *'"limit:2"'* || $output == *'semaphore'* || $output == *'"limit"'* ]]
   [ "$(grep -o '"pid"' <<<"$output" | wc -l)" -ge 2 ]
+  run -0 "$DLOCK" list --json
+  echo "$output"
+  [[ $output == *'"sem"'* ]]
+  [ "$(grep -o '"pid"' <<<"$output" | wc -l)" -ge 2 ]
   run -75 "$DLOCK" run -k sem --limit 2 -n -- true
   start_bg third "$DLOCK" run -k sem --limit 2 -w 20s -- sh -c 'date +%s%3N >"$0"' "$T/third"
   local third=$BG_PID
