@@ -28,49 +28,53 @@ constexpr Column table[] = {
    " (redis://, rediss://, unix://)",
    "",
    {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate, Feature::detached,
-    Feature::replicas, Feature::min_hold, Feature::lock_delay, Feature::replace,
+    Feature::keep, Feature::replicas, Feature::min_hold, Feature::lock_delay, Feature::replace,
     Feature::supersede}},
   {StoreKind::redlock,
    "Redlock",
    "",
    "",
-   {Feature::detached, Feature::replicas, Feature::min_hold, Feature::lock_delay,
+   {Feature::detached, Feature::keep, Feature::replicas, Feature::min_hold, Feature::lock_delay,
     Feature::replace}},
   {StoreKind::postgres,
    "PostgreSQL",
    " (postgres://)",
    " (postgres://)",
-   {Feature::shared, Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede}},
+   {Feature::shared, Feature::keep, Feature::min_hold, Feature::lock_delay, Feature::replace,
+    Feature::supersede}},
   {StoreKind::mysql,
    "MySQL or MariaDB",
    " (mysql://)",
    " (mysql://)",
-   {Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede}},
+   {Feature::keep, Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede}},
   {StoreKind::etcd,
    "etcd",
    " (etcd://)",
    " (etcd://)",
-   {Feature::fair, Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede}},
+   {Feature::fair, Feature::keep, Feature::min_hold, Feature::lock_delay, Feature::replace,
+    Feature::supersede}},
   {StoreKind::file,
    "files",
    " (file://)",
    " (file://)",
-   {Feature::shared, Feature::limit, Feature::min_hold, Feature::lock_delay, Feature::replace,
-    Feature::supersede}},
+   {Feature::shared, Feature::limit, Feature::keep, Feature::min_hold, Feature::lock_delay,
+    Feature::replace, Feature::supersede}},
   {StoreKind::zookeeper,
    "ZooKeeper",
    " (zk://)",
    " (zk://)",
-   {Feature::fair, Feature::shared, Feature::min_hold, Feature::lock_delay, Feature::replace,
-    Feature::supersede}},
+   {Feature::fair, Feature::shared, Feature::keep, Feature::min_hold, Feature::lock_delay,
+    Feature::replace, Feature::supersede}},
 };
 
 // The feature as the user asked for it; what it needs when that is more than a list of the
-// stores that have it (a feature of Redis's forms only, and why); its word in the tests.
+// stores that have it (a feature of Redis's forms only, and why); its word in the tests; what
+// to do instead, where there is something.
 struct Row {
   std::string_view asked;
   std::string_view needs;
   std::string_view word;
+  std::string_view instead = "";
 };
 
 Row row(Feature feature)
@@ -85,8 +89,11 @@ Row row(Feature feature)
   case Feature::coordinate:
     return {"wait, barrier and latch", "", "coordinate"};
   case Feature::detached:
-    return {"acquire (a lock that outlives the dlock process that took it)",
-            "Redis or Redlock, whose lease is not tied to a connection; use dlock run", "detached"};
+    return {"acquire without --keep (a lock no process keeps)", "", "detached",
+            "here a session or a descriptor is the lease, and it ends with its process: use "
+            "acquire --keep, whose holder process keeps it"};
+  case Feature::keep:
+    return {"acquire --keep", "", "keep"};
   case Feature::replicas:
     return {"--wait-replicas", "Redis, whose WAIT counts the replicas a write reached", "replicas"};
   case Feature::min_hold:
@@ -144,8 +151,9 @@ std::string_view feature_word(Feature feature) { return row(feature).word; }
 Error refusal(const Store& store, Feature feature)
 {
   Row r = row(feature);
-  return Error(ExitCode::usage, "{}: not available on {}; it needs {}", r.asked,
-               store.traits().name, r.needs.empty() ? stores_with(feature) : std::string(r.needs));
+  return Error(ExitCode::usage, "{}: not available on {}; it needs {}{}{}", r.asked,
+               store.traits().name, r.needs.empty() ? stores_with(feature) : std::string(r.needs),
+               r.instead.empty() ? "" : "; ", r.instead);
 }
 
 void require(const Store& store, Feature feature)

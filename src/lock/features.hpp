@@ -16,7 +16,8 @@ enum class Feature {
   shared,     // --shared: a read/write lock
   limit,      // --limit N: a counting semaphore
   coordinate, // wait, barrier, latch: one state per name besides the lock
-  detached,   // acquire (--keep or not): a lock that outlives the dlock process that took it
+  detached,   // acquire: a lock that outlives every process (a lease, not a session)
+  keep,       // acquire --keep: a lock kept by a process of its own, past the dlock that took it
   replicas,   // --wait-replicas N: a write acknowledged by the store's replicas
   min_hold,   // --min-hold D: the lock outlives its holder's release until D from acquisition
   lock_delay, // --lock-delay D: a lease that ended without a release closes the lock for D

@@ -19,10 +19,10 @@ using dlock::lock::StoreKind;
 
 namespace {
 
-const Feature every_feature[] = {Feature::fair,       Feature::shared,     Feature::limit,
-                                 Feature::coordinate, Feature::detached,   Feature::replicas,
-                                 Feature::min_hold,   Feature::lock_delay, Feature::replace,
-                                 Feature::supersede};
+const Feature every_feature[] = {Feature::fair,       Feature::shared,   Feature::limit,
+                                 Feature::coordinate, Feature::detached, Feature::keep,
+                                 Feature::replicas,   Feature::min_hold, Feature::lock_delay,
+                                 Feature::replace,    Feature::supersede};
 
 // A store that has nothing beyond one exclusive lock, named "X".
 class BareStore final : public dlock::lock::Store {
@@ -71,7 +71,8 @@ const std::map<std::string, Feature> man_rows = {
   {"\\-\\-limit N", Feature::limit},
   {"\\-\\-fair", Feature::fair},
   {"wait/barrier/latch", Feature::coordinate},
-  {"acquire, \\-\\-keep", Feature::detached},
+  {"acquire           ", Feature::detached},
+  {"acquire \\-\\-keep", Feature::keep},
   {"\\-\\-wait\\-replicas", Feature::replicas},
   {"\\-\\-min\\-hold", Feature::min_hold},
   {"\\-\\-lock\\-delay", Feature::lock_delay},
@@ -139,8 +140,10 @@ TEST(FeatureTable, RefusalsNameTheStoresThatHaveTheFeature)
             "wait, barrier and latch: not available on X; it needs one Redis server, Sentinel or "
             "Cluster (redis://, rediss://, unix://)");
   EXPECT_EQ(text(Feature::detached),
-            "acquire (a lock that outlives the dlock process that took it): not available on X; "
-            "it needs Redis or Redlock, whose lease is not tied to a connection; use dlock run");
+            "acquire without --keep (a lock no process keeps): not available on X; it needs one "
+            "Redis server, Sentinel or Cluster (redis://, rediss://, unix://) and Redlock; here a "
+            "session or a descriptor is the lease, and it ends with its process: use acquire "
+            "--keep, whose holder process keeps it");
   EXPECT_EQ(text(Feature::replicas),
             "--wait-replicas: not available on X; it needs Redis, whose WAIT counts the replicas "
             "a write reached");
