@@ -271,7 +271,7 @@ say "  figure includes the command's exit, the release, waking the waiter, its a
 say "  token too) and its fork+exec of the next command up to main()."
 per=$(((HANDOVERS + HO_WORKERS - 1) / HO_WORKERS + 3))
 for tool in "${TOOLS[@]}"; do
-  [[ $tool != *" --limit 3" && $tool != *" --shared" ]] || continue # nobody waits for a slot here
+  [[ $tool != *" --limit 3" && $tool != *" --shared" && $tool != "flock -s" ]] || continue # nobody waits here
   prefix_words "$tool"
   tag=$(printf '%s' "$tool" | tr -c 'a-zA-Z0-9' '_')
   start=$(($(now_ns) + 500000000))
