@@ -503,14 +503,25 @@ void MysqlStore::try_shared(const std::string& name, const lock::AcquireRequest&
 void MysqlStore::take_reader(const std::string& name,
                              std::function<void(const std::optional<Error>&, bool)> then)
 {
+  // none while a semaphore's holder is in (its first status_slots slots): -2 - that slot
   std::string prefixed = m_named.at(name).prefixed;
+  std::string sql = "SELECT CASE";
+  for (int i = 0; i < status_slots; ++i) {
+    sql += fmt::format(" WHEN IS_USED_LOCK({}) IS NOT NULL THEN {}",
+                       sql_bytes(slot_lock_name(prefixed, i)), -2 - i);
+  }
+  sql += first_free_sql(0, reader_slots, [&prefixed](int i) {
+           return reader_lock_name(prefixed, i);
+         }).substr(std::string_view("SELECT CASE").size());
   session(name).query(
-    first_free_sql(0, reader_slots, [&prefixed](int i) { return reader_lock_name(prefixed, i); }),
+    sql,
     [this, name, prefixed, then](Answer& a) {
       std::int64_t reader = !a.error && a.rows.count() == 1 ? a.rows.number(0, 0) : -1;
       Held& held = held_of(name);
       if (reader >= 0) {
         held.reader = int(reader);
+      } else if (reader <= -2) { // a semaphore's: wait for that slot's holder
+        held.wait_on = slot_lock_name(prefixed, int(-2 - reader));
       } else { // all taken: the next wait blocks on one of them
         held.wait_on = reader_lock_name(prefixed, held.turn++ % reader_slots);
       }

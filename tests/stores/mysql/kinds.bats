@@ -169,3 +169,18 @@ fair_waiters() {
   wait "$excl"
   [ -e "$T/ran" ]
 }
+
+@test "mysql: a shared holder waits for a semaphore's holders, as an exclusive one does" {
+  start_bg sem "$DLOCK" run -k sx --limit 2 -- sh -c 'echo $$ >"$0"; exec sleep 60' "$T/sem.pid"
+  local sem=$BG_PID
+  wait_for '[ -s "$T/sem.pid" ]' 10
+  run -75 "$DLOCK" run -k sx --shared -n -- touch "$T/ran"
+  [ ! -e "$T/ran" ]
+  start_bg reader "$DLOCK" run -k sx --shared -w 20s -- touch "$T/ran"
+  local reader=$BG_PID
+  sleep 1
+  [ ! -e "$T/ran" ]
+  kill -KILL "$sem"
+  wait "$reader"
+  [ -e "$T/ran" ]
+}
