@@ -20,7 +20,8 @@ namespace dlock::mysql {
 // has lost it. Waiting blocks in GET_LOCK(name, seconds): the server wakes the waiter when
 // the holder lets go. Fencing tokens come from the table dlock_fence where dlock may create
 // it (man dlock, DATABASE STORES); the side records of the policies from dlock_policy beside
-// it (sql_store.hpp). Exclusive locks only.
+// it (sql_store.hpp). --shared and --limit N are made of more GET_LOCK names (names.hpp);
+// --fair of tickets in dlock_queue beside them.
 class MysqlStore final : public sql::SqlStore {
 public:
   MysqlStore(ConnectParams params, std::string prefix);

@@ -31,7 +31,8 @@ ConnectParams connect_params(const std::string& url, const stores::StoreConfig& 
 // it. Waiting blocks in pg_advisory_lock under lock_timeout: the server wakes the waiter when
 // the holder lets go. Fencing tokens come from the table dlock_fence where dlock may create
 // it (man dlock, DATABASE STORES); the side records of the policies from dlock_policy, found
-// and trusted the same way (sql_store.hpp).
+// and trusted the same way (sql_store.hpp). --limit N is N more advisory locks
+// (semaphore.hpp); --fair a ticket queue in dlock_queue, found and trusted the same way.
 class PostgresStore final : public sql::SqlStore {
 public:
   PostgresStore(ConnectParams params, std::string prefix);
