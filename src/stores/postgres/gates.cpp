@@ -16,6 +16,19 @@ namespace {
 // announced (the safety net of its wait).
 constexpr Millis unannounced_end{2'000};
 
+// The table in the shared statements, which are written before it is found.
+constexpr std::string_view table_mark = "@dlock_gate@";
+
+// sql with the table in place of its mark.
+std::string with_table(std::string sql, const std::string& table)
+{
+  for (std::size_t at = sql.find(table_mark); at != std::string::npos;
+       at = sql.find(table_mark, at + table.size())) {
+    sql.replace(at, table_mark.size(), table);
+  }
+  return sql;
+}
+
 std::string create_gate_table_sql(const std::string& home)
 {
   return "CREATE TABLE IF NOT EXISTS " + home
@@ -30,6 +43,7 @@ std::string create_gate_table_sql(const std::string& home)
 PostgresGates::PostgresGates(ConnectParams params, std::string prefix, Tell answer)
   : SqlGates(std::move(answer), "PostgreSQL", std::move(prefix)), m_params(std::move(params))
 {
+  m_dialect.table = std::string(table_mark);
   m_dialect.now_ms = "floor(extract(epoch from clock_timestamp()) * 1000)::pg_catalog.int8";
   m_dialect.insert_new = "INSERT INTO";
   m_dialect.ignore_tail = " ON CONFLICT DO NOTHING";
@@ -95,7 +109,6 @@ void PostgresGates::prepare(const lock::LockName& name, bool table, std::functio
       return;
     }
     if (!m_table->table.empty()) {
-      m_dialect.table = m_table->table;
       then();
       return;
     }
@@ -125,7 +138,6 @@ void PostgresGates::prepare(const lock::LockName& name, bool table, std::functio
             failed(Read{.error = found.error, .no_table = true});
             return;
           }
-          m_dialect.table = m_table->table;
           then();
         });
       });
@@ -172,7 +184,7 @@ void PostgresGates::transact(const lock::LockName& name, std::vector<std::string
     }
     m_in_transaction = !commit;
     bool rows = read >= 0 && !commit;
-    session().query(sql, {}, [this, then, rows](Answer& a) {
+    session().query(with_table(sql, m_table->table), {}, [this, then, rows](Answer& a) {
       if (a.error) {
         bool table_gone = a.sqlstate == "42P01" || a.sqlstate == "42501";
         if (table_gone) {
@@ -195,7 +207,7 @@ void PostgresGates::transact(const lock::LockName& name, std::vector<std::string
 void PostgresGates::select(const lock::LockName& name, std::string statement, ReadThen then)
 {
   prepare(name, true, [this, statement, then] {
-    session().query(statement, {}, [then](Answer& a) {
+    session().query(with_table(statement, m_table->table), {}, [then](Answer& a) {
       if (a.error) {
         then(Read{.error = a.error, .no_table = a.sqlstate == "42501"});
         return;

@@ -195,7 +195,8 @@ std::string Session::message(const char* text) const
 
 void Session::send_next()
 {
-  if (m_queue.empty() || m_broken) {
+  // in flight already: a callback queued two queries, and sent the first
+  if (m_queue.empty() || m_broken || m_in_flight) {
     return;
   }
   m_current = std::move(m_queue.front());
