@@ -301,12 +301,14 @@ void PostgresGates::abandon() noexcept
   m_in_transaction = false;
 }
 
-void PostgresGates::freed(const std::string& name, sql::Session& on)
+void PostgresGates::freed(const std::string& name, sql::Session& on, std::function<void()> then)
 {
   if (on.broken() || !on.owned()) {
+    then();
     return;
   }
-  static_cast<Session&>(on).query("NOTIFY " + channel(name), {}, nullptr, true);
+  static_cast<Session&>(on).query("NOTIFY " + channel(name), {},
+                                  [then](Answer&) { then(); }, true);
 }
 
 } // namespace dlock::postgres

@@ -28,7 +28,7 @@ public:
   void watch(util::EventLoop& loop) override;
   void abandon() noexcept override;
   // NOTIFYs the lock's channel on the session that let it go.
-  void freed(const std::string& name, sql::Session& on) override;
+  void freed(const std::string& name, sql::Session& on, std::function<void()> then) override;
 
 private:
   const Dialect& dialect() override { return m_dialect; }

@@ -54,9 +54,14 @@ public:
   virtual void watch(util::EventLoop& loop) = 0;
   // Drops the gate session (which ends a transaction or a block in the server).
   virtual void abandon() noexcept = 0;
-  // A lock of this prefix was let go on session (its holder's, or control's for --force),
-  // which tells the lock's watchers where the database can; by default nothing.
-  virtual void freed(const std::string& name, Session& on) { (void)name, (void)on; }
+  // A lock of this prefix was let go on session (its holder's, or control's for --force):
+  // tells the lock's watchers where the database can, then then() (the release's answer, so
+  // that dlock does not end before they are told); by default then() alone.
+  virtual void freed(const std::string& name, Session& on, std::function<void()> then)
+  {
+    (void)name, (void)on;
+    then();
+  }
 
   // One row of dlock_gate as read back (numbers another tenant wrote wrong read as junk).
   struct Row {

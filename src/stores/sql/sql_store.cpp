@@ -531,13 +531,17 @@ void SqlStore::released(const std::string& name, const std::optional<Error>& err
     outcome.held = held;
   }
   auto found = m_named.find(name);
-  if (m_gates && outcome.held && found != m_named.end()) {
-    m_gates->freed(name, *found->second.session); // its watchers
-  }
+  bool let_go = outcome.held;
   if (found != m_named.end() && found->second.kept_for > Millis(0)) {
     outcome.held = true;
     outcome.kept_for = found->second.kept_for;
     found->second.kept_for = Millis(0);
+  }
+  if (m_gates && let_go && found != m_named.end() && !found->second.session->broken()) {
+    // its watchers are told before the release is answered
+    m_gates->freed(name, *found->second.session,
+                   [this, outcome]() mutable { answer(std::move(outcome)); });
+    return;
   }
   answer(std::move(outcome));
 }
@@ -546,7 +550,7 @@ void SqlStore::holder_ended(const lock::LockName& name, const std::string& token
                             lock::Outcome outcome)
 {
   if (m_gates && outcome.held && !outcome.error) {
-    m_gates->freed(name.str(), control_session()); // its watchers
+    m_gates->freed(name.str(), control_session(), [] {}); // its watchers, best effort
   }
   if (outcome.error || m_no_policy) {
     answer(std::move(outcome));
