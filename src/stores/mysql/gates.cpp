@@ -59,8 +59,10 @@ MysqlGates::MysqlGates(ConnectParams params, std::string prefix, Tell answer)
 {
   m_dialect.table = "dlock_gate";
   m_dialect.now_ms = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
-  m_dialect.insert_new = "INSERT IGNORE INTO";
-  m_dialect.ignore_tail = "";
+  // a duplicate takes the row's exclusive lock at once (INSERT IGNORE's shared one would
+  // deadlock two parties that both go on to lock it for update)
+  m_dialect.insert_new = "INSERT INTO";
+  m_dialect.ignore_tail = " ON DUPLICATE KEY UPDATE gate_key = gate_key";
   m_dialect.upsert_tail = " ON DUPLICATE KEY UPDATE generation = VALUES(generation), parties = "
                           "VALUES(parties), latch_count = VALUES(latch_count), until_ms = "
                           "VALUES(until_ms)";
@@ -72,10 +74,20 @@ Session& MysqlGates::session()
     m_session.reset();
     m_in_transaction = false;
     m_session = std::make_unique<Session>(m_params);
-    // a row another tenant holds locked does not hang a gate
+    // a row another tenant holds locked does not hang a gate; read committed: no gap locks,
+    // which would deadlock parties arriving at once
     m_session->query("SET SESSION innodb_lock_wait_timeout = 2", nullptr);
+    m_session->query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", nullptr);
   }
   return *m_session;
+}
+
+Session& MysqlGates::bell()
+{
+  if (!m_bell || m_bell->broken() || !m_bell->owned()) {
+    m_bell = std::make_unique<Session>(m_params);
+  }
+  return *m_bell;
 }
 
 std::string MysqlGates::key_of(const lock::LockName& name)
@@ -150,7 +162,9 @@ void MysqlGates::run(std::shared_ptr<std::vector<std::string>> statements, std::
       if (a.errnum == ER_NO_SUCH_TABLE) {
         m_table_ready = false;
       }
-      then(Read{.error = a.error, .no_table = unusable(a.errnum) && a.errnum != ER_NO_SUCH_TABLE});
+      then(Read{.error = a.error,
+                .no_table = unusable(a.errnum) && a.errnum != ER_NO_SUCH_TABLE,
+                .retry = a.errnum == ER_LOCK_DEADLOCK});
       return;
     }
     if (int(at) == read) {
@@ -198,7 +212,7 @@ void MysqlGates::transact(const lock::LockName& name, std::vector<std::string> s
               return;
             }
             auto kept = std::make_shared<Read>(std::move(got));
-            ring(session(), marker, [then, kept] { then(std::move(*kept)); });
+            ring(bell(), marker, [then, kept] { then(std::move(*kept)); });
           });
     },
     failed);
@@ -286,28 +300,20 @@ void MysqlGates::wait_for_wake(const lock::LockName& name, const lock::WaitTicke
 void MysqlGates::ring(Session& s, const std::string& marker, std::function<void()> then)
 {
   // The waiters' statements start with "SELECT IF(" (a ringer's own does not: it is not
-  // killed by another ringer).
+  // killed by another ringer). The KILLs go out in order after this answer, which does not
+  // wait for them: MariaDB 10.11 was seen to keep a KILL QUERY of a sleeping session waiting
+  // for seconds, and the sleeper's look at the end of its sleep is the safety net.
   s.query(fmt::format("SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() "
                       "AND INFO LIKE 'SELECT IF(%{}%' LIMIT 1000",
                       marker),
           [&s, then](Answer& a) {
-            if (a.error || a.rows.count() == 0) {
-              then();
-              return;
-            }
-            auto left = std::make_shared<int>(a.rows.count());
-            for (int i = 0; i < a.rows.count(); ++i) {
-              std::int64_t id = 0;
+            for (int i = 0; !a.error && i < a.rows.count(); ++i) {
               try {
-                id = a.rows.number(i, 0);
+                s.query(fmt::format("KILL QUERY {}", a.rows.number(i, 0)), nullptr, true);
               } catch (const Error&) {
               }
-              s.query(fmt::format("KILL QUERY {}", id), [left, then](Answer&) {
-                if (--*left == 0) {
-                  then();
-                }
-              });
             }
+            then();
           },
           true);
 }
@@ -317,11 +323,15 @@ void MysqlGates::watch(util::EventLoop& loop)
   if (m_session && m_session->owned()) {
     m_session->watch(loop);
   }
+  if (m_bell && m_bell->owned()) {
+    m_bell->watch(loop);
+  }
 }
 
 void MysqlGates::abandon() noexcept
 {
   m_session.reset(); // ends a transaction in progress (rolled back), and a sleep
+  m_bell.reset();
   m_in_transaction = false;
 }
 

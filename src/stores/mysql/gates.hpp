@@ -40,6 +40,9 @@ private:
   void holding(const lock::LockName& name, HoldingThen then) override;
 
   Session& session();
+  // The session that ends the sleeps of a gate's waiters (KILL QUERY), so that a KILL the
+  // server is slow to carry out holds up no step of the gate session.
+  Session& bell();
   // Makes dlock_gate if there is none (once per process), then then() or failed.
   void prepare(std::function<void()> then, std::function<void(Read)> failed);
   // Runs statements[at...] in order; then with the rows of statement read.
@@ -53,6 +56,7 @@ private:
 
   ConnectParams m_params;
   std::unique_ptr<Session> m_session;
+  std::unique_ptr<Session> m_bell;
   Dialect m_dialect;
   bool m_table_ready = false;
   bool m_in_transaction = false;

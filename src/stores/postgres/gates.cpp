@@ -192,7 +192,9 @@ void PostgresGates::transact(const lock::LockName& name, std::vector<std::string
         }
         m_in_transaction = false;
         session().query("ROLLBACK", {}, nullptr, true);
-        then(Read{.error = a.error, .no_table = a.sqlstate == "42501"});
+        then(Read{.error = a.error,
+                  .no_table = a.sqlstate == "42501",
+                  .retry = a.sqlstate == "40P01" || a.sqlstate == "40001"});
         return;
       }
       try {

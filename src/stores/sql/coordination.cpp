@@ -85,10 +85,17 @@ std::string SqlGates::sweep(const std::string& key, std::int64_t generation)
 {
   const Dialect& d = dialect();
   return fmt::format(
-    "DELETE FROM {0} WHERE until_ms < {1} OR (gate_key = {2} AND ((member LIKE 'p:%' AND "
+    "DELETE FROM {0} WHERE gate_key = {2} AND (until_ms < {1} OR (member LIKE 'p:%' AND "
     "(until_ms > {1} + {3} OR generation <> {4})) OR (member <> 'barrier' AND member <> 'latch' "
-    "AND member NOT LIKE 'p:%')))",
+    "AND member NOT LIKE 'p:%'))",
     d.table, d.now_ms, key, longest_arrival_ms, generation);
+}
+
+void SqlGates::sweep_all(const lock::LockName& name, std::function<void()> then)
+{
+  const Dialect& d = dialect();
+  transact(name, {fmt::format("DELETE FROM {} WHERE until_ms < {}", d.table, d.now_ms)}, -1, true,
+           false, [then](const Read&) { then(); });
 }
 
 SqlGates::BarrierPlan SqlGates::plan_barrier(const std::vector<Row>& rows,
@@ -224,8 +231,10 @@ lock::GateResult SqlGates::look(const lock::WaitTicket& ticket, const Holding& h
   return result;
 }
 
-void SqlGates::barrier_step(const lock::LockName& name, const lock::GateRequest& request)
+void SqlGates::barrier_step(const lock::LockName& name, const lock::GateRequest& request,
+                            int attempt)
 {
+  constexpr int most_attempts = 5;
   if (request.parties < 1) {
     m_answer(Outcome::of(Op::gate, Error(ExitCode::usage, "--parties must be at least 1")));
     return;
@@ -240,7 +249,11 @@ void SqlGates::barrier_step(const lock::LockName& name, const lock::GateRequest&
                 columns(), d.table, key, most_rows)};
   // The plan needs the rows: the transaction goes on in two parts (the first keeps it open).
   transact(name, std::move(statements), 1, false, false,
-           [this, name, request, key](Read read) {
+           [this, name, request, key, attempt](Read read) {
+             if (read.retry && attempt < most_attempts) {
+               barrier_step(name, request, attempt + 1);
+               return;
+             }
              if (read.error || read.no_table) {
                m_answer(Outcome::of(Op::gate, refused(read, "barrier")));
                return;
@@ -271,15 +284,24 @@ void SqlGates::barrier_step(const lock::LockName& name, const lock::GateRequest&
                              dd.upsert_tail));
              }
              bool trip = plan.write == BarrierPlan::Write::trip;
-             transact(name, std::move(writes), -1, true, trip, [this, plan](Read done) {
-               if (done.error) {
-                 m_answer(Outcome::of(Op::gate, refused(done, "barrier")));
-                 return;
-               }
-               Outcome outcome = Outcome::of(Op::gate);
-               outcome.gate = plan.result;
-               m_answer(std::move(outcome));
-             });
+             transact(name, std::move(writes), -1, true, trip,
+                      [this, name, request, plan, attempt, trip](Read done) {
+                        if (done.retry && attempt < most_attempts) {
+                          barrier_step(name, request, attempt + 1);
+                          return;
+                        }
+                        if (done.error) {
+                          m_answer(Outcome::of(Op::gate, refused(done, "barrier")));
+                          return;
+                        }
+                        Outcome outcome = Outcome::of(Op::gate);
+                        outcome.gate = plan.result;
+                        if (!trip) {
+                          m_answer(std::move(outcome));
+                          return;
+                        }
+                        sweep_all(name, [this, outcome] { m_answer(outcome); });
+                      });
            });
 }
 
@@ -348,15 +370,16 @@ void SqlGates::start_set_latch(const lock::LockName& name, std::int64_t count, M
   const Dialect& d = dialect();
   std::string key = key_of(name);
   std::vector<std::string> statements{
-    sweep(key, 0),
     fmt::format("INSERT INTO {} (gate_key, member, generation, parties, latch_count, until_ms) "
                 "VALUES ({}, 'latch', 0, 0, {}, {} + {}){}",
                 d.table, key, std::max<std::int64_t>(0, count), d.now_ms, expire.count(),
                 d.upsert_tail)};
-  transact(name, std::move(statements), -1, true, count <= 0, [this](Read read) {
-    m_answer(Outcome::of(Op::set_latch, read.error || read.no_table
-                                          ? std::optional<Error>(refused(read, "latch"))
-                                          : std::nullopt));
+  transact(name, std::move(statements), -1, true, count <= 0, [this, name](Read read) {
+    if (read.error || read.no_table) {
+      m_answer(Outcome::of(Op::set_latch, refused(read, "latch")));
+      return;
+    }
+    sweep_all(name, [this] { m_answer(Outcome::of(Op::set_latch)); });
   });
 }
 

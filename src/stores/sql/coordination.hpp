@@ -72,6 +72,7 @@ public:
   struct Read {
     std::optional<Error> error{};
     bool no_table = false; // the table is not there (and could not be made: see error)
+    bool retry = false;    // a deadlock the server broke (rolled back): the step may try again
     std::int64_t now = 0;
     std::vector<Row> rows{};
   };
@@ -140,10 +141,15 @@ protected:
   std::string m_prefix;
 
 private:
-  void barrier_step(const lock::LockName& name, const lock::GateRequest& request);
+  // attempt: how many times it was tried again after a deadlock between parties.
+  void barrier_step(const lock::LockName& name, const lock::GateRequest& request, int attempt = 0);
   void latch_step(const lock::LockName& name, const lock::GateRequest& request);
-  // The sweep that every write runs: expired rows of every name, junk rows of this one.
+  // The sweep of a name's rows in its transactions: the expired and the junk ones (another
+  // tenant's), arrivals of another generation.
   std::string sweep(const std::string& key, std::int64_t generation);
+  // Then, in a transaction of its own (best effort: its error is no failure of op), the rows
+  // of every name that expired; then then().
+  void sweep_all(const lock::LockName& name, std::function<void()> then);
 
   // watch: the holding each watcher first saw.
   struct Seen {
