@@ -150,8 +150,8 @@ MysqlGates::Read MysqlGates::read_rows(const Rows& rows)
   return read;
 }
 
-void MysqlGates::run(std::shared_ptr<std::vector<std::string>> statements, std::size_t at,
-                     int read, std::shared_ptr<Read> got, std::function<void(Read)> then)
+void MysqlGates::run(std::shared_ptr<std::vector<std::string>> statements, std::size_t at, int read,
+                     std::shared_ptr<Read> got, std::function<void(Read)> then)
 {
   if (at >= statements->size()) {
     then(std::move(*got));
@@ -179,8 +179,8 @@ void MysqlGates::run(std::shared_ptr<std::vector<std::string>> statements, std::
   });
 }
 
-void MysqlGates::transact(const lock::LockName& name, std::vector<std::string> statements,
-                          int read, bool commit, bool notify, ReadThen then)
+void MysqlGates::transact(const lock::LockName& name, std::vector<std::string> statements, int read,
+                          bool commit, bool notify, ReadThen then)
 {
   auto failed = [this, then](Read r) {
     m_in_transaction = false;
@@ -199,21 +199,20 @@ void MysqlGates::transact(const lock::LockName& name, std::vector<std::string> s
         all->push_back("COMMIT");
       }
       m_in_transaction = !commit;
-      run(all, 0, read, std::make_shared<Read>(),
-          [this, notify, then, marker](Read got) {
-            if (got.error) {
-              m_in_transaction = false;
-              session().query("ROLLBACK", nullptr, true);
-              then(std::move(got));
-              return;
-            }
-            if (!notify) {
-              then(std::move(got));
-              return;
-            }
-            auto kept = std::make_shared<Read>(std::move(got));
-            ring(bell(), marker, [then, kept] { then(std::move(*kept)); });
-          });
+      run(all, 0, read, std::make_shared<Read>(), [this, notify, then, marker](Read got) {
+        if (got.error) {
+          m_in_transaction = false;
+          session().query("ROLLBACK", nullptr, true);
+          then(std::move(got));
+          return;
+        }
+        if (!notify) {
+          then(std::move(got));
+          return;
+        }
+        auto kept = std::make_shared<Read>(std::move(got));
+        ring(bell(), marker, [then, kept] { then(std::move(*kept)); });
+      });
     },
     failed);
 }
@@ -222,8 +221,8 @@ void MysqlGates::select(const lock::LockName&, std::string statement, ReadThen t
 {
   prepare(
     [this, statement, then] {
-      run(std::make_shared<std::vector<std::string>>(1, statement), 0, 0,
-          std::make_shared<Read>(), then);
+      run(std::make_shared<std::vector<std::string>>(1, statement), 0, 0, std::make_shared<Read>(),
+          then);
     },
     then);
 }
@@ -281,8 +280,7 @@ void MysqlGates::wait_for_wake(const lock::LockName& name, const lock::WaitTicke
   case lock::WaitMode::barrier:
     sql = fmt::format("SELECT IF(COALESCE((SELECT MAX(generation) FROM dlock_gate WHERE gate_key "
                       "= {} AND member = 'barrier'), 0) > {}, 0, SLEEP({})), '{}'",
-                      key, ticket.generation, seconds(std::min(block, longest_gate_sleep)),
-                      marker);
+                      key, ticket.generation, seconds(std::min(block, longest_gate_sleep)), marker);
     break;
   default:
     sql = fmt::format("SELECT IF(EXISTS (SELECT 1 FROM dlock_gate WHERE gate_key = {} AND member "
@@ -303,19 +301,20 @@ void MysqlGates::ring(Session& s, const std::string& marker, std::function<void(
   // killed by another ringer). The KILLs go out in order after this answer, which does not
   // wait for them: MariaDB 10.11 was seen to keep a KILL QUERY of a sleeping session waiting
   // for seconds, and the sleeper's look at the end of its sleep is the safety net.
-  s.query(fmt::format("SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() "
-                      "AND INFO LIKE 'SELECT IF(%{}%' LIMIT 1000",
-                      marker),
-          [&s, then](Answer& a) {
-            for (int i = 0; !a.error && i < a.rows.count(); ++i) {
-              try {
-                s.query(fmt::format("KILL QUERY {}", a.rows.number(i, 0)), nullptr, true);
-              } catch (const Error&) {
-              }
-            }
-            then();
-          },
-          true);
+  s.query(
+    fmt::format("SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() "
+                "AND INFO LIKE 'SELECT IF(%{}%' LIMIT 1000",
+                marker),
+    [&s, then](Answer& a) {
+      for (int i = 0; !a.error && i < a.rows.count(); ++i) {
+        try {
+          s.query(fmt::format("KILL QUERY {}", a.rows.number(i, 0)), nullptr, true);
+        } catch (const Error&) {
+        }
+      }
+      then();
+    },
+    true);
 }
 
 void MysqlGates::watch(util::EventLoop& loop)

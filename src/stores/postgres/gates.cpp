@@ -118,28 +118,28 @@ void PostgresGates::prepare(const lock::LockName& name, bool table, std::functio
       return;
     }
     session().query(
-      create_gate_table_sql(m_table->home), {},
-      [this, then, failed](Answer& created) {
+      create_gate_table_sql(m_table->home), {}, [this, then, failed](Answer& created) {
         if (created.error && created.sqlstate != "23505" && created.sqlstate != "42P07") {
           failed(Read{.error = created.error, .no_table = true});
           return;
         }
         m_table.reset();
-        session().query(find_fence_table_sql("dlock_gate"), {}, [this, then, failed](Answer& found) {
-          if (!found.error) {
-            try {
-              m_table = fence_table_from(found.rows, m_params.shown);
-            } catch (const Error& error) {
-              failed(Read{.error = error, .no_table = true});
-              return;
-            }
-          }
-          if (found.error || m_table->table.empty()) {
-            failed(Read{.error = found.error, .no_table = true});
-            return;
-          }
-          then();
-        });
+        session().query(find_fence_table_sql("dlock_gate"), {},
+                        [this, then, failed](Answer& found) {
+                          if (!found.error) {
+                            try {
+                              m_table = fence_table_from(found.rows, m_params.shown);
+                            } catch (const Error& error) {
+                              failed(Read{.error = error, .no_table = true});
+                              return;
+                            }
+                          }
+                          if (found.error || m_table->table.empty()) {
+                            failed(Read{.error = found.error, .no_table = true});
+                            return;
+                          }
+                          then();
+                        });
       });
   });
 }
@@ -168,100 +168,108 @@ void PostgresGates::transact(const lock::LockName& name, std::vector<std::string
     m_in_transaction = false;
     then(std::move(r));
   };
-  prepare(name, true, [this, name, statements = std::move(statements), read, commit, notify,
-                       then]() mutable {
-    // One simple-protocol query: its statements run in order, and stop at an error. Its
-    // rows are the last statement's: read is the last one, or none.
-    std::string sql = m_in_transaction ? "" : "BEGIN; ";
-    for (const std::string& statement : statements) {
-      sql += statement + "; ";
-    }
-    if (notify) {
-      sql += "NOTIFY " + channel(name.str()) + "; ";
-    }
-    if (commit) {
-      sql += "COMMIT";
-    }
-    m_in_transaction = !commit;
-    bool rows = read >= 0 && !commit;
-    session().query(with_table(sql, m_table->table), {}, [this, then, rows](Answer& a) {
-      if (a.error) {
-        bool table_gone = a.sqlstate == "42P01" || a.sqlstate == "42501";
-        if (table_gone) {
-          m_table.reset();
+  prepare(
+    name, true,
+    [this, name, statements = std::move(statements), read, commit, notify, then]() mutable {
+      // One simple-protocol query: its statements run in order, and stop at an error. Its
+      // rows are the last statement's: read is the last one, or none.
+      std::string sql = m_in_transaction ? "" : "BEGIN; ";
+      for (const std::string& statement : statements) {
+        sql += statement + "; ";
+      }
+      if (notify) {
+        sql += "NOTIFY " + channel(name.str()) + "; ";
+      }
+      if (commit) {
+        sql += "COMMIT";
+      }
+      m_in_transaction = !commit;
+      bool rows = read >= 0 && !commit;
+      session().query(with_table(sql, m_table->table), {}, [this, then, rows](Answer& a) {
+        if (a.error) {
+          bool table_gone = a.sqlstate == "42P01" || a.sqlstate == "42501";
+          if (table_gone) {
+            m_table.reset();
+          }
+          m_in_transaction = false;
+          session().query("ROLLBACK", {}, nullptr, true);
+          then(Read{.error = a.error,
+                    .no_table = a.sqlstate == "42501",
+                    .retry = a.sqlstate == "40P01" || a.sqlstate == "40001"});
+          return;
         }
-        m_in_transaction = false;
-        session().query("ROLLBACK", {}, nullptr, true);
-        then(Read{.error = a.error,
-                  .no_table = a.sqlstate == "42501",
-                  .retry = a.sqlstate == "40P01" || a.sqlstate == "40001"});
-        return;
-      }
-      try {
-        then(rows ? read_rows(a.rows) : Read{});
-      } catch (const Error& error) {
-        then(Read{.error = error});
-      }
-    });
-  }, failed);
+        try {
+          then(rows ? read_rows(a.rows) : Read{});
+        } catch (const Error& error) {
+          then(Read{.error = error});
+        }
+      });
+    },
+    failed);
 }
 
 void PostgresGates::select(const lock::LockName& name, std::string statement, ReadThen then)
 {
-  prepare(name, true, [this, statement, then] {
-    session().query(with_table(statement, m_table->table), {}, [then](Answer& a) {
-      if (a.error) {
-        then(Read{.error = a.error, .no_table = a.sqlstate == "42501"});
-        return;
-      }
-      try {
-        then(read_rows(a.rows));
-      } catch (const Error& error) {
-        then(Read{.error = error});
-      }
-    });
-  }, then);
+  prepare(
+    name, true,
+    [this, statement, then] {
+      session().query(with_table(statement, m_table->table), {}, [then](Answer& a) {
+        if (a.error) {
+          then(Read{.error = a.error, .no_table = a.sqlstate == "42501"});
+          return;
+        }
+        try {
+          then(read_rows(a.rows));
+        } catch (const Error& error) {
+          then(Read{.error = error});
+        }
+      });
+    },
+    then);
 }
 
 void PostgresGates::holding(const lock::LockName& name, HoldingThen then)
 {
   AdvisoryKey key = AdvisoryKey::of(m_prefix + name.str());
-  prepare(name, false, [this, key, then] {
-    session().query(
-      "SELECT floor(extract(epoch from clock_timestamp()) * 1000000)::pg_catalog.int8, l.pid, "
-      "l.mode, coalesce(a.application_name, ''), coalesce(a.usename::pg_catalog.text, ''), "
-      "coalesce(host(a.client_addr), ''), coalesce(floor(extract(epoch from a.backend_start) * "
-      "1000000)::pg_catalog.int8, 0) FROM (SELECT 1) one LEFT JOIN (pg_locks l LEFT JOIN "
-      "pg_stat_activity a ON a.pid = l.pid) ON l.locktype = 'advisory' AND l.classid = $1::oid "
-      "AND l.objid = $2::oid AND l.objsubid = 1 AND l.granted ORDER BY a.backend_start",
-      {std::to_string(key.classid()), std::to_string(key.objid())}, [then](Answer& a) {
-        Holding holding;
-        std::int64_t now = 0;
-        if (a.error) {
-          then(a.error, holding, 0);
-          return;
-        }
-        try {
-          for (int i = 0; i < a.rows.count(); ++i) {
-            now = a.rows.number(i, 0);
-            if (a.rows.null(i, 1)) {
-              continue;
-            }
-            std::int64_t pid = a.rows.number(i, 1);
-            if (holding.sessions.empty()) {
-              holding.first =
-                holder_of_session(a.rows.text(i, 3), a.rows.text(i, 4), a.rows.text(i, 5), pid);
-            }
-            holding.exclusive = a.rows.text(i, 2) != "ShareLock";
-            holding.sessions.push_back(fmt::format("{}@{}", pid, a.rows.text(i, 6)));
+  prepare(
+    name, false,
+    [this, key, then] {
+      session().query(
+        "SELECT floor(extract(epoch from clock_timestamp()) * 1000000)::pg_catalog.int8, l.pid, "
+        "l.mode, coalesce(a.application_name, ''), coalesce(a.usename::pg_catalog.text, ''), "
+        "coalesce(host(a.client_addr), ''), coalesce(floor(extract(epoch from a.backend_start) * "
+        "1000000)::pg_catalog.int8, 0) FROM (SELECT 1) one LEFT JOIN (pg_locks l LEFT JOIN "
+        "pg_stat_activity a ON a.pid = l.pid) ON l.locktype = 'advisory' AND l.classid = $1::oid "
+        "AND l.objid = $2::oid AND l.objsubid = 1 AND l.granted ORDER BY a.backend_start",
+        {std::to_string(key.classid()), std::to_string(key.objid())}, [then](Answer& a) {
+          Holding holding;
+          std::int64_t now = 0;
+          if (a.error) {
+            then(a.error, holding, 0);
+            return;
           }
-        } catch (const Error& error) {
-          then(error, Holding{}, 0);
-          return;
-        }
-        then(std::nullopt, std::move(holding), now);
-      });
-  }, [then](Read r) { then(r.error, Holding{}, 0); });
+          try {
+            for (int i = 0; i < a.rows.count(); ++i) {
+              now = a.rows.number(i, 0);
+              if (a.rows.null(i, 1)) {
+                continue;
+              }
+              std::int64_t pid = a.rows.number(i, 1);
+              if (holding.sessions.empty()) {
+                holding.first =
+                  holder_of_session(a.rows.text(i, 3), a.rows.text(i, 4), a.rows.text(i, 5), pid);
+              }
+              holding.exclusive = a.rows.text(i, 2) != "ShareLock";
+              holding.sessions.push_back(fmt::format("{}@{}", pid, a.rows.text(i, 6)));
+            }
+          } catch (const Error& error) {
+            then(error, Holding{}, 0);
+            return;
+          }
+          then(std::nullopt, std::move(holding), now);
+        });
+    },
+    [then](Read r) { then(r.error, Holding{}, 0); });
 }
 
 void PostgresGates::wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
@@ -309,8 +317,8 @@ void PostgresGates::freed(const std::string& name, sql::Session& on, std::functi
     then();
     return;
   }
-  static_cast<Session&>(on).query("NOTIFY " + channel(name), {},
-                                  [then](Answer&) { then(); }, true);
+  static_cast<Session&>(on).query(
+    "NOTIFY " + channel(name), {}, [then](Answer&) { then(); }, true);
 }
 
 } // namespace dlock::postgres

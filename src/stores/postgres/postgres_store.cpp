@@ -202,8 +202,8 @@ PostgresStore::PostgresStore(ConnectParams params, std::string prefix)
   : SqlStore("PostgreSQL", params.shown, std::move(prefix), "idle_session_timeout"),
     m_params(std::move(params))
 {
-  m_gates = std::make_unique<PostgresGates>(m_params, m_prefix,
-                                            [this](Outcome outcome) { answer(std::move(outcome)); });
+  m_gates = std::make_unique<PostgresGates>(
+    m_params, m_prefix, [this](Outcome outcome) { answer(std::move(outcome)); });
 }
 
 std::unique_ptr<sql::Session> PostgresStore::open_session(const Named& n)

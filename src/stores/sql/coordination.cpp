@@ -248,61 +248,59 @@ void SqlGates::barrier_step(const lock::LockName& name, const lock::GateRequest&
     fmt::format("SELECT {} FROM {} WHERE gate_key = {} ORDER BY member LIMIT {} FOR UPDATE",
                 columns(), d.table, key, most_rows)};
   // The plan needs the rows: the transaction goes on in two parts (the first keeps it open).
-  transact(name, std::move(statements), 1, false, false,
-           [this, name, request, key, attempt](Read read) {
-             if (read.retry && attempt < most_attempts) {
-               barrier_step(name, request, attempt + 1);
-               return;
-             }
-             if (read.error || read.no_table) {
-               m_answer(Outcome::of(Op::gate, refused(read, "barrier")));
-               return;
-             }
-             BarrierPlan plan = plan_barrier(read.rows, request, read.now);
-             const Dialect& dd = dialect();
-             std::vector<std::string> writes{
-               sweep(key, plan.write == BarrierPlan::Write::none ? plan.result.generation
-                                                                 : plan.generation)};
-             std::int64_t block_ms = std::max<std::int64_t>(1, request.ticket.max_block.count());
-             if (plan.write == BarrierPlan::Write::trip) {
-               writes.push_back(fmt::format(
-                 "UPDATE {} SET generation = {}, parties = {}, until_ms = {} + {} WHERE gate_key "
-                 "= {} AND member = 'barrier'",
-                 dd.table, plan.generation + 1, request.parties, dd.now_ms, barrier_keep_ms, key));
-               writes.push_back(fmt::format(
-                 "DELETE FROM {} WHERE gate_key = {} AND member LIKE 'p:%'", dd.table, key));
-             } else if (plan.write == BarrierPlan::Write::arrive) {
-               writes.push_back(fmt::format(
-                 "UPDATE {} SET generation = {}, parties = {}, until_ms = {} + {} WHERE gate_key "
-                 "= {} AND member = 'barrier'",
-                 dd.table, plan.generation, request.parties, dd.now_ms, barrier_keep_ms, key));
-               writes.push_back(
-                 fmt::format("INSERT INTO {} (gate_key, member, generation, parties, latch_count, "
-                             "until_ms) VALUES ({}, '{}', {}, 0, -1, {} + {}){}",
-                             dd.table, key, party_member(request.ticket.waiter_id),
-                             plan.generation, dd.now_ms, block_ms + arrival_grace_ms,
-                             dd.upsert_tail));
-             }
-             bool trip = plan.write == BarrierPlan::Write::trip;
-             transact(name, std::move(writes), -1, true, trip,
-                      [this, name, request, plan, attempt, trip](Read done) {
-                        if (done.retry && attempt < most_attempts) {
-                          barrier_step(name, request, attempt + 1);
-                          return;
-                        }
-                        if (done.error) {
-                          m_answer(Outcome::of(Op::gate, refused(done, "barrier")));
-                          return;
-                        }
-                        Outcome outcome = Outcome::of(Op::gate);
-                        outcome.gate = plan.result;
-                        if (!trip) {
-                          m_answer(std::move(outcome));
-                          return;
-                        }
-                        sweep_all(name, [this, outcome] { m_answer(outcome); });
-                      });
-           });
+  transact(
+    name, std::move(statements), 1, false, false, [this, name, request, key, attempt](Read read) {
+      if (read.retry && attempt < most_attempts) {
+        barrier_step(name, request, attempt + 1);
+        return;
+      }
+      if (read.error || read.no_table) {
+        m_answer(Outcome::of(Op::gate, refused(read, "barrier")));
+        return;
+      }
+      BarrierPlan plan = plan_barrier(read.rows, request, read.now);
+      const Dialect& dd = dialect();
+      std::vector<std::string> writes{sweep(
+        key, plan.write == BarrierPlan::Write::none ? plan.result.generation : plan.generation)};
+      std::int64_t block_ms = std::max<std::int64_t>(1, request.ticket.max_block.count());
+      if (plan.write == BarrierPlan::Write::trip) {
+        writes.push_back(fmt::format(
+          "UPDATE {} SET generation = {}, parties = {}, until_ms = {} + {} WHERE gate_key "
+          "= {} AND member = 'barrier'",
+          dd.table, plan.generation + 1, request.parties, dd.now_ms, barrier_keep_ms, key));
+        writes.push_back(
+          fmt::format("DELETE FROM {} WHERE gate_key = {} AND member LIKE 'p:%'", dd.table, key));
+      } else if (plan.write == BarrierPlan::Write::arrive) {
+        writes.push_back(fmt::format(
+          "UPDATE {} SET generation = {}, parties = {}, until_ms = {} + {} WHERE gate_key "
+          "= {} AND member = 'barrier'",
+          dd.table, plan.generation, request.parties, dd.now_ms, barrier_keep_ms, key));
+        writes.push_back(
+          fmt::format("INSERT INTO {} (gate_key, member, generation, parties, latch_count, "
+                      "until_ms) VALUES ({}, '{}', {}, 0, -1, {} + {}){}",
+                      dd.table, key, party_member(request.ticket.waiter_id), plan.generation,
+                      dd.now_ms, block_ms + arrival_grace_ms, dd.upsert_tail));
+      }
+      bool trip = plan.write == BarrierPlan::Write::trip;
+      transact(name, std::move(writes), -1, true, trip,
+               [this, name, request, plan, attempt, trip](Read done) {
+                 if (done.retry && attempt < most_attempts) {
+                   barrier_step(name, request, attempt + 1);
+                   return;
+                 }
+                 if (done.error) {
+                   m_answer(Outcome::of(Op::gate, refused(done, "barrier")));
+                   return;
+                 }
+                 Outcome outcome = Outcome::of(Op::gate);
+                 outcome.gate = plan.result;
+                 if (!trip) {
+                   m_answer(std::move(outcome));
+                   return;
+                 }
+                 sweep_all(name, [this, outcome] { m_answer(outcome); });
+               });
+    });
 }
 
 void SqlGates::withdraw(const lock::LockName& name, const lock::WaitTicket& ticket)
@@ -369,11 +367,10 @@ void SqlGates::start_set_latch(const lock::LockName& name, std::int64_t count, M
 {
   const Dialect& d = dialect();
   std::string key = key_of(name);
-  std::vector<std::string> statements{
-    fmt::format("INSERT INTO {} (gate_key, member, generation, parties, latch_count, until_ms) "
-                "VALUES ({}, 'latch', 0, 0, {}, {} + {}){}",
-                d.table, key, std::max<std::int64_t>(0, count), d.now_ms, expire.count(),
-                d.upsert_tail)};
+  std::vector<std::string> statements{fmt::format(
+    "INSERT INTO {} (gate_key, member, generation, parties, latch_count, until_ms) "
+    "VALUES ({}, 'latch', 0, 0, {}, {} + {}){}",
+    d.table, key, std::max<std::int64_t>(0, count), d.now_ms, expire.count(), d.upsert_tail)};
   transact(name, std::move(statements), -1, true, count <= 0, [this, name](Read read) {
     if (read.error || read.no_table) {
       m_answer(Outcome::of(Op::set_latch, refused(read, "latch")));
@@ -387,9 +384,9 @@ void SqlGates::start_count_down(const lock::LockName& name)
 {
   const Dialect& d = dialect();
   std::string key = key_of(name);
-  std::vector<std::string> statements{fmt::format(
-    "SELECT {} FROM {} WHERE gate_key = {} AND member = 'latch' FOR UPDATE", columns(), d.table,
-    key)};
+  std::vector<std::string> statements{
+    fmt::format("SELECT {} FROM {} WHERE gate_key = {} AND member = 'latch' FOR UPDATE", columns(),
+                d.table, key)};
   transact(name, std::move(statements), 0, false, false, [this, name, key](Read read) {
     if (read.error || read.no_table) {
       m_answer(Outcome::of(Op::count_down, refused(read, "latch")));
@@ -405,10 +402,10 @@ void SqlGates::start_count_down(const lock::LockName& name)
     }
     bool zero = count == 0 && !writes.empty();
     transact(name, std::move(writes), -1, true, zero, [this, count](Read done) {
-               Outcome outcome = Outcome::of(Op::count_down, done.error);
-               outcome.gate.count = count;
-               m_answer(std::move(outcome));
-             });
+      Outcome outcome = Outcome::of(Op::count_down, done.error);
+      outcome.gate.count = count;
+      m_answer(std::move(outcome));
+    });
   });
 }
 

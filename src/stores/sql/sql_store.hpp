@@ -210,7 +210,8 @@ protected:
   std::unique_ptr<Session> m_control;
   bool m_fencing = true;            // false once dlock_fence turned out not writable
   std::optional<Error> m_no_policy; // why dlock_policy cannot be used, once it turned out so
-  std::unique_ptr<SqlGates> m_gates; // wait, barrier, latch (coordination.hpp), if the database has them
+  std::unique_ptr<SqlGates>
+    m_gates; // wait, barrier, latch (coordination.hpp), if the database has them
 
 private:
   // The name's session, opened for token if there is none this process can use.
