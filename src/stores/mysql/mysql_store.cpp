@@ -1,5 +1,7 @@
 #include "stores/mysql/mysql_store.hpp"
 
+#include "stores/mysql/gates.hpp"
+
 #include "util/clock.hpp"
 #include "util/log.hpp"
 
@@ -214,6 +216,8 @@ lock::HolderInfo read_holder(const Rows& rows, int row, int first, int fence)
 MysqlStore::MysqlStore(ConnectParams params, std::string prefix)
   : SqlStore("MySQL", params.shown, std::move(prefix), "wait_timeout"), m_params(std::move(params))
 {
+  m_gates = std::make_unique<MysqlGates>(m_params, m_prefix,
+                                         [this](Outcome outcome) { answer(std::move(outcome)); });
 }
 
 std::unique_ptr<sql::Session> MysqlStore::open_session(const Named& n)

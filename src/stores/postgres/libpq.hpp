@@ -36,7 +36,9 @@ namespace dlock::postgres {
   X(PQfreeCancel)                                                                                  \
   X(PQconninfoParse)                                                                               \
   X(PQconninfoFree)                                                                                \
-  X(PQlibVersion)
+  X(PQlibVersion)                                                                                  \
+  X(PQnotifies)                                                                                    \
+  X(PQfreemem)
 
 // libpq, loaded on first use (dlopen of libpq.so.5) rather than linked: it pulls in some
 // twenty libraries (OpenSSL, Kerberos, LDAP), which would double the start-up time of every

@@ -1,5 +1,7 @@
 #include "stores/postgres/postgres_store.hpp"
 
+#include "stores/postgres/gates.hpp"
+
 #include "util/clock.hpp"
 #include "util/log.hpp"
 #include "util/url.hpp"
@@ -245,6 +247,8 @@ PostgresStore::PostgresStore(ConnectParams params, std::string prefix)
   : SqlStore("PostgreSQL", params.shown, std::move(prefix), "idle_session_timeout"),
     m_params(std::move(params))
 {
+  m_gates = std::make_unique<PostgresGates>(
+    m_params, m_prefix, [this](Outcome outcome) { answer(std::move(outcome)); });
 }
 
 std::unique_ptr<sql::Session> PostgresStore::open_session(const Named& n)

@@ -234,6 +234,7 @@ void Session::read_answers()
                message(pq().PQerrorMessage(m_conn))));
     return;
   }
+  take_notifications();
   while (m_in_flight && pq().PQisBusy(m_conn) == 0) {
     PGresult* result = pq().PQgetResult(m_conn);
     if (result == nullptr) { // the query is answered
@@ -271,6 +272,17 @@ void Session::read_answers()
         Error(query_error_code(m_answer.sqlstate), "PostgreSQL at {}: {}", m_shown, message);
     }
     pq().PQclear(result);
+  }
+}
+
+void Session::take_notifications()
+{
+  while (PGnotify* notice = pq().PQnotifies(m_conn)) {
+    std::string channel = notice->relname != nullptr ? notice->relname : "";
+    pq().PQfreemem(notice);
+    if (m_notified) {
+      m_notified(channel);
+    }
   }
 }
 

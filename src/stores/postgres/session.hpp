@@ -91,12 +91,19 @@ public:
   void cancel() noexcept override;
   bool busy() const noexcept override { return m_in_flight || !m_queue.empty() || m_connecting; }
   bool connecting() const noexcept override { return m_connecting; }
+  // Hands each notification the session receives (LISTEN) to notified, by channel.
+  void on_notify(std::function<void(const std::string&)> notified)
+  {
+    m_notified = std::move(notified);
+  }
 
 private:
   void on_io(short revents);
   void advance_connect();
   void send_next();
   void read_answers();
+  // Hands on the notifications libpq has read.
+  void take_notifications();
   void fail(const Error& error) override;
   // libpq's message on one line, without the URL's secrets or the password (which libpq may
   // quote, as it does a malformed escape).
@@ -110,6 +117,7 @@ private:
   bool m_in_flight = false;
   bool m_flushing = false;
   Answer m_answer; // of the query in flight, while its results come in
+  std::function<void(const std::string&)> m_notified;
 };
 
 // The exit code of a connection failure, from libpq's message: 77 for authentication, 78 for

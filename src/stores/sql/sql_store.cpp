@@ -379,9 +379,13 @@ void SqlStore::answer_waiter(const std::string& name, const lock::AcquireRequest
                });
 }
 
-void SqlStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket&,
+void SqlStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
                                    Millis block)
 {
+  if (m_gates && SqlGates::is_gate(ticket.mode)) {
+    m_gates->wait_for_wake(name, ticket, block);
+    return;
+  }
   Named* n = find(name);
   if (n == nullptr || n->session->broken() || n->held) {
     answer(Op::wait_for_wake);
@@ -394,6 +398,15 @@ void SqlStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitT
     return;
   }
   wait_in_server(name.str(), block);
+}
+
+void SqlStore::start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket)
+{
+  if (m_gates && SqlGates::is_gate(ticket.mode)) {
+    m_gates->withdraw(name, ticket);
+    return;
+  }
+  SessionStore::start_withdraw(name, ticket);
 }
 
 void SqlStore::granted(const std::string& name)
@@ -518,10 +531,17 @@ void SqlStore::released(const std::string& name, const std::optional<Error>& err
     outcome.held = held;
   }
   auto found = m_named.find(name);
+  bool let_go = outcome.held;
   if (found != m_named.end() && found->second.kept_for > Millis(0)) {
     outcome.held = true;
     outcome.kept_for = found->second.kept_for;
     found->second.kept_for = Millis(0);
+  }
+  if (m_gates && let_go && found != m_named.end() && !found->second.session->broken()) {
+    // its watchers are told before the release is answered
+    m_gates->freed(name, *found->second.session,
+                   [this, outcome]() mutable { answer(std::move(outcome)); });
+    return;
   }
   answer(std::move(outcome));
 }
@@ -529,6 +549,9 @@ void SqlStore::released(const std::string& name, const std::optional<Error>& err
 void SqlStore::holder_ended(const lock::LockName& name, const std::string& token,
                             lock::Outcome outcome)
 {
+  if (m_gates && outcome.held && !outcome.error) {
+    m_gates->freed(name.str(), control_session(), [] {}); // its watchers, best effort
+  }
   if (outcome.error || m_no_policy) {
     answer(std::move(outcome));
     return;
@@ -682,6 +705,9 @@ void SqlStore::watch(util::EventLoop& loop)
   if (m_control && m_control->owned()) {
     m_control->watch(loop);
   }
+  if (m_gates) {
+    m_gates->watch(loop);
+  }
   if (has_answers()) {
     loop.wake_at(util::monotonic_now());
   }
@@ -702,6 +728,9 @@ void SqlStore::abandon() noexcept
   if (m_control) {
     m_control->cancel();
     m_control.reset();
+  }
+  if (m_gates) {
+    m_gates->abandon();
   }
   forget_answers();
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "lock/store.hpp"
+#include "stores/sql/coordination.hpp"
 #include "stores/sql/policy.hpp"
 #include "stores/sql/session.hpp"
 #include "stores/sql/session_store.hpp"
@@ -33,6 +34,9 @@ public:
                            util::Millis block) override;
   void start_renew(const lock::LockName& name, const lock::RenewRequest& request) override;
   void start_release(const lock::LockName& name, const std::string& token) override;
+  // A gate's waiter (wait, barrier, latch) is the gates' to forget; a lock waiter, nothing.
+  void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
+  lock::Coordination* coordination() noexcept override { return m_gates.get(); }
 
   void watch(util::EventLoop& loop) override;
   // Keeps every session that holds a lock (ending it would free the lock under a running
@@ -206,6 +210,8 @@ protected:
   std::unique_ptr<Session> m_control;
   bool m_fencing = true;            // false once dlock_fence turned out not writable
   std::optional<Error> m_no_policy; // why dlock_policy cannot be used, once it turned out so
+  std::unique_ptr<SqlGates>
+    m_gates; // wait, barrier, latch (coordination.hpp), if the database has them
 
 private:
   // The name's session, opened for token if there is none this process can use.

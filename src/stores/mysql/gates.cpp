@@ -1,0 +1,346 @@
+#include "stores/mysql/gates.hpp"
+
+#include "stores/mysql/names.hpp"
+
+#include <mysqld_error.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace dlock::mysql {
+
+using lock::Outcome;
+using util::Millis;
+using Op = lock::Outcome::Op;
+
+namespace {
+
+// The longest sleep of a waiter: what opens its gate is not announced to a waiter of another
+// user, nor the end of a holder that did not release (the safety net of a wait).
+constexpr Millis longest_watch_sleep{2'000};
+constexpr Millis longest_gate_sleep{5'000};
+
+const char* create_gate_sql = "CREATE TABLE IF NOT EXISTS dlock_gate ("
+                              "gate_key VARBINARY(64) NOT NULL, " // GET_LOCK's name (names.hpp)
+                              "member VARBINARY(64) NOT NULL, generation BIGINT NOT NULL, "
+                              "parties BIGINT NOT NULL, latch_count BIGINT NOT NULL, "
+                              "until_ms BIGINT NOT NULL, PRIMARY KEY (gate_key, member))";
+
+// Errors that say dlock_gate cannot be used: no right to create, read or write it, a
+// read-only server.
+bool unusable(unsigned errnum)
+{
+  switch (errnum) {
+  case ER_TABLEACCESS_DENIED_ERROR:
+  case ER_DBACCESS_DENIED_ERROR:
+  case ER_SPECIFIC_ACCESS_DENIED_ERROR:
+  case ER_OPTION_PREVENTS_STATEMENT:
+  case ER_OPEN_AS_READONLY:
+  case ER_READ_ONLY_MODE:
+  case ER_READ_ONLY_TRANSACTION:
+  case ER_NO_SUCH_TABLE:
+  case ER_NO_DB_ERROR:
+    return true;
+  default:
+    return false;
+  }
+}
+
+std::string seconds(Millis block)
+{
+  return fmt::format("{:.3f}", double(std::max<std::int64_t>(1, block.count())) / 1000.0);
+}
+
+} // namespace
+
+MysqlGates::MysqlGates(ConnectParams params, std::string prefix, Tell answer)
+  : SqlGates(std::move(answer), "MySQL", std::move(prefix)), m_params(std::move(params))
+{
+  m_dialect.table = "dlock_gate";
+  m_dialect.now_ms = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
+  // a duplicate takes the row's exclusive lock at once (INSERT IGNORE's shared one would
+  // deadlock two parties that both go on to lock it for update)
+  m_dialect.insert_new = "INSERT INTO";
+  m_dialect.ignore_tail = " ON DUPLICATE KEY UPDATE gate_key = gate_key";
+  m_dialect.upsert_tail = " ON DUPLICATE KEY UPDATE generation = VALUES(generation), parties = "
+                          "VALUES(parties), latch_count = VALUES(latch_count), until_ms = "
+                          "VALUES(until_ms)";
+}
+
+Session& MysqlGates::session()
+{
+  if (!m_session || m_session->broken() || !m_session->owned()) {
+    m_session.reset();
+    m_in_transaction = false;
+    m_session = std::make_unique<Session>(m_params);
+    // a row another tenant holds locked does not hang a gate; read committed: no gap locks,
+    // which would deadlock parties arriving at once
+    m_session->query("SET SESSION innodb_lock_wait_timeout = 2", nullptr);
+    m_session->query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", nullptr);
+  }
+  return *m_session;
+}
+
+Session& MysqlGates::bell()
+{
+  if (!m_bell || m_bell->broken() || !m_bell->owned()) {
+    m_bell = std::make_unique<Session>(m_params);
+  }
+  return *m_bell;
+}
+
+std::string MysqlGates::key_of(const lock::LockName& name)
+{
+  return sql_bytes(server_lock_name(m_prefix + name.str()));
+}
+
+std::string MysqlGates::marker_of(const std::string& prefixed)
+{
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string marker = "dlock gate ";
+  for (unsigned char c : server_lock_name(prefixed)) {
+    marker.push_back(hex[c >> 4]);
+    marker.push_back(hex[c & 15]);
+  }
+  return marker;
+}
+
+void MysqlGates::prepare(std::function<void()> then, std::function<void(Read)> failed)
+{
+  if (m_table_ready) {
+    then();
+    return;
+  }
+  session().query("SELECT 1 FROM dlock_gate LIMIT 0", [this, then, failed](Answer& a) {
+    if (!a.error) {
+      m_table_ready = true;
+      then();
+      return;
+    }
+    if (a.errnum != ER_NO_SUCH_TABLE) {
+      failed(Read{.error = a.error, .no_table = unusable(a.errnum)});
+      return;
+    }
+    session().query(create_gate_sql, [this, then, failed](Answer& created) {
+      if (created.error && created.errnum != ER_TABLE_EXISTS_ERROR) {
+        failed(Read{.error = created.error, .no_table = true});
+        return;
+      }
+      m_table_ready = true;
+      then();
+    });
+  });
+}
+
+MysqlGates::Read MysqlGates::read_rows(const Rows& rows)
+{
+  Read read;
+  for (int i = 0; i < rows.count(); ++i) {
+    read.now = rows.number(i, 0);
+    if (rows.null(i, 1)) {
+      continue;
+    }
+    read.rows.push_back(Row{.member = rows.text(i, 1),
+                            .generation = rows.number(i, 2),
+                            .parties = rows.number(i, 3),
+                            .count = rows.number(i, 4),
+                            .until = rows.number(i, 5)});
+  }
+  return read;
+}
+
+void MysqlGates::run(std::shared_ptr<std::vector<std::string>> statements, std::size_t at, int read,
+                     std::shared_ptr<Read> got, std::function<void(Read)> then)
+{
+  if (at >= statements->size()) {
+    then(std::move(*got));
+    return;
+  }
+  session().query((*statements)[at], [this, statements, at, read, got, then](Answer& a) {
+    if (a.error) {
+      if (a.errnum == ER_NO_SUCH_TABLE) {
+        m_table_ready = false;
+      }
+      then(Read{.error = a.error,
+                .no_table = unusable(a.errnum) && a.errnum != ER_NO_SUCH_TABLE,
+                .retry = a.errnum == ER_LOCK_DEADLOCK});
+      return;
+    }
+    if (int(at) == read) {
+      try {
+        *got = read_rows(a.rows);
+      } catch (const Error& error) {
+        then(Read{.error = error});
+        return;
+      }
+    }
+    run(statements, at + 1, read, got, then);
+  });
+}
+
+void MysqlGates::transact(const lock::LockName& name, std::vector<std::string> statements, int read,
+                          bool commit, bool notify, ReadThen then)
+{
+  auto failed = [this, then](Read r) {
+    m_in_transaction = false;
+    then(std::move(r));
+  };
+  std::string marker = marker_of(m_prefix + name.str());
+  prepare(
+    [this, statements = std::move(statements), read, commit, notify, then, marker]() mutable {
+      auto all = std::make_shared<std::vector<std::string>>();
+      if (!m_in_transaction) {
+        all->push_back("START TRANSACTION");
+        read = read >= 0 ? read + 1 : read;
+      }
+      all->insert(all->end(), statements.begin(), statements.end());
+      if (commit) {
+        all->push_back("COMMIT");
+      }
+      m_in_transaction = !commit;
+      run(all, 0, read, std::make_shared<Read>(), [this, notify, then, marker](Read got) {
+        if (got.error) {
+          m_in_transaction = false;
+          session().query("ROLLBACK", nullptr, true);
+          then(std::move(got));
+          return;
+        }
+        if (!notify) {
+          then(std::move(got));
+          return;
+        }
+        auto kept = std::make_shared<Read>(std::move(got));
+        ring(bell(), marker, [then, kept] { then(std::move(*kept)); });
+      });
+    },
+    failed);
+}
+
+void MysqlGates::select(const lock::LockName&, std::string statement, ReadThen then)
+{
+  prepare(
+    [this, statement, then] {
+      run(std::make_shared<std::vector<std::string>>(1, statement), 0, 0, std::make_shared<Read>(),
+          then);
+    },
+    then);
+}
+
+void MysqlGates::holding(const lock::LockName& name, HoldingThen then)
+{
+  std::string lock = key_of(name);
+  std::string key = name.str();
+  session().query(
+    "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED), u.id, LEFT(p.USER, 255), "
+    "LEFT(p.HOST, 255) FROM (SELECT IS_USED_LOCK("
+      + lock + ") AS id) u LEFT JOIN information_schema.PROCESSLIST p ON p.ID = u.id",
+    [this, then, key](Answer& a) {
+      Holding holding;
+      if (a.error || a.rows.count() != 1) {
+        then(a.error ? a.error
+                     : std::optional<Error>(Error(ExitCode::internal, "MySQL: no answer")),
+             holding, 0);
+        return;
+      }
+      std::int64_t now = 0;
+      try {
+        now = a.rows.number(0, 0);
+        if (!a.rows.null(0, 1)) {
+          SessionRow row{.connection = a.rows.number(0, 1),
+                         .user = a.rows.text(0, 2),
+                         .client_host = a.rows.text(0, 3),
+                         .written = std::nullopt};
+          holding.first = holder_of_session(row);
+          holding.sessions.push_back(std::to_string(row.connection));
+          m_holder[key] = row.connection;
+        }
+      } catch (const Error& error) {
+        then(error, Holding{}, 0);
+        return;
+      }
+      then(std::nullopt, std::move(holding), now);
+    });
+}
+
+void MysqlGates::wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
+                               Millis block)
+{
+  std::string key = key_of(name);
+  std::string marker = marker_of(m_prefix + name.str());
+  std::string sql;
+  switch (ticket.mode) {
+  case lock::WaitMode::watch: {
+    auto seen = m_holder.find(name.str());
+    std::int64_t holder = seen == m_holder.end() ? 0 : seen->second;
+    sql = fmt::format("SELECT IF(IS_USED_LOCK({}) <=> {}, SLEEP({}), 0), '{}'", key, holder,
+                      seconds(std::min(block, longest_watch_sleep)), marker);
+    break;
+  }
+  case lock::WaitMode::barrier:
+    sql = fmt::format("SELECT IF(COALESCE((SELECT MAX(generation) FROM dlock_gate WHERE gate_key "
+                      "= {} AND member = 'barrier'), 0) > {}, 0, SLEEP({})), '{}'",
+                      key, ticket.generation, seconds(std::min(block, longest_gate_sleep)), marker);
+    break;
+  default:
+    sql = fmt::format("SELECT IF(EXISTS (SELECT 1 FROM dlock_gate WHERE gate_key = {} AND member "
+                      "= 'latch' AND latch_count = 0 AND until_ms >= {}), 0, SLEEP({})), '{}'",
+                      key, m_dialect.now_ms, seconds(std::min(block, longest_gate_sleep)), marker);
+    break;
+  }
+  session().query(sql, [this](Answer& a) {
+    // KILL QUERY ends the sleep early (SLEEP answers 1, or the query is interrupted)
+    bool woken = !a.error || a.errnum == ER_QUERY_INTERRUPTED;
+    m_answer(Outcome::of(Op::wait_for_wake, woken ? std::nullopt : a.error));
+  });
+}
+
+void MysqlGates::ring(Session& s, const std::string& marker, std::function<void()> then)
+{
+  // The waiters' statements start with "SELECT IF(" (a ringer's own does not: it is not
+  // killed by another ringer). The KILLs go out in order after this answer, which does not
+  // wait for them: MariaDB 10.11 was seen to keep a KILL QUERY of a sleeping session waiting
+  // for seconds, and the sleeper's look at the end of its sleep is the safety net.
+  s.query(
+    fmt::format("SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() "
+                "AND INFO LIKE 'SELECT IF(%{}%' LIMIT 1000",
+                marker),
+    [&s, then](Answer& a) {
+      for (int i = 0; !a.error && i < a.rows.count(); ++i) {
+        try {
+          s.query(fmt::format("KILL QUERY {}", a.rows.number(i, 0)), nullptr, true);
+        } catch (const Error&) {
+        }
+      }
+      then();
+    },
+    true);
+}
+
+void MysqlGates::watch(util::EventLoop& loop)
+{
+  if (m_session && m_session->owned()) {
+    m_session->watch(loop);
+  }
+  if (m_bell && m_bell->owned()) {
+    m_bell->watch(loop);
+  }
+}
+
+void MysqlGates::abandon() noexcept
+{
+  m_session.reset(); // ends a transaction in progress (rolled back), and a sleep
+  m_bell.reset();
+  m_in_transaction = false;
+}
+
+void MysqlGates::freed(const std::string& name, sql::Session& on, std::function<void()> then)
+{
+  if (on.broken() || !on.owned()) {
+    then();
+    return;
+  }
+  ring(static_cast<Session&>(on), marker_of(m_prefix + name), std::move(then));
+}
+
+} // namespace dlock::mysql

@@ -1,0 +1,1 @@
+../sql_coordinate.bats
