@@ -53,10 +53,9 @@ public:
   void abandon() noexcept override;
   Error timed_out() noexcept override;
 
-  // Exclusive locks in one FIFO queue (--fair is what it always does), with --min-hold,
-  // --lock-delay, --replace and --supersede. Not done: --shared and
-  // --limit (etcdctl has no such recipe to share), wait/barrier/latch, and a lock outliving
-  // dlock (acquire: nothing would keep the lease alive).
+  // One FIFO queue of keys per name (--fair is what it always does): exclusive, --shared and
+  // --limit N holders, with --min-hold, --lock-delay, --replace and --supersede; a lock
+  // outliving dlock (acquire: its lease runs on, renewed or released by token).
   const lock::StoreTraits& traits() const noexcept override;
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
@@ -74,10 +73,12 @@ private:
     std::string key;           // PFX/<lease hex>
     std::int64_t revision = 0; // its create revision: the fencing token when it owns
     bool owner = false;
-    std::string predecessor;                // queued: the key just before ours
-    std::int64_t watch_from = 0;            // queued: the revision after the one that read it
-    std::uint64_t own_watch = 0;            // owner: the watch of our key's deletion
-    std::uint64_t wake_watch = 0;           // queued: the watch of the predecessor's deletion
+    lock::LockKind kind;          // exclusive, shared (PFX/read/…) or a semaphore's slot
+    std::string predecessor;      // queued: the key just before ours (or a prefix)
+    bool watch_range = false;     // queued: predecessor is a prefix (a semaphore)
+    std::int64_t watch_from = 0;  // queued: the revision after the one that read it
+    std::uint64_t own_watch = 0;  // owner: the watch of our key's deletion
+    std::uint64_t wake_watch = 0; // queued: the watch of the predecessor's deletion
     std::optional<util::TimePoint> wake_by; // queued: the end of the current wait_for_wake
     std::int64_t watched_to = 0;            // owner: the last revision the own watch saw
     std::string fingerprint;                // of token, as the records carry it
@@ -102,7 +103,7 @@ private:
   void grant(const std::string& name, const lock::AcquireRequest& request);
   void put_key(const std::string& name, const lock::AcquireRequest& request);
   void decide(const std::string& name, const lock::AcquireRequest& request,
-              std::vector<KeyValue> keys, const Sides& sides, std::int64_t revision);
+              std::vector<Member> queue, const Sides& sides, std::int64_t revision);
   // Not acquired: fills what is left of lease (0: not asked) and answers.
   void answer_shut(const std::string& name, const lock::AcquireRequest& request, Outcome outcome,
                    std::int64_t lease);
@@ -111,6 +112,8 @@ private:
   void become_owner(const std::string& name);
   // The owner's renewal once its key was read (no --replace request against it).
   void extend(const std::string& name, const KeyValue& kv);
+  // Another process's `renew --ttl`: moves kv onto a lease of ttl (Outcome::held, slot).
+  void renew_with_ttl(const KeyValue& kv, util::Millis ttl, bool slot);
   // Moves the key off its --min-hold lease onto one kept alive (the hold nears its end).
   void move_off_hold(const std::string& name, const KeyValue& kv);
   // The release of a key the token holds: kept on its --min-hold lease (marked ended) if that
@@ -120,6 +123,9 @@ private:
   std::vector<std::string> side_keys(const std::string& name) const;
   static Sides sides_of(const Json& txn_response, std::size_t first);
   void watch_own_key(const std::string& name);
+  // A held name's status from its queue (holders, their leases, waiters), blocking to deadline.
+  void fill_held(lock::LockStatus& status, const std::vector<Member>& queue,
+                 util::TimePoint deadline);
   void end_wait(const std::string& name);
   // Revokes leases one after the other, then calls done (whatever came of them).
   void revoke_all(std::vector<std::int64_t> leases, std::function<void()> done);
@@ -128,7 +134,7 @@ private:
   // The key (of this lock name) whose value has token's fingerprint, for another process's
   // renew or release; calls found with it or nullopt.
   void find_token(const std::string& name, const std::string& token,
-                  std::function<void(std::optional<Error>, std::optional<KeyValue>)> found);
+                  std::function<void(std::optional<Error>, std::optional<Member>)> found);
 
   Client m_client;
   std::string m_prefix;
