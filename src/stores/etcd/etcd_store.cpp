@@ -110,6 +110,12 @@ EtcdStore::~EtcdStore()
       }
       m_client.call("/v3/lease/revoke", lease_request(mine.lease), util::deadline_after(m_timeout));
     }
+    for (auto& [name, gate] : m_gates) { // a barrier party's arrival goes with it
+      if (gate.party_lease != 0) {
+        m_client.call("/v3/lease/revoke", lease_request(gate.party_lease),
+                      util::deadline_after(m_timeout));
+      }
+    }
   } catch (...) { // NOLINT(bugprone-empty-catch): the leases expire by themselves
   }
 }
@@ -596,10 +602,15 @@ void EtcdStore::watch_own_key(const std::string& name)
     });
 }
 
-void EtcdStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket&,
+void EtcdStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
                                     Millis block)
 {
   std::string key = name.str();
+  if (ticket.mode == lock::WaitMode::watch || ticket.mode == lock::WaitMode::barrier
+      || ticket.mode == lock::WaitMode::latch) {
+    start_gate_wait(key, block);
+    return;
+  }
   auto found = m_mine.find(key);
   if (found == m_mine.end() || found->second.owner || found->second.predecessor.empty()) {
     m_answers.answer(Op::wait_for_wake);
@@ -1075,8 +1086,20 @@ void EtcdStore::start_release(const lock::LockName& name, const std::string& tok
   });
 }
 
-void EtcdStore::start_withdraw(const lock::LockName& name, const lock::WaitTicket&)
+void EtcdStore::start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket)
 {
+  if (ticket.mode == lock::WaitMode::barrier) {
+    withdraw_party(name.str(), ticket);
+    return;
+  }
+  if (ticket.mode == lock::WaitMode::watch || ticket.mode == lock::WaitMode::latch) {
+    if (auto gate = m_gates.find(name.str()); gate != m_gates.end()) {
+      m_client.cancel(gate->second.wake_watch);
+      m_gates.erase(gate);
+    }
+    m_answers.answer(Op::withdraw);
+    return;
+  }
   auto found = m_mine.find(name.str());
   if (found == m_mine.end() || found->second.owner) {
     m_answers.answer(Op::withdraw);
@@ -1097,6 +1120,11 @@ void EtcdStore::watch(util::EventLoop& loop)
       loop.wake_at(*mine.wake_by <= now ? now : *mine.wake_by);
     }
   }
+  for (auto& [name, gate] : m_gates) {
+    if (gate.wake_by) {
+      loop.wake_at(*gate.wake_by <= now ? now : *gate.wake_by);
+    }
+  }
   m_answers.watch(loop);
   m_client.watch(loop);
 }
@@ -1114,6 +1142,15 @@ std::optional<Outcome> EtcdStore::next_outcome()
   for (const std::string& name : due) {
     end_wait(name);
   }
+  due.clear();
+  for (auto& [name, gate] : m_gates) {
+    if (gate.wake_by && *gate.wake_by <= now) {
+      due.push_back(name);
+    }
+  }
+  for (const std::string& name : due) {
+    end_gate_wait(name);
+  }
   return m_answers.next();
 }
 
@@ -1127,6 +1164,9 @@ void EtcdStore::abandon() noexcept
   }
   for (auto& [name, mine] : m_mine) {
     mine.wake_by.reset();
+  }
+  for (auto& [name, gate] : m_gates) {
+    gate.wake_by.reset();
   }
   m_client.cancel_requests_except(keep); // every transfer but the watches of held keys
   m_answers.clear();

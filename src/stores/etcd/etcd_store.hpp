@@ -31,7 +31,7 @@ std::unique_ptr<lock::Store> open(const std::string& url, const stores::StoreCon
 // clean release, put on a lease of D by release --force, honoured by the next owner; --replace
 // puts #replace on the holder's lease, which its renewal reads; --supersede puts #newest on the
 // newest waiter's lease, which the older ones watch (side_key).
-class EtcdStore final : public lock::Store {
+class EtcdStore final : public lock::Store, public lock::Coordination {
 public:
   EtcdStore(EtcdUrl url, std::optional<std::string> password, stores::TlsFiles tls,
             util::Millis request_timeout, std::string prefix);
@@ -57,6 +57,17 @@ public:
   // --limit N holders, with --min-hold, --lock-delay, --replace and --supersede; a lock
   // outliving dlock (acquire: its lease runs on, renewed or released by token).
   const lock::StoreTraits& traits() const noexcept override;
+  lock::Coordination* coordination() noexcept override { return this; }
+
+  // wait: the name's queue read, then a watch of its first holder's key; barrier: the parties'
+  // keys NAME#party:<generation>:<lease hex> on their own leases and the state NAME#barrier
+  // (generation, parties) that each arrival bumps in a transaction; the last one deletes the
+  // arrivals, which the others watch; latch: NAME#latch holding the count, on a lease of its
+  // expiry, counted down by a transaction on its mod revision, watched by its waiters.
+  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
+  void start_set_latch(const lock::LockName& name, std::int64_t count,
+                       util::Millis expire) override;
+  void start_count_down(const lock::LockName& name) override;
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
@@ -92,6 +103,15 @@ private:
     bool replaced = false;        // a renewal found a --replace request against this token
     std::uint64_t side_watch = 0; // queued --supersede: the watch of the name's #newest key
     bool supersede = false;       // queued: a --supersede waiter (it watches #newest too)
+  };
+  // This process's waiter at a gate of one lock name (wait, barrier, latch): what wakes it.
+  struct Gate {
+    std::string watched;                    // the key whose change wakes it
+    bool deletes_only = true;               // a watch of deletions (else of every change)
+    std::int64_t watch_from = 0;            // the revision after the read that found it shut
+    std::int64_t party_lease = 0;           // barrier: the lease of this party's arrival key
+    std::optional<util::TimePoint> wake_by; // the end of the current wait_for_wake
+    std::uint64_t wake_watch = 0;
   };
   // The side keys of a lock name, as one read finds them.
   struct Sides {
@@ -136,11 +156,25 @@ private:
   void find_token(const std::string& name, const std::string& token,
                   std::function<void(std::optional<Error>, std::optional<Member>)> found);
 
+  // The gates' steps (gates.cpp).
+  void gate_watch(const std::string& name, const lock::GateRequest& request);
+  void gate_latch(const std::string& name, const lock::GateRequest& request);
+  void gate_barrier(const std::string& name, const lock::GateRequest& request);
+  void barrier_arrive(const std::string& name, const lock::GateRequest& request);
+  void count_down_from(const std::string& name, int tries);
+  // Shut: the waiter waits on watched (deletions only, or every change) from revision on.
+  void gate_shut(const std::string& name, lock::GateResult result, std::string watched,
+                 bool deletes_only, std::int64_t revision);
+  void withdraw_party(const std::string& name, const lock::WaitTicket& ticket);
+  void start_gate_wait(const std::string& name, util::Millis block);
+  void end_gate_wait(const std::string& name);
+
   Client m_client;
   std::string m_prefix;
   util::Millis m_timeout;
   pid_t m_pid;
-  std::map<std::string, Mine> m_mine; // by lock name
+  std::map<std::string, Mine> m_mine;  // by lock name
+  std::map<std::string, Gate> m_gates; // by lock name
   lock::OutcomeQueue m_answers;
 };
 
