@@ -23,6 +23,12 @@ std::unique_ptr<lock::Store> open(const std::string& url, const stores::StoreCon
 // of the key just before its own (a FIFO queue: no herd, fair by construction). The fencing
 // token is the key's create revision. A renewal is a lease keepalive and a check of the key; a
 // watch of the holder's own key reports its deletion (lease revoked) at once.
+// --shared puts PFX/read/<lease hex> (the recipes' RWMutex readers), which holds while no
+// exclusive key (etcdctl's, dlock's, the recipes' PFX/write/…) is older, and waits on the last
+// such key; --limit N puts PFX/<lease hex> saying "limit:N" (the N oldest hold), whose waiter
+// watches every deletion under PFX/. etcdctl lock waits for every key under PFX/, readers and
+// slots included. `dlock acquire` leaves its lease running at exit (renew and release find the
+// key by the token's fingerprint in its value).
 // The cron and CI policies keep the layout (etcdctl lock honours them too where it can):
 // --min-hold grants a lease of its length at acquisition (never kept alive: it ends at
 // hold_until by etcd's clock) and the key sits on it while it outlasts the TTL, else moves onto
