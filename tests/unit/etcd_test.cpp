@@ -230,3 +230,41 @@ TEST(EtcdApi, TransactionsOfThePolicies)
   EXPECT_EQ(acquire["success"].size(), 4U);
   EXPECT_EQ(acquire["failure"][3]["request_range"]["key"], base64_encode("p#replace"));
 }
+
+TEST(EtcdApi, TheQueueHasEveryRecipesKeysAndTheirKinds)
+{
+  lock::HolderInfo who{"h", 42, "u", "sleep 1", 1000, 0, 5000, ""};
+  std::string fp = token_fingerprint("t");
+  auto kv = [](std::string key, std::string value, int revision) {
+    return Json{{"key", base64_encode(key)},
+                {"value", base64_encode(value)},
+                {"create_revision", std::to_string(revision)},
+                {"lease", "7"}};
+  };
+  Json range = {
+    {"kvs", Json::array({
+              kv("p/read/1a", holder_value(who, fp, kind_fields(lock::LockKind::shared())), 1),
+              kv("p/read/2b", "", 2),                    // the recipes' reader
+              kv("p/read/3c", holder_value(who, fp), 3), // the exclusive lock p/read
+              kv("p/write/1700000000000000000", "", 4),  // the recipes' writer
+              kv("p/4d", "", 5),                         // etcdctl lock
+              kv("p/5e", holder_value(who, fp, {{"kind", "limit:3"}}), 6), // a slot (of a bad mix)
+              kv("p/read/zz", "", 7),                                      // not the layout
+              kv("p/6f", holder_value(who, fp, {{"kind", "limit:x"}}), 8), // a bad N: exclusive
+            })}};
+  std::vector<Member> queue = queue_of(range, "p/");
+  ASSERT_EQ(queue.size(), 6U);
+  EXPECT_EQ(queue[0].kind, lock::LockKind::shared());
+  EXPECT_EQ(queue[1].kind, lock::LockKind::shared());
+  EXPECT_EQ(queue[2].kind, lock::LockKind::exclusive()); // the writer
+  EXPECT_EQ(queue[3].kind, lock::LockKind::exclusive()); // etcdctl's
+  EXPECT_EQ(queue[4].kind, lock::LockKind::semaphore(3));
+  EXPECT_EQ(queue[5].kind, lock::LockKind::exclusive());
+  EXPECT_EQ(holders_of(queue), 2U); // the readers before the first writer
+  EXPECT_FALSE(kinds_mix(queue[4].kind, queue[0].kind));
+  EXPECT_TRUE(kinds_mix(queue[0].kind, queue[2].kind));
+  EXPECT_TRUE(kinds_mix(lock::LockKind::semaphore(3), lock::LockKind::semaphore(3)));
+  EXPECT_FALSE(kinds_mix(lock::LockKind::semaphore(3), lock::LockKind::semaphore(2)));
+  EXPECT_EQ(read_key("p/", 0x1a), "p/read/1a");
+  EXPECT_EQ(kind_fields(lock::LockKind::exclusive()), Json::object());
+}

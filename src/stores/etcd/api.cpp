@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 
 namespace dlock::etcd {
@@ -257,6 +258,11 @@ bool is_lock_key(std::string_view key, std::string_view lock_prefix)
   return key.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
 
+std::string read_key(std::string_view lock_prefix, std::int64_t lease)
+{
+  return fmt::format("{}read/{:x}", lock_prefix, static_cast<std::uint64_t>(lease));
+}
+
 KeyValue key_value(const Json& kv)
 {
   KeyValue out;
@@ -308,6 +314,13 @@ Json acquire_txn(const std::string& key, const std::string& value, std::int64_t 
                      std::move(failure));
 }
 
+Json watch_prefix_deletes_request(const std::string& prefix, std::int64_t start_revision)
+{
+  Json request = watch_deletes_request(prefix, start_revision);
+  request["create_request"]["range_end"] = base64_encode(prefix_end(prefix));
+  return request;
+}
+
 Json watch_deletes_request(const std::string& key, std::int64_t start_revision)
 {
   return {{"create_request",
@@ -319,6 +332,75 @@ Json watch_deletes_request(const std::string& key, std::int64_t start_revision)
 Json authenticate_request(const std::string& user, const std::string& password)
 {
   return {{"name", user}, {"password", password}};
+}
+
+std::optional<lock::LockKind> member_kind(const KeyValue& kv, std::string_view lock_prefix)
+{
+  if (is_lock_key(kv.key, lock_prefix)) {
+    std::string code = dlock_holder_of(kv) ? string_field(record_of(kv), "kind") : "";
+    std::optional<lock::LockKind> kind = lock::LockKind::from_code(code);
+    // A reader's record is never under PFX/<hex>: that key is exclusive whatever it says.
+    return kind && kind->mode == lock::LockKind::Mode::limit ? *kind : lock::LockKind::exclusive();
+  }
+  for (std::string_view sub : {"read/", "write/"}) {
+    std::string inner = std::string(lock_prefix).append(sub);
+    if (!is_lock_key(kv.key, inner)) {
+      continue;
+    }
+    // dlock's own record here is a reader of this name, or a key of the name NAME/read.
+    bool dlock = dlock_holder_of(kv).has_value();
+    if (sub == "read/") {
+      if (dlock && string_field(record_of(kv), "kind") != "shared") {
+        return std::nullopt;
+      }
+      return lock::LockKind::shared();
+    }
+    return dlock ? std::nullopt : std::optional(lock::LockKind::exclusive());
+  }
+  return std::nullopt;
+}
+
+std::vector<Member> queue_of(const Json& range_response, const std::string& lock_prefix)
+{
+  std::vector<Member> out;
+  for (KeyValue& kv : key_values(range_response)) {
+    if (std::optional<lock::LockKind> kind = member_kind(kv, lock_prefix)) {
+      out.push_back(Member{.kv = std::move(kv), .kind = *kind});
+    }
+  }
+  return out;
+}
+
+bool kinds_mix(const lock::LockKind& a, const lock::LockKind& b)
+{
+  using Mode = lock::LockKind::Mode;
+  return a.mode == Mode::limit || b.mode == Mode::limit ? a == b : true;
+}
+
+std::size_t holders_of(const std::vector<Member>& queue)
+{
+  using Mode = lock::LockKind::Mode;
+  if (queue.empty()) {
+    return 0;
+  }
+  switch (queue.front().kind.mode) {
+  case Mode::exclusive:
+    return 1;
+  case Mode::limit:
+    return std::min(queue.size(), static_cast<std::size_t>(queue.front().kind.limit));
+  case Mode::shared:
+    break;
+  }
+  std::size_t n = 0;
+  while (n < queue.size() && queue[n].kind.mode == Mode::shared) {
+    ++n;
+  }
+  return n;
+}
+
+Json kind_fields(const lock::LockKind& kind)
+{
+  return kind.has_slots() ? Json{{"kind", kind.code()}} : Json::object();
 }
 
 std::vector<KeyValue> lock_keys(const Json& range_response, const std::string& lock_prefix)

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "lock/holder.hpp"
+#include "lock/kind.hpp"
 #include "util/error.hpp"
 
 #include <nlohmann/json.hpp>
@@ -60,6 +61,9 @@ std::string lock_key(std::string_view lock_prefix, std::int64_t lease);
 // Whether key is one of the lock keys under lock_prefix (PFX/hex), not a key of a longer name
 // ("a/b/…" lies under "a/" too).
 bool is_lock_key(std::string_view key, std::string_view lock_prefix);
+// A shared (read) holder's key, PFX/read/<lease ID in hex>: the recipes' RWMutex puts its
+// readers under PFX/read, where etcdctl lock (which waits for every key under PFX/) sees them.
+std::string read_key(std::string_view lock_prefix, std::int64_t lease);
 
 // A key as a range answer gives it.
 struct KeyValue {
@@ -73,6 +77,28 @@ KeyValue key_value(const Json& kv);
 // The kvs of a range answer.
 std::vector<KeyValue> key_values(const Json& range_response);
 
+// One key of a lock name's queue and how it holds: PFX/<hex> is etcdctl lock's or dlock's
+// (exclusive, or a slot of a semaphore when dlock's record says "limit:N"), PFX/read/<hex> a
+// reader (dlock --shared, the recipes' RWMutex), PFX/write/<hex> the recipes' writer.
+struct Member {
+  KeyValue kv;
+  lock::LockKind kind;
+};
+// How key kv holds lock_prefix's name, or nullopt when it is not of its queue (a longer name's
+// key: dlock's record of another kind under PFX/read/ is the lock NAME/read's).
+std::optional<lock::LockKind> member_kind(const KeyValue& kv, std::string_view lock_prefix);
+// The members of a range answer (or the acquire transaction's), oldest first.
+std::vector<Member> queue_of(const Json& range_response, const std::string& lock_prefix);
+// Whether two kinds may share one name: exclusive and shared make a read/write lock; a
+// semaphore shares it with the same N only.
+bool kinds_mix(const lock::LockKind& a, const lock::LockKind& b);
+// How many members at the head of queue hold the name now: one exclusive, the shared ones
+// before the first exclusive, or a semaphore's first N.
+std::size_t holders_of(const std::vector<Member>& queue);
+// The fields a record of kind carries ("kind" for shared and limit:N; none for exclusive, so
+// that an exclusive holder's record is as it always was).
+Json kind_fields(const lock::LockKind& kind);
+
 // Request bodies.
 Json grant_request(std::int64_t ttl_s);
 Json lease_request(std::int64_t lease); // keepalive, revoke, timetolive
@@ -85,6 +111,9 @@ Json range_prefix_request(const std::string& prefix);
 Json range_key_request(const std::string& key);
 // A watch of key's deletions from revision on.
 Json watch_deletes_request(const std::string& key, std::int64_t start_revision);
+// A watch of the deletions of every key under prefix from revision on (a semaphore's waiter:
+// any earlier key's end may free a slot).
+Json watch_prefix_deletes_request(const std::string& prefix, std::int64_t start_revision);
 Json authenticate_request(const std::string& user, const std::string& password);
 
 // The lock keys (is_lock_key) of a range answer, or of the acquire transaction's, oldest first.

@@ -103,10 +103,18 @@ EtcdStore::~EtcdStore()
   try {
     m_client.cancel_requests();
     for (auto& [name, mine] : m_mine) {
-      if (mine.owner && (mine.hold_lease != 0 || mine.delay_lease != 0)) {
-        continue; // not released: its --min-hold and --lock-delay stand, its lease runs out
+      if (mine.owner) {
+        // Not released: a lock `dlock acquire` took outlives this process (renewed by token or
+        // ended by its TTL), as do --min-hold and --lock-delay; a run releases before this.
+        continue;
       }
       m_client.call("/v3/lease/revoke", lease_request(mine.lease), util::deadline_after(m_timeout));
+    }
+    for (auto& [name, gate] : m_gates) { // a barrier party's arrival goes with it
+      if (gate.party_lease != 0) {
+        m_client.call("/v3/lease/revoke", lease_request(gate.party_lease),
+                      util::deadline_after(m_timeout));
+      }
     }
   } catch (...) { // NOLINT(bugprone-empty-catch): the leases expire by themselves
   }
@@ -166,7 +174,7 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
         fail(Op::acquire, *r.error);
         return;
       }
-      decide(key, request, lock_keys(*range, prefix), sides_of(r.body, 1), header_revision(r.body));
+      decide(key, request, queue_of(*range, prefix), sides_of(r.body, 1), header_revision(r.body));
     });
   });
 }
@@ -184,7 +192,10 @@ void EtcdStore::grant(const std::string& name, const lock::AcquireRequest& reque
       mine.prefix = lock_prefix(m_prefix, name);
       mine.lease = int_field(a.body, "ID");
       mine.ttl_s = int_field(a.body, "TTL");
-      mine.key = lock_key(mine.prefix, mine.lease);
+      mine.kind = request.kind;
+      mine.key = request.kind.mode == lock::LockKind::Mode::shared
+                   ? read_key(mine.prefix, mine.lease)
+                   : lock_key(mine.prefix, mine.lease);
       mine.fingerprint = token_fingerprint(request.token);
       mine.policy = request.policy;
       if (mine.lease == 0) {
@@ -204,8 +215,9 @@ void EtcdStore::put_key(const std::string& name, const lock::AcquireRequest& req
   mine.me.acquired_ms = util::unix_ms();
   mine.me.ttl_ms = request.ttl.count();
   m_client.post("/v3/kv/txn",
-                acquire_txn(mine.key, holder_value(mine.me, mine.fingerprint), mine.lease,
-                            mine.prefix, side_keys(name)),
+                acquire_txn(mine.key,
+                            holder_value(mine.me, mine.fingerprint, kind_fields(mine.kind)),
+                            mine.lease, mine.prefix, side_keys(name)),
                 [this, name, request](Answer& a) {
                   auto found = m_mine.find(name);
                   if (found == m_mine.end()) {
@@ -225,8 +237,8 @@ void EtcdStore::put_key(const std::string& name, const lock::AcquireRequest& req
                     fail(Op::acquire, *a.error);
                     return;
                   }
-                  decide(name, request, lock_keys(*range, found->second.prefix),
-                         sides_of(a.body, 2), header_revision(a.body));
+                  decide(name, request, queue_of(*range, found->second.prefix), sides_of(a.body, 2),
+                         header_revision(a.body));
                 });
 }
 
@@ -244,7 +256,7 @@ EtcdStore::Sides EtcdStore::sides_of(const Json& txn_response, std::size_t first
 }
 
 void EtcdStore::decide(const std::string& name, const lock::AcquireRequest& request,
-                       std::vector<KeyValue> keys, const Sides& sides, std::int64_t revision)
+                       std::vector<Member> queue, const Sides& sides, std::int64_t revision)
 {
   auto found = m_mine.find(name);
   if (found == m_mine.end()) {
@@ -252,15 +264,38 @@ void EtcdStore::decide(const std::string& name, const lock::AcquireRequest& requ
   }
   Mine& mine = found->second;
   auto ours =
-    std::find_if(keys.begin(), keys.end(), [&](const KeyValue& kv) { return kv.key == mine.key; });
-  if (ours == keys.end()) { // revoked or expired while queued: queue again
+    std::find_if(queue.begin(), queue.end(), [&](const Member& m) { return m.kv.key == mine.key; });
+  if (ours == queue.end()) { // revoked or expired while queued: queue again
     m_mine.erase(found);
     grant(name, request);
     return;
   }
-  mine.revision = ours->create_revision;
+  mine.revision = ours->kv.create_revision;
+  mine.watch_range = false;
   Outcome outcome{.op = Op::acquire};
   lock::AcquireResult& result = outcome.acquire;
+  // One name, one kind: a semaphore shares it with the same N only (nothing is registered).
+  for (const Member& other : queue) {
+    if (other.kv.key != mine.key && !kinds_mix(other.kind, mine.kind)) {
+      result.kind_in_use = other.kind;
+      std::int64_t lease = mine.lease;
+      m_client.cancel(mine.wake_watch);
+      m_client.cancel(mine.side_watch);
+      m_mine.erase(found);
+      revoke(lease, [this, outcome](Answer&) { m_answers.answer(outcome); });
+      return;
+    }
+  }
+  std::size_t index = static_cast<std::size_t>(ours - queue.begin());
+  std::size_t holding = holders_of(queue);
+  // Who this key waits for: the key just before it (exclusive); the last exclusive key before
+  // it (shared: a waiting exclusive one goes first); any earlier key's end (a semaphore).
+  bool enters = index < holding;
+  if (!enters && mine.kind.mode == lock::LockKind::Mode::shared) {
+    enters = std::none_of(queue.begin(), ours, [](const Member& m) {
+      return m.kind.mode == lock::LockKind::Mode::exclusive;
+    });
+  }
   // --supersede: a waiter that a newer one announced itself after gives up, leaving nothing.
   if (request.policy.supersede && request.ticket.registered) {
     std::optional<lock::HolderInfo> newest = live_side(sides.newest);
@@ -276,7 +311,7 @@ void EtcdStore::decide(const std::string& name, const lock::AcquireRequest& requ
       return;
     }
   }
-  if (ours == keys.begin()) {
+  if (enters) {
     // --lock-delay: a holder's lease ended without a release; its #delay key says until when.
     std::optional<lock::HolderInfo> delayed = live_side(sides.delay);
     if (delayed && fingerprint_of(*sides.delay) != mine.fingerprint) {
@@ -305,17 +340,32 @@ void EtcdStore::decide(const std::string& name, const lock::AcquireRequest& requ
     arm(name, request);
     return;
   }
-  const KeyValue& front = keys.front();
+  const KeyValue& front = queue.front().kv;
   result.holder = holder_of(front);
-  result.holders = 1;
-  mine.predecessor = std::prev(ours)->key;
+  result.holders = static_cast<std::int64_t>(holding);
   mine.watch_from = revision + 1;
+  mine.watch_range = false;
+  if (mine.kind.mode == lock::LockKind::Mode::limit) {
+    mine.predecessor = mine.prefix;
+    mine.watch_range = true;
+  } else if (mine.kind.mode == lock::LockKind::Mode::shared) {
+    auto writer = std::find_if(std::make_reverse_iterator(ours), queue.rend(), [](const Member& m) {
+      return m.kind.mode == lock::LockKind::Mode::exclusive;
+    });
+    mine.predecessor = writer->kv.key;
+  } else {
+    mine.predecessor = std::prev(ours)->kv.key;
+  }
   std::string holder_fingerprint = fingerprint_of(front);
   bool dlock = !holder_fingerprint.empty() && dlock_holder_of(front).has_value();
   bool ended = dlock && int_field(record_of(front), "ended") != 0;
   result.lease = !dlock  ? lock::AcquireResult::Lease::no_expiry
                  : ended ? lock::AcquireResult::Lease::min_hold
                          : lock::AcquireResult::Lease::ends;
+  if (mine.kind.mode == lock::LockKind::Mode::shared
+      && queue.front().kind.mode == lock::LockKind::Mode::shared) {
+    result.lease = lock::AcquireResult::Lease::writer_first; // readers hold, a writer waits
+  }
   Json writes = Json::array();
   // --replace: ask a running dlock holder to stand down (its renewal reads this, which goes
   // with its lease).
@@ -414,7 +464,7 @@ void EtcdStore::arm(const std::string& name, const lock::AcquireRequest& request
     }
     Mine& mine = found->second;
     std::int64_t key_lease = hold_s >= mine.ttl_s ? mine.hold_lease : mine.lease;
-    Json extra = Json::object();
+    Json extra = kind_fields(mine.kind);
     if (mine.hold_lease != 0) {
       extra["hold_lease"] = std::to_string(mine.hold_lease);
       extra["hold_ms"] = request.policy.min_hold.count();
@@ -552,10 +602,15 @@ void EtcdStore::watch_own_key(const std::string& name)
     });
 }
 
-void EtcdStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket&,
+void EtcdStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
                                     Millis block)
 {
   std::string key = name.str();
+  if (ticket.mode == lock::WaitMode::watch || ticket.mode == lock::WaitMode::barrier
+      || ticket.mode == lock::WaitMode::latch) {
+    start_gate_wait(key, block);
+    return;
+  }
   auto found = m_mine.find(key);
   if (found == m_mine.end() || found->second.owner || found->second.predecessor.empty()) {
     m_answers.answer(Op::wait_for_wake);
@@ -565,7 +620,9 @@ void EtcdStore::start_wait_for_wake(const lock::LockName& name, const lock::Wait
   m_client.cancel(mine.wake_watch);
   mine.wake_by = util::monotonic_now() + block;
   mine.wake_watch = m_client.stream(
-    "/v3/watch", watch_deletes_request(mine.predecessor, mine.watch_from),
+    "/v3/watch",
+    mine.watch_range ? watch_prefix_deletes_request(mine.predecessor, mine.watch_from)
+                     : watch_deletes_request(mine.predecessor, mine.watch_from),
     [this, key](const Json& result) {
       bool gone = result.contains("events") && !result["events"].empty();
       if (gone || int_field(result, "compact_revision") > 0 || bool_field(result, "canceled")) {
@@ -614,24 +671,26 @@ void EtcdStore::revoke(std::int64_t lease, std::function<void(Answer&)> done)
 }
 
 void EtcdStore::find_token(const std::string& name, const std::string& token,
-                           std::function<void(std::optional<Error>, std::optional<KeyValue>)> found)
+                           std::function<void(std::optional<Error>, std::optional<Member>)> found)
 {
   std::string prefix = lock_prefix(m_prefix, name);
   std::string fingerprint = token_fingerprint(token);
-  m_client.post("/v3/kv/range", range_prefix_request(prefix),
-                [prefix, fingerprint, found](Answer& a) {
-                  if (a.error) {
-                    found(a.error, std::nullopt);
-                    return;
-                  }
-                  for (const KeyValue& kv : lock_keys(a.body, prefix)) {
-                    if (fingerprint_of(kv) == fingerprint) {
-                      found(std::nullopt, kv);
-                      return;
-                    }
-                  }
-                  found(std::nullopt, std::nullopt);
-                });
+  m_client.post(
+    "/v3/kv/range", range_prefix_request(prefix), [prefix, fingerprint, found](Answer& a) {
+      if (a.error) {
+        found(a.error, std::nullopt);
+        return;
+      }
+      for (const Member& m : queue_of(a.body, prefix)) {
+        // dlock's own key: a holder record on a lease (the one a release revokes) with the
+        // token's fingerprint; not always its name's lease (--min-hold, renew --ttl move it).
+        if (m.kv.lease != 0 && dlock_holder_of(m.kv) && fingerprint_of(m.kv) == fingerprint) {
+          found(std::nullopt, m);
+          return;
+        }
+      }
+      found(std::nullopt, std::nullopt);
+    });
 }
 
 void EtcdStore::start_renew(const lock::LockName& name, const lock::RenewRequest& request)
@@ -672,26 +731,64 @@ void EtcdStore::start_renew(const lock::LockName& name, const lock::RenewRequest
     return;
   }
   // Another process's token (a nested run, `dlock renew`): its key carries the fingerprint.
-  find_token(key, request.token, [this](std::optional<Error> error, std::optional<KeyValue> kv) {
-    if (error || !kv) {
-      m_answers.answer(Op::renew, error);
-      return;
-    }
-    Json record = record_of(*kv);
-    // On its --min-hold lease (or ended): a keepalive would stretch the hold; its holder's own
-    // renewals move it off when due, this one only tells whether it is there.
-    bool on_hold = int_field(record, "ended") != 0 || int_field(record, "hold_lease") == kv->lease;
-    m_client.post(on_hold ? "/v3/lease/timetolive" : "/v3/lease/keepalive",
-                  lease_request(kv->lease), [this, on_hold](Answer& a) {
-                    Outcome outcome{.op = Op::renew};
-                    if (a.error && !lease_not_found(a.body)) {
-                      outcome.error = a.error;
-                    }
-                    outcome.held =
-                      !a.error && (on_hold ? int_field(a.body, "TTL") : kept_ttl(a.body)) > 0;
-                    m_answers.answer(std::move(outcome));
-                  });
-  });
+  find_token(
+    key, request.token, [this, request](std::optional<Error> error, std::optional<Member> m) {
+      if (error || !m) {
+        m_answers.answer(Op::renew, error);
+        return;
+      }
+      const KeyValue* kv = &m->kv;
+      bool slot = m->kind.has_slots();
+      Json record = record_of(*kv);
+      // On its --min-hold lease (or ended): a keepalive would stretch the hold; its holder's own
+      // renewals move it off when due, this one only tells whether it is there.
+      bool on_hold =
+        int_field(record, "ended") != 0 || int_field(record, "hold_lease") == kv->lease;
+      if (request.ttl && !on_hold && int_field(record, "ttl_ms") != request.ttl->count()) {
+        renew_with_ttl(*kv, *request.ttl, slot); // `renew --ttl`: a lease of the new length
+        return;
+      }
+      m_client.post(on_hold ? "/v3/lease/timetolive" : "/v3/lease/keepalive",
+                    lease_request(kv->lease), [this, on_hold, slot](Answer& a) {
+                      Outcome outcome{.op = Op::renew, .slot = slot};
+                      if (a.error && !lease_not_found(a.body)) {
+                        outcome.error = a.error;
+                      }
+                      outcome.held =
+                        !a.error && (on_hold ? int_field(a.body, "TTL") : kept_ttl(a.body)) > 0;
+                      m_answers.answer(std::move(outcome));
+                    });
+    });
+}
+
+void EtcdStore::renew_with_ttl(const KeyValue& kv, Millis ttl, bool slot)
+{
+  // etcd keeps a lease's TTL for good: grant one of the new length, move the key onto it (a
+  // put keeps its create revision, so its place and fencing token), then revoke the old one.
+  m_client.post(
+    "/v3/lease/grant", grant_request(lease_seconds(ttl)), [this, kv, ttl, slot](Answer& g) {
+      std::int64_t lease = g.error ? 0 : int_field(g.body, "ID");
+      if (lease == 0) {
+        m_answers.answer(Op::renew,
+                         g.error.value_or(Error(ExitCode::internal, "etcd at {} granted no lease",
+                                                m_client.current())));
+        return;
+      }
+      Json compare = Json::array({create_revision_is(kv.key, kv.create_revision),
+                                  {{"key", base64_encode(kv.key)},
+                                   {"target", "LEASE"},
+                                   {"result", "EQUAL"},
+                                   {"lease", std::to_string(kv.lease)}}});
+      Json put = put_op(kv.key, with_fields(record_of(kv), {{"ttl_ms", ttl.count()}}), lease);
+      m_client.post("/v3/kv/txn", txn_request(compare, Json::array({put})),
+                    [this, kv, lease, slot](Answer& w) {
+                      bool moved = !w.error && txn_succeeded(w.body);
+                      revoke(moved ? kv.lease : lease, [this, w, moved, slot](Answer&) {
+                        m_answers.answer(
+                          Outcome{.op = Op::renew, .error = w.error, .held = moved, .slot = slot});
+                      });
+                    });
+    });
 }
 
 void EtcdStore::extend(const std::string& name, const KeyValue& kv)
@@ -922,9 +1019,9 @@ void EtcdStore::start_release(const lock::LockName& name, const std::string& tok
       "/v3/kv/txn", reads({{{"request_range", range_prefix_request(prefix)}}, range_op(delay_key)}),
       [this, prefix, delay_key](Answer& a) {
         const Json* range = a.error ? nullptr : txn_range(a.body, 0);
-        std::vector<KeyValue> keys = range ? lock_keys(*range, prefix) : std::vector<KeyValue>{};
+        std::vector<Member> queue = range ? queue_of(*range, prefix) : std::vector<Member>{};
         std::optional<KeyValue> delay = range ? one_key(txn_range(a.body, 1)) : std::nullopt;
-        if (a.error || keys.empty()) {
+        if (a.error || queue.empty()) {
           if (delay && !a.error) { // free, but delayed (or another tenant's key there): clear it
             m_client.post("/v3/kv/deleterange", range_key_request(delay_key),
                           [this](Answer& d) { m_answers.answer(Op::release, d.error); });
@@ -933,16 +1030,23 @@ void EtcdStore::start_release(const lock::LockName& name, const std::string& tok
           m_answers.answer(Op::release, a.error);
           return;
         }
-        const KeyValue& front = keys.front();
+        const KeyValue& front = queue.front().kv;
         Json record = record_of(front);
         std::int64_t delay_ms = int_field(record, "delay_ms");
-        auto revoke_front = [this, lease = front.lease](Answer&) {
-          revoke(lease, [this](Answer& r) {
-            Outcome outcome{.op = Op::release, .held = true};
-            if (r.error && !lease_not_found(r.body)) {
-              outcome.error = r.error;
-            }
-            m_answers.answer(std::move(outcome));
+        // Every holder goes (the shared ones, a semaphore's): their leases, the last answered.
+        std::vector<std::int64_t> others;
+        for (std::size_t i = 1; i < holders_of(queue); ++i) {
+          others.push_back(queue[i].kv.lease);
+        }
+        auto revoke_front = [this, lease = front.lease, others](Answer&) {
+          revoke_all(others, [this, lease]() {
+            revoke(lease, [this](Answer& r) {
+              Outcome outcome{.op = Op::release, .held = true};
+              if (r.error && !lease_not_found(r.body)) {
+                outcome.error = r.error;
+              }
+              m_answers.answer(std::move(outcome));
+            });
           });
         };
         bool armed = delay_ms > 0 && delay && int_field(record, "ended") == 0
@@ -973,17 +1077,29 @@ void EtcdStore::start_release(const lock::LockName& name, const std::string& tok
       });
     return;
   }
-  find_token(key, token, [this](std::optional<Error> error, std::optional<KeyValue> kv) {
-    if (error || !kv) {
+  find_token(key, token, [this](std::optional<Error> error, std::optional<Member> m) {
+    if (error || !m) {
       m_answers.answer(Op::release, error);
       return;
     }
-    release_held(*kv, false);
+    release_held(m->kv, false);
   });
 }
 
-void EtcdStore::start_withdraw(const lock::LockName& name, const lock::WaitTicket&)
+void EtcdStore::start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket)
 {
+  if (ticket.mode == lock::WaitMode::barrier) {
+    withdraw_party(name.str(), ticket);
+    return;
+  }
+  if (ticket.mode == lock::WaitMode::watch || ticket.mode == lock::WaitMode::latch) {
+    if (auto gate = m_gates.find(name.str()); gate != m_gates.end()) {
+      m_client.cancel(gate->second.wake_watch);
+      m_gates.erase(gate);
+    }
+    m_answers.answer(Op::withdraw);
+    return;
+  }
   auto found = m_mine.find(name.str());
   if (found == m_mine.end() || found->second.owner) {
     m_answers.answer(Op::withdraw);
@@ -1004,6 +1120,11 @@ void EtcdStore::watch(util::EventLoop& loop)
       loop.wake_at(*mine.wake_by <= now ? now : *mine.wake_by);
     }
   }
+  for (auto& [name, gate] : m_gates) {
+    if (gate.wake_by) {
+      loop.wake_at(*gate.wake_by <= now ? now : *gate.wake_by);
+    }
+  }
   m_answers.watch(loop);
   m_client.watch(loop);
 }
@@ -1021,6 +1142,15 @@ std::optional<Outcome> EtcdStore::next_outcome()
   for (const std::string& name : due) {
     end_wait(name);
   }
+  due.clear();
+  for (auto& [name, gate] : m_gates) {
+    if (gate.wake_by && *gate.wake_by <= now) {
+      due.push_back(name);
+    }
+  }
+  for (const std::string& name : due) {
+    end_gate_wait(name);
+  }
   return m_answers.next();
 }
 
@@ -1034,6 +1164,9 @@ void EtcdStore::abandon() noexcept
   }
   for (auto& [name, mine] : m_mine) {
     mine.wake_by.reset();
+  }
+  for (auto& [name, gate] : m_gates) {
+    gate.wake_by.reset();
   }
   m_client.cancel_requests_except(keep); // every transfer but the watches of held keys
   m_answers.clear();
@@ -1060,11 +1193,11 @@ lock::LockStatus EtcdStore::status(const lock::LockName& name, util::TimePoint d
   if (a.error) {
     throw *a.error;
   }
-  std::vector<KeyValue> keys = lock_keys(*range, prefix);
+  std::vector<Member> queue = queue_of(*range, prefix);
   lock::LockStatus status;
   status.name = name.str();
   status.server_time_ms = util::unix_ms();
-  if (keys.empty()) {
+  if (queue.empty()) {
     std::optional<KeyValue> delay = one_key(txn_range(a.body, 1));
     if (std::optional<lock::HolderInfo> delayed = live_side(delay)) {
       Answer ttl = m_client.call("/v3/lease/timetolive", lease_request(delay->lease), deadline);
@@ -1076,17 +1209,31 @@ lock::LockStatus EtcdStore::status(const lock::LockName& name, util::TimePoint d
     }
     return status;
   }
-  status.held = true;
-  status.holder = holder_of(keys.front());
-  status.command_ended = int_field(record_of(keys.front()), "ended") != 0;
-  status.last_fence = keys.back().create_revision;
-  status.waiters = std::int64_t(keys.size()) - 1;
-  Answer ttl = m_client.call("/v3/lease/timetolive", lease_request(keys.front().lease), deadline);
-  if (ttl.error) {
-    throw *ttl.error;
-  }
-  status.ttl_ms = int_field(ttl.body, "TTL") * 1000;
+  fill_held(status, queue, deadline);
   return status;
+}
+
+void EtcdStore::fill_held(lock::LockStatus& status, const std::vector<Member>& queue,
+                          util::TimePoint deadline)
+{
+  std::size_t holding = holders_of(queue);
+  status.held = true;
+  status.kind = queue.front().kind;
+  status.holder = holder_of(queue.front().kv);
+  status.command_ended = int_field(record_of(queue.front().kv), "ended") != 0;
+  status.last_fence = queue.back().kv.create_revision;
+  status.waiters = std::int64_t(queue.size() - holding);
+  for (std::size_t i = 0; i < holding; ++i) {
+    Answer ttl = m_client.call("/v3/lease/timetolive", lease_request(queue[i].kv.lease), deadline);
+    if (ttl.error) {
+      throw *ttl.error;
+    }
+    std::int64_t ttl_ms = int_field(ttl.body, "TTL") * 1000;
+    status.ttl_ms = i == 0 ? ttl_ms : std::max(status.ttl_ms, ttl_ms);
+    if (status.kind.has_slots()) {
+      status.slots.push_back({.holder = holder_of(queue[i].kv), .ttl_ms = ttl_ms});
+    }
+  }
 }
 
 std::vector<lock::LockStatus> EtcdStore::list(std::string_view pattern, Millis timeout)
@@ -1096,39 +1243,39 @@ std::vector<lock::LockStatus> EtcdStore::list(std::string_view pattern, Millis t
   if (a.error) {
     throw *a.error;
   }
-  std::map<std::string, std::vector<KeyValue>> by_name;
+  std::map<std::string, std::vector<Member>> by_name;
   for (KeyValue& kv : key_values(a.body)) {
     std::size_t slash = kv.key.rfind('/');
     if (slash == std::string::npos || slash < m_prefix.size()) {
       continue;
     }
     std::string name = kv.key.substr(m_prefix.size(), slash - m_prefix.size());
-    if (name.empty() || name.size() > lock::max_name_bytes
-        || !is_lock_key(kv.key, lock_prefix(m_prefix, name))) {
+    // A reader's key (PFX/read/<hex>) is of the shorter name, as member_kind decides.
+    for (std::string_view sub : {"/read", "/write"}) {
+      std::string shorter = name.substr(0, name.size() - sub.size());
+      if (name.ends_with(sub) && !shorter.empty()
+          && member_kind(kv, lock_prefix(m_prefix, shorter))) {
+        name = shorter;
+      }
+    }
+    std::optional<lock::LockKind> kind = name.empty() || name.size() > lock::max_name_bytes
+                                           ? std::nullopt
+                                           : member_kind(kv, lock_prefix(m_prefix, name));
+    if (!kind) {
       continue; // not a lock of dlock's (another tenant's key)
     }
-    by_name[name].push_back(std::move(kv)); // oldest first, as the range sorted them
+    by_name[name].push_back(Member{.kv = std::move(kv), .kind = *kind}); // oldest first
   }
   std::vector<lock::LockStatus> found;
   std::string glob(pattern);
-  for (auto& [name, keys] : by_name) {
+  for (auto& [name, queue] : by_name) {
     if (::fnmatch(glob.c_str(), name.c_str(), 0) != 0) {
       continue;
     }
     lock::LockStatus status;
     status.name = name;
-    status.held = true;
     status.server_time_ms = util::unix_ms();
-    status.holder = holder_of(keys.front());
-    status.command_ended = int_field(record_of(keys.front()), "ended") != 0;
-    status.last_fence = keys.back().create_revision;
-    status.waiters = std::int64_t(keys.size()) - 1;
-    Answer ttl = m_client.call("/v3/lease/timetolive", lease_request(keys.front().lease),
-                               util::deadline_after(timeout));
-    if (ttl.error) {
-      throw *ttl.error;
-    }
-    status.ttl_ms = int_field(ttl.body, "TTL") * 1000;
+    fill_held(status, queue, util::deadline_after(timeout));
     found.push_back(std::move(status));
   }
   return found;

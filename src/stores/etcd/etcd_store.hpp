@@ -23,6 +23,12 @@ std::unique_ptr<lock::Store> open(const std::string& url, const stores::StoreCon
 // of the key just before its own (a FIFO queue: no herd, fair by construction). The fencing
 // token is the key's create revision. A renewal is a lease keepalive and a check of the key; a
 // watch of the holder's own key reports its deletion (lease revoked) at once.
+// --shared puts PFX/read/<lease hex> (the recipes' RWMutex readers), which holds while no
+// exclusive key (etcdctl's, dlock's, the recipes' PFX/write/…) is older, and waits on the last
+// such key; --limit N puts PFX/<lease hex> saying "limit:N" (the N oldest hold), whose waiter
+// watches every deletion under PFX/. etcdctl lock waits for every key under PFX/, readers and
+// slots included. `dlock acquire` leaves its lease running at exit (renew and release find the
+// key by the token's fingerprint in its value).
 // The cron and CI policies keep the layout (etcdctl lock honours them too where it can):
 // --min-hold grants a lease of its length at acquisition (never kept alive: it ends at
 // hold_until by etcd's clock) and the key sits on it while it outlasts the TTL, else moves onto
@@ -31,7 +37,7 @@ std::unique_ptr<lock::Store> open(const std::string& url, const stores::StoreCon
 // clean release, put on a lease of D by release --force, honoured by the next owner; --replace
 // puts #replace on the holder's lease, which its renewal reads; --supersede puts #newest on the
 // newest waiter's lease, which the older ones watch (side_key).
-class EtcdStore final : public lock::Store {
+class EtcdStore final : public lock::Store, public lock::Coordination {
 public:
   EtcdStore(EtcdUrl url, std::optional<std::string> password, stores::TlsFiles tls,
             util::Millis request_timeout, std::string prefix);
@@ -53,11 +59,21 @@ public:
   void abandon() noexcept override;
   Error timed_out() noexcept override;
 
-  // Exclusive locks in one FIFO queue (--fair is what it always does), with --min-hold,
-  // --lock-delay, --replace and --supersede. Not done: --shared and
-  // --limit (etcdctl has no such recipe to share), wait/barrier/latch, and a lock outliving
-  // dlock (acquire: nothing would keep the lease alive).
+  // One FIFO queue of keys per name (--fair is what it always does): exclusive, --shared and
+  // --limit N holders, with --min-hold, --lock-delay, --replace and --supersede; a lock
+  // outliving dlock (acquire: its lease runs on, renewed or released by token).
   const lock::StoreTraits& traits() const noexcept override;
+  lock::Coordination* coordination() noexcept override { return this; }
+
+  // wait: the name's queue read, then a watch of its first holder's key; barrier: the parties'
+  // keys NAME#party:<generation>:<lease hex> on their own leases and the state NAME#barrier
+  // (generation, parties) that each arrival bumps in a transaction; the last one deletes the
+  // arrivals, which the others watch; latch: NAME#latch holding the count, on a lease of its
+  // expiry, counted down by a transaction on its mod revision, watched by its waiters.
+  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
+  void start_set_latch(const lock::LockName& name, std::int64_t count,
+                       util::Millis expire) override;
+  void start_count_down(const lock::LockName& name) override;
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
   std::vector<lock::LockStatus> list(std::string_view pattern, util::Millis timeout) override;
@@ -74,10 +90,12 @@ private:
     std::string key;           // PFX/<lease hex>
     std::int64_t revision = 0; // its create revision: the fencing token when it owns
     bool owner = false;
-    std::string predecessor;                // queued: the key just before ours
-    std::int64_t watch_from = 0;            // queued: the revision after the one that read it
-    std::uint64_t own_watch = 0;            // owner: the watch of our key's deletion
-    std::uint64_t wake_watch = 0;           // queued: the watch of the predecessor's deletion
+    lock::LockKind kind;          // exclusive, shared (PFX/read/…) or a semaphore's slot
+    std::string predecessor;      // queued: the key just before ours (or a prefix)
+    bool watch_range = false;     // queued: predecessor is a prefix (a semaphore)
+    std::int64_t watch_from = 0;  // queued: the revision after the one that read it
+    std::uint64_t own_watch = 0;  // owner: the watch of our key's deletion
+    std::uint64_t wake_watch = 0; // queued: the watch of the predecessor's deletion
     std::optional<util::TimePoint> wake_by; // queued: the end of the current wait_for_wake
     std::int64_t watched_to = 0;            // owner: the last revision the own watch saw
     std::string fingerprint;                // of token, as the records carry it
@@ -92,6 +110,15 @@ private:
     std::uint64_t side_watch = 0; // queued --supersede: the watch of the name's #newest key
     bool supersede = false;       // queued: a --supersede waiter (it watches #newest too)
   };
+  // This process's waiter at a gate of one lock name (wait, barrier, latch): what wakes it.
+  struct Gate {
+    std::string watched;                    // the key whose change wakes it
+    bool deletes_only = true;               // a watch of deletions (else of every change)
+    std::int64_t watch_from = 0;            // the revision after the read that found it shut
+    std::int64_t party_lease = 0;           // barrier: the lease of this party's arrival key
+    std::optional<util::TimePoint> wake_by; // the end of the current wait_for_wake
+    std::uint64_t wake_watch = 0;
+  };
   // The side keys of a lock name, as one read finds them.
   struct Sides {
     std::optional<KeyValue> delay, replace, newest;
@@ -102,7 +129,7 @@ private:
   void grant(const std::string& name, const lock::AcquireRequest& request);
   void put_key(const std::string& name, const lock::AcquireRequest& request);
   void decide(const std::string& name, const lock::AcquireRequest& request,
-              std::vector<KeyValue> keys, const Sides& sides, std::int64_t revision);
+              std::vector<Member> queue, const Sides& sides, std::int64_t revision);
   // Not acquired: fills what is left of lease (0: not asked) and answers.
   void answer_shut(const std::string& name, const lock::AcquireRequest& request, Outcome outcome,
                    std::int64_t lease);
@@ -111,6 +138,8 @@ private:
   void become_owner(const std::string& name);
   // The owner's renewal once its key was read (no --replace request against it).
   void extend(const std::string& name, const KeyValue& kv);
+  // Another process's `renew --ttl`: moves kv onto a lease of ttl (Outcome::held, slot).
+  void renew_with_ttl(const KeyValue& kv, util::Millis ttl, bool slot);
   // Moves the key off its --min-hold lease onto one kept alive (the hold nears its end).
   void move_off_hold(const std::string& name, const KeyValue& kv);
   // The release of a key the token holds: kept on its --min-hold lease (marked ended) if that
@@ -120,6 +149,9 @@ private:
   std::vector<std::string> side_keys(const std::string& name) const;
   static Sides sides_of(const Json& txn_response, std::size_t first);
   void watch_own_key(const std::string& name);
+  // A held name's status from its queue (holders, their leases, waiters), blocking to deadline.
+  void fill_held(lock::LockStatus& status, const std::vector<Member>& queue,
+                 util::TimePoint deadline);
   void end_wait(const std::string& name);
   // Revokes leases one after the other, then calls done (whatever came of them).
   void revoke_all(std::vector<std::int64_t> leases, std::function<void()> done);
@@ -128,13 +160,27 @@ private:
   // The key (of this lock name) whose value has token's fingerprint, for another process's
   // renew or release; calls found with it or nullopt.
   void find_token(const std::string& name, const std::string& token,
-                  std::function<void(std::optional<Error>, std::optional<KeyValue>)> found);
+                  std::function<void(std::optional<Error>, std::optional<Member>)> found);
+
+  // The gates' steps (gates.cpp).
+  void gate_watch(const std::string& name, const lock::GateRequest& request);
+  void gate_latch(const std::string& name, const lock::GateRequest& request);
+  void gate_barrier(const std::string& name, const lock::GateRequest& request);
+  void barrier_arrive(const std::string& name, const lock::GateRequest& request);
+  void count_down_from(const std::string& name, int tries);
+  // Shut: the waiter waits on watched (deletions only, or every change) from revision on.
+  void gate_shut(const std::string& name, lock::GateResult result, std::string watched,
+                 bool deletes_only, std::int64_t revision);
+  void withdraw_party(const std::string& name, const lock::WaitTicket& ticket);
+  void start_gate_wait(const std::string& name, util::Millis block);
+  void end_gate_wait(const std::string& name);
 
   Client m_client;
   std::string m_prefix;
   util::Millis m_timeout;
   pid_t m_pid;
-  std::map<std::string, Mine> m_mine; // by lock name
+  std::map<std::string, Mine> m_mine;  // by lock name
+  std::map<std::string, Gate> m_gates; // by lock name
   lock::OutcomeQueue m_answers;
 };
 
