@@ -574,6 +574,7 @@ FileStore::~FileStore()
 {
   for (auto& [name, n] : m_named) {
     stop_helper(n);
+    drop_ticket(n);
   }
 }
 
@@ -967,7 +968,16 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
         return;
       }
     }
-    if (try_candidates(n, request)) {
+    if (request.ticket.mode == lock::WaitMode::fair && !n.ticket) {
+      make_ticket(n, request);
+    }
+    // Every dlock lets earlier --fair waiters go first (flock(1) cannot know of them).
+    watch_meta(); // before the queue is read: a change after the read wakes the wait
+    n.queued = queue_ahead(n);
+    if (n.queued) {
+      drop_candidates(n); // no helper blocks in flock(2) out of turn
+    } else if (try_candidates(n, request)) {
+      drop_ticket(n); // served: the next in the queue is woken
       result.acquired = true;
       result.fence = n.fence;
       m_answers.answer(std::move(outcome));
@@ -975,7 +985,16 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
     }
     Millis cap = request.ticket.max_block > Millis(0) ? request.ticket.max_block : longest_block;
     result.block = std::min(cap, longest_block);
-    if (n.closed_until_ms > 0) {
+    if (n.queued) {
+      std::vector<std::string> files = files_of(n.layout, util::directory_entries(m_dirfd.get()));
+      Observed seen = observe(m_dirfd.get(), n.layout, files, proc_locks(), records);
+      result.lease =
+        seen.held ? lock::AcquireResult::Lease::no_expiry : lock::AcquireResult::Lease::fair_queue;
+      if (!seen.holders.empty()) {
+        result.holder = seen.holders.front();
+      }
+      result.holders = static_cast<std::int64_t>(seen.holders.size());
+    } else if (n.closed_until_ms > 0) {
       // Free in the kernel, closed by a holder gone: a timed block to its end.
       result.lease = n.closed_lease;
       result.holder_ttl = Millis(std::max<std::int64_t>(1, n.closed_until_ms - util::unix_ms()));
@@ -995,6 +1014,7 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
     }
     if (request.ticket.mode == lock::WaitMode::once) {
       drop_candidates(n);
+      drop_ticket(n);
     }
     if (!ask_others(n, request, records, result)) {
       drop_candidates(n);
@@ -1004,6 +1024,7 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
   } catch (const Error& error) {
     if (!n.held) {
       drop_candidates(n);
+      drop_ticket(n);
     }
     m_answers.answer(Op::acquire, error);
   }
@@ -1178,6 +1199,113 @@ void FileStore::drop_newest(Named& n) noexcept
   n.newest.reset();
 }
 
+namespace {
+
+// A ticket's place in the queue: its ctime (set by the kernel when it was named, and only ever
+// forward by its owner), then its name.
+using QueuePlace = std::tuple<std::int64_t, std::int64_t, std::string>;
+
+QueuePlace place_of(const struct stat& st, const std::string& name)
+{
+  return {st.st_ctim.tv_sec, st.st_ctim.tv_nsec, name};
+}
+
+// A ticket left half made longer than this ago is a waiter's that died making it.
+constexpr std::int64_t stale_new_ticket_s = 10;
+
+} // namespace
+
+void FileStore::make_ticket(Named& n, const lock::AcquireRequest& request)
+{
+  const int meta = m_metafd.get();
+  if (meta < 0) {
+    throw Error(ExitCode::unavailable,
+                "file store: --fair needs {} for its queue, which cannot be opened",
+                n.layout.meta_dir());
+  }
+  const std::string final_name = n.layout.ticket_name(token_fingerprint(request.ticket.waiter_id));
+  std::string temporary;
+  util::UniqueFd fd;
+  int err = 0;
+  // Readable by all (a waiter behind tests its flock), locked before it is named: a ticket
+  // that is not locked is a waiter gone. Renamed once more if a waiter cleaning up removed it
+  // before it was locked.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    temporary = n.layout.new_ticket_prefix() + util::random_token().substr(0, 16);
+    fd = util::open_regular_at(meta, temporary, O_RDWR | O_CREAT | O_EXCL | O_TRUNC, 0644, true);
+    if (!fd || flock_retry(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+      err = errno;
+      break;
+    }
+    if (::renameat(meta, temporary.c_str(), meta, final_name.c_str()) == 0) {
+      n.ticket = std::move(fd);
+      n.ticket_file = final_name;
+      return;
+    }
+    err = errno;
+    if (err != ENOENT) {
+      break;
+    }
+  }
+  if (fd) {
+    ::unlinkat(meta, temporary.c_str(), 0);
+  }
+  throw io_error(err, "queue a --fair waiter in", n.layout.meta_path_of(final_name));
+}
+
+void FileStore::drop_ticket(Named& n) noexcept
+{
+  if (n.ticket && ::getpid() == m_pid && names(m_metafd.get(), n.ticket_file, n.ticket.get())) {
+    ::unlinkat(m_metafd.get(), n.ticket_file.c_str(), 0); // wakes the waiter behind (inotify)
+  }
+  n.ticket.reset();
+  n.ticket_file.clear();
+  n.queued = false;
+}
+
+bool FileStore::queue_ahead(const Named& n)
+{
+  const int meta = m_metafd.get();
+  if (meta < 0) {
+    return false;
+  }
+  std::optional<QueuePlace> mine;
+  struct stat own {};
+  if (n.ticket && ::fstat(n.ticket.get(), &own) == 0) {
+    mine = place_of(own, n.ticket_file);
+  }
+  const std::string prefix = n.layout.ticket_prefix();
+  const std::string new_prefix = n.layout.new_ticket_prefix();
+  const std::int64_t now_s = util::unix_ms() / 1000;
+  bool ahead = false;
+  for (const std::string& entry : util::directory_entries(meta)) {
+    bool ticket = entry.starts_with(prefix);
+    if ((!ticket && !entry.starts_with(new_prefix)) || entry == n.ticket_file) {
+      continue;
+    }
+    // Another user's file may be anything: opened without following it, regular files only,
+    // never read, and its flock tested without blocking.
+    util::UniqueFd fd = util::open_regular_at(meta, entry, O_RDONLY);
+    struct stat st {};
+    if (!fd || ::fstat(fd.get(), &st) != 0) {
+      continue;
+    }
+    if (::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) {
+      // Its waiter is gone (a half-made one only once it is old: it is locked just after it
+      // is made). Removed if this user may; one it may not stays, and counts for nothing.
+      if ((ticket || now_s - st.st_ctim.tv_sec > stale_new_ticket_s)
+          && names(meta, entry, fd.get())) {
+        ::unlinkat(meta, entry.c_str(), 0);
+      }
+      continue;
+    }
+    if (ticket && (!mine || place_of(st, entry) < *mine)) {
+      ahead = true;
+    }
+  }
+  return ahead;
+}
+
 void FileStore::watch_meta()
 {
   if (!m_inotify) {
@@ -1226,6 +1354,14 @@ void FileStore::start_wait_for_wake(const lock::LockName& name, const lock::Wait
   if (n != nullptr && n->side_changed) {
     n->side_changed = false;
     m_answers.answer(Op::wait_for_wake);
+    return;
+  }
+  if (n != nullptr && !n->held && n->queued) {
+    // Behind an earlier --fair waiter: until a ticket is removed or its waiter dies (the
+    // close of its ticket, inotify on .dlock).
+    watch_meta();
+    n->wait_pending = true;
+    n->block_until = util::monotonic_now() + block;
     return;
   }
   if (n != nullptr && !n->held && n->closed_until_ms > 0) {
@@ -1404,6 +1540,7 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
     drop_hold(*n);
     drop_candidates(*n);
     drop_newest(*n);
+    drop_ticket(*n);
     m_answers.answer(std::move(outcome));
     return;
   }
@@ -1490,6 +1627,7 @@ void FileStore::start_withdraw(const lock::LockName& name, const lock::WaitTicke
   if (Named* n = find(name); n != nullptr && !n->held) {
     drop_candidates(*n);
     drop_newest(*n);
+    drop_ticket(*n);
     n->closed_until_ms = 0;
   }
   m_answers.answer(Op::withdraw);
@@ -1524,6 +1662,10 @@ void FileStore::on_inotify()
     });
     bool look =
       overflow || (n.closed_until_ms > 0 && side)
+      || (n.queued
+          && std::any_of(
+            changed.begin(), changed.end(),
+            [&](const std::string& file) { return file.starts_with(n.layout.ticket_prefix()); }))
       || (n.supersede && std::any_of(changed.begin(), changed.end(), [&](const std::string& file) {
             return file.starts_with(n.layout.waiter_prefix());
           }));
@@ -1596,6 +1738,7 @@ void FileStore::abandon() noexcept
     } else {
       drop_candidates(it->second);
       drop_newest(it->second);
+      drop_ticket(it->second);
       it = m_named.erase(it);
     }
   }

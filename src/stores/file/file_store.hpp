@@ -107,6 +107,12 @@ private:
     bool supersede = false;
     util::UniqueFd newest;
     std::string newest_file;
+    // --fair: this waiter's ticket (.dlock/ENC+ticket+ID), flocked while it waits; queued: a
+    // live ticket is ahead of this acquirer, which waits for the queue to change (inotify on
+    // .dlock), never in flock(2), which would not keep the order.
+    util::UniqueFd ticket;
+    std::string ticket_file;
+    bool queued = false;
   };
   using Op = lock::Outcome::Op;
 
@@ -158,6 +164,12 @@ private:
   // Writes .dlock/ENC+waiter+ID for this waiter, flocked by n.newest while it lives.
   void announce_newest(Named& n, const lock::AcquireRequest& request);
   void drop_newest(Named& n) noexcept;
+  // Writes .dlock/ENC+ticket+ID for this --fair waiter, flocked by n.ticket while it waits.
+  void make_ticket(Named& n, const lock::AcquireRequest& request);
+  void drop_ticket(Named& n) noexcept;
+  // Whether a live --fair ticket is ahead of n's (of any, when n has none); dead ones are
+  // removed on the way.
+  bool queue_ahead(const Named& n);
   // inotify on .dlock, for waiters woken by a side file's change.
   void watch_meta();
 

@@ -87,6 +87,14 @@ struct Layout {
     return encoded + "+newtmp+" + std::string(random);
   }
 
+  // .dlock/ENC+ticket+ID: a --fair waiter's place in the queue, flocked by it while it waits
+  // (a waiter gone, even by SIGKILL, leaves it unlocked: seen free, removed by the next one);
+  // the queue's order is the tickets' ctime, which no user can set back (the name breaks a tie).
+  std::string ticket_prefix() const { return encoded + "+ticket+"; }
+  std::string ticket_name(std::string_view id) const { return ticket_prefix() + std::string(id); }
+  // .dlock/ENC+newticket+R: a ticket being made (locked, then renamed to ENC+ticket+ID).
+  std::string new_ticket_prefix() const { return encoded + "+newticket+"; }
+
   std::string lock_path() const { return dir + "/" + lock_name(); }
   std::string slot_path(int slot) const { return dir + "/" + slot_name(slot); }
   std::string turnstile_path() const { return dir + "/" + turnstile_name(); }

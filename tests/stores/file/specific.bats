@@ -293,9 +293,6 @@ hold_file() {
 }
 
 @test "what the file store cannot do is refused with 64 and one line" {
-  run "$DLOCK" run --fair -k k -- true
-  assert_failure 64
-  assert_output --partial 'file://'
   run "$DLOCK" acquire -k k --ttl 10s
   assert_failure 64
   run "$DLOCK" wait -k k
@@ -379,4 +376,71 @@ hold_file() {
   assert_output 'ran without token'
   run setpriv --reuid=nobody --regid=nogroup --clear-groups "$DLOCK" -u "file://$base/ro" run -k other -- true
   assert_failure 77
+}
+
+# tickets NAME: how many --fair tickets of NAME are in .dlock.
+tickets() { find "$D/.dlock" -maxdepth 1 -name "$1+ticket+*" 2>/dev/null | wc -l; }
+
+@test "--fair: a waiter killed with SIGKILL does not hold up the queue, and its ticket is cleaned" {
+  on_tmpfs
+  hold_file k
+  start_bg first "$DLOCK" run --fair -k k -- touch "$T/first-ran"
+  local first=$BG_PID
+  wait_for "[ \"\$(tickets k)\" -eq 1 ]" 10
+  start_bg second "$DLOCK" run --fair -w 20s -k k -- sh -c 'date +%s%3N >"$0"' "$T/second-ran"
+  local second=$BG_PID
+  wait_for "[ \"\$(tickets k)\" -eq 2 ]" 10
+  # the second waits behind the first, not in flock(2)
+  sleep 0.3
+  [ ! -e "$T/second-ran" ]
+  kill -KILL "$first"
+  wait_for "gone $first" 10
+  touch "$T/go"
+  # woken by the ticket's close (inotify), well within its 20 s, not at its end
+  wait_for "[ -s '$T/second-ran' ]" 15
+  local st=0
+  wait "$second" || st=$?
+  [ "$st" -eq 0 ]
+  [ ! -e "$T/first-ran" ]
+  [ "$(tickets k)" -eq 0 ]
+  [ -z "$(find "$D/.dlock" -maxdepth 1 -name 'k+newticket+*')" ]
+}
+
+@test "--fair: a live ticket goes first, for run without --fair and -n too; a dead one counts for nothing" {
+  on_tmpfs
+  mkdir -p "$D/.dlock"
+  # a waiter that queued and is still there (a ticket its process keeps open for writing, as
+  # dlock does, and locked)
+  start_bg queued sh -c 'exec 9>>"$0" && flock 9 && exec sleep 60' "$D/.dlock/k+ticket+0123456789abcdef"
+  local queued=$BG_PID
+  wait_for "! flock -n '$D/.dlock/k+ticket+0123456789abcdef' true"
+  run "$DLOCK" -v run -n -k k -- touch "$T/ran"
+  assert_failure 75
+  assert_output --partial 'earlier --fair waiters go first'
+  run "$DLOCK" run -w 0.5 --fair -k k -- touch "$T/ran"
+  assert_failure 75
+  start_bg waiter "$DLOCK" run -k k -- touch "$T/ran"
+  sleep 0.3
+  [ ! -e "$T/ran" ]
+  # its process ends: the ticket is free, seen at once (its close, through inotify)
+  kill "$queued"
+  wait_for "[ -e '$T/ran' ]" 10
+  [ "$(tickets k)" -eq 0 ]
+}
+
+@test "--fair: an idle waiter behind the queue makes almost no system calls (no polling)" {
+  command -v strace >/dev/null || skip "strace is not installed"
+  hold_file k
+  start_bg first "$DLOCK" run --fair -k k -- true
+  wait_for "[ \"\$(tickets k)\" -eq 1 ]" 10
+  start_bg second "$DLOCK" run --fair -k k -- true
+  wait_for "[ \"\$(tickets k)\" -eq 2 ]" 10
+  sleep 0.3
+  run timeout -s INT 2 strace -f -c -p "$BG_PID"
+  echo "$output"
+  local calls
+  calls=$(printf '%s\n' "$output" | awk '$NF == "total" {print $4}')
+  calls=${calls:-0}
+  echo "system calls in 2 s: $calls"
+  [ "$calls" -lt 10 ]
 }
