@@ -100,6 +100,50 @@ hold_file() {
   json_ok "assert d['kind'] == 'shared', d"
 }
 
+@test "flock -s and dlock --shared share the lock, and each kind waits for the other's exclusive holder, both ways" {
+  mkdir -p "$D"
+  # a flock -s reader: dlock --shared and flock -s share it; dlock exclusive and flock -x are kept out
+  start_bg reader flock -o -s "$D/data" sh -c 'until [ -e "$0" ]; do sleep 0.01; done' "$T/go"
+  local reader=$BG_PID
+  wait_for "! flock -n -x '$D/data' true"
+  run -0 "$DLOCK" run -n -s -k data -- flock -n -s "$D/data" true
+  run "$DLOCK" run -n -k data -- true
+  assert_failure 75
+  run -0 "$DLOCK" status data --json
+  json_ok "assert d['kind'] == 'shared', d"
+  # a dlock exclusive waiter gets it once the flock -s reader is gone
+  start_bg writer "$DLOCK" run -k data -- sh -c 'until [ -e "$0" ]; do sleep 0.01; done; : >"$1"' "$T/go2" "$T/wrote"
+  local writer=$BG_PID
+  sleep 0.3
+  touch "$T/go"
+  wait "$reader"
+  wait_for "! flock -n -s '$D/data' true" 10 # the writer holds it now: flock -s is kept out
+  run "$DLOCK" run -n -s -k data -- true
+  assert_failure 75
+  # a flock -s waiter gets it once the dlock writer is done, with a dlock --shared waiter
+  start_bg sreader flock -s "$D/data" sh -c ': >"$0"; until [ -e "$1" ]; do sleep 0.01; done' "$T/flock-read" "$T/go3"
+  start_bg dreader "$DLOCK" run -s -k data -- sh -c ': >"$0"; until [ -e "$1" ]; do sleep 0.01; done' "$T/dlock-read" "$T/go3"
+  sleep 0.3
+  [ ! -e "$T/flock-read" ] && [ ! -e "$T/dlock-read" ]
+  touch "$T/go2"
+  wait "$writer"
+  [ -e "$T/wrote" ]
+  # both readers in at once
+  wait_for "[ -e '$T/flock-read' ] && [ -e '$T/dlock-read' ]" 10
+  run flock -n -x "$D/data" true
+  assert_failure 1
+  touch "$T/go3"
+  wait_for "flock -n -x '$D/data' true" 10
+  # a flock -x holder keeps dlock --shared out
+  start_bg xholder flock -o -x "$D/data" sh -c 'until [ -e "$0" ]; do sleep 0.01; done' "$T/go4"
+  wait_for "! flock -n -s '$D/data' true"
+  run "$DLOCK" run -n -s -k data -- true
+  assert_failure 75
+  touch "$T/go4"
+  wait "$BG_PID"
+  run -0 "$DLOCK" run -n -s -k data -- true
+}
+
 @test "SIGKILL of dlock frees the lock at once (the command dies with it)" {
   start_bg holder "$DLOCK" run -k k -- sh -c 'echo $$ >"$0"; exec sleep 60' "$T/cmd.pid"
   wait_for "[ -s '$T/cmd.pid' ]" 10
