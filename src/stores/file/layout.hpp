@@ -95,6 +95,26 @@ struct Layout {
   // .dlock/ENC+newticket+R: a ticket being made (locked, then renamed to ENC+ticket+ID).
   std::string new_ticket_prefix() const { return encoded + "+newticket+"; }
 
+  // .dlock/ENC+party+GEN+ID: a barrier party's arrival in generation GEN (dlockparty1, its
+  // --parties), flocked by it while it waits; a party gone leaves it unlocked (ignored, removed).
+  std::string party_prefix() const { return encoded + "+party+"; }
+  std::string party_name(std::int64_t generation, std::string_view id) const
+  {
+    return party_prefix() + std::to_string(generation) + "+" + std::string(id);
+  }
+  // .dlock/ENC+newparty+R: an arrival being made (locked, then renamed to ENC+party+GEN+ID).
+  std::string new_party_prefix() const { return encoded + "+newparty+"; }
+  // .dlock/ENC+tripped+GEN+ID: generation GEN tripped, with the parties that passed it (written
+  // by party ID, the one that saw them all); removed once none of them waits any more.
+  std::string tripped_prefix() const { return encoded + "+tripped+"; }
+  std::string tripped_name(std::int64_t generation, std::string_view id) const
+  {
+    return tripped_prefix() + std::to_string(generation) + "+" + std::string(id);
+  }
+  // .dlock/ENC+latch: the count-down latch (dlocklatch1, its count and when it expires),
+  // replaced whole on each change by a dlock holding the flock of the one it replaces.
+  std::string latch_name() const { return encoded + "+latch"; }
+
   std::string lock_path() const { return dir + "/" + lock_name(); }
   std::string slot_path(int slot) const { return dir + "/" + slot_name(slot); }
   std::string turnstile_path() const { return dir + "/" + turnstile_name(); }
