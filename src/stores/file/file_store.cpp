@@ -38,6 +38,9 @@ namespace {
 
 // The longest a waiter blocks before it asks again (the helper keeps blocking meanwhile).
 constexpr Millis longest_block{30'000};
+// After a close that woke a waiter while the file still looked locked, the one more look:
+// the kernel announces a close just before it frees the flocks of what was closed.
+constexpr Millis after_close{100};
 // --limit N waits with a thread per slot in the helper: more would be a thread army.
 constexpr int most_slots = 1024;
 
@@ -994,6 +997,11 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
     }
     Millis cap = request.ticket.max_block > Millis(0) ? request.ticket.max_block : longest_block;
     result.block = std::min(cap, longest_block);
+    if (n.queued && n.close_seen) {
+      // Woken by a ticket's close whose flock the kernel had not freed yet: one more look soon.
+      result.block = std::min(result.block, after_close);
+    }
+    n.close_seen = false;
     if (n.queued) {
       std::vector<std::string> files = files_of(n.layout, util::directory_entries(m_dirfd.get()));
       Observed seen = observe(m_dirfd.get(), n.layout, files, proc_locks(), records);
@@ -1672,6 +1680,9 @@ void FileStore::on_inotify()
   alignas(inotify_event) std::array<char, 4096> buffer{};
   std::set<std::string> changed;     // names in .dlock
   std::set<std::string> changed_dir; // names in DIR
+  // Names closed (in either): the kernel reports a close before it frees the flocks of the
+  // description closed, so a look right after may still find them locked.
+  std::set<std::string> closed;
   bool overflow = false;
   for (ssize_t got = 0; (got = ::read(m_inotify.get(), buffer.data(), buffer.size())) > 0;) {
     for (std::size_t at = 0; at + sizeof(inotify_event) <= static_cast<std::size_t>(got);) {
@@ -1685,6 +1696,9 @@ void FileStore::on_inotify()
         changed.emplace(text, ::strnlen(text, length));
       } else if (event.wd == m_watch_dir && m_watch_dir >= 0 && length > 0) {
         changed_dir.emplace(text, ::strnlen(text, length));
+      }
+      if (length > 0 && (event.mask & (IN_CLOSE_WRITE | IN_CLOSE_NOWRITE)) != 0) {
+        closed.emplace(text, ::strnlen(text, length));
       }
       at += sizeof event + event.len;
     }
@@ -1706,6 +1720,10 @@ void FileStore::on_inotify()
       || (n.supersede && std::any_of(changed.begin(), changed.end(), [&](const std::string& file) {
             return file.starts_with(n.layout.waiter_prefix());
           }));
+    n.close_seen =
+      n.close_seen || (n.queued && std::any_of(closed.begin(), closed.end(), [&](const auto& f) {
+                         return f.starts_with(n.layout.ticket_prefix());
+                       }));
     if (n.wait_pending && look) {
       n.wait_pending = false;
       m_answers.answer(Op::wait_for_wake);
@@ -1726,9 +1744,11 @@ void FileStore::on_inotify()
     const Layout& layout = g.layout;
     bool look = overflow;
     for (const std::string& file : changed_dir) {
-      look = look
-             || (g.mode == lock::WaitMode::watch
-                 && (file == layout.lock_name() || file.starts_with(layout.encoded + "+slot.")));
+      bool lock_file =
+        g.mode == lock::WaitMode::watch
+        && (file == layout.lock_name() || file.starts_with(layout.encoded + "+slot."));
+      look = look || lock_file;
+      g.close_seen = g.close_seen || (lock_file && closed.contains(file));
     }
     for (const std::string& file : changed) {
       switch (g.mode) {
@@ -2210,6 +2230,11 @@ void FileStore::look_watch(Gate& g, const lock::GateRequest& request, lock::Gate
   result.since = request.ticket.since != 0 ? request.ticket.since : util::unix_us();
   Millis cap = request.ticket.max_block > Millis(0) ? request.ticket.max_block : longest_block;
   result.block = std::min(cap, longest_block);
+  if (g.close_seen) {
+    // Woken by a close whose flock the kernel had not freed yet: one more look soon.
+    g.close_seen = false;
+    result.block = std::min(result.block, after_close);
+  }
   result.lock.holder = status.holder;
   result.lock.holders = static_cast<std::int64_t>(std::max<std::size_t>(1, seen.holders.size()));
   if (status.command_ended) {

@@ -124,6 +124,7 @@ private:
     util::UniqueFd ticket;
     std::string ticket_file;
     bool queued = false;
+    bool close_seen = false; // queued: a ticket's close woke it (see after_close)
   };
   using Op = lock::Outcome::Op;
   // One name a waiter that takes nothing waits on (wait, barrier, latch).
@@ -135,6 +136,7 @@ private:
     bool wait_pending = false;
     util::TimePoint block_until{};
     bool side_changed = false; // a file it looks at changed while no wait was pending
+    bool close_seen = false;   // watch: a lock file's close woke it (see after_close)
     // watch: who held the lock at the last look (a flock's inode and pid, a --min-hold's
     // holder): a look that finds none of them holding it counts as freed.
     std::set<std::string> holders;
