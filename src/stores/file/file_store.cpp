@@ -2026,10 +2026,11 @@ BarrierView look_at_barrier(int meta, const Layout& layout, const std::string& o
     if (is_marker) {
       Marker m;
       std::optional<std::string> text = util::read_bounded(fd.get(), max_marker_bytes);
-      std::string id;
-      if (!text
-          || !parse_generation_id(std::string_view(entry).substr(tripped.size()), m.generation,
-                                  id)) {
+      std::string_view digits = std::string_view(entry).substr(tripped.size());
+      auto [end, error] =
+        std::from_chars(digits.data(), digits.data() + digits.size(), m.generation);
+      if (!text || error != std::errc{} || end != digits.data() + digits.size()
+          || m.generation <= 0) {
         continue;
       }
       m.parties = parse_count_line(*text, "dlocktrip1");
@@ -2077,6 +2078,32 @@ BarrierView look_at_barrier(int meta, const Layout& layout, const std::string& o
     }
   }
   return view;
+}
+
+// Makes .dlock/ENC+tripped+GEN with text, whole, unless one is there: false if one was.
+bool create_marker(int meta, const Layout& layout, std::int64_t generation, const std::string& text)
+{
+  const std::string marker = layout.tripped_name(generation);
+  const std::string temporary = layout.new_tripped_prefix() + util::random_token().substr(0, 16);
+  util::UniqueFd fd =
+    util::open_regular_at(meta, temporary, O_WRONLY | O_CREAT | O_EXCL | O_TRUNC, 0644, true);
+  int err = 0;
+  if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())
+      || ::fchmod(fd.get(), 0644) != 0) {
+    err = errno;
+  } else if (::linkat(meta, temporary.c_str(), meta, marker.c_str(), 0) != 0) {
+    err = errno;
+  }
+  if (fd) {
+    ::unlinkat(meta, temporary.c_str(), 0);
+  }
+  if (err == EEXIST) {
+    return false;
+  }
+  if (err != 0) {
+    throw io_error(err, "mark the barrier passed in", layout.meta_path_of(marker));
+  }
+  return true;
 }
 
 // The latch as .dlock/ENC+latch says: its count, and when it expires (CLOCK_REALTIME ms).
@@ -2379,10 +2406,16 @@ void FileStore::look_barrier(Gate& g, const lock::GateRequest& request, lock::Ga
     for (std::int64_t i = 0; i < parties; ++i) {
       text += members[static_cast<std::size_t>(i)] + (i + 1 < parties ? " " : "\n");
     }
-    if (parties > 1) {
-      const std::string marker = g.layout.tripped_name(target, g.id);
-      if (int err = util::replace_file_at(meta, marker, text, 0644); err != 0) {
-        throw io_error(err, "mark the barrier passed in", g.layout.meta_path_of(marker));
+    // One marker a generation, made whole and only if none is there (parties that saw the
+    // generation at other moments may count different first N): the first one made is what
+    // every party of it goes by.
+    if (parties > 1 && !create_marker(meta, g.layout, target, text)) {
+      view = look_at_barrier(meta, g.layout, g.party_file);
+      if (!marked(target, g.id)) {
+        Millis cap =
+          request.ticket.max_block > Millis(0) ? request.ticket.max_block : longest_block;
+        result.block = std::min(cap, longest_block);
+        return; // not among those that passed: its next look moves it on
       }
     }
     result.open = true;

@@ -104,13 +104,15 @@ struct Layout {
   }
   // .dlock/ENC+newparty+R: an arrival being made (locked, then renamed to ENC+party+GEN+ID).
   std::string new_party_prefix() const { return encoded + "+newparty+"; }
-  // .dlock/ENC+tripped+GEN+ID: generation GEN tripped, with the parties that passed it (written
-  // by party ID, the one that saw them all); removed once none of them waits any more.
+  // .dlock/ENC+tripped+GEN: generation GEN tripped, with the parties that passed it (made once,
+  // whole, by the first party that saw them all); removed once none of them waits any more.
   std::string tripped_prefix() const { return encoded + "+tripped+"; }
-  std::string tripped_name(std::int64_t generation, std::string_view id) const
+  std::string tripped_name(std::int64_t generation) const
   {
-    return tripped_prefix() + std::to_string(generation) + "+" + std::string(id);
+    return tripped_prefix() + std::to_string(generation);
   }
+  // .dlock/ENC+newtrip+R: a marker being written (linked to ENC+tripped+GEN if none is there).
+  std::string new_tripped_prefix() const { return encoded + "+newtrip+"; }
   // .dlock/ENC+latch: the count-down latch (dlocklatch1, its count and when it expires),
   // replaced whole on each change by a dlock holding the flock of the one it replaces.
   std::string latch_name() const { return encoded + "+latch"; }
