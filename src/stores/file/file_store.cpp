@@ -114,8 +114,12 @@ bool compatible(const lock::LockKind& a, const lock::LockKind& b)
   return a_limit == b_limit && (!a_limit || a.limit == b.limit);
 }
 
+// Whether the latch open on fd is dlock's and expired.
+bool latch_expired(int fd);
+
 // The live records of .dlock (each still locked by its holder), by encoded name; the records
-// of holders gone are removed on the way. Another user's FIFO or link there is skipped.
+// of holders gone, and latches expired, are removed on the way. Another user's FIFO or link
+// there is skipped.
 std::map<std::string, std::vector<Record>> live_records(int meta, const std::string& only = {})
 {
   std::map<std::string, std::vector<Record>> found;
@@ -128,6 +132,13 @@ std::map<std::string, std::vector<Record>> live_records(int meta, const std::str
       continue;
     }
     std::string_view what = std::string_view(entry).substr(plus);
+    if (what == "+latch") {
+      util::UniqueFd fd = util::open_regular_at(meta, entry, O_RDONLY);
+      if (fd && latch_expired(fd.get()) && names(meta, entry, fd.get())) {
+        ::unlinkat(meta, entry.c_str(), 0); // nothing is left past its expiry
+      }
+      continue;
+    }
     bool final = what.starts_with("+by+");
     if (!final && !what.starts_with("+new+")) {
       continue;
@@ -2144,6 +2155,12 @@ std::optional<LatchState> read_latch(int fd)
     return LatchState{};
   }
   return latch;
+}
+
+bool latch_expired(int fd)
+{
+  std::optional<LatchState> latch = read_latch(fd);
+  return latch && latch->count < 0;
 }
 
 } // namespace

@@ -45,8 +45,8 @@ public:
                            util::Millis block) override;
   void start_renew(const lock::LockName& name, const lock::RenewRequest& request) override;
   void start_release(const lock::LockName& name, const std::string& token) override;
-  // Nothing is registered while waiting (the helper is the registration), and the counter is
-  // this directory's own: done at once.
+  // A lock waiter's helper and --fair ticket go (the helper is its registration); a barrier
+  // party's arrival goes unless its generation tripped (Outcome::gate.open). Done at once.
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
   // dlock wait, barrier and latch within this host: a watcher looks at /proc/locks (taking
   // nothing) and is woken by the lock file's close (inotify on DIR); barrier parties and the
@@ -214,7 +214,7 @@ private:
   // Makes (or moves) this party's arrival into generation.
   void arrive(Gate& g, std::int64_t generation, std::int64_t parties);
   void drop_party(Gate& g) noexcept;
-  // Whether a marker of generation lists this party (it passed the barrier).
+  // Whether the marker of this party's generation lists it (it passed the barrier).
   bool passed(const Gate& g, std::int64_t parties);
 
   std::string m_dir;

@@ -311,6 +311,13 @@ barrier_round() {
   assert_output --partial "latch 'short' is not set"
   [ ! -e "$D/.dlock/short+latch" ]
   run -1 "$DLOCK" latch -k never --down
+  # nothing is left past its expiry: list (or any look at the name) removes it
+  run -0 "$DLOCK" latch -k gone --count 1 --expire 300ms
+  sleep 0.5
+  [ -e "$D/.dlock/gone+latch" ]
+  run -0 "$DLOCK" list
+  [ ! -e "$D/.dlock/gone+latch" ]
+  [ -e "$D/.dlock/day+latch" ]
 }
 
 @test "latch --wait: runs out (75, -E), waits for a latch set later, --count 0 releases at once" {
