@@ -1962,11 +1962,11 @@ std::vector<std::string_view> tab_fields_of(std::string_view line)
   }
 }
 
-// A barrier party's or marker's name after its prefix: GEN+ID.
+// A barrier party's name after its prefix: GEN+ID.
 bool parse_generation_id(std::string_view rest, std::int64_t& generation, std::string& id)
 {
   std::size_t plus = rest.find('+');
-  if (plus == std::string_view::npos || plus > 19) {
+  if (plus > 19) { // npos too
     return false;
   }
   auto [end, error] = std::from_chars(rest.data(), rest.data() + plus, generation);
