@@ -384,6 +384,24 @@ std::optional<Announcement> live_newest(int meta, const Layout& layout)
   return newest;
 }
 
+// How many --fair waiters of layout are queued (their tickets still locked by them).
+std::int64_t queued_waiters(int meta, const Layout& layout,
+                            const std::vector<std::string>& meta_entries)
+{
+  std::int64_t queued = 0;
+  const std::string prefix = layout.ticket_prefix();
+  for (const std::string& entry : meta_entries) {
+    if (!entry.starts_with(prefix)) {
+      continue;
+    }
+    util::UniqueFd fd = util::open_regular_at(meta, entry, O_RDONLY);
+    if (fd && ::flock(fd.get(), LOCK_SH | LOCK_NB) != 0) {
+      ++queued;
+    }
+  }
+  return queued;
+}
+
 // A --min-hold or --lock-delay left by a holder no longer running, added to status: held
 // (command ended) until its min-hold, else not takeable for its delay.
 void add_policy(int meta, const Layout& layout, const std::vector<Record>& records,
@@ -1900,6 +1918,11 @@ lock::LockStatus FileStore::status(const lock::LockName& name, util::TimePoint)
   Observed seen = observe(m_dirfd.get(), layout, files, proc_locks(), records);
   lock::LockStatus status = status_of(m_metafd.get(), layout, name.str(), seen);
   add_policy(m_metafd.get(), layout, records, status);
+  // --fair waiters queue behind the first, which alone waits in flock(2) (counted there too).
+  status.waiters =
+    std::max(status.waiters, queued_waiters(m_metafd.get(), layout,
+                                            m_metafd ? util::directory_entries(m_metafd.get())
+                                                     : std::vector<std::string>{}));
   return status;
 }
 

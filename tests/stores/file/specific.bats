@@ -432,9 +432,10 @@ tickets() { find "$D/.dlock" -maxdepth 1 -name "$1+ticket+*" 2>/dev/null | wc -l
   start_bg second "$DLOCK" run --fair -w 20s -k k -- sh -c 'date +%s%3N >"$0"' "$T/second-ran"
   local second=$BG_PID
   wait_for "[ \"\$(tickets k)\" -eq 2 ]" 10
-  # the second waits behind the first, not in flock(2)
+  # the second waits behind the first, not in flock(2); status counts both
   sleep 0.3
   [ ! -e "$T/second-ran" ]
+  [ "$(waiters k)" = 2 ]
   kill -KILL "$first"
   wait_for "gone $first" 10
   touch "$T/go"
