@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -37,6 +38,9 @@ namespace {
 
 // The longest a waiter blocks before it asks again (the helper keeps blocking meanwhile).
 constexpr Millis longest_block{30'000};
+// After a close that woke a waiter while the file still looked locked, the one more look:
+// the kernel announces a close just before it frees the flocks of what was closed.
+constexpr Millis after_close{100};
 // --limit N waits with a thread per slot in the helper: more would be a thread army.
 constexpr int most_slots = 1024;
 
@@ -110,8 +114,12 @@ bool compatible(const lock::LockKind& a, const lock::LockKind& b)
   return a_limit == b_limit && (!a_limit || a.limit == b.limit);
 }
 
+// Whether the latch open on fd is dlock's and expired.
+bool latch_expired(int fd);
+
 // The live records of .dlock (each still locked by its holder), by encoded name; the records
-// of holders gone are removed on the way. Another user's FIFO or link there is skipped.
+// of holders gone, and latches expired, are removed on the way. Another user's FIFO or link
+// there is skipped.
 std::map<std::string, std::vector<Record>> live_records(int meta, const std::string& only = {})
 {
   std::map<std::string, std::vector<Record>> found;
@@ -124,6 +132,13 @@ std::map<std::string, std::vector<Record>> live_records(int meta, const std::str
       continue;
     }
     std::string_view what = std::string_view(entry).substr(plus);
+    if (what == "+latch") {
+      util::UniqueFd fd = util::open_regular_at(meta, entry, O_RDONLY);
+      if (fd && latch_expired(fd.get()) && names(meta, entry, fd.get())) {
+        ::unlinkat(meta, entry.c_str(), 0); // nothing is left past its expiry
+      }
+      continue;
+    }
     bool final = what.starts_with("+by+");
     if (!final && !what.starts_with("+new+")) {
       continue;
@@ -369,6 +384,24 @@ std::optional<Announcement> live_newest(int meta, const Layout& layout)
   return newest;
 }
 
+// How many --fair waiters of layout are queued (their tickets still locked by them).
+std::int64_t queued_waiters(int meta, const Layout& layout,
+                            const std::vector<std::string>& meta_entries)
+{
+  std::int64_t queued = 0;
+  const std::string prefix = layout.ticket_prefix();
+  for (const std::string& entry : meta_entries) {
+    if (!entry.starts_with(prefix)) {
+      continue;
+    }
+    util::UniqueFd fd = util::open_regular_at(meta, entry, O_RDONLY);
+    if (fd && ::flock(fd.get(), LOCK_SH | LOCK_NB) != 0) {
+      ++queued;
+    }
+  }
+  return queued;
+}
+
 // A --min-hold or --lock-delay left by a holder no longer running, added to status: held
 // (command ended) until its min-hold, else not takeable for its delay.
 void add_policy(int meta, const Layout& layout, const std::vector<Record>& records,
@@ -487,7 +520,12 @@ Observed observe(int dir, const Layout& layout, const std::vector<std::string>& 
   return seen;
 }
 
-std::vector<ProcLock> proc_locks() { return parse_proc_locks(read_path("/proc/locks")); }
+// The kernel's own text (every flock of the machine): read whole up to a larger cap.
+std::vector<ProcLock> proc_locks()
+{
+  util::UniqueFd fd(::open("/proc/locks", O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  return parse_proc_locks(fd ? util::read_bounded(fd.get(), 64 << 20).value_or("") : "");
+}
 
 lock::LockStatus status_of(int meta, const Layout& layout, std::string name, const Observed& seen)
 {
@@ -574,6 +612,10 @@ FileStore::~FileStore()
 {
   for (auto& [name, n] : m_named) {
     stop_helper(n);
+    drop_ticket(n);
+  }
+  for (auto& [name, g] : m_gates) {
+    drop_party(g);
   }
 }
 
@@ -967,7 +1009,16 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
         return;
       }
     }
-    if (try_candidates(n, request)) {
+    if (request.ticket.mode == lock::WaitMode::fair && !n.ticket) {
+      make_ticket(n, request);
+    }
+    // Every dlock lets earlier --fair waiters go first (flock(1) cannot know of them).
+    watch_meta(); // before the queue is read: a change after the read wakes the wait
+    n.queued = queue_ahead(n);
+    if (n.queued) {
+      drop_candidates(n); // no helper blocks in flock(2) out of turn
+    } else if (try_candidates(n, request)) {
+      drop_ticket(n); // served: the next in the queue is woken
       result.acquired = true;
       result.fence = n.fence;
       m_answers.answer(std::move(outcome));
@@ -975,7 +1026,21 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
     }
     Millis cap = request.ticket.max_block > Millis(0) ? request.ticket.max_block : longest_block;
     result.block = std::min(cap, longest_block);
-    if (n.closed_until_ms > 0) {
+    if (n.queued && n.close_seen) {
+      // Woken by a ticket's close whose flock the kernel had not freed yet: one more look soon.
+      result.block = std::min(result.block, after_close);
+    }
+    n.close_seen = false;
+    if (n.queued) {
+      std::vector<std::string> files = files_of(n.layout, util::directory_entries(m_dirfd.get()));
+      Observed seen = observe(m_dirfd.get(), n.layout, files, proc_locks(), records);
+      result.lease =
+        seen.held ? lock::AcquireResult::Lease::no_expiry : lock::AcquireResult::Lease::fair_queue;
+      if (!seen.holders.empty()) {
+        result.holder = seen.holders.front();
+      }
+      result.holders = static_cast<std::int64_t>(seen.holders.size());
+    } else if (n.closed_until_ms > 0) {
       // Free in the kernel, closed by a holder gone: a timed block to its end.
       result.lease = n.closed_lease;
       result.holder_ttl = Millis(std::max<std::int64_t>(1, n.closed_until_ms - util::unix_ms()));
@@ -995,6 +1060,7 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
     }
     if (request.ticket.mode == lock::WaitMode::once) {
       drop_candidates(n);
+      drop_ticket(n);
     }
     if (!ask_others(n, request, records, result)) {
       drop_candidates(n);
@@ -1004,6 +1070,7 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
   } catch (const Error& error) {
     if (!n.held) {
       drop_candidates(n);
+      drop_ticket(n);
     }
     m_answers.answer(Op::acquire, error);
   }
@@ -1178,6 +1245,113 @@ void FileStore::drop_newest(Named& n) noexcept
   n.newest.reset();
 }
 
+namespace {
+
+// A ticket's place in the queue: its ctime (set by the kernel when it was named, and only ever
+// forward by its owner), then its name.
+using QueuePlace = std::tuple<std::int64_t, std::int64_t, std::string>;
+
+QueuePlace place_of(const struct stat& st, const std::string& name)
+{
+  return {st.st_ctim.tv_sec, st.st_ctim.tv_nsec, name};
+}
+
+// A ticket left half made longer than this ago is a waiter's that died making it.
+constexpr std::int64_t stale_new_ticket_s = 10;
+
+} // namespace
+
+void FileStore::make_ticket(Named& n, const lock::AcquireRequest& request)
+{
+  const int meta = m_metafd.get();
+  if (meta < 0) {
+    throw Error(ExitCode::unavailable,
+                "file store: --fair needs {} for its queue, which cannot be opened",
+                n.layout.meta_dir());
+  }
+  const std::string final_name = n.layout.ticket_name(token_fingerprint(request.ticket.waiter_id));
+  std::string temporary;
+  util::UniqueFd fd;
+  int err = 0;
+  // Readable by all (a waiter behind tests its flock), locked before it is named: a ticket
+  // that is not locked is a waiter gone. Renamed once more if a waiter cleaning up removed it
+  // before it was locked.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    temporary = n.layout.new_ticket_prefix() + util::random_token().substr(0, 16);
+    fd = util::open_regular_at(meta, temporary, O_RDWR | O_CREAT | O_EXCL | O_TRUNC, 0644, true);
+    if (!fd || flock_retry(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+      err = errno;
+      break;
+    }
+    if (::renameat(meta, temporary.c_str(), meta, final_name.c_str()) == 0) {
+      n.ticket = std::move(fd);
+      n.ticket_file = final_name;
+      return;
+    }
+    err = errno;
+    if (err != ENOENT) {
+      break;
+    }
+  }
+  if (fd) {
+    ::unlinkat(meta, temporary.c_str(), 0);
+  }
+  throw io_error(err, "queue a --fair waiter in", n.layout.meta_path_of(final_name));
+}
+
+void FileStore::drop_ticket(Named& n) noexcept
+{
+  if (n.ticket && ::getpid() == m_pid && names(m_metafd.get(), n.ticket_file, n.ticket.get())) {
+    ::unlinkat(m_metafd.get(), n.ticket_file.c_str(), 0); // wakes the waiter behind (inotify)
+  }
+  n.ticket.reset();
+  n.ticket_file.clear();
+  n.queued = false;
+}
+
+bool FileStore::queue_ahead(const Named& n)
+{
+  const int meta = m_metafd.get();
+  if (meta < 0) {
+    return false;
+  }
+  std::optional<QueuePlace> mine;
+  struct stat own {};
+  if (n.ticket && ::fstat(n.ticket.get(), &own) == 0) {
+    mine = place_of(own, n.ticket_file);
+  }
+  const std::string prefix = n.layout.ticket_prefix();
+  const std::string new_prefix = n.layout.new_ticket_prefix();
+  const std::int64_t now_s = util::unix_ms() / 1000;
+  bool ahead = false;
+  for (const std::string& entry : util::directory_entries(meta)) {
+    bool ticket = entry.starts_with(prefix);
+    if ((!ticket && !entry.starts_with(new_prefix)) || entry == n.ticket_file) {
+      continue;
+    }
+    // Another user's file may be anything: opened without following it, regular files only,
+    // never read, and its flock tested without blocking.
+    util::UniqueFd fd = util::open_regular_at(meta, entry, O_RDONLY);
+    struct stat st {};
+    if (!fd || ::fstat(fd.get(), &st) != 0) {
+      continue;
+    }
+    if (::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) {
+      // Its waiter is gone (a half-made one only once it is old: it is locked just after it
+      // is made). Removed if this user may; one it may not stays, and counts for nothing.
+      if ((ticket || now_s - st.st_ctim.tv_sec > stale_new_ticket_s)
+          && names(meta, entry, fd.get())) {
+        ::unlinkat(meta, entry.c_str(), 0);
+      }
+      continue;
+    }
+    if (ticket && (!mine || place_of(st, entry) < *mine)) {
+      ahead = true;
+    }
+  }
+  return ahead;
+}
+
 void FileStore::watch_meta()
 {
   if (!m_inotify) {
@@ -1219,13 +1393,34 @@ void FileStore::start_helper(Named& n)
   n.helper_pipe = std::move(read_end);
 }
 
-void FileStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket&,
+void FileStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
                                     Millis block)
 {
+  if (ticket.mode == lock::WaitMode::watch || ticket.mode == lock::WaitMode::barrier
+      || ticket.mode == lock::WaitMode::latch) {
+    // Until inotify reports a change of the files the last look read (registered before it).
+    Gate& g = gate_of(name);
+    if (g.side_changed) {
+      g.side_changed = false;
+      m_answers.answer(Op::wait_for_wake);
+      return;
+    }
+    g.wait_pending = true;
+    g.block_until = util::monotonic_now() + block;
+    return;
+  }
   Named* n = find(name);
   if (n != nullptr && n->side_changed) {
     n->side_changed = false;
     m_answers.answer(Op::wait_for_wake);
+    return;
+  }
+  if (n != nullptr && !n->held && n->queued) {
+    // Behind an earlier --fair waiter: until a ticket is removed or its waiter dies (the
+    // close of its ticket, inotify on .dlock).
+    watch_meta();
+    n->wait_pending = true;
+    n->block_until = util::monotonic_now() + block;
     return;
   }
   if (n != nullptr && !n->held && n->closed_until_ms > 0) {
@@ -1404,6 +1599,7 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
     drop_hold(*n);
     drop_candidates(*n);
     drop_newest(*n);
+    drop_ticket(*n);
     m_answers.answer(std::move(outcome));
     return;
   }
@@ -1485,11 +1681,24 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
   m_answers.answer(std::move(outcome));
 }
 
-void FileStore::start_withdraw(const lock::LockName& name, const lock::WaitTicket&)
+void FileStore::start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket)
 {
+  if (auto found = m_gates.find(name.str()); found != m_gates.end()) {
+    Gate& g = found->second;
+    Outcome outcome{.op = Op::withdraw};
+    if (ticket.mode == lock::WaitMode::barrier && g.party) {
+      // Withdrawn unless its generation tripped first: then it passed the barrier.
+      outcome.gate.open = passed(g, g.parties);
+    }
+    drop_party(g);
+    g.wait_pending = false;
+    m_answers.answer(std::move(outcome));
+    return;
+  }
   if (Named* n = find(name); n != nullptr && !n->held) {
     drop_candidates(*n);
     drop_newest(*n);
+    drop_ticket(*n);
     n->closed_until_ms = 0;
   }
   m_answers.answer(Op::withdraw);
@@ -1498,7 +1707,11 @@ void FileStore::start_withdraw(const lock::LockName& name, const lock::WaitTicke
 void FileStore::on_inotify()
 {
   alignas(inotify_event) std::array<char, 4096> buffer{};
-  std::set<std::string> changed; // names in .dlock
+  std::set<std::string> changed;     // names in .dlock
+  std::set<std::string> changed_dir; // names in DIR
+  // Names closed (in either): the kernel reports a close before it frees the flocks of the
+  // description closed, so a look right after may still find them locked.
+  std::set<std::string> closed;
   bool overflow = false;
   for (ssize_t got = 0; (got = ::read(m_inotify.get(), buffer.data(), buffer.size())) > 0;) {
     for (std::size_t at = 0; at + sizeof(inotify_event) <= static_cast<std::size_t>(got);) {
@@ -1510,6 +1723,11 @@ void FileStore::on_inotify()
       overflow = overflow || (event.mask & IN_Q_OVERFLOW) != 0;
       if (event.wd == m_watch_meta && length > 0) {
         changed.emplace(text, ::strnlen(text, length));
+      } else if (event.wd == m_watch_dir && m_watch_dir >= 0 && length > 0) {
+        changed_dir.emplace(text, ::strnlen(text, length));
+      }
+      if (length > 0 && (event.mask & (IN_CLOSE_WRITE | IN_CLOSE_NOWRITE)) != 0) {
+        closed.emplace(text, ::strnlen(text, length));
       }
       at += sizeof event + event.len;
     }
@@ -1524,9 +1742,17 @@ void FileStore::on_inotify()
     });
     bool look =
       overflow || (n.closed_until_ms > 0 && side)
+      || (n.queued
+          && std::any_of(
+            changed.begin(), changed.end(),
+            [&](const std::string& file) { return file.starts_with(n.layout.ticket_prefix()); }))
       || (n.supersede && std::any_of(changed.begin(), changed.end(), [&](const std::string& file) {
             return file.starts_with(n.layout.waiter_prefix());
           }));
+    n.close_seen =
+      n.close_seen || (n.queued && std::any_of(closed.begin(), closed.end(), [&](const auto& f) {
+                         return f.starts_with(n.layout.ticket_prefix());
+                       }));
     if (n.wait_pending && look) {
       n.wait_pending = false;
       m_answers.answer(Op::wait_for_wake);
@@ -1541,6 +1767,40 @@ void FileStore::on_inotify()
         m_answers.answer(Outcome{
           .op = Op::disconnected, .lease_ended = true, .replaced_by = holder_of(asked->who)});
       }
+    }
+  }
+  for (auto& [name, g] : m_gates) {
+    const Layout& layout = g.layout;
+    bool look = overflow;
+    for (const std::string& file : changed_dir) {
+      bool lock_file =
+        g.mode == lock::WaitMode::watch
+        && (file == layout.lock_name() || file.starts_with(layout.encoded + "+slot."));
+      look = look || lock_file;
+      g.close_seen = g.close_seen || (lock_file && closed.contains(file));
+    }
+    for (const std::string& file : changed) {
+      switch (g.mode) {
+      case lock::WaitMode::watch: // a --min-hold's end, a holder record gone
+        look = look || file.starts_with(layout.policy_prefix())
+               || file.starts_with(layout.encoded + "+by+");
+        break;
+      case lock::WaitMode::barrier:
+        look = look || file.starts_with(layout.party_prefix())
+               || file.starts_with(layout.tripped_prefix());
+        break;
+      case lock::WaitMode::latch:
+        look = look || file == layout.latch_name();
+        break;
+      default:
+        break;
+      }
+    }
+    if (look && g.wait_pending) {
+      g.wait_pending = false;
+      m_answers.answer(Op::wait_for_wake);
+    } else if (look) {
+      g.side_changed = true;
     }
   }
   for (auto& [name, n] : m_named) {
@@ -1570,6 +1830,12 @@ void FileStore::watch(util::EventLoop& loop)
       loop.wake_at(n.block_until);
     }
   }
+  for (auto& [name, g] : m_gates) {
+    holding = holding || g.wait_pending;
+    if (g.wait_pending) {
+      loop.wake_at(g.block_until);
+    }
+  }
   if (holding && m_inotify) {
     loop.watch(m_inotify.get(), POLLIN, [this](short) { on_inotify(); });
   }
@@ -1581,6 +1847,12 @@ std::optional<Outcome> FileStore::next_outcome()
   for (auto& [name, n] : m_named) {
     if (n.wait_pending && now >= n.block_until) {
       n.wait_pending = false; // not woken within the block: the caller asks again
+      m_answers.answer(Op::wait_for_wake);
+    }
+  }
+  for (auto& [name, g] : m_gates) {
+    if (g.wait_pending && now >= g.block_until) {
+      g.wait_pending = false;
       m_answers.answer(Op::wait_for_wake);
     }
   }
@@ -1596,8 +1868,13 @@ void FileStore::abandon() noexcept
     } else {
       drop_candidates(it->second);
       drop_newest(it->second);
+      drop_ticket(it->second);
       it = m_named.erase(it);
     }
+  }
+  for (auto& [name, g] : m_gates) {
+    g.wait_pending = false; // a barrier party stays arrived: its withdrawal says if it passed
+    g.side_changed = false;
   }
   m_answers.clear();
 }
@@ -1641,6 +1918,11 @@ lock::LockStatus FileStore::status(const lock::LockName& name, util::TimePoint)
   Observed seen = observe(m_dirfd.get(), layout, files, proc_locks(), records);
   lock::LockStatus status = status_of(m_metafd.get(), layout, name.str(), seen);
   add_policy(m_metafd.get(), layout, records, status);
+  // --fair waiters queue behind the first, which alone waits in flock(2) (counted there too).
+  status.waiters =
+    std::max(status.waiters, queued_waiters(m_metafd.get(), layout,
+                                            m_metafd ? util::directory_entries(m_metafd.get())
+                                                     : std::vector<std::string>{}));
   return status;
 }
 
@@ -1682,6 +1964,608 @@ std::vector<lock::LockStatus> FileStore::list(std::string_view pattern, Millis)
   std::sort(found.begin(), found.end(),
             [](const lock::LockStatus& a, const lock::LockStatus& b) { return a.name < b.name; });
   return found;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Waiters that take nothing: wait, barrier, latch.
+
+namespace {
+
+// The tab-separated fields of one line.
+std::vector<std::string_view> tab_fields_of(std::string_view line)
+{
+  std::vector<std::string_view> fields;
+  for (std::size_t start = 0;;) {
+    std::size_t tab = line.find('\t', start);
+    fields.push_back(line.substr(start, tab == std::string_view::npos ? tab : tab - start));
+    if (tab == std::string_view::npos) {
+      return fields;
+    }
+    start = tab + 1;
+  }
+}
+
+// A barrier party's name after its prefix: GEN+ID.
+bool parse_generation_id(std::string_view rest, std::int64_t& generation, std::string& id)
+{
+  std::size_t plus = rest.find('+');
+  if (plus > 19) { // npos too
+    return false;
+  }
+  auto [end, error] = std::from_chars(rest.data(), rest.data() + plus, generation);
+  id = std::string(rest.substr(plus + 1));
+  return error == std::errc{} && end == rest.data() + plus && generation > 0 && id.size() == 16
+         && id.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+// "PREFIX\tN..." with N a positive count: N, or 0.
+std::int64_t parse_count_line(std::string_view text, std::string_view prefix)
+{
+  if (!text.starts_with(prefix) || text.size() <= prefix.size() || text[prefix.size()] != '\t') {
+    return 0;
+  }
+  text.remove_prefix(prefix.size() + 1);
+  std::size_t end = text.find_first_of("\t\n");
+  std::int64_t value = 0;
+  auto [at, error] = std::from_chars(text.data(), text.data() + std::min(end, text.size()), value);
+  return error == std::errc{} && at == text.data() + std::min(end, text.size()) && value > 0 ? value
+                                                                                             : 0;
+}
+
+// The largest barrier marker read (the ids of the parties that passed, 17 bytes each).
+constexpr std::size_t max_marker_bytes = 1 << 20;
+
+// A live barrier arrival.
+struct Arrival {
+  std::int64_t generation = 0;
+  std::int64_t parties = 0;
+  std::string id;
+  QueuePlace place;
+};
+
+// A generation's end, as a party that saw it wrote it.
+struct Marker {
+  std::string file;
+  std::int64_t generation = 0;
+  std::int64_t parties = 0;
+  std::set<std::string> ids;
+};
+
+// What .dlock says of one barrier: the live arrivals (sorted by arrival) and the markers;
+// arrivals of parties gone are removed on the way (half-made ones once old).
+struct BarrierView {
+  std::vector<Arrival> arrivals;
+  std::vector<Marker> markers;
+};
+
+BarrierView look_at_barrier(int meta, const Layout& layout, const std::string& own_file)
+{
+  BarrierView view;
+  const std::string party = layout.party_prefix();
+  const std::string fresh = layout.new_party_prefix();
+  const std::string tripped = layout.tripped_prefix();
+  const std::int64_t now_s = util::unix_ms() / 1000;
+  for (const std::string& entry : util::directory_entries(meta)) {
+    bool is_party = entry.starts_with(party);
+    bool is_marker = entry.starts_with(tripped);
+    if (!is_party && !is_marker && !entry.starts_with(fresh)) {
+      continue;
+    }
+    util::UniqueFd fd = util::open_regular_at(meta, entry, O_RDONLY);
+    struct stat st {};
+    if (!fd || ::fstat(fd.get(), &st) != 0) {
+      continue;
+    }
+    Arrival a;
+    if (is_marker) {
+      Marker m;
+      std::optional<std::string> text = util::read_bounded(fd.get(), max_marker_bytes);
+      std::string_view digits = std::string_view(entry).substr(tripped.size());
+      auto [end, error] =
+        std::from_chars(digits.data(), digits.data() + digits.size(), m.generation);
+      if (!text || error != std::errc{} || end != digits.data() + digits.size()
+          || m.generation <= 0) {
+        continue;
+      }
+      m.parties = parse_count_line(*text, "dlocktrip1");
+      std::size_t ids_at = text->find('\t', std::string_view("dlocktrip1\t").size());
+      for (std::size_t at = ids_at == std::string::npos ? text->size() : ids_at + 1;
+           at + 16 <= text->size(); at += 17) {
+        m.ids.insert(text->substr(at, 16));
+      }
+      if (m.parties > 0) {
+        m.file = entry;
+        view.markers.push_back(std::move(m));
+      }
+      continue;
+    }
+    if (entry != own_file && ::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) {
+      // its party is gone (one half made, only once old: it is locked just after it is made)
+      if ((is_party || now_s - st.st_ctim.tv_sec > stale_new_ticket_s)
+          && names(meta, entry, fd.get())) {
+        ::unlinkat(meta, entry.c_str(), 0);
+      }
+      continue;
+    }
+    if (!is_party
+        || !parse_generation_id(std::string_view(entry).substr(party.size()), a.generation, a.id)) {
+      continue;
+    }
+    a.parties = parse_count_line(util::read_bounded(fd.get(), 64).value_or(""), "dlockparty1");
+    if (a.parties > 0) {
+      a.place = place_of(st, entry);
+      view.arrivals.push_back(std::move(a));
+    }
+  }
+  std::sort(view.arrivals.begin(), view.arrivals.end(),
+            [](const Arrival& x, const Arrival& y) { return x.place < y.place; });
+  // A marker none of whose generation's parties waits any more is over (removed if this user
+  // may: in a sticky .dlock only its writer and root).
+  for (auto it = view.markers.begin(); it != view.markers.end();) {
+    bool waited = std::any_of(view.arrivals.begin(), view.arrivals.end(),
+                              [&](const Arrival& x) { return x.generation == it->generation; });
+    if (!waited) {
+      ::unlinkat(meta, it->file.c_str(), 0);
+      it = view.markers.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return view;
+}
+
+// Makes .dlock/ENC+tripped+GEN with text, whole, unless one is there: false if one was.
+bool create_marker(int meta, const Layout& layout, std::int64_t generation, const std::string& text)
+{
+  const std::string marker = layout.tripped_name(generation);
+  const std::string temporary = layout.new_tripped_prefix() + util::random_token().substr(0, 16);
+  util::UniqueFd fd =
+    util::open_regular_at(meta, temporary, O_WRONLY | O_CREAT | O_EXCL | O_TRUNC, 0644, true);
+  int err = 0;
+  if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())
+      || ::fchmod(fd.get(), 0644) != 0) {
+    err = errno;
+  } else if (::linkat(meta, temporary.c_str(), meta, marker.c_str(), 0) != 0) {
+    err = errno;
+  }
+  if (fd) {
+    ::unlinkat(meta, temporary.c_str(), 0);
+  }
+  if (err == EEXIST) {
+    return false;
+  }
+  if (err != 0) {
+    throw io_error(err, "mark the barrier passed in", layout.meta_path_of(marker));
+  }
+  return true;
+}
+
+// The latch as .dlock/ENC+latch says: its count, and when it expires (CLOCK_REALTIME ms).
+struct LatchState {
+  std::int64_t count = -1; // -1: none
+  std::int64_t expires_ms = 0;
+};
+
+std::string latch_text(std::int64_t count, std::int64_t expires_ms)
+{
+  return fmt::format("dlocklatch1\t{}\t{}\n", count, expires_ms);
+}
+
+// The latch open on fd (nullopt for what dlock did not write); an expired one is none.
+std::optional<LatchState> read_latch(int fd)
+{
+  std::optional<std::string> text = util::read_bounded(fd, 128);
+  if (!text) {
+    return std::nullopt;
+  }
+  std::vector<std::string_view> fields = tab_fields_of(*text);
+  LatchState latch;
+  if (fields.size() != 3 || fields[0] != "dlocklatch1") {
+    return std::nullopt;
+  }
+  auto number = [](std::string_view field, std::int64_t& out) {
+    auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), out);
+    return error == std::errc{} && end == field.data() + field.size() && out >= 0;
+  };
+  std::string_view last = fields[2];
+  if (last.ends_with('\n')) {
+    last.remove_suffix(1);
+  }
+  if (!number(fields[1], latch.count) || !number(last, latch.expires_ms)) {
+    return std::nullopt;
+  }
+  if (latch.expires_ms <= util::unix_ms()) {
+    return LatchState{};
+  }
+  return latch;
+}
+
+bool latch_expired(int fd)
+{
+  std::optional<LatchState> latch = read_latch(fd);
+  return latch && latch->count < 0;
+}
+
+} // namespace
+
+FileStore::Gate& FileStore::gate_of(const lock::LockName& name)
+{
+  auto [it, inserted] = m_gates.try_emplace(name.str(), Layout(m_dir, name.str()));
+  it->second.name = name.str();
+  return it->second;
+}
+
+void FileStore::watch_dir()
+{
+  if (!m_inotify) {
+    m_inotify.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  }
+  if (m_watch_dir >= 0 || !m_inotify || !m_dirfd) {
+    return;
+  }
+  std::string self = "/proc/self/fd/" + std::to_string(m_dirfd.get());
+  // A lock file's close is its holder's end (the last descriptor of a flock closed frees it).
+  m_watch_dir = ::inotify_add_watch(m_inotify.get(), self.c_str(),
+                                    IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_DELETE | IN_MOVED_FROM
+                                      | IN_MOVED_TO | IN_ONLYDIR);
+}
+
+void FileStore::start_gate(const lock::LockName& name, const lock::GateRequest& request)
+{
+  Gate& g = gate_of(name);
+  g.mode = request.ticket.mode;
+  g.id = token_fingerprint(request.ticket.waiter_id);
+  g.side_changed = false;
+  Outcome outcome{.op = Op::gate};
+  try {
+    switch (request.ticket.mode) {
+    case lock::WaitMode::watch:
+      look_watch(g, request, outcome.gate);
+      break;
+    case lock::WaitMode::barrier:
+      look_barrier(g, request, outcome.gate);
+      break;
+    case lock::WaitMode::latch:
+      look_latch(g, request, outcome.gate);
+      break;
+    case lock::WaitMode::once:
+    case lock::WaitMode::wait:
+    case lock::WaitMode::fair:
+      throw Error(ExitCode::internal, "a lock waiter at a gate");
+    }
+  } catch (const Error& error) {
+    m_answers.answer(Op::gate, error);
+    return;
+  }
+  m_answers.answer(std::move(outcome));
+}
+
+void FileStore::look_watch(Gate& g, const lock::GateRequest& request, lock::GateResult& result)
+{
+  if (!open_directories(false)) {
+    result.open = true; // no directory: nothing is held
+    return;
+  }
+  // Watched before the look: a close after it wakes the wait that follows.
+  watch_dir();
+  watch_meta();
+  const Layout& layout = g.layout;
+  const int dir = m_dirfd.get();
+  const int meta = m_metafd.get();
+  std::vector<Record> records = live_records(meta, layout.encoded)[layout.encoded];
+  std::vector<std::string> files = files_of(layout, util::directory_entries(dir));
+  std::vector<ProcLock> locks = proc_locks();
+  Observed seen = observe(dir, layout, files, locks, records);
+  lock::LockStatus status = status_of(meta, layout, g.name, seen);
+  add_policy(meta, layout, records, status);
+  if (!status.held) {
+    result.open = true;
+    return;
+  }
+  // Who holds it now: each flock granted on its files (by inode and the pid that took it).
+  std::set<std::string> holders;
+  for (const std::string& file : files) {
+    struct stat st {};
+    if (file == layout.turnstile_name()
+        || ::fstatat(dir, file.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      continue;
+    }
+    for (const ProcLock& l : locks) {
+      if (!l.blocked && l.inode == st.st_ino && l.dev_major == major(st.st_dev)
+          && l.dev_minor == minor(st.st_dev)) {
+        holders.insert(fmt::format("{}:{}", l.inode, l.pid));
+      }
+    }
+  }
+  if (status.command_ended) {
+    holders.insert(fmt::format("min-hold:{}:{}", status.holder.pid, status.holder.acquired_ms));
+  }
+  if (request.ticket.since == 0) {
+    g.holders.clear();
+  }
+  // None of those seen at the last look holds it: it was free in between (a lock waiter took
+  // it at once), which counts as freed. (Each close of a lock file wakes this watcher, so the
+  // looks follow every change of holders.)
+  bool changed = !g.holders.empty() && !holders.empty()
+                 && std::none_of(holders.begin(), holders.end(),
+                                 [&](const std::string& h) { return g.holders.contains(h); });
+  if (changed) {
+    result.open = true;
+    return;
+  }
+  g.holders = std::move(holders);
+  result.since = request.ticket.since != 0 ? request.ticket.since : util::unix_us();
+  Millis cap = request.ticket.max_block > Millis(0) ? request.ticket.max_block : longest_block;
+  result.block = std::min(cap, longest_block);
+  if (g.close_seen) {
+    // Woken by a close whose flock the kernel had not freed yet: one more look soon.
+    g.close_seen = false;
+    result.block = std::min(result.block, after_close);
+  }
+  result.lock.holder = status.holder;
+  result.lock.holders = static_cast<std::int64_t>(std::max<std::size_t>(1, seen.holders.size()));
+  if (status.command_ended) {
+    result.lock.lease = lock::AcquireResult::Lease::min_hold;
+    result.lock.holder_ttl = Millis(std::max<std::int64_t>(1, status.ttl_ms));
+    result.block = std::min(result.block, result.lock.holder_ttl);
+  } else {
+    result.lock.lease = lock::AcquireResult::Lease::no_expiry;
+  }
+}
+
+void FileStore::arrive(Gate& g, std::int64_t generation, std::int64_t parties)
+{
+  const int meta = m_metafd.get();
+  const std::string final_name = g.layout.party_name(generation, g.id);
+  if (g.party) {
+    // Moved to another generation: the same file (and flock), renamed.
+    if (::renameat(meta, g.party_file.c_str(), meta, final_name.c_str()) != 0) {
+      throw io_error(errno, "move a barrier party in", g.layout.meta_path_of(final_name));
+    }
+    g.party_file = final_name;
+    g.generation = generation;
+    return;
+  }
+  const std::string text = fmt::format("dlockparty1\t{}\n", parties);
+  int err = 0;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::string temporary = g.layout.new_party_prefix() + util::random_token().substr(0, 16);
+    util::UniqueFd fd =
+      util::open_regular_at(meta, temporary, O_RDWR | O_CREAT | O_EXCL | O_TRUNC, 0644, true);
+    if (!fd || flock_retry(fd.get(), LOCK_EX | LOCK_NB) != 0
+        || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+      err = errno;
+      if (fd) {
+        ::unlinkat(meta, temporary.c_str(), 0);
+      }
+      break;
+    }
+    if (::renameat(meta, temporary.c_str(), meta, final_name.c_str()) == 0) {
+      g.party = std::move(fd);
+      g.party_file = final_name;
+      g.generation = generation;
+      return;
+    }
+    err = errno;
+    ::unlinkat(meta, temporary.c_str(), 0);
+    if (err != ENOENT) {
+      break;
+    }
+  }
+  throw io_error(err, "arrive at the barrier in", g.layout.meta_path_of(final_name));
+}
+
+void FileStore::drop_party(Gate& g) noexcept
+{
+  if (g.party && ::getpid() == m_pid && names(m_metafd.get(), g.party_file, g.party.get())) {
+    ::unlinkat(m_metafd.get(), g.party_file.c_str(), 0);
+    // The last party of a generation to leave sees none of it waiting, and removes its marker.
+    try {
+      look_at_barrier(m_metafd.get(), g.layout, "");
+    } catch (...) { // NOLINT(bugprone-empty-catch): left for the next party to remove
+    }
+  }
+  g.party.reset();
+  g.party_file.clear();
+  g.generation = 0;
+}
+
+bool FileStore::passed(const Gate& g, std::int64_t parties)
+{
+  BarrierView view = look_at_barrier(m_metafd.get(), g.layout, g.party_file);
+  return g.generation > 0
+         && std::any_of(view.markers.begin(), view.markers.end(), [&](const Marker& m) {
+              return m.generation == g.generation && m.parties == parties && m.ids.contains(g.id);
+            });
+}
+
+void FileStore::look_barrier(Gate& g, const lock::GateRequest& request, lock::GateResult& result)
+{
+  prepare_directory();
+  if (!m_metafd) {
+    throw Error(ExitCode::unavailable, "file store: a barrier needs {}, which cannot be opened",
+                g.layout.meta_dir());
+  }
+  watch_meta(); // before the look: an arrival or a marker after it wakes the wait that follows
+  const int meta = m_metafd.get();
+  const std::int64_t parties = request.parties;
+  result.parties = parties;
+  g.parties = parties;
+  BarrierView view = look_at_barrier(meta, g.layout, g.party_file);
+  auto marked = [&](std::int64_t generation, const std::string& id) {
+    return std::any_of(view.markers.begin(), view.markers.end(), [&](const Marker& m) {
+      return m.generation == generation && m.parties == parties && m.ids.contains(id);
+    });
+  };
+  auto closed = [&](std::int64_t generation) {
+    return std::any_of(view.markers.begin(), view.markers.end(),
+                       [&](const Marker& m) { return m.generation == generation; });
+  };
+  if (g.party && marked(g.generation, g.id)) {
+    result.open = true; // its generation tripped
+    result.generation = g.generation;
+    drop_party(g);
+    return;
+  }
+  // Another barrier of that name is in progress with another --parties: nothing registered.
+  for (const Arrival& a : view.arrivals) {
+    if (a.id != g.id && a.parties != parties && !closed(a.generation)) {
+      drop_party(g);
+      result.parties = a.parties;
+      return;
+    }
+  }
+  // Join the oldest generation that has not tripped (a new one if none): parties that
+  // arrived at once in generations of their own meet there at their next look.
+  std::int64_t target = 0;
+  for (const Arrival& a : view.arrivals) {
+    if (!closed(a.generation) && (target == 0 || a.generation < target)) {
+      target = a.generation;
+    }
+  }
+  if (target == 0) {
+    target = std::max<std::int64_t>(1, util::unix_us());
+  }
+  if (!g.party || g.generation != target) {
+    arrive(g, target, parties);
+    view = look_at_barrier(meta, g.layout, g.party_file);
+  }
+  std::vector<std::string> members;
+  for (const Arrival& a : view.arrivals) {
+    if (a.generation == target && a.parties == parties) {
+      members.push_back(a.id);
+    }
+  }
+  result.generation = target;
+  result.arrived = static_cast<std::int64_t>(members.size());
+  auto mine = std::find(members.begin(), members.end(), g.id);
+  if (static_cast<std::int64_t>(members.size()) >= parties && mine != members.end()
+      && mine - members.begin() < parties) {
+    // The last of them: the first N that arrived pass, and are told so by a marker.
+    std::string text = fmt::format("dlocktrip1\t{}\t", parties);
+    for (std::int64_t i = 0; i < parties; ++i) {
+      text += members[static_cast<std::size_t>(i)] + (i + 1 < parties ? " " : "\n");
+    }
+    // One marker a generation, made whole and only if none is there (parties that saw the
+    // generation at other moments may count different first N): the first one made is what
+    // every party of it goes by.
+    if (parties > 1 && !create_marker(meta, g.layout, target, text)) {
+      view = look_at_barrier(meta, g.layout, g.party_file);
+      if (!marked(target, g.id)) {
+        Millis cap =
+          request.ticket.max_block > Millis(0) ? request.ticket.max_block : longest_block;
+        result.block = std::min(cap, longest_block);
+        return; // not among those that passed: its next look moves it on
+      }
+    }
+    result.open = true;
+    result.arrived = parties;
+    drop_party(g);
+    return;
+  }
+  Millis cap = request.ticket.max_block > Millis(0) ? request.ticket.max_block : longest_block;
+  result.block = std::min(cap, longest_block);
+}
+
+void FileStore::look_latch(Gate& g, const lock::GateRequest& request, lock::GateResult& result)
+{
+  Millis cap = request.ticket.max_block > Millis(0) ? request.ticket.max_block : longest_block;
+  result.block = std::min(cap, longest_block);
+  if (!open_directories(false) || !m_metafd) {
+    return; // not set yet (-1)
+  }
+  watch_meta(); // before the look: a count-down after it wakes the wait that follows
+  util::UniqueFd fd = util::open_regular_at(m_metafd.get(), g.layout.latch_name(), O_RDONLY);
+  std::optional<LatchState> latch = fd ? read_latch(fd.get()) : std::nullopt;
+  if (!latch) {
+    return;
+  }
+  result.count = latch->count;
+  if (latch->count == 0) {
+    result.open = true;
+  } else if (latch->count > 0) {
+    result.block = std::min(result.block,
+                            Millis(std::max<std::int64_t>(1, latch->expires_ms - util::unix_ms())));
+  }
+}
+
+void FileStore::start_set_latch(const lock::LockName& name, std::int64_t count, Millis expire)
+{
+  try {
+    prepare_directory();
+    Layout layout(m_dir, name.str());
+    const std::string latch = layout.latch_name();
+    std::int64_t now = util::unix_ms();
+    std::int64_t expires = expire.count() > INT64_MAX - now
+                             ? INT64_MAX
+                             : now + std::max<std::int64_t>(1, expire.count());
+    int err = m_metafd
+                ? util::replace_file_at(m_metafd.get(), latch, latch_text(count, expires), 0644)
+                : ENOENT;
+    if (err != 0) {
+      throw io_error(err, "set the latch", layout.meta_path_of(latch));
+    }
+    m_answers.answer(Op::set_latch);
+  } catch (const Error& error) {
+    m_answers.answer(Op::set_latch, error);
+  }
+}
+
+void FileStore::start_count_down(const lock::LockName& name)
+{
+  Outcome outcome{.op = Op::count_down};
+  outcome.gate.count = -1;
+  try {
+    if (!open_directories(false) || !m_metafd) {
+      m_answers.answer(std::move(outcome));
+      return;
+    }
+    const int meta = m_metafd.get();
+    Layout layout(m_dir, name.str());
+    const std::string latch = layout.latch_name();
+    const std::string shown = layout.meta_path_of(latch);
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      util::UniqueFd fd = util::open_regular_at(meta, latch, O_RDONLY, 0600, true);
+      struct stat st {};
+      if (!fd || ::fstat(fd.get(), &st) != 0) {
+        if (errno != ENOENT) {
+          throw io_error(errno, "count down", shown);
+        }
+        break; // not set
+      }
+      // Count-downs take turns on the file's flock; another user's (a latch another user set)
+      // is never waited on: it could keep it forever.
+      bool own = st.st_uid == ::geteuid();
+      if (flock_retry(fd.get(), own ? LOCK_EX : LOCK_EX | LOCK_NB) != 0) {
+        throw Error(ExitCode::unavailable,
+                    "file store: cannot count down {}: {} (it belongs to uid {})", shown,
+                    errno == EWOULDBLOCK ? "another process keeps it locked" : std::strerror(errno),
+                    st.st_uid);
+      }
+      if (!names(meta, latch, fd.get())) {
+        continue; // replaced meanwhile (a count-down before this one, or --count): again
+      }
+      std::optional<LatchState> state = read_latch(fd.get());
+      if (!state || state->count < 0) {
+        ::unlinkat(meta, latch.c_str(), 0); // expired, or not dlock's
+        break;
+      }
+      outcome.gate.count = state->count;
+      if (state->count > 0) {
+        outcome.gate.count = state->count - 1;
+        // Replaced whole (readers never see half of it), before this one's flock is let go.
+        if (int err = util::replace_file_at(meta, latch,
+                                            latch_text(state->count - 1, state->expires_ms), 0644);
+            err != 0) {
+          throw io_error(err, "count down", shown);
+        }
+      }
+      break;
+    }
+    m_answers.answer(std::move(outcome));
+  } catch (const Error& error) {
+    m_answers.answer(Op::count_down, error);
+  }
 }
 
 } // namespace dlock::file

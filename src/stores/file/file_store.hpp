@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,9 +28,12 @@ namespace dlock::file {
 // and given back while it closes the lock (the waiter then blocks until its end, or until
 // inotify reports a change); --replace in ENC+replace+FP, read by the holder FP at once
 // (inotify) or at its renewal; --supersede in ENC+waiter+ID, flocked by each waiter while it
-// lives, whose appearance wakes the older ones (inotify). Times are this host's
-// CLOCK_REALTIME: file:// is one host.
-class FileStore final : public lock::Store {
+// lives, whose appearance wakes the older ones (inotify). --fair: a queue of tickets,
+// ENC+ticket+ID, each flocked by its waiter (a waiter gone leaves it free), in the order of
+// their ctime, which no user can set back; every dlock lets earlier tickets go first, a waiter
+// behind one waits on inotify (a ticket removed, or closed by its dying waiter) and only the
+// first blocks in flock(2). Times are this host's CLOCK_REALTIME: file:// is one host.
+class FileStore final : public lock::Store, public lock::Coordination {
 public:
   explicit FileStore(std::string directory);
   ~FileStore() override;
@@ -41,10 +45,17 @@ public:
                            util::Millis block) override;
   void start_renew(const lock::LockName& name, const lock::RenewRequest& request) override;
   void start_release(const lock::LockName& name, const std::string& token) override;
-  // Nothing is registered while waiting (the helper is the registration), and the counter is
-  // this directory's own: done at once.
+  // A lock waiter's helper and --fair ticket go (the helper is its registration); a barrier
+  // party's arrival goes unless its generation tripped (Outcome::gate.open). Done at once.
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
-  // Refused (Feature::coordinate).
+  // dlock wait, barrier and latch within this host: a watcher looks at /proc/locks (taking
+  // nothing) and is woken by the lock file's close (inotify on DIR); barrier parties and the
+  // latch are files of .dlock (man dlock, FILE STORE), woken by inotify on .dlock.
+  lock::Coordination* coordination() noexcept override { return this; }
+  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
+  void start_set_latch(const lock::LockName& name, std::int64_t count,
+                       util::Millis expire) override;
+  void start_count_down(const lock::LockName& name) override;
 
   void watch(util::EventLoop& loop) override;
   std::optional<lock::Outcome> next_outcome() override;
@@ -54,9 +65,9 @@ public:
   Error timed_out() noexcept override;
   void limit_blocking(util::Millis) noexcept override {}
 
-  // Exclusive, --shared (LOCK_SH) and --limit (slot files), and the four policies (side files);
-  // no FIFO order among flock(2) waiters, no wait/barrier/latch state, no lock without its
-  // process (a --min-hold outlives it in a side file only).
+  // Exclusive, --shared (LOCK_SH) and --limit (slot files), --fair (tickets), wait, barrier and
+  // latch (side files), and the four policies (side files); no lock without its process (a
+  // --min-hold outlives it in a side file only).
   const lock::StoreTraits& traits() const noexcept override;
   std::vector<int> inherited_descriptors() const override;
 
@@ -107,8 +118,35 @@ private:
     bool supersede = false;
     util::UniqueFd newest;
     std::string newest_file;
+    // --fair: this waiter's ticket (.dlock/ENC+ticket+ID), flocked while it waits; queued: a
+    // live ticket is ahead of this acquirer, which waits for the queue to change (inotify on
+    // .dlock), never in flock(2), which would not keep the order.
+    util::UniqueFd ticket;
+    std::string ticket_file;
+    bool queued = false;
+    bool close_seen = false; // queued: a ticket's close woke it (see after_close)
   };
   using Op = lock::Outcome::Op;
+  // One name a waiter that takes nothing waits on (wait, barrier, latch).
+  struct Gate {
+    explicit Gate(Layout l) : layout(std::move(l)) {}
+    Layout layout;
+    std::string name;
+    lock::WaitMode mode = lock::WaitMode::watch;
+    bool wait_pending = false;
+    util::TimePoint block_until{};
+    bool side_changed = false; // a file it looks at changed while no wait was pending
+    bool close_seen = false;   // watch: a lock file's close woke it (see after_close)
+    // watch: who held the lock at the last look (a flock's inode and pid, a --min-hold's
+    // holder): a look that finds none of them holding it counts as freed.
+    std::set<std::string> holders;
+    // barrier: this party's arrival, flocked while it waits.
+    util::UniqueFd party;
+    std::string party_file;
+    std::string id; // the waiter id's fingerprint
+    std::int64_t generation = 0;
+    std::int64_t parties = 0;
+  };
 
   Named* find(const lock::LockName& name);
   // Opens the directory and .dlock once (creating them if missing with create) and checks
@@ -158,17 +196,37 @@ private:
   // Writes .dlock/ENC+waiter+ID for this waiter, flocked by n.newest while it lives.
   void announce_newest(Named& n, const lock::AcquireRequest& request);
   void drop_newest(Named& n) noexcept;
+  // Writes .dlock/ENC+ticket+ID for this --fair waiter, flocked by n.ticket while it waits.
+  void make_ticket(Named& n, const lock::AcquireRequest& request);
+  void drop_ticket(Named& n) noexcept;
+  // Whether a live --fair ticket is ahead of n's (of any, when n has none); dead ones are
+  // removed on the way.
+  bool queue_ahead(const Named& n);
   // inotify on .dlock, for waiters woken by a side file's change.
   void watch_meta();
+  // inotify on DIR, for watchers woken by a lock file's close.
+  void watch_dir();
+  Gate& gate_of(const lock::LockName& name);
+  // The three gates: one look, open or not (result), registered for inotify either way.
+  void look_watch(Gate& g, const lock::GateRequest& request, lock::GateResult& result);
+  void look_barrier(Gate& g, const lock::GateRequest& request, lock::GateResult& result);
+  void look_latch(Gate& g, const lock::GateRequest& request, lock::GateResult& result);
+  // Makes (or moves) this party's arrival into generation.
+  void arrive(Gate& g, std::int64_t generation, std::int64_t parties);
+  void drop_party(Gate& g) noexcept;
+  // Whether the marker of this party's generation lists it (it passed the barrier).
+  bool passed(const Gate& g, std::int64_t parties);
 
   std::string m_dir;
   pid_t m_pid; // the process that opened the store: a forked child never unlocks its locks
   std::map<std::string, Named> m_named;
+  std::map<std::string, Gate> m_gates;
   lock::OutcomeQueue m_answers;
   util::UniqueFd m_inotify;
   util::UniqueFd m_dirfd;  // DIR
   util::UniqueFd m_metafd; // DIR/.dlock; none: no records, no fencing tokens
   int m_watch_meta = -1;   // the inotify watch on .dlock (-1: none yet)
+  int m_watch_dir = -1;    // the inotify watch on DIR (-1: none yet)
   bool m_fencing = true;   // false once the counter turned out not writable
   bool m_records = true;   // false once .dlock turned out not writable
 };

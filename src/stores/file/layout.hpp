@@ -87,6 +87,36 @@ struct Layout {
     return encoded + "+newtmp+" + std::string(random);
   }
 
+  // .dlock/ENC+ticket+ID: a --fair waiter's place in the queue, flocked by it while it waits
+  // (a waiter gone, even by SIGKILL, leaves it unlocked: seen free, removed by the next one);
+  // the queue's order is the tickets' ctime, which no user can set back (the name breaks a tie).
+  std::string ticket_prefix() const { return encoded + "+ticket+"; }
+  std::string ticket_name(std::string_view id) const { return ticket_prefix() + std::string(id); }
+  // .dlock/ENC+newticket+R: a ticket being made (locked, then renamed to ENC+ticket+ID).
+  std::string new_ticket_prefix() const { return encoded + "+newticket+"; }
+
+  // .dlock/ENC+party+GEN+ID: a barrier party's arrival in generation GEN (dlockparty1, its
+  // --parties), flocked by it while it waits; a party gone leaves it unlocked (ignored, removed).
+  std::string party_prefix() const { return encoded + "+party+"; }
+  std::string party_name(std::int64_t generation, std::string_view id) const
+  {
+    return party_prefix() + std::to_string(generation) + "+" + std::string(id);
+  }
+  // .dlock/ENC+newparty+R: an arrival being made (locked, then renamed to ENC+party+GEN+ID).
+  std::string new_party_prefix() const { return encoded + "+newparty+"; }
+  // .dlock/ENC+tripped+GEN: generation GEN tripped, with the parties that passed it (made once,
+  // whole, by the first party that saw them all); removed once none of them waits any more.
+  std::string tripped_prefix() const { return encoded + "+tripped+"; }
+  std::string tripped_name(std::int64_t generation) const
+  {
+    return tripped_prefix() + std::to_string(generation);
+  }
+  // .dlock/ENC+newtrip+R: a marker being written (linked to ENC+tripped+GEN if none is there).
+  std::string new_tripped_prefix() const { return encoded + "+newtrip+"; }
+  // .dlock/ENC+latch: the count-down latch (dlocklatch1, its count and when it expires),
+  // replaced whole on each change by a dlock holding the flock of the one it replaces.
+  std::string latch_name() const { return encoded + "+latch"; }
+
   std::string lock_path() const { return dir + "/" + lock_name(); }
   std::string slot_path(int slot) const { return dir + "/" + slot_name(slot); }
   std::string turnstile_path() const { return dir + "/" + turnstile_name(); }

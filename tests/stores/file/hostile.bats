@@ -213,3 +213,30 @@ free() { flock -n "$S/$1" true; }
   [ "$st" -eq 76 ]
   free k
 }
+
+@test "--fair: nobody cannot jump root's queue (a ticket's place is its ctime: touch -d does not set it back); its FIFO or symlink ticket is ignored" {
+  start_bg holder "$DLOCK" run -k k -- sh -c 'until [ -e "$0" ]; do sleep 0.01; done' "$T/go"
+  wait_for "! free k"
+  start_bg root "$DLOCK" run --fair -w 30s -k k -- touch "$T/root-ran"
+  local root=$BG_PID
+  wait_for "[ -n \"\$(find '$S/.dlock' -name 'k+ticket+*')\" ]" 10
+  sleep 0.1
+  as_nobody mkfifo "$S/.dlock/k+ticket+1111111111111111"
+  as_nobody ln -s /etc/passwd "$S/.dlock/k+ticket+2222222222222222"
+  # a ticket made after root's, claiming an old time and a name that sorts first
+  as_nobody touch -d 2000-01-01 "$S/.dlock/k+ticket+0000000000000000"
+  nobody_holds "$S/.dlock/k+ticket+0000000000000000"
+  local squatter=$BG_PID
+  touch "$T/go"
+  wait_for "[ -e '$T/root-ran' ]" 20
+  wait "$root"
+  # its live ticket is now first: as when it holds the lock file itself, which it may
+  in_time run -n -k k -- true
+  assert_failure 75
+  kill "$squatter"
+  wait_for "gone $squatter"
+  in_time run -w 10 -k k -- true
+  assert_success
+  in_time run -w 10 --fair -k k -- true
+  assert_success
+}

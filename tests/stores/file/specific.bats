@@ -100,6 +100,50 @@ hold_file() {
   json_ok "assert d['kind'] == 'shared', d"
 }
 
+@test "flock -s and dlock --shared share the lock, and each kind waits for the other's exclusive holder, both ways" {
+  mkdir -p "$D"
+  # a flock -s reader: dlock --shared and flock -s share it; dlock exclusive and flock -x are kept out
+  start_bg reader flock -o -s "$D/data" sh -c 'until [ -e "$0" ]; do sleep 0.01; done' "$T/go"
+  local reader=$BG_PID
+  wait_for "! flock -n -x '$D/data' true"
+  run -0 "$DLOCK" run -n -s -k data -- flock -n -s "$D/data" true
+  run "$DLOCK" run -n -k data -- true
+  assert_failure 75
+  run -0 "$DLOCK" status data --json
+  json_ok "assert d['kind'] == 'shared', d"
+  # a dlock exclusive waiter gets it once the flock -s reader is gone
+  start_bg writer "$DLOCK" run -k data -- sh -c 'until [ -e "$0" ]; do sleep 0.01; done; : >"$1"' "$T/go2" "$T/wrote"
+  local writer=$BG_PID
+  sleep 0.3
+  touch "$T/go"
+  wait "$reader"
+  wait_for "! flock -n -s '$D/data' true" 10 # the writer holds it now: flock -s is kept out
+  run "$DLOCK" run -n -s -k data -- true
+  assert_failure 75
+  # a flock -s waiter gets it once the dlock writer is done, with a dlock --shared waiter
+  start_bg sreader flock -s "$D/data" sh -c ': >"$0"; until [ -e "$1" ]; do sleep 0.01; done' "$T/flock-read" "$T/go3"
+  start_bg dreader "$DLOCK" run -s -k data -- sh -c ': >"$0"; until [ -e "$1" ]; do sleep 0.01; done' "$T/dlock-read" "$T/go3"
+  sleep 0.3
+  [ ! -e "$T/flock-read" ] && [ ! -e "$T/dlock-read" ]
+  touch "$T/go2"
+  wait "$writer"
+  [ -e "$T/wrote" ]
+  # both readers in at once
+  wait_for "[ -e '$T/flock-read' ] && [ -e '$T/dlock-read' ]" 10
+  run flock -n -x "$D/data" true
+  assert_failure 1
+  touch "$T/go3"
+  wait_for "flock -n -x '$D/data' true" 10
+  # a flock -x holder keeps dlock --shared out
+  start_bg xholder flock -o -x "$D/data" sh -c 'until [ -e "$0" ]; do sleep 0.01; done' "$T/go4"
+  wait_for "! flock -n -s '$D/data' true"
+  run "$DLOCK" run -n -s -k data -- true
+  assert_failure 75
+  touch "$T/go4"
+  wait "$BG_PID"
+  run -0 "$DLOCK" run -n -s -k data -- true
+}
+
 @test "SIGKILL of dlock frees the lock at once (the command dies with it)" {
   start_bg holder "$DLOCK" run -k k -- sh -c 'echo $$ >"$0"; exec sleep 60' "$T/cmd.pid"
   wait_for "[ -s '$T/cmd.pid' ]" 10
@@ -293,12 +337,7 @@ hold_file() {
 }
 
 @test "what the file store cannot do is refused with 64 and one line" {
-  run "$DLOCK" run --fair -k k -- true
-  assert_failure 64
-  assert_output --partial 'file://'
   run "$DLOCK" acquire -k k --ttl 10s
-  assert_failure 64
-  run "$DLOCK" wait -k k
   assert_failure 64
   run "$DLOCK" run --wait-replicas 1 -k k -- true
   assert_failure 64
@@ -379,4 +418,72 @@ hold_file() {
   assert_output 'ran without token'
   run setpriv --reuid=nobody --regid=nogroup --clear-groups "$DLOCK" -u "file://$base/ro" run -k other -- true
   assert_failure 77
+}
+
+# tickets NAME: how many --fair tickets of NAME are in .dlock.
+tickets() { find "$D/.dlock" -maxdepth 1 -name "$1+ticket+*" 2>/dev/null | wc -l; }
+
+@test "--fair: a waiter killed with SIGKILL does not hold up the queue, and its ticket is cleaned" {
+  on_tmpfs
+  hold_file k
+  start_bg first "$DLOCK" run --fair -k k -- touch "$T/first-ran"
+  local first=$BG_PID
+  wait_for "[ \"\$(tickets k)\" -eq 1 ]" 10
+  start_bg second "$DLOCK" run --fair -w 20s -k k -- sh -c 'date +%s%3N >"$0"' "$T/second-ran"
+  local second=$BG_PID
+  wait_for "[ \"\$(tickets k)\" -eq 2 ]" 10
+  # the second waits behind the first, not in flock(2); status counts both
+  sleep 0.3
+  [ ! -e "$T/second-ran" ]
+  [ "$(waiters k)" = 2 ]
+  kill -KILL "$first"
+  wait_for "gone $first" 10
+  touch "$T/go"
+  # woken by the ticket's close (inotify), well within its 20 s, not at its end
+  wait_for "[ -s '$T/second-ran' ]" 15
+  local st=0
+  wait "$second" || st=$?
+  [ "$st" -eq 0 ]
+  [ ! -e "$T/first-ran" ]
+  [ "$(tickets k)" -eq 0 ]
+  [ -z "$(find "$D/.dlock" -maxdepth 1 -name 'k+newticket+*')" ]
+}
+
+@test "--fair: a live ticket goes first, for run without --fair and -n too; a dead one counts for nothing" {
+  on_tmpfs
+  mkdir -p "$D/.dlock"
+  # a waiter that queued and is still there (a ticket its process keeps open for writing, as
+  # dlock does, and locked)
+  start_bg queued sh -c 'exec 9>>"$0" && flock 9 && exec sleep 60' "$D/.dlock/k+ticket+0123456789abcdef"
+  local queued=$BG_PID
+  wait_for "! flock -n '$D/.dlock/k+ticket+0123456789abcdef' true"
+  run "$DLOCK" -v run -n -k k -- touch "$T/ran"
+  assert_failure 75
+  assert_output --partial 'earlier --fair waiters go first'
+  run "$DLOCK" run -w 0.5 --fair -k k -- touch "$T/ran"
+  assert_failure 75
+  start_bg waiter "$DLOCK" run -k k -- touch "$T/ran"
+  sleep 0.3
+  [ ! -e "$T/ran" ]
+  # its process ends: the ticket is free, seen at once (its close, through inotify)
+  kill "$queued"
+  wait_for "[ -e '$T/ran' ]" 10
+  [ "$(tickets k)" -eq 0 ]
+}
+
+@test "--fair: an idle waiter behind the queue makes almost no system calls (no polling)" {
+  command -v strace >/dev/null || skip "strace is not installed"
+  hold_file k
+  start_bg first "$DLOCK" run --fair -k k -- true
+  wait_for "[ \"\$(tickets k)\" -eq 1 ]" 10
+  start_bg second "$DLOCK" run --fair -k k -- true
+  wait_for "[ \"\$(tickets k)\" -eq 2 ]" 10
+  sleep 0.3
+  run timeout -s INT 2 strace -f -c -p "$BG_PID"
+  echo "$output"
+  local calls
+  calls=$(printf '%s\n' "$output" | awk '$NF == "total" {print $4}')
+  calls=${calls:-0}
+  echo "system calls in 2 s: $calls"
+  [ "$calls" -lt 10 ]
 }
