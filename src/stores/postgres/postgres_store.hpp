@@ -34,8 +34,8 @@ class PostgresStore final : public sql::SqlStore {
 public:
   PostgresStore(ConnectParams params, std::string prefix);
 
-  // Exclusive and shared locks; no semaphore, queue or coordination state that a crash would
-  // not leave behind; and no lock outlives its session's process.
+  // Exclusive and shared locks; wait, barrier and latch (gates.hpp); no semaphore or queue;
+  // and no lock outlives its session's process.
   const lock::StoreTraits& traits() const noexcept override { return m_traits; }
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
