@@ -37,8 +37,8 @@ class PostgresStore final : public sql::SqlStore {
 public:
   PostgresStore(ConnectParams params, std::string prefix);
 
-  // Exclusive and shared locks and semaphores (--limit); no queue or coordination state that
-  // a crash would not leave behind; and no lock outlives its session's process.
+  // Exclusive and shared locks, semaphores (--limit) and a --fair queue; wait, barrier and latch
+  // (gates.hpp); no lock outlives its session's process.
   const lock::StoreTraits& traits() const noexcept override { return m_traits; }
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;

@@ -10,10 +10,11 @@
 namespace dlock::sql {
 
 // What the database stores (postgres://, mysql://) share: a lock is held by a database
-// session, not a lease with a TTL, so there is nothing to withdraw, no coordination state (a
-// latch or barrier would outlive the sessions), and a lock is lost or left behind with its
-// session. Answers wait in a queue that next_outcome() empties. Their client libraries connect
-// without blocking (libpq's cancel request in abandon() aside), so limit_blocking is not needed.
+// session, not a lease with a TTL, so a lock waiter has nothing to withdraw (a barrier's or
+// latch's state is rows of their own: sql/coordination.hpp), and a lock is lost or left behind
+// with its session. Answers wait in a queue that next_outcome() empties. Their client libraries
+// connect without blocking (libpq's cancel request in abandon() aside), so limit_blocking is not
+// needed.
 class SessionStore : public lock::Store {
 public:
   // Nothing is registered while waiting and fencing counters are the database's: at once.

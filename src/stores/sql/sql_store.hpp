@@ -27,6 +27,9 @@ namespace dlock::sql {
 // the session lock and gives the lock back if the record closes it; a renewal reads it for a
 // replace request; a release by token keeps or removes it. Without the table (no right to
 // create it) plain locking goes on, and the policies that need it are refused in one line.
+// The waiters that take nothing (wait, barrier, latch) are the database's gates
+// (coordination.hpp), whose wake-ups and withdrawals this chain hands on to them; a release
+// tells the lock's watchers before it is answered.
 class SqlStore : public SessionStore {
 public:
   void start_acquire(const lock::LockName& name, const lock::AcquireRequest& request) override;
