@@ -217,7 +217,7 @@ void ZookeeperStore::on_event(const WatchEvent& event)
         m_answers.answer(Op::wait_for_wake);
       }
     }
-    if (!n.node.empty() && event.path == n.node && n.held) {
+    if (!n.node.empty() && (event.path == n.node || event.path == n.partner) && n.held) {
       m_answers.answer(Outcome{
         .op = Op::disconnected,
         .error = Error(ExitCode::lost, "the node of lock '{}' changed or was deleted", key),
@@ -350,13 +350,14 @@ void ZookeeperStore::start_acquire(const lock::LockName& name, const lock::Acqui
       outcome.acquire.lease = lock::AcquireResult::Lease::no_expiry;
       outcome.acquire.superseded_by = newest->holder;
       std::string node = e.node;
+      std::string partner = e.partner;
       bool ours = !node.empty() && e.session == m_client->session_id();
       m_named.erase(found); // its registration goes
       if (!ours) {
         m_answers.answer(std::move(outcome));
         return;
       }
-      m_client->remove(node,
+      remove_contender(node, partner,
                        [this, outcome](Reply&) mutable { m_answers.answer(std::move(outcome)); });
     });
   });
@@ -373,6 +374,7 @@ void ZookeeperStore::place(const std::string& key)
   }
   if (!n.node.empty() && n.session != m_client->session_id()) {
     n.node.clear(); // made by a session that ended: the server deleted it
+    n.partner.clear();
   }
   if (!n.node.empty()) {
     judge(key);
@@ -398,6 +400,7 @@ void ZookeeperStore::place(const std::string& key)
     for (const Contender& c : sorted_contenders(reply.children)) {
       if (c.uuid == e.uuid) {
         e.node = e.dir + "/" + c.name;
+        e.partner = c.partner.empty() ? "" : e.dir + "/" + c.partner;
         e.session = m_client->session_id();
         e.fence = 0; // read again by judge
       }
@@ -409,21 +412,38 @@ void ZookeeperStore::place(const std::string& key)
 void ZookeeperStore::create(const std::string& key)
 {
   Named& n = m_named.at(key);
-  std::string path = n.dir + "/" + contender_prefix(n.uuid, role_of(n.kind));
+  Role role = role_of(n.kind);
   std::string record = holder_record(n.request.holder, token_fingerprint(n.token));
+  std::vector<Client::Op> ops{{.path = n.dir + "/" + contender_prefix(n.uuid, role),
+                               .data = record,
+                               .flags = zoo().ZOO_EPHEMERAL_SEQUENTIAL}};
+  if (role == Role::exclusive) {
+    // Its pair (nodes.hpp): the node Curator's read and write locks see, in the same step.
+    ops.push_back({.path = n.dir + "/" + contender_prefix(n.uuid, Role::write),
+                   .data = record,
+                   .flags = zoo().ZOO_EPHEMERAL_SEQUENTIAL});
+  }
   n.creating = true;
-  m_client->create(path, record, zoo().ZOO_EPHEMERAL_SEQUENTIAL, [this, key](Reply& reply) {
+  m_client->multi(std::move(ops), [this, key](Reply& reply) {
     auto found = m_named.find(key);
     if (found == m_named.end()) {
       return;
     }
     Named& e = found->second;
     e.creating = false;
-    if (reply.rc == ZOK) {
-      e.node = reply.value;
+    if (reply.rc == ZOK && !reply.children.empty()) {
+      e.node = reply.children.front();
+      e.partner = reply.children.size() > 1 ? reply.children[1] : "";
       e.session = m_client->session_id();
-      e.fence = reply.stat ? reply.stat->czxid : 0;
-      judge(key);
+      // Its czxid, the fencing token (a transaction's creates do not say it).
+      m_client->exists(e.node, false, [this, key](Reply& seen) {
+        auto again = m_named.find(key);
+        if (again == m_named.end()) {
+          return;
+        }
+        again->second.fence = seen.rc == ZOK && seen.stat ? seen.stat->czxid : 0;
+        judge(key);
+      });
       return;
     }
     if (reply.rc == ZNONODE) {
@@ -465,9 +485,21 @@ void ZookeeperStore::judge(const std::string& key)
         index = i;
       }
     }
-    if (!index) {
-      e.node.clear(); // deleted under us (release --force of a waiter, or the session ended)
-      place(key);
+    if (!index || queue[*index].partner != basename_of(e.partner)) {
+      // Deleted under us (release --force of a waiter, or the session ended), or half of it:
+      // what is left goes, and it queues again.
+      std::string node = e.node;
+      std::string partner = e.partner;
+      e.node.clear();
+      e.partner.clear();
+      if (!index) {
+        node.clear();
+      }
+      remove_contender(node, partner, [this, key](Reply&) {
+        if (m_named.contains(key)) {
+          place(key);
+        }
+      });
       return;
     }
     Verdict verdict = zookeeper::judge(queue, *index);
@@ -478,8 +510,10 @@ void ZookeeperStore::judge(const std::string& key)
     if (e.request.ticket.mode == lock::WaitMode::once) {
       // --no-wait: leave the queue at once, then say who holds it.
       std::string node = e.node;
+      std::string partner = e.partner;
       e.node.clear();
-      m_client->remove(node, [this, key, queue](Reply& seen) {
+      e.partner.clear();
+      remove_contender(node, partner, [this, key, queue](Reply& seen) {
         if (seen.rc != ZOK && seen.rc != ZNONODE) {
           m_answers.answer(Op::acquire, error_of(seen.rc, "delete the node of lock '" + key + "'"));
           return;
@@ -683,9 +717,11 @@ void ZookeeperStore::refuse(const std::string& key, lock::AcquireResult::Lease l
 {
   Named& n = m_named.at(key);
   std::string node = n.node;
+  std::string partner = n.partner;
   n.node.clear(); // given back: the next attempt queues again
+  n.partner.clear();
   n.held = false;
-  m_client->remove(node, [this, key, lease, left, holder](Reply& gone) {
+  remove_contender(node, partner, [this, key, lease, left, holder](Reply& gone) {
     auto found = m_named.find(key);
     if (found == m_named.end()) {
       return;
@@ -765,8 +801,7 @@ void ZookeeperStore::watch_held(const std::string& key)
     }
     Named& h = again->second;
     if (seen.rc == ZNONODE) {
-      h.node.clear();
-      place(key);
+      place(key); // judge finds it gone, and its partner goes
       return;
     }
     if (seen.rc != ZOK || !seen.stat) {
@@ -776,6 +811,10 @@ void ZookeeperStore::watch_held(const std::string& key)
     h.held = true;
     h.fence = seen.stat->czxid;
     h.watching.clear();
+    if (!h.partner.empty()) {
+      // Its pair's other half too: without it, Curator's readers would not wait.
+      m_client->exists(h.partner, true, [](Reply&) {});
+    }
     // A --replace's request comes to the watch on its node sooner than to the next renewal; one
     // left against another holder's node goes.
     std::string request = side_path(h.dir, replace_node);
@@ -1131,6 +1170,7 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
   if (!token.empty() && n != nullptr && n->token == token && !n->node.empty()) {
     bool held = n->held;
     std::string node = n->node;
+    std::string partner = n->partner;
     std::string dir = n->dir;
     bool alive = m_client && m_client->owned() && !m_dead && m_client->session_id() == n->session;
     m_named.erase(key);
@@ -1138,8 +1178,8 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
       m_answers.answer(Op::release); // the session ended: the server deleted the node
       return;
     }
-    auto remove_node = [this, held, key, node](Millis kept) {
-      m_client->remove(node, [this, held, key, kept](Reply& reply) {
+    auto remove_node = [this, held, key, node, partner](Millis kept) {
+      remove_contender(node, partner, [this, held, key, kept](Reply& reply) {
         Outcome outcome{.op = Op::release};
         if (reply.rc == ZOK) {
           outcome.held = held;
@@ -1179,8 +1219,12 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
     std::string node;
     for (std::size_t i = 0; i < found.holding.size(); ++i) {
       if (fingerprint.empty() || found.fingerprints[i] == fingerprint) {
-        paths.push_back(dir + "/" + found.queue[found.holding[i]].name);
-        node = found.queue[found.holding[i]].name;
+        const Contender& holder = found.queue[found.holding[i]];
+        if (!holder.partner.empty()) {
+          paths.push_back(dir + "/" + holder.partner);
+        }
+        paths.push_back(dir + "/" + holder.name); // deleted first (remove_all goes backwards)
+        node = holder.name;
       }
     }
     auto drop = [this, paths](Millis kept, bool freed) {
@@ -1199,6 +1243,20 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
     // releases finds its lock-delay already running (forced), a waiter finds it settled.
     settle_release(dir, fingerprint, node, drop);
   });
+}
+
+void ZookeeperStore::remove_contender(const std::string& node, const std::string& partner,
+                                      Client::Done then)
+{
+  if (!partner.empty()) {
+    m_client->remove(partner, [](Reply&) {}); // answered before node's: requests keep order
+  }
+  if (node.empty()) {
+    Reply none{ZNONODE, {}, {}, {}};
+    then(none);
+    return;
+  }
+  m_client->remove(node, std::move(then));
 }
 
 void ZookeeperStore::remove_all(std::vector<std::string> paths,
@@ -1231,8 +1289,9 @@ void ZookeeperStore::start_withdraw(const lock::LockName& name, const lock::Wait
     return;
   }
   std::string node = n->node;
+  std::string partner = n->partner;
   m_named.erase(name.str());
-  m_client->remove(node, [this](Reply&) { m_answers.answer(Op::withdraw); });
+  remove_contender(node, partner, [this](Reply&) { m_answers.answer(Op::withdraw); });
 }
 
 // --- the loop ------------------------------------------------------------------------------

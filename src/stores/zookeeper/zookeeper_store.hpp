@@ -74,6 +74,7 @@ private:
     std::string dir;          // the lock's node: chroot + "/" + encoded prefix + name
     std::string uuid;         // protected-mode id of this process's contender
     std::string node;         // our contender's full path ("" when none)
+    std::string partner;      // an exclusive contender's "__WRIT__" node (nodes.hpp)
     std::int64_t session = 0; // the session that made node
     std::int64_t fence = 0;   // node's czxid
     std::string token;
@@ -147,6 +148,8 @@ private:
   void inspect(const std::string& dir, std::function<void(Inspection&)> then);
   void read_holders(const std::string& dir, std::shared_ptr<Inspection> found,
                     std::function<void(Inspection&)> then);
+  // Deletes a contender's node and its partner (if any); then gets the node's answer.
+  void remove_contender(const std::string& node, const std::string& partner, Client::Done then);
   // Deletes paths one by one; then gets how many were there.
   void remove_all(std::vector<std::string> paths,
                   std::function<void(int, std::optional<Error>)> then, int removed = 0);
