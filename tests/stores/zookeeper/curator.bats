@@ -109,7 +109,8 @@ dlock_holder() {
 }
 
 # dlock_party NAME [dlock barrier options...]: a background dlock barrier (its pid recorded) that
-# logs "NAME arriving" before it starts and "NAME passed STATUS" once it returned.
+# logs "NAME arriving" before it starts and "NAME passed STATUS" once it returned; BG_PID: the
+# subshell that waits for it.
 dlock_party() {
   local name=$1
   shift
@@ -118,6 +119,13 @@ dlock_party() {
     echo $! >>"$T/bg.pid"
     wait $!
     echo "$name passed $?" >>"$T/events") 3>&- &
+  BG_PID=$!
+}
+
+# passed NAME: until dlock_party NAME returned; fails unless it returned 0.
+passed() {
+  wait_for "grep -q '^$1 passed ' '$T/events'" 30 || true
+  logged "$1 passed 0" || { grep "^$1 passed " "$T/events"; cat "$T/$1.err"; return 1; }
 }
 
 # logged EVENT: whether the log has the line EVENT ("NAME what"); not_logged EVENT: fails if so.
@@ -128,8 +136,15 @@ not_logged() {
     return 1
   fi
 }
-# wait_event EVENT [TIMEOUT_S]: until it is logged (default 30 s: JVMs on a loaded machine).
-wait_event() { wait_for "logged '$1'" "${2:-30}"; }
+# wait_event EVENT [PID]: until it is logged (30 s at most: JVMs on a loaded machine); fails
+# at once, showing NAME's stderr, if the process PID (NAME's) exits first.
+wait_event() {
+  wait_for "logged '$1'${2:+ || ! alive $2}" 30 || true
+  logged "$1" && return 0
+  echo "not logged: $1; ${1%% *}'s stderr:"
+  cat "$T/${1%% *}.err" 2>/dev/null
+  return 1
+}
 # in_order EVENT...: each was logged, in this order.
 in_order() {
   local prev=0 n event
@@ -151,17 +166,23 @@ most_held() {
   awk '$2 == "acquired" { if (++n > m) m = n } $2 == "releasing" { n-- } END { print m + 0 }' "$T/events"
 }
 
-# queued KEY N: until the lock KEY has N waiters, as dlock status counts them (Curator's nodes
-# and dlock's alike).
-queued() { wait_for "[ \"\$(waiters '$1')\" = '$2' ]" 30; }
+# queued KEY N [PID]: until the lock KEY has N waiters, as dlock status counts them (Curator's
+# nodes and dlock's alike); fails at once if the process PID (the last waiter) exits first.
+queued() {
+  wait_for "[ \"\$(waiters '$1')\" = '$2' ]${3:+ || ! alive $3}" 30 || true
+  [ "$(waiters "$1")" = "$2" ] || { echo "$1 has not $2 waiters"; "$DLOCK" status "$1"; return 1; }
+}
 
 # zk_children PATH: the names of PATH's children, one a line (none if it does not exist).
 zk_children() {
   zk_cli ls "$1" | sed -n 's/^\[\(.*\)\]$/\1/p' | tr -d ' ' | tr ',' '\n' | grep . || true
 }
-# children_are PATH N: until PATH has N children ("ready", a barrier's mark, not counted).
+# children_are PATH N [PID]: until PATH has N children ("ready", a barrier's mark, not
+# counted); fails at once if the process PID (the last one to arrive) exits first.
 children_are() {
-  wait_for "[ \"\$(zk_children '$1' | grep -cvx ready)\" = '$2' ]" 30
+  local count="[ \"\$(zk_children '$1' | grep -cvx ready)\" = '$2' ]"
+  wait_for "$count${3:+ || ! alive $3}" 30 || true
+  eval "$count" || { echo "$1 has not $2 children: $(zk_children "$1" | tr '\n' ' ')"; return 1; }
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -170,14 +191,14 @@ children_are() {
 @test "Curator's mutex held: dlock -n exits 75 (exclusive and --shared); dlock waits, runs once Curator lets go" {
   curator c mutex "$(zpath m1)" "$T/c.go"
   local c=$BG_PID
-  wait_event "c acquired"
+  wait_event "c acquired" "$BG_PID"
   run -75 "$DLOCK" run -k m1 -n -- touch "$T/ran"
   run -75 "$DLOCK" run -k m1 --shared -n -- touch "$T/ran"
   run -75 "$DLOCK" run -k m1 -w 500ms -- touch "$T/ran"
   [ ! -e "$T/ran" ]
   dlock_holder d 0 -k m1
   local d=$BG_PID
-  queued m1 1
+  queued m1 1 "$BG_PID"
   touch "$T/c.go"
   wait "$d"
   wait "$c"
@@ -188,11 +209,11 @@ children_are() {
 @test "dlock holds: Curator's try-mutex times out; Curator's mutex waits, holds once dlock lets go" {
   dlock_holder d go -k m2
   local d=$BG_PID
-  wait_event "d acquired"
+  wait_event "d acquired" "$BG_PID"
   run -1 curator_fg c1 try-mutex "$(zpath m2)" 1000
   curator c2 mutex "$(zpath m2)" 0
   local c2=$BG_PID
-  queued m2 1
+  queued m2 1 "$BG_PID"
   touch "$T/d.go"
   wait "$c2"
   wait "$d"
@@ -203,14 +224,14 @@ children_are() {
 
 @test "mutex hand-over both ways, in queue order: Curator, dlock, Curator, dlock" {
   curator c1 mutex "$(zpath m3)" "$T/c1.go"
-  wait_event "c1 acquired"
+  wait_event "c1 acquired" "$BG_PID"
   dlock_holder d1 0.2 -k m3
-  queued m3 1
+  queued m3 1 "$BG_PID"
   curator c2 mutex "$(zpath m3)" 200
-  queued m3 2
+  queued m3 2 "$BG_PID"
   dlock_holder d2 0.2 -k m3
   local d2=$BG_PID
-  queued m3 3
+  queued m3 3 "$BG_PID"
   touch "$T/c1.go"
   wait "$d2"
   wait_event "c2 releasing"
@@ -225,14 +246,14 @@ children_are() {
 @test "Curator's read lock held: dlock's exclusive lock gets 75 and waits for it; dlock --shared holds beside it" {
   curator c read "$(zpath rw1)" "$T/c.go"
   local c=$BG_PID
-  wait_event "c acquired"
+  wait_event "c acquired" "$BG_PID"
   run -75 "$DLOCK" run -k rw1 -n -- touch "$T/ran"
   [ ! -e "$T/ran" ]
   run -0 "$DLOCK" run -k rw1 --shared -n -- touch "$T/ran"
   [ -e "$T/ran" ]
   dlock_holder d 0 -k rw1
   local d=$BG_PID
-  queued rw1 1
+  queued rw1 1 "$BG_PID"
   touch "$T/c.go"
   wait "$d"
   wait "$c"
@@ -242,13 +263,13 @@ children_are() {
 @test "dlock's exclusive lock held: Curator's read lock, write lock and mutex time out; its reader holds once dlock lets go" {
   dlock_holder d go -k rw2
   local d=$BG_PID
-  wait_event "d acquired"
+  wait_event "d acquired" "$BG_PID"
   run -1 curator_fg r1 try-read "$(zpath rw2)" 1000
   run -1 curator_fg w1 try-write "$(zpath rw2)" 1000
   run -1 curator_fg m1 try-mutex "$(zpath rw2)" 1000
   curator r2 read "$(zpath rw2)" 0
   local r2=$BG_PID
-  queued rw2 1
+  queued rw2 1 "$BG_PID"
   touch "$T/d.go"
   wait "$r2"
   wait "$d"
@@ -259,13 +280,13 @@ children_are() {
 @test "Curator's write lock held: dlock --shared and exclusive get 75; dlock --shared runs once it lets go" {
   curator c write "$(zpath rw3)" "$T/c.go"
   local c=$BG_PID
-  wait_event "c acquired"
+  wait_event "c acquired" "$BG_PID"
   run -75 "$DLOCK" run -k rw3 -n -- touch "$T/ran"
   run -75 "$DLOCK" run -k rw3 --shared -n -- touch "$T/ran"
   [ ! -e "$T/ran" ]
   dlock_holder d 0 -k rw3 --shared
   local d=$BG_PID
-  queued rw3 1
+  queued rw3 1 "$BG_PID"
   touch "$T/c.go"
   wait "$d"
   wait "$c"
@@ -275,13 +296,13 @@ children_are() {
 @test "dlock --shared held: Curator's write lock times out, its read lock holds beside it; its writer follows both readers" {
   dlock_holder d go -k rw4 --shared
   local d=$BG_PID
-  wait_event "d acquired"
+  wait_event "d acquired" "$BG_PID"
   run -1 curator_fg w1 try-write "$(zpath rw4)" 1000
   curator r read "$(zpath rw4)" "$T/r.go"
-  wait_event "r acquired"
+  wait_event "r acquired" "$BG_PID"
   curator w2 write "$(zpath rw4)" 0
   local w2=$BG_PID
-  queued rw4 1
+  queued rw4 1 "$BG_PID"
   touch "$T/d.go"
   wait "$d"
   touch "$T/r.go"
@@ -293,18 +314,18 @@ children_are() {
 
 @test "read/write hand-over both ways, in queue order: readers together, each writer alone" {
   curator c1 write "$(zpath rw5)" "$T/c1.go"
-  wait_event "c1 acquired"
+  wait_event "c1 acquired" "$BG_PID"
   dlock_holder d1 go -k rw5 --shared
-  queued rw5 1
+  queued rw5 1 "$BG_PID"
   curator c2 read "$(zpath rw5)" "$T/c2.go"
-  queued rw5 2
+  queued rw5 2 "$BG_PID"
   dlock_holder d3 0.2 -k rw5
-  queued rw5 3
+  queued rw5 3 "$BG_PID"
   curator c4 write "$(zpath rw5)" 200
-  queued rw5 4
+  queued rw5 4 "$BG_PID"
   dlock_holder d5 0.2 -k rw5 --shared
   local d5=$BG_PID
-  queued rw5 5
+  queued rw5 5 "$BG_PID"
   touch "$T/c1.go"
   # the two readers hold at once, the writer behind them waits
   wait_event "d1 acquired"
@@ -327,16 +348,18 @@ children_are() {
   local p
   p=$(zpath s1)
   curator c1 semaphore "$p" 2 "$T/c1.go"
+  local c1=$BG_PID
   curator c2 semaphore "$p" 2 "$T/c2.go"
-  wait_event "c1 acquired"
-  wait_event "c2 acquired"
+  local c2=$BG_PID
+  wait_event "c1 acquired" "$c1"
+  wait_event "c2 acquired" "$c2"
   run -75 "$DLOCK" run -k s1 --limit 2 -n -- touch "$T/ran"
   [ ! -e "$T/ran" ]
   dlock_holder d go -k s1 --limit 2
   local d=$BG_PID
-  children_are "$p/locks" 1
+  children_are "$p/locks" 1 "$BG_PID"
   touch "$T/c1.go"
-  wait_event "d acquired"
+  wait_event "d acquired" "$d"
   # c2 still holds: dlock took the lease c1 gave back
   not_logged "c2 releasing"
   touch "$T/c2.go" "$T/d.go"
@@ -352,13 +375,14 @@ children_are() {
   local d1=$BG_PID
   dlock_holder d2 go -k s2 --limit 2
   local d2=$BG_PID
-  wait_event "d1 acquired"
-  wait_event "d2 acquired"
+  wait_event "d1 acquired" "$d1"
+  wait_event "d2 acquired" "$d2"
   run -1 curator_fg c1 try-semaphore "$p" 2 1000
   curator c2 semaphore "$p" 2 "$T/c2.go"
-  children_are "$p/locks" 1
+  local c2=$BG_PID
+  children_are "$p/locks" 1 "$c2"
   touch "$T/d1.go"
-  wait_event "c2 acquired"
+  wait_event "c2 acquired" "$c2"
   not_logged "d2 releasing"
   touch "$T/d2.go" "$T/c2.go"
   wait "$d1"
@@ -372,23 +396,24 @@ children_are() {
   local p
   p=$(zpath s3)
   curator c1 semaphore "$p" 3 "$T/c1.go"
-  wait_event "c1 acquired"
+  wait_event "c1 acquired" "$BG_PID"
   dlock_holder d1 go -k s3 --limit 3
   local d1=$BG_PID
-  wait_event "d1 acquired"
+  wait_event "d1 acquired" "$BG_PID"
   curator c2 semaphore "$p" 3 "$T/c2.go"
-  wait_event "c2 acquired"
+  wait_event "c2 acquired" "$BG_PID"
   # full: a dlock waiter, then a Curator one, queue on the semaphore's mutex
   dlock_holder d2 go -k s3 --limit 3
   local d2=$BG_PID
-  children_are "$p/locks" 1
+  children_are "$p/locks" 1 "$BG_PID"
   curator c3 semaphore "$p" 3 "$T/c3.go"
-  children_are "$p/locks" 2
+  local c3=$BG_PID
+  children_are "$p/locks" 2 "$c3"
   touch "$T/c1.go"
-  wait_event "d2 acquired"
+  wait_event "d2 acquired" "$d2"
   not_logged "c3 acquired"
   touch "$T/d1.go"
-  wait_event "c3 acquired"
+  wait_event "c3 acquired" "$c3"
   touch "$T/c2.go" "$T/d2.go" "$T/c3.go"
   wait "$d1"
   wait "$d2"
@@ -401,18 +426,17 @@ children_are() {
 # that completes it; leave waits until every party's node is gone
 
 # parties_at KEY N: until the barrier KEY has N parties' nodes (not counting "ready").
-parties_at() { children_are "$(zpath "$1")" "$2"; }
+parties_at() { children_are "$(zpath "$1")" "$2" "${3:-}"; }
 
 @test "Curator's parties wait in the double barrier until dlock's party completes it; all pass" {
   curator c1 barrier "$(zpath b1)" 3
   local c1=$BG_PID
   curator c2 barrier "$(zpath b1)" 3
   local c2=$BG_PID
-  parties_at b1 2
+  parties_at b1 2 "$BG_PID"
   not_logged "c1 entered"
   echo "d arriving" >>"$T/events"
   run -0 "$DLOCK" barrier -k b1 --parties 3 -w 30s
-  echo "d passed" >>"$T/events"
   wait "$c1"
   wait "$c2"
   in_order "d arriving" "c1 entered" "c1 left"
@@ -421,15 +445,15 @@ parties_at() { children_are "$(zpath "$1")" "$2"; }
 
 @test "dlock's party waits in the barrier until Curator's parties arrive; all pass" {
   dlock_party d1 -k b2 --parties 3 -w 30s
-  parties_at b2 1
+  parties_at b2 1 "$BG_PID"
   curator c1 barrier "$(zpath b2)" 3
   local c1=$BG_PID
-  parties_at b2 2
+  parties_at b2 2 "$BG_PID"
   not_logged "d1 passed 0"
   not_logged "c1 entered"
   curator c2 barrier "$(zpath b2)" 3
   local c2=$BG_PID
-  wait_event "d1 passed 0"
+  passed d1
   wait "$c1"
   wait "$c2"
   in_order "d1 arriving" "c1 connected" "c2 connected" "c1 entered"
@@ -444,7 +468,7 @@ parties_at() { children_are "$(zpath "$1")" "$2"; }
   run -75 "$DLOCK" barrier -k b3 --parties 2 -w 1s
   curator c2 barrier "$(zpath b3)" 2
   local c2=$BG_PID
-  parties_at b3 1
+  parties_at b3 1 "$BG_PID"
   run -0 "$DLOCK" barrier -k b3 --parties 2 -w 30s
   wait "$c2"
   logged "c1 timed-out"
@@ -460,11 +484,11 @@ parties_at() { children_are "$(zpath "$1")" "$2"; }
     dlock_party "d1.$round" -k b4 --parties 4 -w 30s
     curator "c2.$round" barrier "$(zpath b4)" 4
     c2=$BG_PID
-    parties_at b4 3
+    parties_at b4 3 "$c2"
     not_logged "c1.$round entered"
     dlock_party "d2.$round" -k b4 --parties 4 -w 30s
-    wait_event "d1.$round passed 0"
-    wait_event "d2.$round passed 0"
+    passed "d1.$round"
+    passed "d2.$round"
     wait "$c1"
     wait "$c2"
     in_order "d2.$round arriving" "c1.$round entered" "c1.$round left"
