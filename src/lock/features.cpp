@@ -61,7 +61,7 @@ constexpr Column table[] = {
    "ZooKeeper",
    " (zk://)",
    " (zk://)",
-   {Feature::fair, Feature::shared, Feature::min_hold, Feature::lock_delay, Feature::replace,
+   {Feature::fair, Feature::shared, Feature::limit, Feature::min_hold, Feature::lock_delay, Feature::replace,
     Feature::supersede}},
 };
 
