@@ -96,7 +96,7 @@ zk_contenders() {
 }
 
 # The hooks of store.bats (store_helpers.bash).
-STORE_FEATURES="shared fair loss_notice min_hold lock_delay replace supersede keep"
+STORE_FEATURES="shared limit fair loss_notice min_hold lock_delay replace supersede keep"
 STORE_LOSS="its ZooKeeper session expired or its node was deleted"
 
 store_start() {

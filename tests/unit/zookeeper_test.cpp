@@ -124,9 +124,9 @@ TEST(Contender, DlocksExclusivePairIsOneContender)
   // "lock-" for Curator's mutex, "__WRIT__" (next sequence, same uuid) for its read/write lock.
   std::string a = "_c_" + random_uuid();
   std::string b = "_c_" + random_uuid();
-  std::vector<Contender> queue =
-    sorted_contenders({a + "-lock-0000000004", a + "-__WRIT__0000000005", b + "-__READ__0000000006",
-                       b + "-lock-0000000007", a + "-__WRIT__0000000009", b + "-__WRIT__0000000008"});
+  std::vector<Contender> queue = sorted_contenders(
+    {a + "-lock-0000000004", a + "-__WRIT__0000000005", b + "-__READ__0000000006",
+     b + "-lock-0000000007", a + "-__WRIT__0000000009", b + "-__WRIT__0000000008"});
   ASSERT_EQ(queue.size(), 4u);
   EXPECT_EQ(queue[0].name, a + "-lock-0000000004");
   EXPECT_EQ(queue[0].partner, a + "-__WRIT__0000000005");

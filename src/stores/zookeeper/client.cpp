@@ -259,8 +259,7 @@ void Client::multi(std::vector<Op> ops, Done done)
       zoo().zoo_create_op_init(&ticket->zops[i], op.path.c_str(), op.data.data(),
                                static_cast<int>(op.data.size()),
                                m_private_nodes ? zoo().creator_acl : zoo().open_acl, op.flags,
-                               ticket->paths[i].data(),
-                               static_cast<int>(ticket->paths[i].size()));
+                               ticket->paths[i].data(), static_cast<int>(ticket->paths[i].size()));
     } else {
       zoo().zoo_delete_op_init(&ticket->zops[i], op.path.c_str(), op.version);
     }

@@ -293,10 +293,6 @@ void ZookeeperStore::start_acquire(const lock::LockName& name, const lock::Acqui
   n.woken = false;
   n.wake_by.reset();
   n.side_watches.clear();
-  if (request.kind.mode == lock::LockKind::Mode::limit) {
-    m_answers.answer(Op::acquire, lock::refusal(*this, lock::Feature::limit));
-    return;
-  }
   try {
     client(request.ttl);
   } catch (const Error& error) {
@@ -350,7 +346,7 @@ void ZookeeperStore::start_acquire(const lock::LockName& name, const lock::Acqui
       outcome.acquire.lease = lock::AcquireResult::Lease::no_expiry;
       outcome.acquire.superseded_by = newest->holder;
       std::string node = e.node;
-      std::string partner = e.partner;
+      std::string partner = second_of(e);
       bool ours = !node.empty() && e.session == m_client->session_id();
       m_named.erase(found); // its registration goes
       if (!ours) {
@@ -375,6 +371,7 @@ void ZookeeperStore::place(const std::string& key)
   if (!n.node.empty() && n.session != m_client->session_id()) {
     n.node.clear(); // made by a session that ended: the server deleted it
     n.partner.clear();
+    n.lease.clear();
   }
   if (!n.node.empty()) {
     judge(key);
@@ -385,7 +382,7 @@ void ZookeeperStore::place(const std::string& key)
     return;
   }
   // A create whose answer was lost may have made our node: find it by its uuid.
-  m_client->get_children(n.dir, [this, key](Reply& reply) {
+  m_client->get_children(queue_dir(n), [this, key](Reply& reply) {
     auto found = m_named.find(key);
     if (found == m_named.end()) {
       return;
@@ -399,8 +396,8 @@ void ZookeeperStore::place(const std::string& key)
     e.maybe_created = false;
     for (const Contender& c : sorted_contenders(reply.children)) {
       if (c.uuid == e.uuid) {
-        e.node = e.dir + "/" + c.name;
-        e.partner = c.partner.empty() ? "" : e.dir + "/" + c.partner;
+        e.node = queue_dir(e) + "/" + c.name;
+        e.partner = c.partner.empty() ? "" : queue_dir(e) + "/" + c.partner;
         e.session = m_client->session_id();
         e.fence = 0; // read again by judge
       }
@@ -414,10 +411,11 @@ void ZookeeperStore::create(const std::string& key)
   Named& n = m_named.at(key);
   Role role = role_of(n.kind);
   std::string record = holder_record(n.request.holder, token_fingerprint(n.token));
-  std::vector<Client::Op> ops{{.path = n.dir + "/" + contender_prefix(n.uuid, role),
+  bool semaphore = n.kind.mode == lock::LockKind::Mode::limit;
+  std::vector<Client::Op> ops{{.path = queue_dir(n) + "/" + contender_prefix(n.uuid, role),
                                .data = record,
                                .flags = zoo().ZOO_EPHEMERAL_SEQUENTIAL}};
-  if (role == Role::exclusive) {
+  if (role == Role::exclusive && !semaphore) {
     // Its pair (nodes.hpp): the node Curator's read and write locks see, in the same step.
     ops.push_back({.path = n.dir + "/" + contender_prefix(n.uuid, Role::write),
                    .data = record,
@@ -447,13 +445,17 @@ void ZookeeperStore::create(const std::string& key)
       return;
     }
     if (reply.rc == ZNONODE) {
-      make_path(e.dir, [this, key](std::optional<Error> error) {
-        if (error) {
-          m_answers.answer(Op::acquire, error);
-        } else if (m_named.contains(key)) {
-          place(key);
-        }
-      });
+      bool levels = e.kind.mode == lock::LockKind::Mode::limit;
+      make_path(
+        queue_dir(e),
+        [this, key](std::optional<Error> error) {
+          if (error) {
+            m_answers.answer(Op::acquire, error);
+          } else if (m_named.contains(key)) {
+            place(key);
+          }
+        },
+        levels ? 2 : 1);
       return;
     }
     if (reply.rc == ZCONNECTIONLOSS || reply.rc == ZOPERATIONTIMEOUT) {
@@ -466,7 +468,7 @@ void ZookeeperStore::create(const std::string& key)
 void ZookeeperStore::judge(const std::string& key)
 {
   Named& n = m_named.at(key);
-  m_client->get_children(n.dir, [this, key](Reply& reply) {
+  m_client->get_children(queue_dir(n), [this, key](Reply& reply) {
     auto found = m_named.find(key);
     if (found == m_named.end()) {
       return;
@@ -478,6 +480,40 @@ void ZookeeperStore::judge(const std::string& key)
       return;
     }
     std::vector<Contender> queue = sorted_contenders(reply.children);
+    bool leases =
+      std::find(reply.children.begin(), reply.children.end(), leases_node) != reply.children.end();
+    if (e.kind.mode == lock::LockKind::Mode::limit || !leases) {
+      judge_queue(key, queue);
+      return;
+    }
+    // A semaphore's leases beside the queue: the key is held as one (our nodes were made
+    // before this look, and a semaphore's contender looks for ours after making its lease).
+    std::string dir = side_path(e.dir, leases_node);
+    m_client->get_children(dir, [this, key, dir, queue](Reply& listed) {
+      std::vector<std::string> names = sorted_leases(listed.children);
+      if (!m_named.contains(key)) {
+        return;
+      }
+      if (listed.rc != ZOK || names.empty()) {
+        judge_queue(key, queue);
+        return;
+      }
+      m_client->get(dir + "/" + names.front(), side_cap, [this, key, names](Reply& first) {
+        if (!m_named.contains(key)) {
+          return;
+        }
+        int limit = first.rc == ZOK ? lease_limit(first.value) : 0;
+        int count = static_cast<int>(std::min<std::size_t>(names.size(), 1000));
+        refuse_kind(key, lock::LockKind::semaphore(limit >= 2 ? limit : std::max(2, count)));
+      });
+    });
+  });
+}
+
+void ZookeeperStore::judge_queue(const std::string& key, const std::vector<Contender>& queue)
+{
+  {
+    Named& e = m_named.at(key);
     std::string ours = basename_of(e.node);
     std::optional<std::size_t> index;
     for (std::size_t i = 0; i < queue.size(); ++i) {
@@ -489,9 +525,10 @@ void ZookeeperStore::judge(const std::string& key)
       // Deleted under us (release --force of a waiter, or the session ended), or half of it:
       // what is left goes, and it queues again.
       std::string node = e.node;
-      std::string partner = e.partner;
+      std::string partner = second_of(e);
       e.node.clear();
       e.partner.clear();
+      e.lease.clear();
       if (!index) {
         node.clear();
       }
@@ -504,15 +541,20 @@ void ZookeeperStore::judge(const std::string& key)
     }
     Verdict verdict = zookeeper::judge(queue, *index);
     if (verdict.holds) {
-      admit(key);
+      if (e.kind.mode == lock::LockKind::Mode::limit) {
+        take_lease(key);
+      } else {
+        admit(key);
+      }
       return;
     }
     if (e.request.ticket.mode == lock::WaitMode::once) {
       // --no-wait: leave the queue at once, then say who holds it.
       std::string node = e.node;
-      std::string partner = e.partner;
+      std::string partner = second_of(e);
       e.node.clear();
       e.partner.clear();
+      e.lease.clear();
       remove_contender(node, partner, [this, key, queue](Reply& seen) {
         if (seen.rc != ZOK && seen.rc != ZNONODE) {
           m_answers.answer(Op::acquire, error_of(seen.rc, "delete the node of lock '" + key + "'"));
@@ -523,7 +565,7 @@ void ZookeeperStore::judge(const std::string& key)
       return;
     }
     // Wait for the node before ours only (no herd): its deletion wakes this waiter.
-    e.watching = e.dir + "/" + queue[verdict.wait_for].name;
+    e.watching = queue_dir(e) + "/" + queue[verdict.wait_for].name;
     e.woken = false;
     m_client->exists(e.watching, true, [this, key, queue](Reply& seen) {
       auto again = m_named.find(key);
@@ -550,6 +592,198 @@ void ZookeeperStore::judge(const std::string& key)
         }
       });
     });
+  }
+}
+
+std::string ZookeeperStore::queue_dir(const Named& n) const
+{
+  return n.kind.mode == lock::LockKind::Mode::limit ? side_path(n.dir, mutex_node) : n.dir;
+}
+
+std::string ZookeeperStore::second_of(const Named& n)
+{
+  return n.partner.empty() ? n.lease : n.partner;
+}
+
+void ZookeeperStore::refuse_kind(const std::string& key, lock::LockKind kind)
+{
+  Named& n = m_named.at(key);
+  std::string node = n.node;
+  std::string second = second_of(n);
+  n.node.clear();
+  n.partner.clear();
+  n.lease.clear();
+  n.held = false;
+  remove_contender(node, second, [this, kind](Reply&) {
+    Outcome outcome{.op = Op::acquire};
+    outcome.acquire.kind_in_use = kind;
+    m_answers.answer(std::move(outcome));
+  });
+}
+
+void ZookeeperStore::take_lease(const std::string& key)
+{
+  Named& n = m_named.at(key);
+  if (!n.lease.empty()) {
+    count_leases(key); // made by an earlier attempt, which waited under the mutex
+    return;
+  }
+  std::string leases = side_path(n.dir, leases_node);
+  std::string record = lease_record(n.request.holder, token_fingerprint(n.token), n.kind.limit);
+  m_client->create(
+    leases + "/" + lease_prefix(n.uuid), record, zoo().ZOO_EPHEMERAL_SEQUENTIAL,
+    [this, key, leases](Reply& made) {
+      auto found = m_named.find(key);
+      if (found == m_named.end()) {
+        return;
+      }
+      Named& e = found->second;
+      if (made.rc == ZNONODE) {
+        if (++e.attempts > max_steps) {
+          m_answers.answer(Op::acquire, error_of(made.rc, "create " + leases));
+          return;
+        }
+        make_path(
+          leases,
+          [this, key](std::optional<Error> error) {
+            if (error) {
+              m_answers.answer(Op::acquire, error);
+            } else if (m_named.contains(key)) {
+              take_lease(key);
+            }
+          },
+          2);
+        return;
+      }
+      if (made.rc != ZOK) {
+        m_answers.answer(Op::acquire, error_of(made.rc, "create a lease of lock '" + key + "'"));
+        return;
+      }
+      e.lease = made.value;
+      // Held as another kind? Its contenders made their nodes before they looked for leases.
+      m_client->get_children(e.dir, [this, key](Reply& top) {
+        if (!m_named.contains(key)) {
+          return;
+        }
+        std::vector<Contender> queue = sorted_contenders(top.children);
+        if (top.rc == ZOK && !queue.empty()) {
+          refuse_kind(key, queue.front().role == Role::read ? lock::LockKind::shared()
+                                                            : lock::LockKind::exclusive());
+          return;
+        }
+        count_leases(key);
+      });
+    });
+}
+
+void ZookeeperStore::count_leases(const std::string& key)
+{
+  Named& n = m_named.at(key);
+  std::string leases = side_path(n.dir, leases_node);
+  // With a watch on leases' children: a lease given back wakes the one waiter (the mutex's).
+  m_client->get_children(
+    leases,
+    [this, key, leases](Reply& listed) {
+      auto found = m_named.find(key);
+      if (found == m_named.end()) {
+        return;
+      }
+      Named& e = found->second;
+      if (listed.rc != ZOK && listed.rc != ZNONODE) {
+        m_answers.answer(Op::acquire, error_of(listed.rc, "list the leases of lock '" + key + "'"));
+        return;
+      }
+      std::vector<std::string> names = sorted_leases(listed.children);
+      std::string ours = basename_of(e.lease);
+      if (std::find(names.begin(), names.end(), ours) == names.end()) {
+        e.lease.clear(); // deleted under us (release --force): make another
+        if (++e.attempts > max_steps) {
+          m_answers.answer(Op::acquire,
+                           Error(ExitCode::unavailable,
+                                 "ZooKeeper at {}: the lease of lock '{}' kept disappearing",
+                                 m_url.shown, key));
+          return;
+        }
+        take_lease(key);
+        return;
+      }
+      m_client->get(leases + "/" + names.front(), side_cap, [this, key, names, ours](Reply& first) {
+        auto again = m_named.find(key);
+        if (again == m_named.end()) {
+          return;
+        }
+        Named& h = again->second;
+        int limit = first.rc == ZOK ? lease_limit(first.value) : 0;
+        if (names.front() != ours && limit != 0 && limit != h.kind.limit) {
+          refuse_kind(key, lock::LockKind::semaphore(limit));
+          return;
+        }
+        if (names.size() <= static_cast<std::size_t>(h.kind.limit)) {
+          // Ours: the lease is the hold, and the mutex goes back.
+          std::string mutex = h.node;
+          h.node = h.lease;
+          h.lease.clear();
+          h.partner.clear();
+          h.watching.clear();
+          h.fence = 0;
+          m_client->remove(mutex, [](Reply&) {});
+          watch_held(key);
+          return;
+        }
+        if (h.request.ticket.mode != lock::WaitMode::once) {
+          h.watching = side_path(h.dir, leases_node); // the children's watch wakes it
+          h.woken = false;
+          report_leases(key);
+          return;
+        }
+        std::string node = h.node;
+        std::string lease = h.lease;
+        h.node.clear();
+        h.lease.clear();
+        remove_contender(node, lease, [this, key](Reply&) {
+          if (m_named.contains(key)) {
+            report_leases(key);
+          }
+        });
+      });
+    },
+    true);
+}
+
+void ZookeeperStore::report_leases(const std::string& key)
+{
+  Named& n = m_named.at(key);
+  std::string leases = side_path(n.dir, leases_node);
+  std::string ours = basename_of(n.lease);
+  m_client->get_children(leases, [this, key, leases, ours](Reply& listed) {
+    std::vector<std::string> names = sorted_leases(listed.children);
+    std::erase(names, ours);
+    auto answer = [this, key, count = names.size()](const lock::HolderInfo& holder) {
+      auto found = m_named.find(key);
+      Outcome outcome{.op = Op::acquire};
+      outcome.acquire.lease = lock::AcquireResult::Lease::no_expiry; // sessions, not TTLs
+      outcome.acquire.block =
+        found != m_named.end() ? found->second.request.ticket.max_block : Millis(1000);
+      outcome.acquire.holder = holder;
+      outcome.acquire.holders = static_cast<std::int64_t>(count);
+      m_answers.answer(std::move(outcome));
+    };
+    if (names.empty()) {
+      answer(lock::HolderInfo{});
+      return;
+    }
+    m_client->get(leases + "/" + names.front(), lock::max_holder_record_bytes + 1,
+                  [answer](Reply& got) {
+                    lock::HolderInfo holder;
+                    if (got.rc == ZOK) {
+                      holder = parse_holder_record(got.value);
+                      if (got.stat) {
+                        holder.fence = got.stat->czxid;
+                        holder.acquired_ms = got.stat->ctime;
+                      }
+                    }
+                    answer(holder);
+                  });
   });
 }
 
@@ -557,6 +791,10 @@ void ZookeeperStore::report_holder(const std::string& key, const std::vector<Con
 {
   std::vector<std::size_t> holders = holding(queue);
   Named& n = m_named.at(key);
+  if (n.kind.mode == lock::LockKind::Mode::limit) {
+    report_leases(key); // the mutex's holder is no holder of the semaphore
+    return;
+  }
   auto not_acquired = [this, key, holders](std::optional<lock::HolderInfo> holder, bool asked) {
     auto found = m_named.find(key);
     Outcome outcome{.op = Op::acquire};
@@ -717,9 +955,10 @@ void ZookeeperStore::refuse(const std::string& key, lock::AcquireResult::Lease l
 {
   Named& n = m_named.at(key);
   std::string node = n.node;
-  std::string partner = n.partner;
+  std::string partner = second_of(n);
   n.node.clear(); // given back: the next attempt queues again
   n.partner.clear();
+  n.lease.clear();
   n.held = false;
   remove_contender(node, partner, [this, key, lease, left, holder](Reply& gone) {
     auto found = m_named.find(key);
@@ -801,6 +1040,9 @@ void ZookeeperStore::watch_held(const std::string& key)
     }
     Named& h = again->second;
     if (seen.rc == ZNONODE) {
+      if (h.kind.mode == lock::LockKind::Mode::limit) {
+        h.node.clear(); // our lease went: queue again
+      }
       place(key); // judge finds it gone, and its partner goes
       return;
     }
@@ -1039,7 +1281,8 @@ void ZookeeperStore::settle_release(const std::string& dir, const std::string& f
 }
 
 void ZookeeperStore::make_path(const std::string& path,
-                               std::function<void(std::optional<Error>)> then)
+                               std::function<void(std::optional<Error>)> then,
+                               std::size_t containers)
 {
   // Every ancestor from the top, then path itself.
   std::vector<std::string> paths;
@@ -1048,24 +1291,26 @@ void ZookeeperStore::make_path(const std::string& path,
     paths.push_back(path.substr(0, slash));
   }
   paths.push_back(path);
-  create_paths(std::make_shared<std::vector<std::string>>(std::move(paths)), 0, std::move(then));
+  create_paths(std::make_shared<std::vector<std::string>>(std::move(paths)), 0, containers,
+               std::move(then));
 }
 
 void ZookeeperStore::create_paths(std::shared_ptr<std::vector<std::string>> paths, std::size_t i,
+                                  std::size_t containers,
                                   std::function<void(std::optional<Error>)> then)
 {
   if (i == paths->size()) {
     then(std::nullopt);
     return;
   }
-  int flags = i + 1 == paths->size() ? zoo().ZOO_CONTAINER : zoo().ZOO_PERSISTENT;
+  int flags = i + containers >= paths->size() ? zoo().ZOO_CONTAINER : zoo().ZOO_PERSISTENT;
   std::string path = (*paths)[i];
-  m_client->create(path, "", flags, [this, paths, i, then, path](Reply& reply) {
+  m_client->create(path, "", flags, [this, paths, i, containers, then, path](Reply& reply) {
     if (reply.rc != ZOK && reply.rc != ZNODEEXISTS) {
       then(error_of(reply.rc, "create " + path));
       return;
     }
-    create_paths(paths, i + 1, then);
+    create_paths(paths, i + 1, containers, then);
   });
 }
 
@@ -1097,7 +1342,17 @@ void ZookeeperStore::start_renew(const lock::LockName& name, const lock::RenewRe
       return;
     }
     std::string key = name.str();
-    m_client->exists(n->node, false, [this, key, outcome](Reply& reply) mutable {
+    // An exclusive pair's other half first (its answer comes before the node's): without it,
+    // Curator's readers would not wait.
+    auto half = std::make_shared<bool>(true);
+    if (!n->partner.empty()) {
+      std::int64_t session = n->session;
+      m_client->exists(n->partner, false, [half, session](Reply& reply) {
+        *half = reply.rc != ZOK || (reply.stat && reply.stat->ephemeralOwner == session);
+        *half = *half && reply.rc != ZNONODE;
+      });
+    }
+    m_client->exists(n->node, false, [this, key, outcome, half](Reply& reply) mutable {
       auto found = m_named.find(key);
       if (found == m_named.end()) {
         m_answers.answer(outcome);
@@ -1105,7 +1360,7 @@ void ZookeeperStore::start_renew(const lock::LockName& name, const lock::RenewRe
       }
       Named& e = found->second;
       if (reply.rc == ZOK && reply.stat) {
-        outcome.held = reply.stat->ephemeralOwner == e.session;
+        outcome.held = reply.stat->ephemeralOwner == e.session && *half;
       } else if (reply.rc == ZNONODE || reply.rc == ZSESSIONEXPIRED || reply.rc == ZINVALIDSTATE
                  || reply.rc == ZAUTHFAILED) {
         outcome.held = false;
@@ -1170,8 +1425,9 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
   if (!token.empty() && n != nullptr && n->token == token && !n->node.empty()) {
     bool held = n->held;
     std::string node = n->node;
-    std::string partner = n->partner;
+    std::string partner = second_of(*n);
     std::string dir = n->dir;
+    bool semaphore = n->kind.mode == lock::LockKind::Mode::limit;
     bool alive = m_client && m_client->owned() && !m_dead && m_client->session_id() == n->session;
     m_named.erase(key);
     if (!alive) {
@@ -1191,7 +1447,7 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
         m_answers.answer(std::move(outcome));
       });
     };
-    if (!held) {
+    if (!held || semaphore) {
       remove_node(Millis(0));
       return;
     }
@@ -1217,6 +1473,19 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
     }
     std::vector<std::string> paths;
     std::string node;
+    for (std::size_t i = 0; found.leases && i < found.paths.size(); ++i) {
+      if (fingerprint.empty() || found.fingerprints[i] == fingerprint) {
+        paths.push_back(dir + "/" + found.paths[i]);
+      }
+    }
+    if (found.leases) {
+      remove_all(paths, [this](int removed, std::optional<Error> error) {
+        Outcome outcome{.op = Op::release, .error = std::move(error)};
+        outcome.held = removed > 0;
+        m_answers.answer(std::move(outcome));
+      });
+      return;
+    }
     for (std::size_t i = 0; i < found.holding.size(); ++i) {
       if (fingerprint.empty() || found.fingerprints[i] == fingerprint) {
         const Contender& holder = found.queue[found.holding[i]];
@@ -1289,7 +1558,7 @@ void ZookeeperStore::start_withdraw(const lock::LockName& name, const lock::Wait
     return;
   }
   std::string node = n->node;
-  std::string partner = n->partner;
+  std::string partner = second_of(*n);
   m_named.erase(name.str());
   remove_contender(node, partner, [this](Reply&) { m_answers.answer(Op::withdraw); });
 }
@@ -1394,11 +1663,28 @@ void ZookeeperStore::inspect(const std::string& dir, std::function<void(Inspecti
     }
     found->queue = sorted_contenders(reply.children);
     found->holding = holding(found->queue);
-    if (found->holding.empty()) {
-      then(*found);
+    for (std::size_t i : found->holding) {
+      found->paths.push_back(found->queue[i].name);
+    }
+    bool leases =
+      std::find(reply.children.begin(), reply.children.end(), leases_node) != reply.children.end();
+    if (!found->holding.empty() || !leases) {
+      read_holders(dir, found, then);
       return;
     }
-    read_holders(dir, found, then);
+    std::string under = side_path(dir, leases_node);
+    m_client->get_children(under, [this, dir, found, then](Reply& listed) {
+      if (listed.rc != ZOK && listed.rc != ZNONODE) {
+        found->error = error_of(listed.rc, "list the leases under " + dir);
+        then(*found);
+        return;
+      }
+      for (const std::string& lease : sorted_leases(listed.children)) {
+        found->leases = true;
+        found->paths.push_back(std::string(leases_node) + "/" + lease);
+      }
+      read_holders(dir, found, then);
+    });
   });
 }
 
@@ -1406,16 +1692,18 @@ void ZookeeperStore::read_holders(const std::string& dir, std::shared_ptr<Inspec
                                   std::function<void(Inspection&)> then)
 {
   std::size_t i = found->holders.size();
-  if (i == found->holding.size()) {
+  if (i == found->paths.size() || i >= 1000) {
+    found->paths.resize(i); // at most 1000 holders read (another tenant's thousands of nodes)
     then(*found);
     return;
   }
-  m_client->get(dir + "/" + found->queue[found->holding[i]].name, lock::max_holder_record_bytes + 1,
+  m_client->get(dir + "/" + found->paths[i], lock::max_holder_record_bytes + 1,
                 [this, dir, then, found](Reply& reply) {
                   std::string fingerprint;
                   lock::HolderInfo holder;
                   if (reply.rc == ZOK) {
                     holder = parse_holder_record(reply.value, &fingerprint);
+                    found->limit = std::max(found->limit, lease_limit(reply.value));
                     if (reply.stat) {
                       holder.fence = reply.stat->czxid;
                       holder.acquired_ms = reply.stat->ctime;
@@ -1458,6 +1746,25 @@ lock::LockStatus ZookeeperStore::status(const lock::LockName& name, util::TimePo
   status.ttl_ms = -1;
   status.server_time_ms = util::unix_ms(); // ZooKeeper has no clock to ask: this host's
   status.waiters = static_cast<std::int64_t>(found.queue.size() - found.holding.size());
+  if (found.leases) {
+    // A semaphore: every lease, but for a waiter's beyond N (made under the mutex, the last).
+    std::size_t count = found.holders.size();
+    if (found.limit >= 2 && count > static_cast<std::size_t>(found.limit)) {
+      count = static_cast<std::size_t>(found.limit);
+      status.waiters = static_cast<std::int64_t>(found.holders.size() - count);
+    }
+    status.held = count > 0;
+    status.kind = lock::LockKind::semaphore(
+      found.limit >= 2 ? found.limit : std::max(2, static_cast<int>(count)));
+    for (std::size_t i = 0; i < count; ++i) {
+      status.slots.push_back(lock::SlotHolder{found.holders[i], -1});
+    }
+    if (count > 0) {
+      status.holder = found.holders.front();
+      status.last_fence = status.holder.fence;
+    }
+    return status;
+  }
   if (found.holding.empty()) {
     policy_status(name, found.queue, status, deadline);
   }

@@ -75,6 +75,7 @@ private:
     std::string uuid;         // protected-mode id of this process's contender
     std::string node;         // our contender's full path ("" when none)
     std::string partner;      // an exclusive contender's "__WRIT__" node (nodes.hpp)
+    std::string lease;        // --limit: our lease while we wait under the mutex (held: node)
     std::int64_t session = 0; // the session that made node
     std::int64_t fence = 0;   // node's czxid
     std::string token;
@@ -95,7 +96,10 @@ private:
     std::optional<Error> error;
     std::vector<Contender> queue;
     std::vector<std::size_t> holding;
-    std::vector<lock::HolderInfo> holders; // of holding, in order
+    bool leases = false;                   // a semaphore's: paths are its leases
+    std::vector<std::string> paths;        // the holders' nodes, under the lock's node
+    int limit = 0;                         // a semaphore's N, as a dlock lease says (0: unknown)
+    std::vector<lock::HolderInfo> holders; // of paths, in order
     std::vector<std::string> fingerprints; // their tokens' fingerprints
   };
 
@@ -115,6 +119,19 @@ private:
   void create(const std::string& key);
   void judge(const std::string& key);
   void report_holder(const std::string& key, const std::vector<Contender>& queue);
+  // The queue of a lock's node, after the check that no semaphore holds the key.
+  void judge_queue(const std::string& key, const std::vector<Contender>& queue);
+  // Where the contenders queue: the lock's node, or a semaphore's mutex.
+  std::string queue_dir(const Named& n) const;
+  // A contender's second node to delete with its own: its partner, or a waiter's lease.
+  static std::string second_of(const Named& n);
+  // The key is held as another kind: our nodes go, and the attempt answers kind_in_use.
+  void refuse_kind(const std::string& key, lock::LockKind kind);
+  // --limit, with the mutex: makes our lease (once), then counts the leases.
+  void take_lease(const std::string& key);
+  void count_leases(const std::string& key);
+  // --limit: answers not acquired, with the leases' holders.
+  void report_leases(const std::string& key);
   // The head of the queue honours the last holder's policy node (give back while it closes the
   // lock), then writes its own, watches and answers.
   void admit(const std::string& key);
@@ -141,9 +158,12 @@ private:
   void server_now(const std::string& dir, std::function<void(std::int64_t)> then);
   // Creates path's missing ancestors and itself (the lock's node as a container, which the
   // server deletes once empty, as Curator does; the chroot's nodes as persistent ones).
-  void make_path(const std::string& path, std::function<void(std::optional<Error>)> then);
+  // containers: how many of the last levels are containers (a semaphore's mutex or leases
+  // and the lock's node: 2).
+  void make_path(const std::string& path, std::function<void(std::optional<Error>)> then,
+                 std::size_t containers = 1);
   void create_paths(std::shared_ptr<std::vector<std::string>> paths, std::size_t i,
-                    std::function<void(std::optional<Error>)> then);
+                    std::size_t containers, std::function<void(std::optional<Error>)> then);
   // What is under a lock's node: the queue and its holders' records.
   void inspect(const std::string& dir, std::function<void(Inspection&)> then);
   void read_holders(const std::string& dir, std::shared_ptr<Inspection> found,
