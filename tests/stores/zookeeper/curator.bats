@@ -166,6 +166,19 @@ most_held() {
   awk '$2 == "acquired" { if (++n > m) m = n } $2 == "releasing" { n-- } END { print m + 0 }' "$T/events"
 }
 
+# exclusion_ok: whether the log shows no holder beside an exclusive one (a name starting
+# with x: a writer or an exclusive lock) and no more than LIMIT (default: any) holders at once.
+exclusion_ok() {
+  awk -v limit="${1:-0}" '
+    $2 == "acquired" {
+      if (x > 0 || ($1 ~ /^x/ && n > 0)) { print "overlap: " $0 " at line " NR; bad = 1 }
+      n++; if ($1 ~ /^x/) x++
+      if (limit > 0 && n > limit) { print "more than " limit " holders at line " NR; bad = 1 }
+    }
+    $2 == "releasing" { n--; if ($1 ~ /^x/) x-- }
+    END { exit bad }' "$T/events"
+}
+
 # queued KEY N [PID]: until the lock KEY has N waiters, as dlock status counts them (Curator's
 # nodes and dlock's alike); fails at once if the process PID (the last waiter) exits first.
 queued() {
@@ -237,6 +250,22 @@ children_are() {
   wait_event "c2 releasing"
   in_order "c1 acquired" "c1 releasing" "d1 acquired" "d1 releasing" "c2 acquired" "c2 releasing" \
     "d2 acquired" "d2 releasing"
+  [ "$(most_held)" = 1 ]
+}
+
+@test "3 Curator clients and 3 dlock jobs of 3 runs on one mutex at once: never two holders" {
+  local p i pids=()
+  p=$(zpath m4)
+  for i in 1 2 3; do
+    curator "xc$i" mutex "$p" 50
+    pids+=("$BG_PID")
+    start_bg "xd$i" sh -c 'for r in 1 2 3; do "$DLOCK" run -k m4 -w 60s -- sh -c \
+      "echo \"$1 acquired\" >>\"\$T/events\"; sleep 0.05; echo \"$1 releasing\" >>\"\$T/events\"" || exit; done' sh "xd$i"
+    pids+=("$BG_PID")
+  done
+  for i in "${pids[@]}"; do wait "$i"; done
+  [ "$(grep -c ' acquired$' "$T/events")" = 12 ]
+  exclusion_ok
   [ "$(most_held)" = 1 ]
 }
 
@@ -340,6 +369,28 @@ children_are() {
   [ "$(most_held)" = 2 ]
 }
 
+@test "Curator's readers and writers and dlock's shared and exclusive holders, 3 rounds each at once: no writer beside anyone" {
+  local p i pids=()
+  p=$(zpath rw6)
+  for i in 1 2; do
+    curator "cr$i" read "$p" 100
+    pids+=("$BG_PID")
+    curator "xcw$i" write "$p" 100
+    pids+=("$BG_PID")
+  done
+  for i in 1 2; do
+    start_bg "ds$i" sh -c 'for r in 1 2 3; do "$DLOCK" run -k rw6 --shared -w 60s -- sh -c \
+      "echo \"$1 acquired\" >>\"\$T/events\"; sleep 0.1; echo \"$1 releasing\" >>\"\$T/events\"" || exit; done' sh "ds$i"
+    pids+=("$BG_PID")
+    start_bg "xd$i" sh -c 'for r in 1 2 3; do "$DLOCK" run -k rw6 -w 60s -- sh -c \
+      "echo \"$1 acquired\" >>\"\$T/events\"; sleep 0.1; echo \"$1 releasing\" >>\"\$T/events\"" || exit; done' sh "xd$i"
+    pids+=("$BG_PID")
+  done
+  for i in "${pids[@]}"; do wait "$i"; done
+  [ "$(grep -c ' acquired$' "$T/events")" = 16 ]
+  exclusion_ok
+}
+
 # ---------------------------------------------------------------------------------------------
 # InterProcessSemaphoreV2: its leases under PATH/leases, taken under its mutex PATH/locks (the
 # one waiter at the head of the queue holds the mutex while it waits for a lease)
@@ -420,6 +471,22 @@ children_are() {
   wait "$d2"
   in_order "c1 releasing" "d2 acquired" "d1 releasing" "c3 acquired"
   [ "$(most_held)" = 3 ]
+}
+
+@test "a semaphore of 2, 3 Curator clients and 3 dlock jobs of 3 runs at once: never more than 2" {
+  local p i pids=()
+  p=$(zpath s4)
+  for i in 1 2 3; do
+    curator "c$i" semaphore "$p" 2 100
+    pids+=("$BG_PID")
+    start_bg "d$i" sh -c 'for r in 1 2 3; do "$DLOCK" run -k s4 --limit 2 -w 60s -- sh -c \
+      "echo \"$1 acquired\" >>\"\$T/events\"; sleep 0.1; echo \"$1 releasing\" >>\"\$T/events\"" || exit; done' sh "d$i"
+    pids+=("$BG_PID")
+  done
+  for i in "${pids[@]}"; do wait "$i"; done
+  [ "$(grep -c ' acquired$' "$T/events")" = 12 ]
+  exclusion_ok 2
+  [ "$(most_held)" -le 2 ]
 }
 
 # ---------------------------------------------------------------------------------------------
