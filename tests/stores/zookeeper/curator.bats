@@ -21,10 +21,11 @@
 load ../../lib/helpers
 load ../../lib/zookeeper_helpers
 
-# Debian's jars (/usr/share/java) the client compiles and runs with: Curator's recipes,
+# Debian's jars (CURATOR_JAR_DIR, default /usr/share/java) the client compiles and runs with: Curator's recipes,
 # framework and client, the ZooKeeper client, and what they need at run time (Guava, with its
 # failureaccess classes inside; SLF4J, with the no-op binding for a quiet stderr). The client
 # talks to the server with ZooKeeper's NIO socket: no Netty.
+: "${CURATOR_JAR_DIR:=/usr/share/java}"
 CURATOR_JARS="curator-recipes curator-framework curator-client zookeeper zookeeper-jute guava
   slf4j-api slf4j-nop"
 # A short-lived client: the C1 compiler alone and the serial collector start faster.
@@ -52,7 +53,11 @@ build_curator_client() {
   local jar missing=() cp=
   command -v javac >/dev/null || missing+=(javac)
   for jar in $CURATOR_JARS; do
-    if [ -e "$ZK_JARS/$jar.jar" ]; then cp+="$ZK_JARS/$jar.jar:"; else missing+=("$ZK_JARS/$jar.jar"); fi
+    if [ -e "$CURATOR_JAR_DIR/$jar.jar" ]; then
+      cp+="$CURATOR_JAR_DIR/$jar.jar:"
+    else
+      missing+=("$CURATOR_JAR_DIR/$jar.jar")
+    fi
   done
   if [ "${#missing[@]}" -gt 0 ]; then
     local why="Apache Curator's test client needs ${missing[*]} (packaging/install-deps.sh test: default-jdk-headless, libcurator-recipes-java)"
