@@ -21,10 +21,11 @@
 load ../../lib/helpers
 load ../../lib/zookeeper_helpers
 
-# Debian's jars (CURATOR_JAR_DIR, default /usr/share/java) the client compiles and runs with: Curator's recipes,
-# framework and client, the ZooKeeper client, and what they need at run time (Guava, with its
-# failureaccess classes inside; SLF4J, with the no-op binding for a quiet stderr). The client
-# talks to the server with ZooKeeper's NIO socket: no Netty.
+# Debian's jars (in CURATOR_JAR_DIR, default /usr/share/java) the client compiles and runs
+# with: Curator's recipes, framework and client, the ZooKeeper client, and what they need at
+# run time (Guava, with its failureaccess classes inside; SLF4J, with the no-op binding for a
+# quiet stderr): what the JVM loads classes from (-verbose:class). The client talks to the
+# server through ZooKeeper's NIO socket: no Netty.
 : "${CURATOR_JAR_DIR:=/usr/share/java}"
 CURATOR_JARS="curator-recipes curator-framework curator-client zookeeper zookeeper-jute guava
   slf4j-api slf4j-nop"
@@ -43,7 +44,10 @@ setup() {
   : >"$T/events"
 }
 teardown() {
-  [ -n "${BATS_TEST_COMPLETED:-}" ] || { echo "# events:"; sed 's/^/#   /' "$T/events"; } >&3
+  # a failed test shows its events
+  if [ -z "${BATS_TEST_COMPLETED:-}" ] && [ -s "$T/events" ]; then
+    { echo "# events:"; sed 's/^/#   /' "$T/events"; } >&3
+  fi
   dlock_teardown
 }
 
