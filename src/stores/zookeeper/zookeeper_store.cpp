@@ -118,6 +118,7 @@ Client& ZookeeperStore::client(Millis session_timeout)
   if (!m_client) {
     m_dead = false;
     m_was_connected = false;
+    m_cut_off_since.reset();
     m_asked_timeout = session_timeout;
     // With digest credentials, dlock's nodes are that user's alone (Curator's ACLProvider
     // does the same when asked); without, anyone's, as Curator's default.
@@ -156,6 +157,7 @@ void ZookeeperStore::on_event(const WatchEvent& event)
     bool lease_ended = false;
     if (event.state == lib.ZOO_CONNECTED_STATE) {
       m_was_connected = true;
+      m_cut_off_since.reset();
     } else if (event.state == lib.ZOO_EXPIRED_SESSION_STATE) {
       m_dead = true;
       lease_ended = true;
@@ -165,14 +167,21 @@ void ZookeeperStore::on_event(const WatchEvent& event)
       lease_ended = true;
       failed = Error(ExitCode::auth, "ZooKeeper at {} refused dlock's authentication", m_url.shown);
     } else if (event.state == lib.ZOO_CONNECTING_STATE && m_was_connected) {
+      if (!m_cut_off_since) {
+        m_cut_off_since = util::monotonic_now();
+      }
       bool holds = false;
+      bool bounded = false; // a holder's session is shorter than its TTL: confirm at once
       for (const auto& [key, n] : m_named) {
         holds = holds || n.held;
+        bounded = bounded || (n.held && m_client->session_timeout() < n.request.ttl);
       }
       if (holds) {
-        m_answers.answer(
-          Op::disconnected,
-          Error(ExitCode::unavailable, "lost the connection to ZooKeeper at {}", m_url.shown));
+        Outcome cut{.op = Op::disconnected,
+                    .error = Error(ExitCode::unavailable, "lost the connection to ZooKeeper at {}",
+                                   m_url.shown)};
+        cut.lease_ended = bounded;
+        m_answers.answer(std::move(cut));
       }
       return;
     } else {
@@ -235,9 +244,21 @@ void ZookeeperStore::on_event(const WatchEvent& event)
   }
 }
 
-std::optional<Error> ZookeeperStore::check_session(Millis ttl) const
+std::optional<Error> ZookeeperStore::check_session(Millis ttl, bool given)
 {
   Millis granted = m_client->session_timeout();
+  if (!given && granted != ttl) {
+    // The default --ttl: the server's bound is the lease (the holder counts its lease from it:
+    // AcquireResult::validity; a renewal while cut off from the server stops at 2/3 of it).
+    if (!m_told_granted) {
+      m_told_granted = true;
+      util::log_verbose("ZooKeeper at {} grants sessions of {} at most ({}SessionTimeout), not the "
+                        "default --ttl {}: the lease is {}",
+                        m_url.shown, util::format_duration(granted), granted < ttl ? "max" : "min",
+                        util::format_duration(ttl), util::format_duration(granted));
+    }
+    return std::nullopt;
+  }
   if (granted > ttl) {
     return Error(ExitCode::usage,
                  "--ttl {} is shorter than the shortest session ZooKeeper at {} grants ({}, its "
@@ -310,10 +331,11 @@ void ZookeeperStore::start_acquire(const lock::LockName& name, const lock::Acqui
   n.held = false;
   std::string key = name.str();
   Millis ttl = request.ttl;
+  bool given = request.ttl_given;
   bool check_superseded = request.policy.supersede && request.ticket.registered;
-  when_ready([this, key, ttl, check_superseded](std::optional<Error> error) {
+  when_ready([this, key, ttl, given, check_superseded](std::optional<Error> error) {
     if (!error) {
-      error = check_session(ttl);
+      error = check_session(ttl, given);
     }
     if (error) {
       m_answers.answer(Op::acquire, error);
@@ -1078,6 +1100,9 @@ void ZookeeperStore::watch_held(const std::string& key)
       Outcome outcome{.op = Op::acquire};
       outcome.acquire.acquired = true;
       outcome.acquire.fence = found != m_named.end() ? found->second.fence : 0;
+      if (found != m_named.end() && m_client->session_timeout() != found->second.request.ttl) {
+        outcome.acquire.validity = m_client->session_timeout(); // the session the server granted
+      }
       m_answers.answer(std::move(outcome));
     });
   });
@@ -1339,6 +1364,15 @@ void ZookeeperStore::start_renew(const lock::LockName& name, const lock::RenewRe
     if (!m_client || !m_client->owned() || m_dead || m_client->session_id() != n->session) {
       n->held = false;
       m_answers.answer(outcome); // the session that held it ended: its node went with it
+      return;
+    }
+    Millis granted = m_client->session_timeout();
+    if (m_cut_off_since && granted < n->request.ttl) {
+      // A session shorter than the holder's TTL (the server's bound took the default's place):
+      // cut off, the server may expire it (2/3 of it passed unheard before the client said so)
+      // long before the holder's own deadline: lost.
+      n->held = false;
+      m_answers.answer(outcome);
       return;
     }
     std::string key = name.str();

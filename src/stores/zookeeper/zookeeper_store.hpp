@@ -111,8 +111,9 @@ private:
   // Runs then once the session is up (error: it could not be).
   void when_ready(std::function<void(std::optional<Error>)> then);
   void on_event(const WatchEvent& event);
-  // Refuses a TTL the server's session timeout does not match.
-  std::optional<Error> check_session(util::Millis ttl) const;
+  // Refuses a given TTL the server's session timeout does not match; takes the server's for
+  // the default one (not given), which -v says.
+  std::optional<Error> check_session(util::Millis ttl, bool given);
 
   // The steps of an acquisition, each from the previous one's answer.
   void place(const std::string& key);
@@ -190,6 +191,9 @@ private:
   util::Millis m_asked_timeout{0}; // the session timeout m_client asked for
   bool m_was_connected = false;    // m_client's session came up once
   bool m_dead = false;             // m_client's session expired or its authentication failed
+  bool m_told_granted = false;     // -v said once that the server's session bound is the lease
+  // Since when m_client has been cut off from the ensemble (nullopt: connected).
+  std::optional<util::TimePoint> m_cut_off_since;
   std::vector<std::function<void(std::optional<Error>)>> m_on_ready;
   std::map<std::string, Named> m_named; // by lock name
   lock::OutcomeQueue m_answers;
