@@ -61,8 +61,8 @@ constexpr Column table[] = {
    "ZooKeeper",
    " (zk://)",
    " (zk://)",
-   {Feature::fair, Feature::shared, Feature::limit, Feature::min_hold, Feature::lock_delay, Feature::replace,
-    Feature::supersede}},
+   {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate, Feature::min_hold,
+    Feature::lock_delay, Feature::replace, Feature::supersede}},
 };
 
 // The feature as the user asked for it; what it needs when that is more than a list of the
