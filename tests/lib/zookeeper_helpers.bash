@@ -98,7 +98,11 @@ zk_contenders() {
 }
 
 # The hooks of store.bats (store_helpers.bash).
+<<<<<<< HEAD
 STORE_FEATURES="shared limit fair coordinate loss_notice min_hold lock_delay replace supersede"
+=======
+STORE_FEATURES="shared fair loss_notice min_hold lock_delay replace supersede keep"
+>>>>>>> wip/common
 STORE_LOSS="its ZooKeeper session expired or its node was deleted"
 
 store_start() {
