@@ -455,6 +455,18 @@ keep_processes() { pgrep -f -- "acquire -k $1 " || true; }
   run -75 --separate-stderr "$DLOCK" acquire -k ko -t 2s --keep -n
   [ -z "$output" ]
   [ "$(keep_processes ko | wc -l)" -eq 1 ]
+  # SIGTERM while its holder process waits: both end (143), nothing is taken
+  start_bg late "$DLOCK" acquire -k ko -t 2s --keep -w 30s
+  local late=$BG_PID
+  wait_for "pgrep -P $late >/dev/null" 10
+  sleep 0.5 # its holder process is waiting
+  kill -TERM "$late"
+  local rc=0
+  wait "$late" || rc=$?
+  echo "acquire --keep waiting, then SIGTERM: $rc; $(cat "$T/late.err")"
+  [ "$rc" -eq 143 ]
+  wait_for '! pgrep -f -- "acquire -k ko -t 2s --keep -w 30s" >/dev/null' 10
+  [ "$(keep_processes ko | wc -l)" -eq 1 ]
   kill "$owner"
   wait_for "'$DLOCK' run -k ko -n -- true" 10
   wait_for '[ -z "$(keep_processes ko)" ]' 10

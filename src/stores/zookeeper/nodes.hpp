@@ -76,6 +76,30 @@ std::string lease_record(const lock::HolderInfo& holder, std::string_view finger
 // The N a lease's record says (0: none, as in a Curator lease, whose data is its address).
 int lease_limit(std::string_view data);
 
+// dlock barrier, as Curator's DistributedDoubleBarrier lays it out: each party an ephemeral
+// child of the lock's node (Curator: a bare UUID; dlock: "_c_<uuid>-party-<10 digits>", with
+// "parties=N" in its data), and "ready", which the last arrival makes (dlock: ephemeral, in the
+// transaction that deletes the N parties it lets through, so later arrivals form the next
+// generation). A dlock party passes when its node is deleted so, or when a Curator party made
+// a persistent "ready" after it arrived.
+inline constexpr std::string_view ready_node = "ready";
+std::string party_prefix(std::string_view uuid);
+// A barrier's parties among children, in arrival order (Curator's, which have no sequence,
+// first): names only.
+std::vector<std::string> sorted_parties(const std::vector<std::string>& children);
+// dlock latch: "dlock.latch", a persistent child of the lock's node holding "dlock=1",
+// "count=N" and "expires_at=MS" (the server's clock): set and counted down with versioned
+// writes; the next dlock that finds it expired deletes it.
+inline constexpr std::string_view latch_node = "dlock.latch";
+struct LatchRecord {
+  std::int64_t count = 0;
+  std::int64_t expires_at = 0;
+};
+std::string latch_record(const LatchRecord& record);
+std::optional<LatchRecord> parse_latch_record(std::string_view data);
+// A "key=N" line of a dlock record (parties=, count=...), if data is dlock's and has it.
+std::optional<std::int64_t> record_number(std::string_view data, std::string_view key);
+
 // Whether the contender at index ours holds the lock, and, if not, which one it waits for:
 // an exclusive or write contender waits for the one just before it; a reader for the first
 // writer (or exclusive) before it, as Curator's read lock does.

@@ -4,6 +4,7 @@
 #include "util/clock.hpp"
 #include "util/log.hpp"
 
+#include <fmt/format.h>
 #include <fnmatch.h>
 
 #include <algorithm>
@@ -112,12 +113,16 @@ Client& ZookeeperStore::client(Millis session_timeout)
   for (const auto& [key, n] : m_named) {
     idle = idle && n.node.empty() && !n.maybe_created;
   }
+  for (const auto& [key, g] : m_gates) {
+    idle = idle && g.member.empty(); // a barrier party's node is its session's
+  }
   if (m_client && (m_dead || (idle && session_timeout != m_asked_timeout && !m_client->busy()))) {
     m_client.reset(); // expired, or asked for another timeout with nothing to keep
   }
   if (!m_client) {
     m_dead = false;
     m_was_connected = false;
+    m_cut_off_since.reset();
     m_asked_timeout = session_timeout;
     // With digest credentials, dlock's nodes are that user's alone (Curator's ACLProvider
     // does the same when asked); without, anyone's, as Curator's default.
@@ -156,6 +161,7 @@ void ZookeeperStore::on_event(const WatchEvent& event)
     bool lease_ended = false;
     if (event.state == lib.ZOO_CONNECTED_STATE) {
       m_was_connected = true;
+      m_cut_off_since.reset();
     } else if (event.state == lib.ZOO_EXPIRED_SESSION_STATE) {
       m_dead = true;
       lease_ended = true;
@@ -165,14 +171,21 @@ void ZookeeperStore::on_event(const WatchEvent& event)
       lease_ended = true;
       failed = Error(ExitCode::auth, "ZooKeeper at {} refused dlock's authentication", m_url.shown);
     } else if (event.state == lib.ZOO_CONNECTING_STATE && m_was_connected) {
+      if (!m_cut_off_since) {
+        m_cut_off_since = util::monotonic_now();
+      }
       bool holds = false;
+      bool bounded = false; // a holder's session is shorter than its TTL: confirm at once
       for (const auto& [key, n] : m_named) {
         holds = holds || n.held;
+        bounded = bounded || (n.held && m_client->session_timeout() < n.request.ttl);
       }
       if (holds) {
-        m_answers.answer(
-          Op::disconnected,
-          Error(ExitCode::unavailable, "lost the connection to ZooKeeper at {}", m_url.shown));
+        Outcome cut{.op = Op::disconnected,
+                    .error = Error(ExitCode::unavailable, "lost the connection to ZooKeeper at {}",
+                                   m_url.shown)};
+        cut.lease_ended = bounded;
+        m_answers.answer(std::move(cut));
       }
       return;
     } else {
@@ -193,6 +206,14 @@ void ZookeeperStore::on_event(const WatchEvent& event)
         }
         n.woken = true;
       }
+      for (auto& [key, g] : m_gates) {
+        g.member.clear(); // went with the session
+        if (g.wake_by) {
+          g.wake_by.reset();
+          m_answers.answer(Op::wait_for_wake);
+        }
+        g.woken = true;
+      }
       if (holds) {
         Outcome lost{.op = Op::disconnected, .error = failed};
         lost.lease_ended = lease_ended; // the session was the lease: its nodes are gone
@@ -200,6 +221,16 @@ void ZookeeperStore::on_event(const WatchEvent& event)
       }
     }
     return;
+  }
+  for (auto& [key, g] : m_gates) {
+    if (std::find(g.watched.begin(), g.watched.end(), event.path) != g.watched.end()) {
+      g.watched.clear();
+      g.woken = true;
+      if (g.wake_by) {
+        g.wake_by.reset();
+        m_answers.answer(Op::wait_for_wake);
+      }
+    }
   }
   for (auto& [key, n] : m_named) {
     if (n.held && event.path == side_path(n.dir, replace_node)
@@ -235,9 +266,21 @@ void ZookeeperStore::on_event(const WatchEvent& event)
   }
 }
 
-std::optional<Error> ZookeeperStore::check_session(Millis ttl) const
+std::optional<Error> ZookeeperStore::check_session(Millis ttl, bool given)
 {
   Millis granted = m_client->session_timeout();
+  if (!given && granted != ttl) {
+    // The default --ttl: the server's bound is the lease (the holder counts its lease from it:
+    // AcquireResult::validity; a renewal while cut off from the server stops at 2/3 of it).
+    if (!m_told_granted) {
+      m_told_granted = true;
+      util::log_verbose("ZooKeeper at {} grants sessions of {} at most ({}SessionTimeout), not the "
+                        "default --ttl {}: the lease is {}",
+                        m_url.shown, util::format_duration(granted), granted < ttl ? "max" : "min",
+                        util::format_duration(ttl), util::format_duration(granted));
+    }
+    return std::nullopt;
+  }
   if (granted > ttl) {
     return Error(ExitCode::usage,
                  "--ttl {} is shorter than the shortest session ZooKeeper at {} grants ({}, its "
@@ -310,10 +353,11 @@ void ZookeeperStore::start_acquire(const lock::LockName& name, const lock::Acqui
   n.held = false;
   std::string key = name.str();
   Millis ttl = request.ttl;
+  bool given = request.ttl_given;
   bool check_superseded = request.policy.supersede && request.ticket.registered;
-  when_ready([this, key, ttl, check_superseded](std::optional<Error> error) {
+  when_ready([this, key, ttl, given, check_superseded](std::optional<Error> error) {
     if (!error) {
-      error = check_session(ttl);
+      error = check_session(ttl, given);
     }
     if (error) {
       m_answers.answer(Op::acquire, error);
@@ -1078,6 +1122,9 @@ void ZookeeperStore::watch_held(const std::string& key)
       Outcome outcome{.op = Op::acquire};
       outcome.acquire.acquired = true;
       outcome.acquire.fence = found != m_named.end() ? found->second.fence : 0;
+      if (found != m_named.end() && m_client->session_timeout() != found->second.request.ttl) {
+        outcome.acquire.validity = m_client->session_timeout(); // the session the server granted
+      }
       m_answers.answer(std::move(outcome));
     });
   });
@@ -1314,9 +1361,22 @@ void ZookeeperStore::create_paths(std::shared_ptr<std::vector<std::string>> path
   });
 }
 
-void ZookeeperStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket&,
+void ZookeeperStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
                                          Millis block)
 {
+  if (ticket.mode == lock::WaitMode::watch || ticket.mode == lock::WaitMode::barrier
+      || ticket.mode == lock::WaitMode::latch) {
+    auto found = m_gates.find(name.str());
+    if (found == m_gates.end() || found->second.woken || found->second.watched.empty()) {
+      if (found != m_gates.end()) {
+        found->second.woken = false;
+      }
+      m_answers.answer(Op::wait_for_wake);
+      return;
+    }
+    found->second.wake_by = util::monotonic_now() + block;
+    return;
+  }
   Named* n = find(name);
   if (n == nullptr || n->woken || (n->watching.empty() && n->side_watches.empty())) {
     if (n != nullptr) {
@@ -1339,6 +1399,15 @@ void ZookeeperStore::start_renew(const lock::LockName& name, const lock::RenewRe
     if (!m_client || !m_client->owned() || m_dead || m_client->session_id() != n->session) {
       n->held = false;
       m_answers.answer(outcome); // the session that held it ended: its node went with it
+      return;
+    }
+    Millis granted = m_client->session_timeout();
+    if (m_cut_off_since && granted < n->request.ttl) {
+      // A session shorter than the holder's TTL (the server's bound took the default's place):
+      // cut off, the server may expire it (2/3 of it passed unheard before the client said so)
+      // long before the holder's own deadline: lost.
+      n->held = false;
+      m_answers.answer(outcome);
       return;
     }
     std::string key = name.str();
@@ -1546,8 +1615,27 @@ void ZookeeperStore::remove_all(std::vector<std::string> paths,
   });
 }
 
-void ZookeeperStore::start_withdraw(const lock::LockName& name, const lock::WaitTicket&)
+void ZookeeperStore::start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket)
 {
+  if (ticket.mode == lock::WaitMode::watch || ticket.mode == lock::WaitMode::barrier
+      || ticket.mode == lock::WaitMode::latch) {
+    auto found = m_gates.find(name.str());
+    std::string member = found != m_gates.end() ? found->second.member : "";
+    if (found != m_gates.end()) {
+      m_gates.erase(found);
+    }
+    if (member.empty() || !m_client || !m_client->owned() || m_dead) {
+      m_answers.answer(Op::withdraw);
+      return;
+    }
+    // A barrier party's arrival goes, unless its generation tripped (its node deleted).
+    m_client->remove(member, [this](Reply& gone) {
+      Outcome outcome{.op = Op::withdraw};
+      outcome.gate.open = gone.rc == ZNONODE;
+      m_answers.answer(std::move(outcome));
+    });
+    return;
+  }
   Named* n = find(name);
   if (n == nullptr || n->held || n->node.empty() || !m_client || m_dead
       || m_client->session_id() != n->session) {
@@ -1576,6 +1664,11 @@ void ZookeeperStore::watch(util::EventLoop& loop)
       loop.wake_at(*n.wake_by);
     }
   }
+  for (const auto& [key, g] : m_gates) {
+    if (g.wake_by) {
+      loop.wake_at(*g.wake_by);
+    }
+  }
 }
 
 std::optional<Outcome> ZookeeperStore::next_outcome()
@@ -1588,6 +1681,12 @@ std::optional<Outcome> ZookeeperStore::next_outcome()
     if (n.wake_by && *n.wake_by <= now) {
       n.wake_by.reset();
       m_answers.answer(Op::wait_for_wake); // the block ended: the waiter asks again
+    }
+  }
+  for (auto& [key, g] : m_gates) {
+    if (g.wake_by && *g.wake_by <= now) {
+      g.wake_by.reset();
+      m_answers.answer(Op::wait_for_wake);
     }
   }
   return m_answers.next();
@@ -1610,6 +1709,7 @@ void ZookeeperStore::abandon() noexcept
     }
     m_client.reset();
     m_named.clear();
+    m_gates.clear(); // a barrier party's node goes with the session
     return;
   }
   if (m_client && m_client->owned()) {
@@ -1621,6 +1721,9 @@ void ZookeeperStore::abandon() noexcept
       n.creating = false;
     }
     n.wake_by.reset();
+  }
+  for (auto& [key, g] : m_gates) {
+    g.wake_by.reset();
   }
 }
 
@@ -1892,6 +1995,458 @@ std::vector<lock::LockStatus> ZookeeperStore::list(std::string_view pattern, Mil
     }
   }
   return found;
+}
+
+} // namespace dlock::zookeeper
+
+namespace dlock::zookeeper {
+
+// --- wait, barrier, latch ------------------------------------------------------------------
+
+ZookeeperStore::Gate& ZookeeperStore::gate(const lock::LockName& name)
+{
+  auto found = m_gates.find(name.str());
+  if (found != m_gates.end()) {
+    return found->second;
+  }
+  Gate g;
+  g.dir = dir_of(name);
+  return m_gates.emplace(name.str(), std::move(g)).first->second;
+}
+
+void ZookeeperStore::start_gate(const lock::LockName& name, const lock::GateRequest& request)
+{
+  Gate& g = gate(name);
+  g.woken = false;
+  g.wake_by.reset();
+  g.watched.clear();
+  try {
+    client(inspect_session);
+  } catch (const Error& error) {
+    m_answers.answer(Op::gate, error);
+    return;
+  }
+  std::string key = name.str();
+  when_ready([this, key, request](std::optional<Error> error) {
+    if (error) {
+      m_answers.answer(Op::gate, error);
+    } else if (!m_gates.contains(key)) {
+      return;
+    } else if (request.ticket.mode == lock::WaitMode::watch) {
+      watch_gate(key, request);
+    } else if (request.ticket.mode == lock::WaitMode::barrier) {
+      barrier_gate(key, request);
+    } else if (request.ticket.mode == lock::WaitMode::latch) {
+      latch_gate(key, request.ticket.max_block);
+    } else {
+      m_answers.answer(Op::gate, Error(ExitCode::internal, "a lock waiter at a gate"));
+    }
+  });
+}
+
+void ZookeeperStore::close_gate(const std::string& key, std::vector<std::string> paths,
+                                lock::GateResult result)
+{
+  Gate& g = m_gates.at(key);
+  g.watched = paths;
+  if (paths.empty()) {
+    m_answers.answer(Outcome{.op = Op::gate, .gate = result});
+    return;
+  }
+  // Every watch set before the answer: a change after it wakes the waiter.
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    bool last = i + 1 == paths.size();
+    m_client->exists(paths[i], true, [this, last, result](Reply&) {
+      if (last) {
+        m_answers.answer(Outcome{.op = Op::gate, .gate = result});
+      }
+    });
+  }
+}
+
+void ZookeeperStore::watch_gate(const std::string& key, const lock::GateRequest& request)
+{
+  Gate& g = m_gates.at(key);
+  std::string dir = g.dir;
+  std::int64_t since = request.ticket.since;
+  Millis block = request.ticket.max_block;
+  inspect(dir, [this, key, dir, since, block](Inspection& found) {
+    if (found.error) {
+      m_answers.answer(Op::gate, found.error);
+      return;
+    }
+    if (!m_gates.contains(key)) {
+      return;
+    }
+    // Free, or freed since the watcher first found it held: every holder seen then (a node's
+    // czxid at most since) is gone, whoever holds it now.
+    std::int64_t newest = 0;
+    bool older = false;
+    for (const lock::HolderInfo& holder : found.holders) {
+      newest = std::max(newest, holder.fence);
+      older = older || holder.fence <= since;
+    }
+    lock::GateResult result;
+    if (found.holders.empty() || (since > 0 && !older)) {
+      result.open = true;
+      m_answers.answer(Outcome{.op = Op::gate, .gate = result});
+      return;
+    }
+    result.block = block;
+    result.since = since > 0 ? since : newest;
+    result.lock.lease = lock::AcquireResult::Lease::no_expiry;
+    result.lock.holder = found.holders.front();
+    result.lock.holders = static_cast<std::int64_t>(found.holders.size());
+    // Woken when a holder's node goes (at most 64 watched: the first to go wakes it to look).
+    std::vector<std::string> paths;
+    for (std::size_t i = 0; i < found.paths.size() && i < 64; ++i) {
+      paths.push_back(dir + "/" + found.paths[i]);
+    }
+    close_gate(key, std::move(paths), result);
+  });
+}
+
+void ZookeeperStore::barrier_gate(const std::string& key, const lock::GateRequest& request)
+{
+  Gate& g = m_gates.at(key);
+  if (!g.member.empty()) {
+    barrier_judge(key, request); // arrived before: did its generation trip?
+    return;
+  }
+  if (request.ticket.generation > 0) {
+    // Arrived with a session that ended (its node went with it): arrive again.
+    util::log_verbose("barrier '{}': the session of this party's arrival ended; arriving again",
+                      key);
+  }
+  std::string dir = g.dir;
+  m_client->get_children(dir, [this, key, request, dir](Reply& listed) {
+    if (!m_gates.contains(key)) {
+      return;
+    }
+    if (listed.rc == ZNONODE) {
+      make_path(dir, [this, key, request](std::optional<Error> error) {
+        if (error) {
+          m_answers.answer(Op::gate, error);
+        } else if (m_gates.contains(key)) {
+          barrier_gate(key, request);
+        }
+      });
+      return;
+    }
+    if (listed.rc != ZOK) {
+      m_answers.answer(Op::gate, error_of(listed.rc, "list the parties of barrier '" + key + "'"));
+      return;
+    }
+    // Another barrier of other parties in progress: nothing registered (the first dlock
+    // party's record says how many).
+    std::vector<std::string> parties = sorted_parties(listed.children);
+    auto arrive = [this, key, request, dir] {
+      Gate& e = m_gates.at(key);
+      std::string data = fmt::format("dlock=1\nparties={}\n", request.parties);
+      std::string uuid = random_uuid();
+      m_client->create(dir + "/" + party_prefix(uuid), data, zoo().ZOO_EPHEMERAL_SEQUENTIAL,
+                       [this, key, request](Reply& made) {
+                         auto found = m_gates.find(key);
+                         if (found == m_gates.end()) {
+                           return;
+                         }
+                         if (made.rc == ZNONODE) {
+                           barrier_gate(key, request); // the container went meanwhile
+                           return;
+                         }
+                         if (made.rc != ZOK) {
+                           m_answers.answer(Op::gate,
+                                            error_of(made.rc, "arrive at barrier '" + key + "'"));
+                           return;
+                         }
+                         found->second.member = made.value;
+                         found->second.joined = made.stat ? made.stat->czxid : 1;
+                         barrier_judge(key, request);
+                       });
+      (void)e;
+    };
+    std::string first;
+    for (const std::string& p : parties) {
+      if (p.starts_with("_c_") && first.empty()) {
+        first = p;
+      }
+    }
+    if (first.empty()) {
+      arrive();
+      return;
+    }
+    m_client->get(dir + "/" + first, side_cap, [this, key, request, arrive](Reply& got) {
+      if (!m_gates.contains(key)) {
+        return;
+      }
+      std::optional<std::int64_t> other =
+        got.rc == ZOK ? record_number(got.value, "parties") : std::nullopt;
+      if (other && *other != request.parties && *other >= 1 && *other <= 1'000'000) {
+        lock::GateResult result;
+        result.parties = *other;
+        m_answers.answer(Outcome{.op = Op::gate, .gate = result});
+        return;
+      }
+      arrive();
+    });
+  });
+}
+
+void ZookeeperStore::barrier_judge(const std::string& key, const lock::GateRequest& request,
+                                   int tries)
+{
+  Gate& g = m_gates.at(key);
+  std::string dir = g.dir;
+  m_client->get_children(dir, [this, key, request, dir, tries](Reply& listed) {
+    auto found = m_gates.find(key);
+    if (found == m_gates.end()) {
+      return;
+    }
+    Gate& e = found->second;
+    lock::GateResult result;
+    result.parties = request.parties;
+    result.generation = e.joined;
+    std::vector<std::string> parties = sorted_parties(listed.children);
+    std::string ours = basename_of(e.member);
+    auto at = std::find(parties.begin(), parties.end(), ours);
+    if (listed.rc == ZNONODE || (listed.rc == ZOK && at == parties.end())) {
+      // Our node was deleted by the party that tripped our generation.
+      e.member.clear();
+      result.open = true;
+      result.arrived = request.parties;
+      m_answers.answer(Outcome{.op = Op::gate, .gate = result});
+      return;
+    }
+    if (listed.rc != ZOK) {
+      m_answers.answer(Op::gate, error_of(listed.rc, "list the parties of barrier '" + key + "'"));
+      return;
+    }
+    bool ready = std::find(listed.children.begin(), listed.children.end(), ready_node)
+                 != listed.children.end();
+    auto index = static_cast<std::int64_t>(at - parties.begin());
+    result.arrived =
+      std::min<std::int64_t>(static_cast<std::int64_t>(parties.size()), request.parties);
+    auto wait = [this, key, dir, request, result]() mutable {
+      auto again = m_gates.find(key);
+      if (again == m_gates.end()) {
+        return;
+      }
+      result.block = request.ticket.max_block;
+      close_gate(key, {again->second.member, dir + "/" + std::string(ready_node)}, result);
+    };
+    auto check_ready = [this, key, dir, result, wait]() mutable {
+      // A Curator party's "ready" (persistent) made after our arrival lets every party in.
+      m_client->exists(dir + "/" + std::string(ready_node), false,
+                       [this, key, result, wait](Reply& seen) mutable {
+                         auto again = m_gates.find(key);
+                         if (again == m_gates.end()) {
+                           return;
+                         }
+                         Gate& h = again->second;
+                         if (seen.rc == ZOK && seen.stat && seen.stat->ephemeralOwner == 0
+                             && seen.stat->czxid > h.joined) {
+                           std::string member = h.member;
+                           h.member.clear();
+                           result.open = true;
+                           m_client->remove(member, [this, result](Reply&) {
+                             m_answers.answer(Outcome{.op = Op::gate, .gate = result});
+                           });
+                           return;
+                         }
+                         wait();
+                       });
+    };
+    if (static_cast<std::int64_t>(parties.size()) < request.parties || index >= request.parties) {
+      if (ready) {
+        check_ready();
+      } else {
+        wait();
+      }
+      return;
+    }
+    // The last of the first N to arrive: this generation trips. Its dlock parties go (each
+    // one's watch on its node wakes it) and "ready" is made (Curator's parties' watch), in one
+    // transaction; arrivals after them form the next generation.
+    std::vector<Client::Op> ops;
+    for (std::int64_t i = 0; i < request.parties; ++i) {
+      if (parties[static_cast<std::size_t>(i)].starts_with("_c_")) {
+        ops.push_back({.create = false,
+                       .path = dir + "/" + parties[static_cast<std::size_t>(i)],
+                       .data = {},
+                       .flags = 0,
+                       .version = -1});
+      }
+    }
+    if (!ready) {
+      ops.push_back({.create = true,
+                     .path = dir + "/" + std::string(ready_node),
+                     .data = {},
+                     .flags = zoo().ZOO_EPHEMERAL,
+                     .version = -1});
+    }
+    m_client->multi(std::move(ops), [this, key, request, result, tries](Reply& done) mutable {
+      auto again = m_gates.find(key);
+      if (again == m_gates.end()) {
+        return;
+      }
+      if (done.rc == ZOK) {
+        again->second.member.clear();
+        result.open = true;
+        result.arrived = request.parties;
+        m_answers.answer(Outcome{.op = Op::gate, .gate = result});
+        return;
+      }
+      if (tries >= max_steps) {
+        m_answers.answer(Op::gate, error_of(done.rc, "trip barrier '" + key + "'"));
+        return;
+      }
+      barrier_judge(key, request, tries + 1); // another tripped it, or "ready" came: look again
+    });
+  });
+}
+
+void ZookeeperStore::latch_gate(const std::string& key, Millis block)
+{
+  std::string path = side_path(m_gates.at(key).dir, latch_node);
+  m_client->get(path, side_cap, [this, key, path, block](Reply& got) {
+    if (!m_gates.contains(key)) {
+      return;
+    }
+    if (got.rc != ZOK && got.rc != ZNONODE) {
+      m_answers.answer(Op::gate, error_of(got.rc, "read latch '" + key + "'"));
+      return;
+    }
+    std::optional<LatchRecord> record =
+      got.rc == ZOK ? parse_latch_record(got.value) : std::nullopt;
+    lock::GateResult result;
+    result.count = record ? std::max<std::int64_t>(record->count, 0) : -1;
+    if (record && record->count <= 0) {
+      result.open = true;
+      m_answers.answer(Outcome{.op = Op::gate, .gate = result});
+      return;
+    }
+    // Woken when it is set, counted down or deleted.
+    result.block = block;
+    close_gate(key, {path}, result);
+  });
+}
+
+void ZookeeperStore::start_set_latch(const lock::LockName& name, std::int64_t count, Millis expire)
+{
+  try {
+    client(inspect_session);
+  } catch (const Error& error) {
+    m_answers.answer(Op::set_latch, error);
+    return;
+  }
+  std::string key = name.str();
+  std::string dir = dir_of(name);
+  std::string path = side_path(dir, latch_node);
+  when_ready([this, key, dir, path, count, expire](std::optional<Error> error) {
+    if (error) {
+      m_answers.answer(Op::set_latch, error);
+      return;
+    }
+    make_path(dir, [this, key, dir, path, count, expire](std::optional<Error> made) {
+      if (made) {
+        m_answers.answer(Op::set_latch, made);
+        return;
+      }
+      server_now(dir, [this, key, path, count, expire](std::int64_t now) {
+        std::string data = latch_record({count, now + expire.count()});
+        // Set again (a latch set before starts over), else made.
+        m_client->set(path, data, -1, [this, key, path, data](Reply& set) {
+          if (set.rc == ZOK) {
+            m_answers.answer(Op::set_latch);
+            return;
+          }
+          if (set.rc != ZNONODE) {
+            m_answers.answer(Op::set_latch, error_of(set.rc, "set latch '" + key + "'"));
+            return;
+          }
+          m_client->create(path, data, zoo().ZOO_PERSISTENT, [this, key](Reply& created) {
+            if (created.rc == ZOK || created.rc == ZNODEEXISTS) {
+              m_answers.answer(Op::set_latch); // made by another setter meanwhile: as good
+              return;
+            }
+            m_answers.answer(Op::set_latch, error_of(created.rc, "set latch '" + key + "'"));
+          });
+        });
+      });
+    });
+  });
+}
+
+void ZookeeperStore::start_count_down(const lock::LockName& name)
+{
+  try {
+    client(inspect_session);
+  } catch (const Error& error) {
+    m_answers.answer(Op::count_down, error);
+    return;
+  }
+  gate(name);
+  std::string key = name.str();
+  when_ready([this, key](std::optional<Error> error) {
+    if (error) {
+      m_answers.answer(Op::count_down, error);
+    } else if (m_gates.contains(key)) {
+      count_down(key, 0);
+    }
+  });
+}
+
+void ZookeeperStore::count_down(const std::string& key, int tries)
+{
+  std::string dir = m_gates.at(key).dir;
+  std::string path = side_path(dir, latch_node);
+  auto answer = [this](std::int64_t count) {
+    Outcome outcome{.op = Op::count_down};
+    outcome.gate.count = count;
+    m_answers.answer(std::move(outcome));
+  };
+  m_client->get(path, side_cap, [this, key, dir, path, tries, answer](Reply& got) {
+    if (got.rc == ZNONODE) {
+      answer(-1);
+      return;
+    }
+    if (got.rc != ZOK || !got.stat) {
+      m_answers.answer(Op::count_down, error_of(got.rc, "read latch '" + key + "'"));
+      return;
+    }
+    std::optional<LatchRecord> record = parse_latch_record(got.value);
+    if (!record) {
+      answer(-1); // not dlock's
+      return;
+    }
+    int version = got.stat->version;
+    server_now(dir, [this, key, path, tries, answer, record = *record, version](std::int64_t now) {
+      if (record.expires_at <= now) {
+        m_client->remove(
+          path, [answer](Reply&) { answer(-1); }, version); // expired: cleaned
+        return;
+      }
+      if (record.count <= 0) {
+        answer(0); // stays at zero
+        return;
+      }
+      LatchRecord next = record;
+      --next.count;
+      m_client->set(
+        path, latch_record(next), version, [this, key, tries, answer, next](Reply& set) {
+          if (set.rc == ZOK) {
+            answer(next.count); // every waiter's watch on it wakes it to look
+            return;
+          }
+          if ((set.rc == ZBADVERSION || set.rc == ZNONODE) && tries < 100
+              && m_gates.contains(key)) {
+            count_down(key, tries + 1); // another counted meanwhile: again
+            return;
+          }
+          m_answers.answer(Op::count_down, error_of(set.rc, "count latch '" + key + "' down"));
+        });
+    });
+  });
 }
 
 } // namespace dlock::zookeeper

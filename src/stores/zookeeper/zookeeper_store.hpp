@@ -38,7 +38,7 @@ ZkUrl connect_params(const std::string& url, const stores::StoreConfig& config);
 // older ones watch. The server's time is the ctime of an ephemeral dlock.now-<uuid> node made for
 // it. ZooKeeper keeps no TTL by default: a side node is removed by the next dlock that finds it
 // over (an acquirer, status, release --force), and one dlock did not write is passed over.
-class ZookeeperStore final : public lock::Store {
+class ZookeeperStore final : public lock::Store, public lock::Coordination {
 public:
   ZookeeperStore(ZkUrl url, util::Millis request_timeout, std::string prefix);
 
@@ -48,7 +48,12 @@ public:
   void start_renew(const lock::LockName& name, const lock::RenewRequest& request) override;
   void start_release(const lock::LockName& name, const std::string& token) override;
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
-  // Refused (Feature::coordinate): a latch or barrier that outlives nobody needs its own recipe.
+  // wait, barrier and latch (nodes.hpp: where each keeps its nodes), woken by watches.
+  lock::Coordination* coordination() noexcept override { return this; }
+  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
+  void start_set_latch(const lock::LockName& name, std::int64_t count,
+                       util::Millis expire) override;
+  void start_count_down(const lock::LockName& name) override;
 
   void watch(util::EventLoop& loop) override;
   std::optional<lock::Outcome> next_outcome() override;
@@ -91,6 +96,16 @@ private:
     std::vector<std::string> side_watches;  // side nodes watched while waiting (policy, newest)
   };
 
+  // One waiter that takes nothing (wait, barrier, latch --wait) on a lock name.
+  struct Gate {
+    std::string dir;                        // the lock's node
+    std::vector<std::string> watched;       // the nodes whose change wakes it
+    bool woken = false;                     // one changed since the last attempt
+    std::optional<util::TimePoint> wake_by; // a wait_for_wake in progress ends then
+    std::string member;                     // barrier: our party's node ("" when none)
+    std::int64_t joined = 0;                // barrier: its czxid, the generation joined
+  };
+
   // What inspect() found under a lock's node.
   struct Inspection {
     std::optional<Error> error;
@@ -103,6 +118,15 @@ private:
     std::vector<std::string> fingerprints; // their tokens' fingerprints
   };
 
+  Gate& gate(const lock::LockName& name);
+  // The gate's answer when not open: watches paths (their change wakes it) first.
+  void close_gate(const std::string& key, std::vector<std::string> paths, lock::GateResult result);
+  void watch_gate(const std::string& key, const lock::GateRequest& request);
+  void barrier_gate(const std::string& key, const lock::GateRequest& request);
+  // A barrier party made: whether its generation tripped, else whether it trips it.
+  void barrier_judge(const std::string& key, const lock::GateRequest& request, int tries = 0);
+  void latch_gate(const std::string& key, util::Millis block);
+  void count_down(const std::string& key, int tries);
   Named& named(const lock::LockName& name);
   Named* find(const lock::LockName& name);
   std::string dir_of(const lock::LockName& name) const;
@@ -111,8 +135,9 @@ private:
   // Runs then once the session is up (error: it could not be).
   void when_ready(std::function<void(std::optional<Error>)> then);
   void on_event(const WatchEvent& event);
-  // Refuses a TTL the server's session timeout does not match.
-  std::optional<Error> check_session(util::Millis ttl) const;
+  // Refuses a given TTL the server's session timeout does not match; takes the server's for
+  // the default one (not given), which -v says.
+  std::optional<Error> check_session(util::Millis ttl, bool given);
 
   // The steps of an acquisition, each from the previous one's answer.
   void place(const std::string& key);
@@ -190,8 +215,12 @@ private:
   util::Millis m_asked_timeout{0}; // the session timeout m_client asked for
   bool m_was_connected = false;    // m_client's session came up once
   bool m_dead = false;             // m_client's session expired or its authentication failed
+  bool m_told_granted = false;     // -v said once that the server's session bound is the lease
+  // Since when m_client has been cut off from the ensemble (nullopt: connected).
+  std::optional<util::TimePoint> m_cut_off_since;
   std::vector<std::function<void(std::optional<Error>)>> m_on_ready;
   std::map<std::string, Named> m_named; // by lock name
+  std::map<std::string, Gate> m_gates;  // by lock name
   lock::OutcomeQueue m_answers;
 };
 
