@@ -574,3 +574,23 @@ parties_at() { children_are "$(zpath "$1")" "$2" "${3:-}"; }
   # nothing left but the barrier's node: the next round starts afresh
   [ -z "$(zk_children "$(zpath b4)")" ]
 }
+
+@test "a round of dlock's parties alone, then of Curator's alone: neither lets the next one through early" {
+  dlock_party d1 -k b5 --parties 2 -w 30s
+  dlock_party d2 -k b5 --parties 2 -w 30s
+  passed d1
+  passed d2
+  # a Curator party alone waits for a second one (no "ready" left from dlock's round)
+  run -1 curator_fg c1 try-barrier "$(zpath b5)" 2 1500
+  not_logged "c1 entered"
+  curator c2 barrier "$(zpath b5)" 2
+  local c2=$BG_PID
+  curator c3 barrier "$(zpath b5)" 2
+  local c3=$BG_PID
+  wait "$c2"
+  wait "$c3"
+  # and dlock's next party waits for a second one too
+  run -75 "$DLOCK" barrier -k b5 --parties 2 -w 1s
+  in_order "c1 timed-out" "c2 entered" "c2 left"
+  in_order "c1 timed-out" "c3 entered" "c3 left"
+}
