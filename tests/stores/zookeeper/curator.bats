@@ -64,7 +64,8 @@ build_curator_client() {
     fi
   done
   if [ "${#missing[@]}" -gt 0 ]; then
-    local why="Apache Curator's test client needs ${missing[*]} (packaging/install-deps.sh test: default-jdk-headless, libcurator-recipes-java)"
+    local why="Apache Curator's test client needs ${missing[*]}"
+    why+=" (packaging/install-deps.sh test: default-jdk-headless, libcurator-recipes-java)"
     if [ -n "${CI:-}" ]; then
       echo "$why" >&2
       return 1
@@ -74,7 +75,8 @@ build_curator_client() {
   fi
   local dir=$BATS_FILE_TMPDIR/curator
   mkdir -p "$dir"
-  javac -nowarn -encoding UTF-8 -d "$dir" -cp "$cp" "$BATS_TEST_DIRNAME/curator/CuratorClient.java" >&2 || return 1
+  javac -nowarn -encoding UTF-8 -d "$dir" -cp "$cp" \
+    "$BATS_TEST_DIRNAME/curator/CuratorClient.java" >&2 || return 1
   export CURATOR_CP="$cp$dir"
 }
 
@@ -115,6 +117,22 @@ dlock_holder() {
     echo "$1 acquired" >>"$T/events"
     if [ "$2" = go ]; then until [ -e "$T/$1.go" ]; do sleep 0.02; done; else sleep "$2"; fi
     echo "$1 releasing" >>"$T/events"' sh "$name" "$hold"
+}
+
+# dlock_jobs NAME ROUNDS HOLD [dlock run options...]: a background job (BG_PID) of ROUNDS
+# dlock runs one after the other, each logging "NAME acquired", sleeping HOLD seconds and logging
+# "NAME releasing"; it stops at the first run that fails.
+dlock_jobs() {
+  local name=$1 rounds=$2 hold=$3
+  shift 3
+  start_bg "$name" sh -c '
+    name=$1 rounds=$2 hold=$3
+    shift 3
+    for _ in $(seq "$rounds"); do
+      "$DLOCK" run "$@" -- sh -c '\''
+        echo "$1 acquired" >>"$T/events"; sleep "$2"; echo "$1 releasing" >>"$T/events"'\'' \
+        sh "$name" "$hold" || exit
+    done' sh "$name" "$rounds" "$hold" "$@"
 }
 
 # dlock_party NAME [dlock barrier options...]: a background dlock barrier (its pid recorded) that
@@ -172,7 +190,8 @@ in_order() {
 }
 # most_held: the most holders at once in the log (acquired, not yet releasing).
 most_held() {
-  awk '$2 == "acquired" { if (++n > m) m = n } $2 == "releasing" { n-- } END { print m + 0 }' "$T/events"
+  awk '$2 == "acquired" { if (++n > m) m = n } $2 == "releasing" { n-- } END { print m + 0 }' \
+    "$T/events"
 }
 
 # exclusion_ok: whether the log shows no holder beside an exclusive one (a name starting
@@ -268,8 +287,7 @@ children_are() {
   for i in 1 2 3; do
     curator "xc$i" mutex "$p" 50
     pids+=("$BG_PID")
-    start_bg "xd$i" sh -c 'for r in 1 2 3; do "$DLOCK" run -k m4 -w 60s -- sh -c \
-      "echo \"$1 acquired\" >>\"\$T/events\"; sleep 0.05; echo \"$1 releasing\" >>\"\$T/events\"" || exit; done' sh "xd$i"
+    dlock_jobs "xd$i" 3 0.05 -k m4 -w 60s
     pids+=("$BG_PID")
   done
   for i in "${pids[@]}"; do wait "$i"; done
@@ -378,7 +396,7 @@ children_are() {
   [ "$(most_held)" = 2 ]
 }
 
-@test "Curator's readers and writers and dlock's shared and exclusive holders, 3 rounds each at once: no writer beside anyone" {
+@test "2 Curator readers, 2 Curator writers, 2 dlock --shared and 2 exclusive jobs of 3 runs at once: no writer beside anyone" {
   local p i pids=()
   p=$(zpath rw6)
   for i in 1 2; do
@@ -388,11 +406,9 @@ children_are() {
     pids+=("$BG_PID")
   done
   for i in 1 2; do
-    start_bg "ds$i" sh -c 'for r in 1 2 3; do "$DLOCK" run -k rw6 --shared -w 60s -- sh -c \
-      "echo \"$1 acquired\" >>\"\$T/events\"; sleep 0.1; echo \"$1 releasing\" >>\"\$T/events\"" || exit; done' sh "ds$i"
+    dlock_jobs "ds$i" 3 0.1 -k rw6 --shared -w 60s
     pids+=("$BG_PID")
-    start_bg "xd$i" sh -c 'for r in 1 2 3; do "$DLOCK" run -k rw6 -w 60s -- sh -c \
-      "echo \"$1 acquired\" >>\"\$T/events\"; sleep 0.1; echo \"$1 releasing\" >>\"\$T/events\"" || exit; done' sh "xd$i"
+    dlock_jobs "xd$i" 3 0.1 -k rw6 -w 60s
     pids+=("$BG_PID")
   done
   for i in "${pids[@]}"; do wait "$i"; done
@@ -488,8 +504,7 @@ children_are() {
   for i in 1 2 3; do
     curator "c$i" semaphore "$p" 2 100
     pids+=("$BG_PID")
-    start_bg "d$i" sh -c 'for r in 1 2 3; do "$DLOCK" run -k s4 --limit 2 -w 60s -- sh -c \
-      "echo \"$1 acquired\" >>\"\$T/events\"; sleep 0.1; echo \"$1 releasing\" >>\"\$T/events\"" || exit; done' sh "d$i"
+    dlock_jobs "d$i" 3 0.1 -k s4 --limit 2 -w 60s
     pids+=("$BG_PID")
   done
   for i in "${pids[@]}"; do wait "$i"; done

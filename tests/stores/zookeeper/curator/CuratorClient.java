@@ -46,7 +46,8 @@ public final class CuratorClient {
     System.err.println("CuratorClient: " + why);
     System.err.println("usage: CuratorClient HOST:PORT (mutex|read|write) PATH HOLD"
         + " | semaphore PATH N HOLD | barrier PATH PARTIES"
-        + " | try-(mutex|read|write) PATH TIMEOUT_MS [HOLD] | try-semaphore PATH N TIMEOUT_MS [HOLD]"
+        + " | try-(mutex|read|write) PATH TIMEOUT_MS [HOLD]"
+        + " | try-semaphore PATH N TIMEOUT_MS [HOLD]"
         + " | try-barrier PATH PARTIES TIMEOUT_MS");
     System.exit(2);
   }
