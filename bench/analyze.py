@@ -504,9 +504,9 @@ def cmd_stores(results, *tools):
     def cell(value, fmt):
         return fmt % value if value is not None else "-"
 
-    print(f"  {'tool':<18} {'uncontended cycle':>19} {'8 workers contending':>21}"
+    print(f"  {'tool':<28} {'uncontended cycle':>19} {'8 workers contending':>21}"
           f" {'hand-over':>19} {'peak RSS':>9}  failed runs")
-    print(f"  {'':<18} {'median / mean ms':>19} {'ms per section':>21} {'median / p90 ms':>19}"
+    print(f"  {'':<28} {'median / mean ms':>19} {'ms per section':>21} {'median / p90 ms':>19}"
           f" {'MB':>9}")
     for t in tools:
         un, co, h, r = u.get(t), c.get(t), ho.get(t), rss.get(t)
@@ -516,7 +516,7 @@ def cmd_stores(results, *tools):
         mem = cell(r["max_kb"] / 1024 if r else None, "%.2f")
         failed = co["failed"] if co else 0
         overlaps = h.get("overlaps", 0) if h else 0
-        print(f"  {t:<18} {cycle:>19} {per:>21} {hand:>19} {mem:>9}  {failed}"
+        print(f"  {t:<28} {cycle:>19} {per:>21} {hand:>19} {mem:>9}  {failed}"
               + (f"  MUTUAL EXCLUSION VIOLATED ({overlaps} overlaps)" if overlaps else ""))
     base = u.get("true (no lock: process start)")
     if base:

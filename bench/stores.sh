@@ -3,9 +3,10 @@
 # one run: Redis, PostgreSQL, (when this dlock has the mysql:// store) MariaDB, file://, etcd and
 # (zk://) ZooKeeper.
 #
-# Usage: bench/stores.sh [--quick] [--no-deps] [--out DIR] [--only ROWS]
-#   --quick     smaller counts (about 1-2 minutes instead of about 4-6)
+# Usage: bench/stores.sh [--quick] [--no-deps] [--no-kinds] [--out DIR] [--only ROWS]
+#   --quick     smaller counts (about 2-3 minutes instead of about 6-9)
 #   --no-deps   do not run packaging/install-deps.sh bench first
+#   --no-kinds  no "--limit 3" and "--shared" row per store (exclusive locks only)
 #   --out DIR   keep the raw data (hyperfine JSON, stamps, results.json) in DIR
 #   --only ROWS measure only these rows, comma-separated: "dlock file,flock" (servers still start)
 # Environment: DLOCK_BIN (default: build/src/dlock of this repository), TMPDIR.
@@ -17,7 +18,9 @@
 # (postgres, mysql). No traffic leaves 127.0.0.1.
 #
 # Sections: 1 uncontended cycle, 2 contention (8 workers), 3 hand-over latency, 4 peak RSS; then
-# one table with a row per store.
+# one table with a row per store. Each store also has a "--limit 3" and a "--shared" row (on keys
+# of their own) in sections 1, 2 and 4: the cost of a slot or a reader against the exclusive
+# lock's; hand-over (section 3) does not apply to them, since its three workers never wait.
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -26,11 +29,12 @@ DLOCK_BIN=${DLOCK_BIN:-$REPO/build/src/dlock}
 
 usage() { sed -n '5,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 
-quick=0 deps=1 out="" only=""
+quick=0 deps=1 kinds=1 out="" only=""
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) quick=1 ;;
     --no-deps) deps=0 ;;
+    --no-kinds) kinds=0 ;;
     --out) out=${2:?--out needs a directory}; shift ;;
     --only) only=${2:?--only needs row names}; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -141,6 +145,7 @@ unset DLOCK_URL DLOCK_PREFIX DLOCK_PASSWORD DLOCK_CONFIG
 export DLOCK_CONFIG='' # no config file of this machine's
 
 build_helper
+KIND_TOOLS=()
 analyze() { python3 "$BENCH_DIR/analyze.py" "$1" "$RES" "${@:2}"; }
 
 # The tools: NAME and the lock command's prefix (the command follows it), one per line. The same
@@ -175,6 +180,25 @@ if [ -n "$ZK_URL" ]; then
   PREFIX["dlock ZooKeeper"]="$(q "$DLOCK") -u $ZK_URL run -k bench-stores --"
 fi
 TOOLS+=("flock" "etcdctl lock")
+if [ "$kinds" = 1 ]; then
+  # Every store's --limit 3 and --shared rows, where the store has the kind (exit 64 otherwise).
+  for tool in "${TOOLS[@]}"; do
+    [[ $tool == "dlock "* ]] || continue
+    for kind in "--limit 3" "--shared"; do
+      key=bench-${kind#--}
+      key=${key%% *}
+      row="${PREFIX[$tool]/run -k bench-stores --/run -k $key $kind --}"
+      if eval "$row true" >/dev/null 2>&1; then
+        KIND_TOOLS+=("$tool $kind")
+        PREFIX["$tool $kind"]=$row
+      else
+        say "  no '$tool $kind' row: that store refuses the kind"
+      fi
+    done
+  done
+  PREFIX["flock -s"]="flock -s $(q "$TMP/bench-shared.lock")"
+  TOOLS+=("${KIND_TOOLS[@]}" "flock -s")
+fi
 if [ -n "$only" ]; then
   wanted=() missing=""
   IFS=, read -r -a rows <<<"$only"
@@ -247,6 +271,7 @@ say "  figure includes the command's exit, the release, waking the waiter, its a
 say "  token too) and its fork+exec of the next command up to main()."
 per=$(((HANDOVERS + HO_WORKERS - 1) / HO_WORKERS + 3))
 for tool in "${TOOLS[@]}"; do
+  [[ $tool != *" --limit 3" && $tool != *" --shared" && $tool != "flock -s" ]] || continue # nobody waits here
   prefix_words "$tool"
   tag=$(printf '%s' "$tool" | tr -c 'a-zA-Z0-9' '_')
   start=$(($(now_ns) + 500000000))

@@ -29,7 +29,8 @@ std::string caller_name()
 
 int acquire(Context& context, const AcquireOptions& options)
 {
-  lock::require(context.store, lock::Feature::detached);
+  // A lock with no process behind it needs a lease that is not a session or a descriptor.
+  lock::require(context.store, options.keep ? lock::Feature::keep : lock::Feature::detached);
   const std::vector<lock::LockName>& names = options.keys;
   const std::string shown = lock::join_names(names);
   process::SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2});
@@ -37,23 +38,23 @@ int acquire(Context& context, const AcquireOptions& options)
   // The lock belongs to the calling script, which outlives this process.
   lock::HolderInfo me = lock::HolderInfo::current(caller_name());
   me.pid = ::getppid();
-  // --keep: the keep process is the lock's holder, for as long as the script lives.
+  lock::AcquireRequest request = options.acquire_request(token, me);
+  hold::WaitPolicy policy = options.wait_policy(context.request_timeout);
+  // --keep: the keep process takes the lock and is its holder, for as long as the script lives.
   std::optional<KeepProcess> keeper;
+  hold::Taken outcome;
   if (options.keep) {
     pid_t owner = options.keep->while_pid.value_or(process::calling_script(::getppid()));
     if (::kill(owner, 0) != 0 && errno == ESRCH) {
       throw Error(ExitCode::usage, "--while-pid {}: no such process", owner);
     }
-    keeper.emplace(context, names, token, options.ttl, *options.keep, owner);
-    me.pid = keeper->pid();
-    me.command = fmt::format("acquire --keep for pid {}: {}", owner, me.command)
-                   .substr(0, lock::max_command_length);
+    keeper.emplace(context, names, std::move(policy), std::move(request), *options.keep, owner);
+    outcome = keeper->outcome(signals);
+  } else {
+    outcome = hold::Acquisition(hold::system_clock(), context.store, signals, std::move(policy),
+                                names, std::move(request))
+                .finish();
   }
-
-  hold::Taken outcome = hold::Acquisition(hold::system_clock(), context.store, signals,
-                                          options.wait_policy(context.request_timeout), names,
-                                          options.acquire_request(token, me))
-                          .finish();
   if (process::stops_calling_script(outcome.signal)) {
     process::die_of_signal(outcome.signal, false); // nothing is held; the script stops too
   }
@@ -69,9 +70,6 @@ int acquire(Context& context, const AcquireOptions& options)
                         {"held_by", outcome.held_by},
                         {"by", "acquire"}});
     return options.conflict_exit_code;
-  }
-  if (keeper) {
-    keeper->go(outcome.sent_at, outcome.validity);
   }
   std::string out;
   if (options.json) {
@@ -96,9 +94,10 @@ int acquire(Context& context, const AcquireOptions& options)
   if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
     // Nobody got the token, so nobody could ever release the lock: give it back.
     if (keeper) {
-      keeper->stop();
+      keeper->stop(); // it releases what it holds
+    } else {
+      hold::release_all(context.store, names, token, context.request_timeout);
     }
-    hold::release_all(context.store, names, token, context.request_timeout);
     throw Error(ExitCode::internal, "could not write the token to stdout; lock released");
   }
   util::log_verbose("acquired lock '{}' (fencing token {})", shown, outcome.fence);

@@ -1,6 +1,8 @@
 #pragma once
 
 #include "commands/acquire.hpp"
+#include "hold/waiter.hpp"
+#include "process/signals.hpp"
 
 #include <sys/types.h>
 
@@ -10,31 +12,31 @@
 
 namespace dlock::commands {
 
-// The process that keeps the lock of `acquire --keep` (renewing its lease with a
-// hold::LeaseKeeper), forked before the lock is asked for (so that the store has no connection
-// yet to share, and its pid can be recorded as the lock's holder). It waits for go(); if this
-// process exits or calls abort() instead, it exits and holds nothing.
+// The process that takes and keeps the lock of `acquire --keep`, forked before the lock is asked
+// for: it takes the lock itself, so that where the lease is a database session or a descriptor
+// (PostgreSQL, MySQL, ZooKeeper, file://) the process that lives on is the one that has it, and
+// its pid is the holder's. It tells this process how the attempt ended, then detaches and
+// renews the lease; if nothing was taken, it exits.
 class KeepProcess {
 public:
-  // Forks the keep process of names for token; owner is the process it keeps the lock for.
-  KeepProcess(Context& context, std::vector<lock::LockName> names, std::string token,
-              util::Millis ttl, const KeepOptions& options, pid_t owner);
+  // Forks the keep process, which takes names with request (its holder's pid and command are
+  // the keep process's own) as policy says; owner is the process it keeps the lock for.
+  KeepProcess(Context& context, std::vector<lock::LockName> names, hold::WaitPolicy policy,
+              lock::AcquireRequest request, const KeepOptions& options, pid_t owner);
   ~KeepProcess();
   KeepProcess(const KeepProcess&) = delete;
   KeepProcess& operator=(const KeepProcess&) = delete;
 
   pid_t pid() const noexcept { return m_pid; }
-  // The lock is taken (its lease runs from sent_at, for validity or the whole TTL): the keep
-  // process detaches and renews it.
-  void go(util::TimePoint sent_at, std::optional<util::Millis> validity);
-  // Nothing was taken: the keep process exits.
-  void abort() noexcept;
+  // Waits for the keep process's outcome of the attempt, passing on each signal that comes
+  // meanwhile (it then gives up, and lets go of a lock it had just taken); throws its error.
+  hold::Taken outcome(process::SignalFd& signals);
   // The keep process releases the lock and exits (the token could not be handed over).
   void stop() noexcept;
 
 private:
   pid_t m_pid = -1;
-  int m_go = -1; // write end of the pipe the keep process waits on
+  int m_answer = -1; // read end of the pipe the keep process tells the outcome on
 };
 
 } // namespace dlock::commands

@@ -28,49 +28,94 @@ constexpr Column table[] = {
    " (redis://, rediss://, unix://)",
    "",
    {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate, Feature::detached,
-    Feature::replicas, Feature::min_hold, Feature::lock_delay, Feature::replace,
+    Feature::keep, Feature::replicas, Feature::min_hold, Feature::lock_delay, Feature::replace,
     Feature::supersede}},
   {StoreKind::redlock,
    "Redlock",
    "",
    "",
-   {Feature::detached, Feature::replicas, Feature::min_hold, Feature::lock_delay,
+   {Feature::detached, Feature::keep, Feature::replicas, Feature::min_hold, Feature::lock_delay,
     Feature::replace}},
   {StoreKind::postgres,
    "PostgreSQL",
    " (postgres://)",
    " (postgres://)",
-   {Feature::shared, Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede}},
+   {Feature::shared, Feature::keep, Feature::min_hold, Feature::lock_delay, Feature::replace,
+    Feature::supersede}},
   {StoreKind::mysql,
    "MySQL or MariaDB",
    " (mysql://)",
    " (mysql://)",
-   {Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede}},
+   {Feature::keep, Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede}},
   {StoreKind::etcd,
    "etcd",
    " (etcd://)",
    " (etcd://)",
-   {Feature::fair, Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede}},
+   {Feature::fair, Feature::keep, Feature::min_hold, Feature::lock_delay, Feature::replace,
+    Feature::supersede}},
   {StoreKind::file,
    "files",
    " (file://)",
    " (file://)",
-   {Feature::shared, Feature::limit, Feature::min_hold, Feature::lock_delay, Feature::replace,
-    Feature::supersede}},
+   {Feature::shared, Feature::limit, Feature::keep, Feature::min_hold, Feature::lock_delay,
+    Feature::replace, Feature::supersede}},
   {StoreKind::zookeeper,
    "ZooKeeper",
    " (zk://)",
    " (zk://)",
-   {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate, Feature::min_hold,
-    Feature::lock_delay, Feature::replace, Feature::supersede}},
+   {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate, Feature::keep,
+    Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede}},
+};
+
+// Why a store lacks a feature: each no of the table, with what makes it impossible there.
+struct Lack {
+  StoreKind kind;
+  Feature feature;
+  std::string_view why;
+};
+
+constexpr std::string_view masters_disagree =
+  "independent masters cannot agree on one state: a queue, a count of holders, a barrier's "
+  "arrivals, the newest waiter";
+constexpr std::string_view session_is_lease =
+  "the lock is the database session, which ends with its process; acquire --keep keeps it in "
+  "a process of its own";
+
+constexpr Lack lacks[] = {
+  {StoreKind::redlock, Feature::fair, masters_disagree},
+  {StoreKind::redlock, Feature::shared, masters_disagree},
+  {StoreKind::redlock, Feature::limit, masters_disagree},
+  {StoreKind::redlock, Feature::coordinate, masters_disagree},
+  {StoreKind::redlock, Feature::supersede, masters_disagree},
+  {StoreKind::postgres, Feature::detached, session_is_lease},
+  {StoreKind::mysql, Feature::detached, session_is_lease},
+  {StoreKind::zookeeper, Feature::detached,
+   "the lock is an ephemeral node of the session, which ends with its process; acquire --keep "
+   "keeps it in a process of its own"},
+  {StoreKind::file, Feature::detached,
+   "the lock is an flock(2) on a descriptor, which goes with its process; acquire --keep keeps "
+   "it in a process of its own"},
+  {StoreKind::postgres, Feature::replicas,
+   "advisory locks live in the primary's memory and are not replicated: the lock is the "
+   "session, which a failover ends"},
+  {StoreKind::mysql, Feature::replicas,
+   "GET_LOCK names live in the server's memory and are not replicated: the lock is the "
+   "session, which a failover ends"},
+  {StoreKind::etcd, Feature::replicas,
+   "a Raft majority has every write before etcd answers: there is nothing more to wait for"},
+  {StoreKind::zookeeper, Feature::replicas,
+   "a quorum has every write before ZooKeeper answers: there is nothing more to wait for"},
+  {StoreKind::file, Feature::replicas, "one directory on one host has no replicas"},
 };
 
 // The feature as the user asked for it; what it needs when that is more than a list of the
-// stores that have it (a feature of Redis's forms only, and why); its word in the tests.
+// stores that have it (a feature of Redis's forms only, and why); its word in the tests; what
+// to do instead, where there is something.
 struct Row {
   std::string_view asked;
   std::string_view needs;
   std::string_view word;
+  std::string_view instead = "";
 };
 
 Row row(Feature feature)
@@ -85,8 +130,11 @@ Row row(Feature feature)
   case Feature::coordinate:
     return {"wait, barrier and latch", "", "coordinate"};
   case Feature::detached:
-    return {"acquire (a lock that outlives the dlock process that took it)",
-            "Redis or Redlock, whose lease is not tied to a connection; use dlock run", "detached"};
+    return {"acquire without --keep (a lock no process keeps)", "", "detached",
+            "here a session or a descriptor is the lease, and it ends with its process: use "
+            "acquire --keep, whose holder process keeps it"};
+  case Feature::keep:
+    return {"acquire --keep", "", "keep"};
   case Feature::replicas:
     return {"--wait-replicas", "Redis, whose WAIT counts the replicas a write reached", "replicas"};
   case Feature::min_hold:
@@ -141,11 +189,66 @@ std::initializer_list<StoreKind> store_kinds()
 
 std::string_view feature_word(Feature feature) { return row(feature).word; }
 
+std::initializer_list<Feature> every_feature()
+{
+  static constexpr std::initializer_list<Feature> features{
+    Feature::shared,     Feature::limit,   Feature::fair,     Feature::coordinate,
+    Feature::detached,   Feature::keep,    Feature::replicas, Feature::min_hold,
+    Feature::lock_delay, Feature::replace, Feature::supersede};
+  return features;
+}
+
+std::string_view feature_label(Feature feature)
+{
+  switch (feature) {
+  case Feature::limit:
+    return "--limit N";
+  case Feature::coordinate:
+    return "wait/barrier/latch";
+  case Feature::detached:
+    return "acquire";
+  default:
+    return row(feature).asked;
+  }
+}
+
+std::string_view store_label(StoreKind kind)
+{
+  switch (kind) {
+  case StoreKind::redis:
+    return "Redis";
+  case StoreKind::redlock:
+    return "Redlock";
+  case StoreKind::postgres:
+    return "PostgreSQL";
+  case StoreKind::mysql:
+    return "MySQL";
+  case StoreKind::etcd:
+    return "etcd";
+  case StoreKind::file:
+    return "file://";
+  case StoreKind::zookeeper:
+    return "ZooKeeper";
+  }
+  return "?";
+}
+
+std::string_view why_not(StoreKind kind, Feature feature)
+{
+  for (const Lack& lack : lacks) {
+    if (lack.kind == kind && lack.feature == feature && !features_of(kind).has(feature)) {
+      return lack.why;
+    }
+  }
+  return {};
+}
+
 Error refusal(const Store& store, Feature feature)
 {
   Row r = row(feature);
-  return Error(ExitCode::usage, "{}: not available on {}; it needs {}", r.asked,
-               store.traits().name, r.needs.empty() ? stores_with(feature) : std::string(r.needs));
+  return Error(ExitCode::usage, "{}: not available on {}; it needs {}{}{}", r.asked,
+               store.traits().name, r.needs.empty() ? stores_with(feature) : std::string(r.needs),
+               r.instead.empty() ? "" : "; ", r.instead);
 }
 
 void require(const Store& store, Feature feature)

@@ -16,7 +16,8 @@ enum class Feature {
   shared,     // --shared: a read/write lock
   limit,      // --limit N: a counting semaphore
   coordinate, // wait, barrier, latch: one state per name besides the lock
-  detached,   // acquire (--keep or not): a lock that outlives the dlock process that took it
+  detached,   // acquire: a lock that outlives every process (a lease, not a session)
+  keep,       // acquire --keep: a lock kept by a process of its own, past the dlock that took it
   replicas,   // --wait-replicas N: a write acknowledged by the store's replicas
   min_hold,   // --min-hold D: the lock outlives its holder's release until D from acquisition
   lock_delay, // --lock-delay D: a lease that ended without a release closes the lock for D
@@ -54,6 +55,15 @@ FeatureSet features_of(StoreKind kind);
 std::initializer_list<StoreKind> store_kinds();
 // A feature as the tests' STORE_FEATURES words name it: "fair", "shared", "coordinate".
 std::string_view feature_word(Feature feature);
+// Every feature, in the order the generated tables list them.
+std::initializer_list<Feature> every_feature();
+// A feature as the tables' rows name it: "--limit N", "wait/barrier/latch".
+std::string_view feature_label(Feature feature);
+// A kind of store as the tables' columns name it: "Redis", "file://".
+std::string_view store_label(StoreKind kind);
+// Why kind lacks feature: what in that store makes it impossible to do correctly, which the
+// tables generated from this one give under each "no"; empty when it has the feature.
+std::string_view why_not(StoreKind kind, Feature feature);
 
 class Coordination;
 

@@ -415,8 +415,8 @@ EOF
   assert_output ''
   run -0 rcli get 'dlock:{busy-keep}'
   assert_output "$other"
-  run -0 ls -A "$XDG_RUNTIME_DIR/dlock"
-  assert_output ''
+  # nothing recorded (the records' directory is made by the first keep process that holds)
+  [ -z "$(ls -A "$XDG_RUNTIME_DIR/dlock" 2>/dev/null)" ]
   run -0 "$DLOCK" release -k busy-keep --token "$other"
 }
 

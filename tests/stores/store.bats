@@ -405,7 +405,6 @@ assert len(t) == 5 and all(a < b for a, b in zip(t, t[1:])) and t[0] >= 1, t
   store_has fair || refused+=("run -k f --fair -- touch $T/ran")
   store_has coordinate || refused+=("wait -k f -w 1s" "barrier -k f --parties 2 -w 1s"
     "latch -k f --count 2" "latch -k f --down" "latch -k f --wait 1s")
-  store_has detached || refused+=("acquire -k f -t 5s")
   [ "${#refused[@]}" -gt 0 ] || skip "$STORE: does all of them"
   for args in "${refused[@]}"; do
     # shellcheck disable=SC2086
@@ -415,6 +414,176 @@ assert len(t) == 5 and all(a < b for a, b in zip(t, t[1:])) and t[0] >= 1, t
     [[ $stderr == dlock:* ]]
   done
   [ ! -e "$T/ran" ]
+}
+
+# ---------------------------------------------------------------------------------------------
+# a lock that spans several steps: acquire --keep (every store), acquire alone (a lease store)
+
+# keep_processes KEY: the pids of the acquire --keep holder processes of KEY still running.
+keep_processes() { pgrep -f -- "acquire -k $1 " || true; }
+
+@test "$STORE: acquire --keep: its holder process keeps the lock past two TTLs; renew and release by token (a waiter gets it); a second release is 76" {
+  requires keep
+  sleep 600 &
+  local owner=$! token
+  echo "$owner" >>"$T/bg.pid"
+  token=$("$DLOCK" acquire -k kp -t 2s --keep --while-pid "$owner")
+  [ -n "$token" ]
+  run -0 "$DLOCK" status kp --json
+  json_ok 'assert d["held"] and "acquire --keep" in d["holder"]["command"], d'
+  sleep 5
+  run -75 "$DLOCK" run -k kp -n -- true
+  run -0 "$DLOCK" renew -k kp --token "$token"
+  start_bg waiter "$DLOCK" run -k kp -w 30s -- touch "$T/waiter-ran"
+  local waiter=$BG_PID
+  sleep 0.5
+  [ ! -e "$T/waiter-ran" ]
+  run -0 "$DLOCK" release -k kp --token "$token"
+  wait "$waiter"
+  [ -e "$T/waiter-ran" ]
+  wait_for '[ -z "$(keep_processes kp)" ]' 10
+  run -76 "$DLOCK" release -k kp --token "$token"
+}
+
+@test "$STORE: acquire --keep: the lock goes with the process it is kept for; -n against it is 75 and leaves no holder process" {
+  requires keep
+  sleep 600 &
+  local owner=$! token
+  echo "$owner" >>"$T/bg.pid"
+  token=$("$DLOCK" acquire -k ko -t 2s --keep --while-pid "$owner")
+  [ "$(keep_processes ko | wc -l)" -eq 1 ]
+  run -75 --separate-stderr "$DLOCK" acquire -k ko -t 2s --keep -n
+  [ -z "$output" ]
+  [ "$(keep_processes ko | wc -l)" -eq 1 ]
+  # SIGTERM while its holder process waits: both end (143), nothing is taken
+  start_bg late "$DLOCK" acquire -k ko -t 2s --keep -w 30s
+  local late=$BG_PID
+  wait_for "pgrep -P $late >/dev/null" 10
+  sleep 0.5 # its holder process is waiting
+  kill -TERM "$late"
+  local rc=0
+  wait "$late" || rc=$?
+  echo "acquire --keep waiting, then SIGTERM: $rc; $(cat "$T/late.err")"
+  [ "$rc" -eq 143 ]
+  wait_for '! pgrep -f -- "acquire -k ko -t 2s --keep -w 30s" >/dev/null' 10
+  [ "$(keep_processes ko | wc -l)" -eq 1 ]
+  kill "$owner"
+  wait_for "'$DLOCK' run -k ko -n -- true" 10
+  wait_for '[ -z "$(keep_processes ko)" ]' 10
+}
+
+@test "$STORE: acquire without --keep: a lease no process keeps (or 64 saying to use --keep)" {
+  if ! store_has detached; then
+    run -64 --separate-stderr "$DLOCK" acquire -k ad -t 5s
+    echo "$stderr"
+    [ "${#stderr_lines[@]}" -eq 1 ]
+    [[ $stderr == *"acquire --keep"* ]]
+    run -0 "$DLOCK" run -k ad -n -- true
+    return
+  fi
+  local token
+  token=$("$DLOCK" acquire -k ad -t 3s)
+  run -75 "$DLOCK" run -k ad -n -- true
+  run -0 "$DLOCK" renew -k ad --token "$token" --ttl 10s
+  run -0 "$DLOCK" release -k ad --token "$token"
+  run -0 "$DLOCK" run -k ad -n -- true
+  # not renewed: it expires with its lease
+  token=$("$DLOCK" acquire -k ad -t 2s)
+  run -75 "$DLOCK" run -k ad -n -- true
+  wait_for "'$DLOCK' run -k ad -n -- true" 10
+  run -76 "$DLOCK" release -k ad --token "$token"
+}
+
+# ---------------------------------------------------------------------------------------------
+# waiting without taking: wait, barrier, latch
+
+# party NAME SUBCOMMAND ARGS...: a background `dlock SUBCOMMAND ARGS...` that writes its exit
+# status to $T/NAME.end when it returns (start_bg NAME: BG_PID).
+party() {
+  local name=$1
+  shift
+  start_bg "$name" bash -c '"$@"; echo $? >"$T/'"$name"'.end"' _ "$DLOCK" "$@"
+}
+ended() { [ -s "$T/$1.end" ]; }
+status_of() { cat "$T/$1.end"; }
+
+@test "$STORE: wait: 0 at once on a free lock (taking nothing); on a held one, 0 once it is released; -w runs out with 75" {
+  requires coordinate
+  run -0 "$DLOCK" wait -k wf
+  run -1 "$DLOCK" status wf
+  hold_until wf "$T/release"
+  local holder=$BG_PID
+  run -75 "$DLOCK" wait -k wf -w 500ms
+  party w1 wait -k wf -w 30s
+  party w2 wait -k wf -w 30s
+  sleep 1
+  ! ended w1 && ! ended w2
+  touch "$T/release"
+  wait "$holder"
+  wait_for 'ended w1 && ended w2' 10
+  [ "$(status_of w1)" = 0 ] && [ "$(status_of w2)" = 0 ]
+  run -0 "$DLOCK" run -k wf -n -- true
+}
+
+@test "$STORE: wait: a holder killed with SIGKILL: the waiter returns once its lock is gone" {
+  requires coordinate
+  hold_until wk "$T/never" -t 2s
+  local holder=$BG_PID
+  party w wait -k wk -w 30s
+  sleep 0.5
+  ! ended w
+  kill -KILL "$holder"
+  wait_for 'ended w' 15
+  [ "$(status_of w)" = 0 ]
+}
+
+@test "$STORE: barrier --parties 3: none returns before the third arrives, then all (0), twice in a row" {
+  requires coordinate
+  local round
+  for round in 1 2; do
+    party "a$round" barrier -k bar --parties 3 -w 30s
+    party "b$round" barrier -k bar --parties 3 -w 30s
+    sleep 1
+    ! ended "a$round" && ! ended "b$round"
+    run -0 "$DLOCK" barrier -k bar --parties 3 -w 30s
+    wait_for "ended a$round && ended b$round" 10
+    [ "$(status_of "a$round")" = 0 ] && [ "$(status_of "b$round")" = 0 ]
+  done
+}
+
+@test "$STORE: barrier: a party that times out (75) withdraws its arrival; another --parties in progress is 64" {
+  requires coordinate
+  run -75 "$DLOCK" barrier -k late --parties 2 -w 500ms
+  # had it counted, this one would make two
+  run -75 "$DLOCK" barrier -k late --parties 2 -w 500ms
+  party b barrier -k mix --parties 3 -w 10s
+  sleep 0.5
+  run -64 "$DLOCK" barrier -k mix --parties 2 -w 1s
+  assert_output --partial "barrier 'mix' is in progress with --parties 3"
+}
+
+@test "$STORE: latch: --count 3, waiters return once three --down brought it to zero; it expires; --down of no latch is 1" {
+  requires coordinate
+  run -0 "$DLOCK" latch -k fan --count 3 --json
+  json_ok 'assert d == {"version": 1, "key": "fan", "count": 3}, d'
+  party w1 latch -k fan --wait 30s
+  party w2 latch -k fan --wait 30s
+  run -0 "$DLOCK" latch -k fan --down --json
+  json_ok 'assert d["count"] == 2, d'
+  run -0 "$DLOCK" latch -k fan --down
+  sleep 0.5
+  ! ended w1 && ! ended w2
+  run -75 "$DLOCK" latch -k fan --wait 300ms
+  run -0 "$DLOCK" latch -k fan --down --json
+  json_ok 'assert d["count"] == 0, d'
+  wait_for 'ended w1 && ended w2' 10
+  [ "$(status_of w1)" = 0 ] && [ "$(status_of w2)" = 0 ]
+  run -0 "$DLOCK" latch -k fan --wait 1s
+  run -0 "$DLOCK" latch -k short --count 2 --expire 1s
+  sleep 2.5
+  run -1 "$DLOCK" latch -k short --down
+  assert_output --partial "latch 'short' is not set"
+  run -1 "$DLOCK" latch -k never --down
 }
 
 # ---------------------------------------------------------------------------------------------

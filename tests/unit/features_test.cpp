@@ -1,5 +1,6 @@
 // The one feature table (lock/features.cpp) against what says the same elsewhere: the refusal
 // texts, the man page's "Features by store" tables and the tests' STORE_FEATURES lists.
+#include "feature_table.hpp"
 #include "lock/features.hpp"
 #include "lock/store.hpp"
 
@@ -19,10 +20,10 @@ using dlock::lock::StoreKind;
 
 namespace {
 
-const Feature every_feature[] = {Feature::fair,       Feature::shared,     Feature::limit,
-                                 Feature::coordinate, Feature::detached,   Feature::replicas,
-                                 Feature::min_hold,   Feature::lock_delay, Feature::replace,
-                                 Feature::supersede};
+const Feature every_feature[] = {Feature::fair,       Feature::shared,   Feature::limit,
+                                 Feature::coordinate, Feature::detached, Feature::keep,
+                                 Feature::replicas,   Feature::min_hold, Feature::lock_delay,
+                                 Feature::replace,    Feature::supersede};
 
 // A store that has nothing beyond one exclusive lock, named "X".
 class BareStore final : public dlock::lock::Store {
@@ -65,47 +66,6 @@ std::string read(const std::string& relative)
   return text.str();
 }
 
-// The man page's table rows, by the feature they stand for.
-const std::map<std::string, Feature> man_rows = {
-  {"\\-\\-shared", Feature::shared},
-  {"\\-\\-limit N", Feature::limit},
-  {"\\-\\-fair", Feature::fair},
-  {"wait/barrier/latch", Feature::coordinate},
-  {"acquire, \\-\\-keep", Feature::detached},
-  {"\\-\\-wait\\-replicas", Feature::replicas},
-  {"\\-\\-min\\-hold", Feature::min_hold},
-  {"\\-\\-lock\\-delay", Feature::lock_delay},
-  {"\\-\\-replace", Feature::replace},
-  {"\\-\\-supersede", Feature::supersede},
-};
-
-// What the man page's table that starts with header says: per column, the features marked
-// "yes" (or "FIFO": fair by construction).
-std::vector<std::set<Feature>> man_table(const std::string& page, const std::string& header,
-                                         std::size_t columns)
-{
-  std::vector<std::set<Feature>> has(columns);
-  std::size_t at = page.find(header);
-  EXPECT_NE(at, std::string::npos) << header;
-  std::istringstream lines(page.substr(at));
-  std::string line;
-  while (std::getline(lines, line) && line != ".fi") {
-    for (const auto& [label, feature] : man_rows) {
-      if (line.rfind(label + " ", 0) != 0) {
-        continue;
-      }
-      std::istringstream cells(line.substr(label.size()));
-      std::string cell;
-      for (std::size_t i = 0; i < columns && cells >> cell; ++i) {
-        if (cell == "yes" || cell == "FIFO") {
-          has[i].insert(feature);
-        }
-      }
-    }
-  }
-  return has;
-}
-
 std::set<Feature> in_table(StoreKind kind)
 {
   std::set<Feature> has;
@@ -139,8 +99,10 @@ TEST(FeatureTable, RefusalsNameTheStoresThatHaveTheFeature)
             "wait, barrier and latch: not available on X; it needs one Redis server, Sentinel or "
             "Cluster (redis://, rediss://, unix://)");
   EXPECT_EQ(text(Feature::detached),
-            "acquire (a lock that outlives the dlock process that took it): not available on X; "
-            "it needs Redis or Redlock, whose lease is not tied to a connection; use dlock run");
+            "acquire without --keep (a lock no process keeps): not available on X; it needs one "
+            "Redis server, Sentinel or Cluster (redis://, rediss://, unix://) and Redlock; here a "
+            "session or a descriptor is the lease, and it ends with its process: use acquire "
+            "--keep, whose holder process keeps it");
   EXPECT_EQ(text(Feature::replicas),
             "--wait-replicas: not available on X; it needs Redis, whose WAIT counts the replicas "
             "a write reached");
@@ -148,19 +110,27 @@ TEST(FeatureTable, RefusalsNameTheStoresThatHaveTheFeature)
   EXPECT_THROW(dlock::lock::require_coordination(store), dlock::Error);
 }
 
-TEST(FeatureTable, TheManPageTablesSayTheSame)
+TEST(FeatureTable, TheManPageAndReadmeShowTheTableGeneratedFromIt)
 {
   std::string page = read("man/dlock.1");
   ASSERT_FALSE(page.empty()) << "man/dlock.1 not found under " << DLOCK_SOURCE_DIR;
-  auto redis = man_table(page, "feature             redis://", 3);
-  EXPECT_EQ(redis[0], in_table(StoreKind::redis)) << "redis://";
-  EXPECT_EQ(redis[1], in_table(StoreKind::redis)) << "Sentinel, Cluster";
-  EXPECT_EQ(redis[2], in_table(StoreKind::redlock)) << "Redlock";
-  auto others = man_table(page, "feature             postgres", 5);
-  const StoreKind columns[] = {StoreKind::postgres, StoreKind::mysql, StoreKind::etcd,
-                               StoreKind::zookeeper, StoreKind::file};
-  for (std::size_t i = 0; i < 5; ++i) {
-    EXPECT_EQ(others[i], in_table(columns[i])) << "column " << i + 1 << " of the other stores";
+  EXPECT_EQ(dlock::test::generated_block(page, true), dlock::test::man_feature_table())
+    << "run build/tests/dlock_feature_table --write " << DLOCK_SOURCE_DIR;
+  EXPECT_EQ(dlock::test::generated_block(read("README.md"), false),
+            dlock::test::markdown_feature_table())
+    << "run build/tests/dlock_feature_table --write " << DLOCK_SOURCE_DIR;
+}
+
+TEST(FeatureTable, EveryNoHasTheReasonTheStoreMakesItImpossible)
+{
+  for (StoreKind kind : dlock::lock::store_kinds()) {
+    for (Feature feature : every_feature) {
+      if (!dlock::lock::features_of(kind).has(feature)) {
+        EXPECT_FALSE(dlock::lock::why_not(kind, feature).empty())
+          << dlock::lock::store_label(kind) << " lacks " << dlock::lock::feature_label(feature)
+          << " without a reason (lacks[] in src/lock/features.cpp)";
+      }
+    }
   }
 }
 
