@@ -52,7 +52,7 @@ build=(g++ cmake make pkg-config git "${hiredis[@]}" libssl-dev libcli11-dev lib
 test=(libgtest-dev dpkg-dev redis-server redis-tools bats bats-assert bats-support procps util-linux
   python3 python3-prometheus-client openssl man-db bc lintian tmux iptables iproute2 parallel
   postgresql mariadb-server mariadb-client etcd-server etcd-client zookeeper
-  default-jre-headless strace clang-format clang-tidy)
+  default-jre-headless default-jdk-headless libcurator-recipes-java strace clang-format clang-tidy)
 bench=(hyperfine etcd-server etcd-client util-linux time)
 
 wanted=("${build[@]}")

@@ -188,6 +188,7 @@ commands::LockRequestOptions resolve_lock_request(const Arguments& args, bool tt
   commands::LockRequestOptions request{.keys = resolve_keys(args), .kind = resolve_kind(args)};
   if (args.ttl || ttl_required) {
     request.ttl = parse_ttl(required(args.ttl, "--ttl"));
+    request.ttl_given = true;
   }
   if (args.fair && args.no_wait) {
     throw Error(ExitCode::usage, "--fair and --no-wait cannot be used together");

@@ -18,6 +18,7 @@ lock::AcquireRequest LockRequestOptions::acquire_request(std::string token,
   holder.note = note;
   return lock::AcquireRequest{.token = std::move(token),
                               .ttl = ttl,
+                              .ttl_given = ttl_given,
                               .holder = std::move(holder),
                               .ticket = {},
                               .ack = {},

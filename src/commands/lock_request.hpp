@@ -20,6 +20,7 @@ struct LockRequestOptions {
   std::vector<lock::LockName> keys{}; // one or more, in canonical order
   lock::LockKind kind{};              // exclusive, --shared, --limit N
   util::Millis ttl = lock::default_ttl;
+  bool ttl_given = false; // --ttl (or the config file) said it: a store may not change it
   std::optional<util::Millis> wait{}; // nullopt: wait forever
   bool no_wait = false;
   bool fair = false; // first come, first served among waiters

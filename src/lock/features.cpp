@@ -64,8 +64,8 @@ constexpr Column table[] = {
    "ZooKeeper",
    " (zk://)",
    " (zk://)",
-   {Feature::fair, Feature::shared, Feature::keep, Feature::min_hold, Feature::lock_delay,
-    Feature::replace, Feature::supersede}},
+   {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate, Feature::keep,
+    Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede}},
 };
 
 // Why a store lacks a feature: each no of the table, with what makes it impossible there.

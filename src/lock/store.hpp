@@ -76,6 +76,9 @@ struct LockPolicy {
 struct AcquireRequest {
   std::string token; // secret of this holder; renew and release must present it
   util::Millis ttl{30'000};
+  // Whether the user gave ttl (--ttl, or a config file): a store whose lease length the server
+  // bounds (ZooKeeper's session timeout) may take its own for the default, never for a given one.
+  bool ttl_given = true;
   HolderInfo holder;   // who asks, shown to others by status and in conflict messages
   WaitTicket ticket;   // registers the caller as a waiter in the same step when it is held
   ReplicaAck ack;      // when taken: replicas that must have it

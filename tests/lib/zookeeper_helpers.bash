@@ -3,8 +3,9 @@
 # start_zookeeper: a standalone server from Debian's zookeeper package, run with java from
 # its jars (no init script, no /var/log), on a loopback port the kernel hands out (free_port),
 # with its data in a fresh directory under /tmp and this configuration:
-#   tickTime=500, minSessionTimeout=1000, maxSessionTimeout=60000: dlock's session timeout is
-#     its --ttl, which the server must grant exactly (1 s to 60 s here; 30 s is the default)
+#   tickTime=500, minSessionTimeout=1000, maxSessionTimeout=60000 (ZK_MAX_SESSION ms, if set):
+#     dlock's session timeout is its --ttl, which the server must grant exactly (1 s to 60 s
+#     here; 30 s is the default, for which dlock takes the server's bound when it is lower)
 #   admin.enableServer=false (no Jetty port), 4lw.commands.whitelist: ruok (ready), wchp
 #     (watches by path: who waits for whom), cons
 # ZK_ADDRESS (default 127.0.0.1) is the one address it listens on (a partition test: the veth
@@ -50,7 +51,7 @@ start_zookeeper() {
     cat >"$ZK_DIR/zoo.cfg" <<CFG
 tickTime=500
 minSessionTimeout=1000
-maxSessionTimeout=60000
+maxSessionTimeout=${ZK_MAX_SESSION:-60000}
 dataDir=$ZK_DIR/data
 clientPort=$ZK_PORT
 clientPortAddress=${ZK_ADDRESS:-127.0.0.1}
@@ -90,13 +91,14 @@ stop_zookeeper() {
   fi
 }
 
-# zk_contenders: the paths of every contender node under the chroot (Curator's names).
+# zk_contenders: the paths of every contender node under the chroot (Curator's names; an
+# exclusive dlock contender is a pair: grep -- -lock- for one line each).
 zk_contenders() {
   zk_cli ls -R /dlock-test | grep -E '/_c_[0-9a-f-]{36}-(lock-|__READ__|__WRIT__)[0-9]{10}$' || true
 }
 
 # The hooks of store.bats (store_helpers.bash).
-STORE_FEATURES="shared fair loss_notice min_hold lock_delay replace supersede keep"
+STORE_FEATURES="shared limit fair coordinate loss_notice min_hold lock_delay replace supersede keep"
 STORE_LOSS="its ZooKeeper session expired or its node was deleted"
 
 store_start() {

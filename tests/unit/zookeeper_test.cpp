@@ -119,6 +119,26 @@ TEST(Contender, SortedBySequenceNotByName)
   EXPECT_EQ(queue[2].sequence, 10);
 }
 
+TEST(Contender, DlocksExclusivePairIsOneContender)
+{
+  // "lock-" for Curator's mutex, "__WRIT__" (next sequence, same uuid) for its read/write lock.
+  std::string a = "_c_" + random_uuid();
+  std::string b = "_c_" + random_uuid();
+  std::vector<Contender> queue = sorted_contenders(
+    {a + "-lock-0000000004", a + "-__WRIT__0000000005", b + "-__READ__0000000006",
+     b + "-lock-0000000007", a + "-__WRIT__0000000009", b + "-__WRIT__0000000008"});
+  ASSERT_EQ(queue.size(), 4u);
+  EXPECT_EQ(queue[0].name, a + "-lock-0000000004");
+  EXPECT_EQ(queue[0].partner, a + "-__WRIT__0000000005");
+  EXPECT_EQ(queue[1].role, Role::read);
+  EXPECT_EQ(queue[2].partner, b + "-__WRIT__0000000008");
+  EXPECT_EQ(queue[3].partner, ""); // another uuid's, or not the next sequence: a lone writer
+  EXPECT_EQ(queue[3].role, Role::write);
+  EXPECT_EQ(holding(queue), std::vector<std::size_t>{0});
+  EXPECT_FALSE(judge(queue, 1).holds); // a Curator reader after dlock's pair waits for it
+  EXPECT_EQ(judge(queue, 1).wait_for, 0u);
+}
+
 TEST(Judge, EachWaiterWatchesOnlyItsPredecessor)
 {
   std::vector<Contender> queue =

@@ -207,11 +207,65 @@ void Client::get(const std::string& path, std::size_t max_bytes, Done done)
   }
 }
 
-void Client::get_children(const std::string& path, Done done)
+void Client::get_children(const std::string& path, Done done, bool watch)
 {
   std::uint64_t id = submit(std::move(done));
   auto* ticket = new Ticket{m_inbox, id};
-  int rc = zoo().zoo_aget_children(m_handle, path.c_str(), 0, on_strings, ticket);
+  int rc = zoo().zoo_aget_children(m_handle, path.c_str(), watch ? 1 : 0, on_strings, ticket);
+  if (rc != ZOK) {
+    delete ticket;
+    refused(id, rc);
+  }
+}
+
+namespace {
+
+// A transaction in flight: the C client reads the ops and writes the results and the created
+// paths until its completion runs, so they live here until then.
+struct MultiTicket {
+  std::shared_ptr<Client::Inbox> inbox;
+  std::uint64_t id;
+  std::vector<Client::Op> ops;
+  std::vector<zoo_op_t> zops;
+  std::vector<zoo_op_result_t> results;
+  std::vector<std::vector<char>> paths;
+};
+
+void on_multi(int rc, const void* data)
+{
+  std::unique_ptr<const MultiTicket> ticket(static_cast<const MultiTicket*>(data));
+  Reply reply{rc, {}, {}, {}};
+  for (std::size_t i = 0; i < ticket->ops.size(); ++i) {
+    bool made = rc == ZOK && ticket->ops[i].create;
+    reply.children.emplace_back(made ? ticket->paths[i].data() : "");
+  }
+  ticket->inbox->push(Client::Inbox::Answer{ticket->id, std::move(reply)});
+}
+
+} // namespace
+
+void Client::multi(std::vector<Op> ops, Done done)
+{
+  std::uint64_t id = submit(std::move(done));
+  auto* ticket = new MultiTicket{m_inbox, id, std::move(ops), {}, {}, {}};
+  std::size_t count = ticket->ops.size();
+  ticket->zops.resize(count);
+  ticket->results.resize(count);
+  ticket->paths.resize(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const Op& op = ticket->ops[i];
+    if (op.create) {
+      ticket->paths[i].assign(op.path.size() + 16, '\0'); // the sequence's 10 digits fit
+      zoo().zoo_create_op_init(&ticket->zops[i], op.path.c_str(), op.data.data(),
+                               static_cast<int>(op.data.size()),
+                               m_private_nodes ? zoo().creator_acl : zoo().open_acl, op.flags,
+                               ticket->paths[i].data(), static_cast<int>(ticket->paths[i].size()));
+    } else {
+      zoo().zoo_delete_op_init(&ticket->zops[i], op.path.c_str(), op.version);
+    }
+  }
+  int rc = zoo().zoo_amulti(m_handle, static_cast<int>(count), ticket->zops.data(),
+                            ticket->results.data(), on_multi, ticket);
   if (rc != ZOK) {
     delete ticket;
     refused(id, rc);

@@ -70,7 +70,19 @@ public:
   // Keeps at most max_bytes of the node's data (stat's dataLength says how long it is): the
   // C client reads it whole (up to the server's jute.maxbuffer), dlock copies no more.
   void get(const std::string& path, std::size_t max_bytes, Done done);
-  void get_children(const std::string& path, Done done);
+  // watch: a watch on path's children, whose firing (a child made or deleted) comes to on_event.
+  void get_children(const std::string& path, Done done, bool watch = false);
+  // One operation of a transaction (multi).
+  struct Op {
+    bool create = true; // else a delete
+    std::string path;
+    std::string data; // create
+    int flags = 0;    // create
+    int version = -1; // delete: the version the node must still have (-1: any)
+  };
+  // Runs ops as one transaction, all or none: rc is ZOK or the first failure; children has,
+  // for each op, the path a create made ("" for the others).
+  void multi(std::vector<Op> ops, Done done);
   void add_auth(const std::string& scheme, const std::string& credentials, Done done);
 
   // Has loop watch the queue's eventfd for this round.

@@ -22,6 +22,9 @@ namespace dlock::zookeeper {
   X(zoo_awexists)                                                                                  \
   X(zoo_aget)                                                                                      \
   X(zoo_aget_children)                                                                             \
+  X(zoo_amulti)                                                                                    \
+  X(zoo_create_op_init)                                                                            \
+  X(zoo_delete_op_init)                                                                            \
   X(zoo_add_auth)                                                                                  \
   X(zoo_set_debug_level)                                                                           \
   X(zerror)
@@ -35,6 +38,7 @@ namespace dlock::zookeeper {
   X(ZOO_AUTH_FAILED_STATE)                                                                         \
   X(ZOO_SESSION_EVENT)                                                                             \
   X(ZOO_DELETED_EVENT)                                                                             \
+  X(ZOO_CHILD_EVENT)                                                                               \
   X(ZOO_PERSISTENT)                                                                                \
   X(ZOO_EPHEMERAL)                                                                                 \
   X(ZOO_CONTAINER)                                                                                 \

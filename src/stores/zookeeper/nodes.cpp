@@ -1,5 +1,6 @@
 #include "stores/zookeeper/nodes.hpp"
 
+#include "lock/kind.hpp"
 #include "util/random.hpp"
 #include "util/url.hpp"
 
@@ -130,7 +131,17 @@ std::vector<Contender> sorted_contenders(const std::vector<std::string>& childre
   std::sort(queue.begin(), queue.end(), [](const Contender& a, const Contender& b) {
     return a.sequence != b.sequence ? a.sequence < b.sequence : a.name < b.name;
   });
-  return queue;
+  std::vector<Contender> merged;
+  for (std::size_t i = 0; i < queue.size(); ++i) {
+    merged.push_back(std::move(queue[i]));
+    Contender& last = merged.back();
+    if (i + 1 < queue.size() && last.role == Role::exclusive && !last.uuid.empty()
+        && queue[i + 1].role == Role::write && queue[i + 1].uuid == last.uuid
+        && queue[i + 1].sequence == last.sequence + 1) {
+      last.partner = std::move(queue[++i].name);
+    }
+  }
+  return merged;
 }
 
 Verdict judge(const std::vector<Contender>& queue, std::size_t ours)
@@ -157,6 +168,133 @@ std::vector<std::size_t> holding(const std::vector<Contender>& queue)
     }
   }
   return holders;
+}
+
+std::string lease_prefix(std::string_view uuid)
+{
+  return std::string(protected_mark) + std::string(uuid) + "-lease-";
+}
+
+std::vector<std::string> sorted_leases(const std::vector<std::string>& children)
+{
+  std::vector<std::pair<std::int64_t, std::string>> leases;
+  for (const std::string& child : children) {
+    std::size_t at = child.rfind("lease-");
+    std::string_view digits = std::string_view(child).substr(at == std::string::npos ? 0 : at + 6);
+    std::int64_t sequence = 0;
+    auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), sequence);
+    if (at == std::string::npos || (at != 0 && !child.starts_with(protected_mark))
+        || digits.size() != sequence_digits || error != std::errc{}
+        || end != digits.data() + digits.size() || digits.front() == '-') {
+      continue; // not a lease: junk is not counted
+    }
+    leases.emplace_back(sequence, child);
+  }
+  std::sort(leases.begin(), leases.end());
+  std::vector<std::string> names;
+  for (auto& [sequence, name] : leases) {
+    names.push_back(std::move(name));
+  }
+  return names;
+}
+
+std::string lease_record(const lock::HolderInfo& holder, std::string_view fingerprint, int limit)
+{
+  return holder_record(holder, fingerprint) + "kind=" + lock::LockKind::semaphore(limit).code()
+         + "\n";
+}
+
+int lease_limit(std::string_view data)
+{
+  if (!data.starts_with("dlock=1\n") || data.size() > lock::max_holder_record_bytes) {
+    return 0;
+  }
+  std::size_t at = data.find("\nkind=");
+  if (at == std::string_view::npos) {
+    return 0;
+  }
+  std::string_view code = data.substr(at + 6);
+  code = code.substr(0, code.find('\n'));
+  std::optional<lock::LockKind> kind = lock::LockKind::from_code(code);
+  return kind && kind->mode == lock::LockKind::Mode::limit ? kind->limit : 0;
+}
+
+std::string party_prefix(std::string_view uuid)
+{
+  return std::string(protected_mark) + std::string(uuid) + "-party-";
+}
+
+std::vector<std::string> sorted_parties(const std::vector<std::string>& children)
+{
+  auto is_uuid = [](std::string_view name) {
+    if (name.size() != uuid_length) {
+      return false;
+    }
+    for (std::size_t i = 0; i < name.size(); ++i) {
+      bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+      if (dash ? name[i] != '-' : std::isxdigit(static_cast<unsigned char>(name[i])) == 0) {
+        return false;
+      }
+    }
+    return true;
+  };
+  std::vector<std::pair<std::int64_t, std::string>> parties;
+  for (const std::string& child : children) {
+    if (is_uuid(child)) {
+      parties.emplace_back(-1, child); // Curator's: no sequence, before dlock's
+      continue;
+    }
+    std::string_view name = child;
+    constexpr std::string_view mark = "-party-";
+    if (!name.starts_with(protected_mark)
+        || name.size() != protected_mark.size() + uuid_length + mark.size() + sequence_digits
+        || !is_uuid(name.substr(protected_mark.size(), uuid_length))
+        || name.substr(protected_mark.size() + uuid_length, mark.size()) != mark) {
+      continue;
+    }
+    std::string_view digits = name.substr(name.size() - sequence_digits);
+    std::int64_t sequence = 0;
+    auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), sequence);
+    if (error != std::errc{} || end != digits.data() + digits.size() || digits.front() == '-') {
+      continue;
+    }
+    parties.emplace_back(sequence, child);
+  }
+  std::sort(parties.begin(), parties.end());
+  std::vector<std::string> names;
+  for (auto& [sequence, name] : parties) {
+    names.push_back(std::move(name));
+  }
+  return names;
+}
+
+std::optional<std::int64_t> record_number(std::string_view data, std::string_view key)
+{
+  if (!data.starts_with("dlock=1\n") || data.size() > lock::max_holder_record_bytes) {
+    return std::nullopt;
+  }
+  std::string field = "\n" + std::string(key) + "=";
+  std::size_t at = data.find(field);
+  if (at == std::string_view::npos) {
+    return std::nullopt;
+  }
+  std::string_view value = data.substr(at + field.size());
+  return lock::parse_record_number(value.substr(0, value.find('\n')));
+}
+
+std::string latch_record(const LatchRecord& record)
+{
+  return fmt::format("dlock=1\ncount={}\nexpires_at={}\n", record.count, record.expires_at);
+}
+
+std::optional<LatchRecord> parse_latch_record(std::string_view data)
+{
+  std::optional<std::int64_t> count = record_number(data, "count");
+  std::optional<std::int64_t> expires_at = record_number(data, "expires_at");
+  if (!count || !expires_at) {
+    return std::nullopt;
+  }
+  return LatchRecord{*count, *expires_at};
 }
 
 std::string holder_record(const lock::HolderInfo& holder, std::string_view fingerprint)

@@ -14,6 +14,14 @@
 // contender creates an ephemeral sequential child "_c_<uuid>-lock-<10 digits>" (Curator's
 // protected mode: a create whose answer was lost is found again by its uuid); the lowest
 // sequence holds, and each waiter watches only the node just before it.
+//
+// Curator's mutex sorts only the "lock-" nodes by sequence (any other name sorts after them
+// all), and its read/write lock only the "__READ__" and "__WRIT__" ones: a lone node of either
+// kind is invisible to the other recipe. So dlock's exclusive contender is a pair, made in one
+// transaction (nothing comes between them): "_c_<uuid>-lock-<n>" for Curator's mutex and
+// "_c_<uuid>-__WRIT__<n+1>" for its read and write locks; it holds when no other contender of
+// any kind is before it, and every Curator holder on the path sees one of its nodes before
+// its own.
 namespace dlock::zookeeper {
 
 // What a contender asks for: Curator's lock names.
@@ -41,12 +49,56 @@ struct Contender {
   std::int64_t sequence = 0;
   Role role = Role::exclusive;
   std::string uuid; // empty when not created in protected mode
+  // dlock's exclusive pair: the "__WRIT__" node made with this "lock-" one (its sequence + 1,
+  // the same uuid), one contender with it; "" for a lone node.
+  std::string partner;
 };
 
 // The child named name, or nullopt when it is no contender (a node of another recipe).
 std::optional<Contender> parse_contender(std::string_view name);
-// The contenders among children, in sequence order (the queue).
+// The contenders among children, in sequence order (the queue), dlock's pairs as one.
 std::vector<Contender> sorted_contenders(const std::vector<std::string>& children);
+
+// --limit N, as Curator's InterProcessSemaphoreV2 lays it out: under the lock's node, the
+// mutex "locks" (an InterProcessMutex's "lock-" nodes) and "leases", where each holder has an
+// ephemeral sequential "_c_<uuid>-lease-<10 digits>". A contender takes the mutex, makes its
+// lease, and holds once "leases" has at most N leases; else it keeps both and waits for a
+// change of leases' children; then it gives the mutex back. Curator counts every child of
+// "leases"; dlock counts only lease nodes (another tenant's junk cannot shut it out).
+inline constexpr std::string_view mutex_node = "locks";
+inline constexpr std::string_view leases_node = "leases";
+// "_c_<uuid>-lease-": what the server appends a lease's sequence to.
+std::string lease_prefix(std::string_view uuid);
+// The lease nodes among children, in sequence order (names only).
+std::vector<std::string> sorted_leases(const std::vector<std::string>& children);
+// A lease's record: the holder's, with the semaphore's size (a line "kind=limit:N").
+std::string lease_record(const lock::HolderInfo& holder, std::string_view fingerprint, int limit);
+// The N a lease's record says (0: none, as in a Curator lease, whose data is its address).
+int lease_limit(std::string_view data);
+
+// dlock barrier, as Curator's DistributedDoubleBarrier lays it out: each party an ephemeral
+// child of the lock's node (Curator: a bare UUID; dlock: "_c_<uuid>-party-<10 digits>", with
+// "parties=N" in its data), and "ready", which the last arrival makes (dlock: ephemeral, in the
+// transaction that deletes the N parties it lets through, so later arrivals form the next
+// generation). A dlock party passes when its node is deleted so, or when a Curator party made
+// a persistent "ready" after it arrived.
+inline constexpr std::string_view ready_node = "ready";
+std::string party_prefix(std::string_view uuid);
+// A barrier's parties among children, in arrival order (Curator's, which have no sequence,
+// first): names only.
+std::vector<std::string> sorted_parties(const std::vector<std::string>& children);
+// dlock latch: "dlock.latch", a persistent child of the lock's node holding "dlock=1",
+// "count=N" and "expires_at=MS" (the server's clock): set and counted down with versioned
+// writes; the next dlock that finds it expired deletes it.
+inline constexpr std::string_view latch_node = "dlock.latch";
+struct LatchRecord {
+  std::int64_t count = 0;
+  std::int64_t expires_at = 0;
+};
+std::string latch_record(const LatchRecord& record);
+std::optional<LatchRecord> parse_latch_record(std::string_view data);
+// A "key=N" line of a dlock record (parties=, count=...), if data is dlock's and has it.
+std::optional<std::int64_t> record_number(std::string_view data, std::string_view key);
 
 // Whether the contender at index ours holds the lock, and, if not, which one it waits for:
 // an exclusive or write contender waits for the one just before it; a reader for the first

@@ -4,6 +4,7 @@
 #include "util/clock.hpp"
 #include "util/log.hpp"
 
+#include <fmt/format.h>
 #include <fnmatch.h>
 
 #include <algorithm>
@@ -112,12 +113,16 @@ Client& ZookeeperStore::client(Millis session_timeout)
   for (const auto& [key, n] : m_named) {
     idle = idle && n.node.empty() && !n.maybe_created;
   }
+  for (const auto& [key, g] : m_gates) {
+    idle = idle && g.member.empty(); // a barrier party's node is its session's
+  }
   if (m_client && (m_dead || (idle && session_timeout != m_asked_timeout && !m_client->busy()))) {
     m_client.reset(); // expired, or asked for another timeout with nothing to keep
   }
   if (!m_client) {
     m_dead = false;
     m_was_connected = false;
+    m_cut_off_since.reset();
     m_asked_timeout = session_timeout;
     // With digest credentials, dlock's nodes are that user's alone (Curator's ACLProvider
     // does the same when asked); without, anyone's, as Curator's default.
@@ -156,6 +161,7 @@ void ZookeeperStore::on_event(const WatchEvent& event)
     bool lease_ended = false;
     if (event.state == lib.ZOO_CONNECTED_STATE) {
       m_was_connected = true;
+      m_cut_off_since.reset();
     } else if (event.state == lib.ZOO_EXPIRED_SESSION_STATE) {
       m_dead = true;
       lease_ended = true;
@@ -165,14 +171,21 @@ void ZookeeperStore::on_event(const WatchEvent& event)
       lease_ended = true;
       failed = Error(ExitCode::auth, "ZooKeeper at {} refused dlock's authentication", m_url.shown);
     } else if (event.state == lib.ZOO_CONNECTING_STATE && m_was_connected) {
+      if (!m_cut_off_since) {
+        m_cut_off_since = util::monotonic_now();
+      }
       bool holds = false;
+      bool bounded = false; // a holder's session is shorter than its TTL: confirm at once
       for (const auto& [key, n] : m_named) {
         holds = holds || n.held;
+        bounded = bounded || (n.held && m_client->session_timeout() < n.request.ttl);
       }
       if (holds) {
-        m_answers.answer(
-          Op::disconnected,
-          Error(ExitCode::unavailable, "lost the connection to ZooKeeper at {}", m_url.shown));
+        Outcome cut{.op = Op::disconnected,
+                    .error = Error(ExitCode::unavailable, "lost the connection to ZooKeeper at {}",
+                                   m_url.shown)};
+        cut.lease_ended = bounded;
+        m_answers.answer(std::move(cut));
       }
       return;
     } else {
@@ -193,6 +206,14 @@ void ZookeeperStore::on_event(const WatchEvent& event)
         }
         n.woken = true;
       }
+      for (auto& [key, g] : m_gates) {
+        g.member.clear(); // went with the session
+        if (g.wake_by) {
+          g.wake_by.reset();
+          m_answers.answer(Op::wait_for_wake);
+        }
+        g.woken = true;
+      }
       if (holds) {
         Outcome lost{.op = Op::disconnected, .error = failed};
         lost.lease_ended = lease_ended; // the session was the lease: its nodes are gone
@@ -200,6 +221,16 @@ void ZookeeperStore::on_event(const WatchEvent& event)
       }
     }
     return;
+  }
+  for (auto& [key, g] : m_gates) {
+    if (std::find(g.watched.begin(), g.watched.end(), event.path) != g.watched.end()) {
+      g.watched.clear();
+      g.woken = true;
+      if (g.wake_by) {
+        g.wake_by.reset();
+        m_answers.answer(Op::wait_for_wake);
+      }
+    }
   }
   for (auto& [key, n] : m_named) {
     if (n.held && event.path == side_path(n.dir, replace_node)
@@ -217,7 +248,7 @@ void ZookeeperStore::on_event(const WatchEvent& event)
         m_answers.answer(Op::wait_for_wake);
       }
     }
-    if (!n.node.empty() && event.path == n.node && n.held) {
+    if (!n.node.empty() && (event.path == n.node || event.path == n.partner) && n.held) {
       m_answers.answer(Outcome{
         .op = Op::disconnected,
         .error = Error(ExitCode::lost, "the node of lock '{}' changed or was deleted", key),
@@ -235,9 +266,21 @@ void ZookeeperStore::on_event(const WatchEvent& event)
   }
 }
 
-std::optional<Error> ZookeeperStore::check_session(Millis ttl) const
+std::optional<Error> ZookeeperStore::check_session(Millis ttl, bool given)
 {
   Millis granted = m_client->session_timeout();
+  if (!given && granted != ttl) {
+    // The default --ttl: the server's bound is the lease (the holder counts its lease from it:
+    // AcquireResult::validity; a renewal while cut off from the server stops at 2/3 of it).
+    if (!m_told_granted) {
+      m_told_granted = true;
+      util::log_verbose("ZooKeeper at {} grants sessions of {} at most ({}SessionTimeout), not the "
+                        "default --ttl {}: the lease is {}",
+                        m_url.shown, util::format_duration(granted), granted < ttl ? "max" : "min",
+                        util::format_duration(ttl), util::format_duration(granted));
+    }
+    return std::nullopt;
+  }
   if (granted > ttl) {
     return Error(ExitCode::usage,
                  "--ttl {} is shorter than the shortest session ZooKeeper at {} grants ({}, its "
@@ -293,10 +336,6 @@ void ZookeeperStore::start_acquire(const lock::LockName& name, const lock::Acqui
   n.woken = false;
   n.wake_by.reset();
   n.side_watches.clear();
-  if (request.kind.mode == lock::LockKind::Mode::limit) {
-    m_answers.answer(Op::acquire, lock::refusal(*this, lock::Feature::limit));
-    return;
-  }
   try {
     client(request.ttl);
   } catch (const Error& error) {
@@ -314,10 +353,11 @@ void ZookeeperStore::start_acquire(const lock::LockName& name, const lock::Acqui
   n.held = false;
   std::string key = name.str();
   Millis ttl = request.ttl;
+  bool given = request.ttl_given;
   bool check_superseded = request.policy.supersede && request.ticket.registered;
-  when_ready([this, key, ttl, check_superseded](std::optional<Error> error) {
+  when_ready([this, key, ttl, given, check_superseded](std::optional<Error> error) {
     if (!error) {
-      error = check_session(ttl);
+      error = check_session(ttl, given);
     }
     if (error) {
       m_answers.answer(Op::acquire, error);
@@ -350,13 +390,14 @@ void ZookeeperStore::start_acquire(const lock::LockName& name, const lock::Acqui
       outcome.acquire.lease = lock::AcquireResult::Lease::no_expiry;
       outcome.acquire.superseded_by = newest->holder;
       std::string node = e.node;
+      std::string partner = second_of(e);
       bool ours = !node.empty() && e.session == m_client->session_id();
       m_named.erase(found); // its registration goes
       if (!ours) {
         m_answers.answer(std::move(outcome));
         return;
       }
-      m_client->remove(node,
+      remove_contender(node, partner,
                        [this, outcome](Reply&) mutable { m_answers.answer(std::move(outcome)); });
     });
   });
@@ -373,6 +414,8 @@ void ZookeeperStore::place(const std::string& key)
   }
   if (!n.node.empty() && n.session != m_client->session_id()) {
     n.node.clear(); // made by a session that ended: the server deleted it
+    n.partner.clear();
+    n.lease.clear();
   }
   if (!n.node.empty()) {
     judge(key);
@@ -383,7 +426,7 @@ void ZookeeperStore::place(const std::string& key)
     return;
   }
   // A create whose answer was lost may have made our node: find it by its uuid.
-  m_client->get_children(n.dir, [this, key](Reply& reply) {
+  m_client->get_children(queue_dir(n), [this, key](Reply& reply) {
     auto found = m_named.find(key);
     if (found == m_named.end()) {
       return;
@@ -397,7 +440,8 @@ void ZookeeperStore::place(const std::string& key)
     e.maybe_created = false;
     for (const Contender& c : sorted_contenders(reply.children)) {
       if (c.uuid == e.uuid) {
-        e.node = e.dir + "/" + c.name;
+        e.node = queue_dir(e) + "/" + c.name;
+        e.partner = c.partner.empty() ? "" : queue_dir(e) + "/" + c.partner;
         e.session = m_client->session_id();
         e.fence = 0; // read again by judge
       }
@@ -409,31 +453,53 @@ void ZookeeperStore::place(const std::string& key)
 void ZookeeperStore::create(const std::string& key)
 {
   Named& n = m_named.at(key);
-  std::string path = n.dir + "/" + contender_prefix(n.uuid, role_of(n.kind));
+  Role role = role_of(n.kind);
   std::string record = holder_record(n.request.holder, token_fingerprint(n.token));
+  bool semaphore = n.kind.mode == lock::LockKind::Mode::limit;
+  std::vector<Client::Op> ops{{.path = queue_dir(n) + "/" + contender_prefix(n.uuid, role),
+                               .data = record,
+                               .flags = zoo().ZOO_EPHEMERAL_SEQUENTIAL}};
+  if (role == Role::exclusive && !semaphore) {
+    // Its pair (nodes.hpp): the node Curator's read and write locks see, in the same step.
+    ops.push_back({.path = n.dir + "/" + contender_prefix(n.uuid, Role::write),
+                   .data = record,
+                   .flags = zoo().ZOO_EPHEMERAL_SEQUENTIAL});
+  }
   n.creating = true;
-  m_client->create(path, record, zoo().ZOO_EPHEMERAL_SEQUENTIAL, [this, key](Reply& reply) {
+  m_client->multi(std::move(ops), [this, key](Reply& reply) {
     auto found = m_named.find(key);
     if (found == m_named.end()) {
       return;
     }
     Named& e = found->second;
     e.creating = false;
-    if (reply.rc == ZOK) {
-      e.node = reply.value;
+    if (reply.rc == ZOK && !reply.children.empty()) {
+      e.node = reply.children.front();
+      e.partner = reply.children.size() > 1 ? reply.children[1] : "";
       e.session = m_client->session_id();
-      e.fence = reply.stat ? reply.stat->czxid : 0;
-      judge(key);
+      // Its czxid, the fencing token (a transaction's creates do not say it).
+      m_client->exists(e.node, false, [this, key](Reply& seen) {
+        auto again = m_named.find(key);
+        if (again == m_named.end()) {
+          return;
+        }
+        again->second.fence = seen.rc == ZOK && seen.stat ? seen.stat->czxid : 0;
+        judge(key);
+      });
       return;
     }
     if (reply.rc == ZNONODE) {
-      make_path(e.dir, [this, key](std::optional<Error> error) {
-        if (error) {
-          m_answers.answer(Op::acquire, error);
-        } else if (m_named.contains(key)) {
-          place(key);
-        }
-      });
+      bool levels = e.kind.mode == lock::LockKind::Mode::limit;
+      make_path(
+        queue_dir(e),
+        [this, key](std::optional<Error> error) {
+          if (error) {
+            m_answers.answer(Op::acquire, error);
+          } else if (m_named.contains(key)) {
+            place(key);
+          }
+        },
+        levels ? 2 : 1);
       return;
     }
     if (reply.rc == ZCONNECTIONLOSS || reply.rc == ZOPERATIONTIMEOUT) {
@@ -446,7 +512,7 @@ void ZookeeperStore::create(const std::string& key)
 void ZookeeperStore::judge(const std::string& key)
 {
   Named& n = m_named.at(key);
-  m_client->get_children(n.dir, [this, key](Reply& reply) {
+  m_client->get_children(queue_dir(n), [this, key](Reply& reply) {
     auto found = m_named.find(key);
     if (found == m_named.end()) {
       return;
@@ -458,6 +524,40 @@ void ZookeeperStore::judge(const std::string& key)
       return;
     }
     std::vector<Contender> queue = sorted_contenders(reply.children);
+    bool leases =
+      std::find(reply.children.begin(), reply.children.end(), leases_node) != reply.children.end();
+    if (e.kind.mode == lock::LockKind::Mode::limit || !leases) {
+      judge_queue(key, queue);
+      return;
+    }
+    // A semaphore's leases beside the queue: the key is held as one (our nodes were made
+    // before this look, and a semaphore's contender looks for ours after making its lease).
+    std::string dir = side_path(e.dir, leases_node);
+    m_client->get_children(dir, [this, key, dir, queue](Reply& listed) {
+      std::vector<std::string> names = sorted_leases(listed.children);
+      if (!m_named.contains(key)) {
+        return;
+      }
+      if (listed.rc != ZOK || names.empty()) {
+        judge_queue(key, queue);
+        return;
+      }
+      m_client->get(dir + "/" + names.front(), side_cap, [this, key, names](Reply& first) {
+        if (!m_named.contains(key)) {
+          return;
+        }
+        int limit = first.rc == ZOK ? lease_limit(first.value) : 0;
+        int count = static_cast<int>(std::min<std::size_t>(names.size(), 1000));
+        refuse_kind(key, lock::LockKind::semaphore(limit >= 2 ? limit : std::max(2, count)));
+      });
+    });
+  });
+}
+
+void ZookeeperStore::judge_queue(const std::string& key, const std::vector<Contender>& queue)
+{
+  {
+    Named& e = m_named.at(key);
     std::string ours = basename_of(e.node);
     std::optional<std::size_t> index;
     for (std::size_t i = 0; i < queue.size(); ++i) {
@@ -465,21 +565,41 @@ void ZookeeperStore::judge(const std::string& key)
         index = i;
       }
     }
-    if (!index) {
-      e.node.clear(); // deleted under us (release --force of a waiter, or the session ended)
-      place(key);
+    if (!index || queue[*index].partner != basename_of(e.partner)) {
+      // Deleted under us (release --force of a waiter, or the session ended), or half of it:
+      // what is left goes, and it queues again.
+      std::string node = e.node;
+      std::string partner = second_of(e);
+      e.node.clear();
+      e.partner.clear();
+      e.lease.clear();
+      if (!index) {
+        node.clear();
+      }
+      remove_contender(node, partner, [this, key](Reply&) {
+        if (m_named.contains(key)) {
+          place(key);
+        }
+      });
       return;
     }
     Verdict verdict = zookeeper::judge(queue, *index);
     if (verdict.holds) {
-      admit(key);
+      if (e.kind.mode == lock::LockKind::Mode::limit) {
+        take_lease(key);
+      } else {
+        admit(key);
+      }
       return;
     }
     if (e.request.ticket.mode == lock::WaitMode::once) {
       // --no-wait: leave the queue at once, then say who holds it.
       std::string node = e.node;
+      std::string partner = second_of(e);
       e.node.clear();
-      m_client->remove(node, [this, key, queue](Reply& seen) {
+      e.partner.clear();
+      e.lease.clear();
+      remove_contender(node, partner, [this, key, queue](Reply& seen) {
         if (seen.rc != ZOK && seen.rc != ZNONODE) {
           m_answers.answer(Op::acquire, error_of(seen.rc, "delete the node of lock '" + key + "'"));
           return;
@@ -489,7 +609,7 @@ void ZookeeperStore::judge(const std::string& key)
       return;
     }
     // Wait for the node before ours only (no herd): its deletion wakes this waiter.
-    e.watching = e.dir + "/" + queue[verdict.wait_for].name;
+    e.watching = queue_dir(e) + "/" + queue[verdict.wait_for].name;
     e.woken = false;
     m_client->exists(e.watching, true, [this, key, queue](Reply& seen) {
       auto again = m_named.find(key);
@@ -516,6 +636,198 @@ void ZookeeperStore::judge(const std::string& key)
         }
       });
     });
+  }
+}
+
+std::string ZookeeperStore::queue_dir(const Named& n) const
+{
+  return n.kind.mode == lock::LockKind::Mode::limit ? side_path(n.dir, mutex_node) : n.dir;
+}
+
+std::string ZookeeperStore::second_of(const Named& n)
+{
+  return n.partner.empty() ? n.lease : n.partner;
+}
+
+void ZookeeperStore::refuse_kind(const std::string& key, lock::LockKind kind)
+{
+  Named& n = m_named.at(key);
+  std::string node = n.node;
+  std::string second = second_of(n);
+  n.node.clear();
+  n.partner.clear();
+  n.lease.clear();
+  n.held = false;
+  remove_contender(node, second, [this, kind](Reply&) {
+    Outcome outcome{.op = Op::acquire};
+    outcome.acquire.kind_in_use = kind;
+    m_answers.answer(std::move(outcome));
+  });
+}
+
+void ZookeeperStore::take_lease(const std::string& key)
+{
+  Named& n = m_named.at(key);
+  if (!n.lease.empty()) {
+    count_leases(key); // made by an earlier attempt, which waited under the mutex
+    return;
+  }
+  std::string leases = side_path(n.dir, leases_node);
+  std::string record = lease_record(n.request.holder, token_fingerprint(n.token), n.kind.limit);
+  m_client->create(
+    leases + "/" + lease_prefix(n.uuid), record, zoo().ZOO_EPHEMERAL_SEQUENTIAL,
+    [this, key, leases](Reply& made) {
+      auto found = m_named.find(key);
+      if (found == m_named.end()) {
+        return;
+      }
+      Named& e = found->second;
+      if (made.rc == ZNONODE) {
+        if (++e.attempts > max_steps) {
+          m_answers.answer(Op::acquire, error_of(made.rc, "create " + leases));
+          return;
+        }
+        make_path(
+          leases,
+          [this, key](std::optional<Error> error) {
+            if (error) {
+              m_answers.answer(Op::acquire, error);
+            } else if (m_named.contains(key)) {
+              take_lease(key);
+            }
+          },
+          2);
+        return;
+      }
+      if (made.rc != ZOK) {
+        m_answers.answer(Op::acquire, error_of(made.rc, "create a lease of lock '" + key + "'"));
+        return;
+      }
+      e.lease = made.value;
+      // Held as another kind? Its contenders made their nodes before they looked for leases.
+      m_client->get_children(e.dir, [this, key](Reply& top) {
+        if (!m_named.contains(key)) {
+          return;
+        }
+        std::vector<Contender> queue = sorted_contenders(top.children);
+        if (top.rc == ZOK && !queue.empty()) {
+          refuse_kind(key, queue.front().role == Role::read ? lock::LockKind::shared()
+                                                            : lock::LockKind::exclusive());
+          return;
+        }
+        count_leases(key);
+      });
+    });
+}
+
+void ZookeeperStore::count_leases(const std::string& key)
+{
+  Named& n = m_named.at(key);
+  std::string leases = side_path(n.dir, leases_node);
+  // With a watch on leases' children: a lease given back wakes the one waiter (the mutex's).
+  m_client->get_children(
+    leases,
+    [this, key, leases](Reply& listed) {
+      auto found = m_named.find(key);
+      if (found == m_named.end()) {
+        return;
+      }
+      Named& e = found->second;
+      if (listed.rc != ZOK && listed.rc != ZNONODE) {
+        m_answers.answer(Op::acquire, error_of(listed.rc, "list the leases of lock '" + key + "'"));
+        return;
+      }
+      std::vector<std::string> names = sorted_leases(listed.children);
+      std::string ours = basename_of(e.lease);
+      if (std::find(names.begin(), names.end(), ours) == names.end()) {
+        e.lease.clear(); // deleted under us (release --force): make another
+        if (++e.attempts > max_steps) {
+          m_answers.answer(Op::acquire,
+                           Error(ExitCode::unavailable,
+                                 "ZooKeeper at {}: the lease of lock '{}' kept disappearing",
+                                 m_url.shown, key));
+          return;
+        }
+        take_lease(key);
+        return;
+      }
+      m_client->get(leases + "/" + names.front(), side_cap, [this, key, names, ours](Reply& first) {
+        auto again = m_named.find(key);
+        if (again == m_named.end()) {
+          return;
+        }
+        Named& h = again->second;
+        int limit = first.rc == ZOK ? lease_limit(first.value) : 0;
+        if (names.front() != ours && limit != 0 && limit != h.kind.limit) {
+          refuse_kind(key, lock::LockKind::semaphore(limit));
+          return;
+        }
+        if (names.size() <= static_cast<std::size_t>(h.kind.limit)) {
+          // Ours: the lease is the hold, and the mutex goes back.
+          std::string mutex = h.node;
+          h.node = h.lease;
+          h.lease.clear();
+          h.partner.clear();
+          h.watching.clear();
+          h.fence = 0;
+          m_client->remove(mutex, [](Reply&) {});
+          watch_held(key);
+          return;
+        }
+        if (h.request.ticket.mode != lock::WaitMode::once) {
+          h.watching = side_path(h.dir, leases_node); // the children's watch wakes it
+          h.woken = false;
+          report_leases(key);
+          return;
+        }
+        std::string node = h.node;
+        std::string lease = h.lease;
+        h.node.clear();
+        h.lease.clear();
+        remove_contender(node, lease, [this, key](Reply&) {
+          if (m_named.contains(key)) {
+            report_leases(key);
+          }
+        });
+      });
+    },
+    true);
+}
+
+void ZookeeperStore::report_leases(const std::string& key)
+{
+  Named& n = m_named.at(key);
+  std::string leases = side_path(n.dir, leases_node);
+  std::string ours = basename_of(n.lease);
+  m_client->get_children(leases, [this, key, leases, ours](Reply& listed) {
+    std::vector<std::string> names = sorted_leases(listed.children);
+    std::erase(names, ours);
+    auto answer = [this, key, count = names.size()](const lock::HolderInfo& holder) {
+      auto found = m_named.find(key);
+      Outcome outcome{.op = Op::acquire};
+      outcome.acquire.lease = lock::AcquireResult::Lease::no_expiry; // sessions, not TTLs
+      outcome.acquire.block =
+        found != m_named.end() ? found->second.request.ticket.max_block : Millis(1000);
+      outcome.acquire.holder = holder;
+      outcome.acquire.holders = static_cast<std::int64_t>(count);
+      m_answers.answer(std::move(outcome));
+    };
+    if (names.empty()) {
+      answer(lock::HolderInfo{});
+      return;
+    }
+    m_client->get(leases + "/" + names.front(), lock::max_holder_record_bytes + 1,
+                  [answer](Reply& got) {
+                    lock::HolderInfo holder;
+                    if (got.rc == ZOK) {
+                      holder = parse_holder_record(got.value);
+                      if (got.stat) {
+                        holder.fence = got.stat->czxid;
+                        holder.acquired_ms = got.stat->ctime;
+                      }
+                    }
+                    answer(holder);
+                  });
   });
 }
 
@@ -523,6 +835,10 @@ void ZookeeperStore::report_holder(const std::string& key, const std::vector<Con
 {
   std::vector<std::size_t> holders = holding(queue);
   Named& n = m_named.at(key);
+  if (n.kind.mode == lock::LockKind::Mode::limit) {
+    report_leases(key); // the mutex's holder is no holder of the semaphore
+    return;
+  }
   auto not_acquired = [this, key, holders](std::optional<lock::HolderInfo> holder, bool asked) {
     auto found = m_named.find(key);
     Outcome outcome{.op = Op::acquire};
@@ -683,9 +999,12 @@ void ZookeeperStore::refuse(const std::string& key, lock::AcquireResult::Lease l
 {
   Named& n = m_named.at(key);
   std::string node = n.node;
+  std::string partner = second_of(n);
   n.node.clear(); // given back: the next attempt queues again
+  n.partner.clear();
+  n.lease.clear();
   n.held = false;
-  m_client->remove(node, [this, key, lease, left, holder](Reply& gone) {
+  remove_contender(node, partner, [this, key, lease, left, holder](Reply& gone) {
     auto found = m_named.find(key);
     if (found == m_named.end()) {
       return;
@@ -765,8 +1084,10 @@ void ZookeeperStore::watch_held(const std::string& key)
     }
     Named& h = again->second;
     if (seen.rc == ZNONODE) {
-      h.node.clear();
-      place(key);
+      if (h.kind.mode == lock::LockKind::Mode::limit) {
+        h.node.clear(); // our lease went: queue again
+      }
+      place(key); // judge finds it gone, and its partner goes
       return;
     }
     if (seen.rc != ZOK || !seen.stat) {
@@ -776,6 +1097,10 @@ void ZookeeperStore::watch_held(const std::string& key)
     h.held = true;
     h.fence = seen.stat->czxid;
     h.watching.clear();
+    if (!h.partner.empty()) {
+      // Its pair's other half too: without it, Curator's readers would not wait.
+      m_client->exists(h.partner, true, [](Reply&) {});
+    }
     // A --replace's request comes to the watch on its node sooner than to the next renewal; one
     // left against another holder's node goes.
     std::string request = side_path(h.dir, replace_node);
@@ -797,6 +1122,9 @@ void ZookeeperStore::watch_held(const std::string& key)
       Outcome outcome{.op = Op::acquire};
       outcome.acquire.acquired = true;
       outcome.acquire.fence = found != m_named.end() ? found->second.fence : 0;
+      if (found != m_named.end() && m_client->session_timeout() != found->second.request.ttl) {
+        outcome.acquire.validity = m_client->session_timeout(); // the session the server granted
+      }
       m_answers.answer(std::move(outcome));
     });
   });
@@ -1000,7 +1328,8 @@ void ZookeeperStore::settle_release(const std::string& dir, const std::string& f
 }
 
 void ZookeeperStore::make_path(const std::string& path,
-                               std::function<void(std::optional<Error>)> then)
+                               std::function<void(std::optional<Error>)> then,
+                               std::size_t containers)
 {
   // Every ancestor from the top, then path itself.
   std::vector<std::string> paths;
@@ -1009,30 +1338,45 @@ void ZookeeperStore::make_path(const std::string& path,
     paths.push_back(path.substr(0, slash));
   }
   paths.push_back(path);
-  create_paths(std::make_shared<std::vector<std::string>>(std::move(paths)), 0, std::move(then));
+  create_paths(std::make_shared<std::vector<std::string>>(std::move(paths)), 0, containers,
+               std::move(then));
 }
 
 void ZookeeperStore::create_paths(std::shared_ptr<std::vector<std::string>> paths, std::size_t i,
+                                  std::size_t containers,
                                   std::function<void(std::optional<Error>)> then)
 {
   if (i == paths->size()) {
     then(std::nullopt);
     return;
   }
-  int flags = i + 1 == paths->size() ? zoo().ZOO_CONTAINER : zoo().ZOO_PERSISTENT;
+  int flags = i + containers >= paths->size() ? zoo().ZOO_CONTAINER : zoo().ZOO_PERSISTENT;
   std::string path = (*paths)[i];
-  m_client->create(path, "", flags, [this, paths, i, then, path](Reply& reply) {
+  m_client->create(path, "", flags, [this, paths, i, containers, then, path](Reply& reply) {
     if (reply.rc != ZOK && reply.rc != ZNODEEXISTS) {
       then(error_of(reply.rc, "create " + path));
       return;
     }
-    create_paths(paths, i + 1, then);
+    create_paths(paths, i + 1, containers, then);
   });
 }
 
-void ZookeeperStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket&,
+void ZookeeperStore::start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
                                          Millis block)
 {
+  if (ticket.mode == lock::WaitMode::watch || ticket.mode == lock::WaitMode::barrier
+      || ticket.mode == lock::WaitMode::latch) {
+    auto found = m_gates.find(name.str());
+    if (found == m_gates.end() || found->second.woken || found->second.watched.empty()) {
+      if (found != m_gates.end()) {
+        found->second.woken = false;
+      }
+      m_answers.answer(Op::wait_for_wake);
+      return;
+    }
+    found->second.wake_by = util::monotonic_now() + block;
+    return;
+  }
   Named* n = find(name);
   if (n == nullptr || n->woken || (n->watching.empty() && n->side_watches.empty())) {
     if (n != nullptr) {
@@ -1057,8 +1401,27 @@ void ZookeeperStore::start_renew(const lock::LockName& name, const lock::RenewRe
       m_answers.answer(outcome); // the session that held it ended: its node went with it
       return;
     }
+    Millis granted = m_client->session_timeout();
+    if (m_cut_off_since && granted < n->request.ttl) {
+      // A session shorter than the holder's TTL (the server's bound took the default's place):
+      // cut off, the server may expire it (2/3 of it passed unheard before the client said so)
+      // long before the holder's own deadline: lost.
+      n->held = false;
+      m_answers.answer(outcome);
+      return;
+    }
     std::string key = name.str();
-    m_client->exists(n->node, false, [this, key, outcome](Reply& reply) mutable {
+    // An exclusive pair's other half first (its answer comes before the node's): without it,
+    // Curator's readers would not wait.
+    auto half = std::make_shared<bool>(true);
+    if (!n->partner.empty()) {
+      std::int64_t session = n->session;
+      m_client->exists(n->partner, false, [half, session](Reply& reply) {
+        *half = reply.rc != ZOK || (reply.stat && reply.stat->ephemeralOwner == session);
+        *half = *half && reply.rc != ZNONODE;
+      });
+    }
+    m_client->exists(n->node, false, [this, key, outcome, half](Reply& reply) mutable {
       auto found = m_named.find(key);
       if (found == m_named.end()) {
         m_answers.answer(outcome);
@@ -1066,7 +1429,7 @@ void ZookeeperStore::start_renew(const lock::LockName& name, const lock::RenewRe
       }
       Named& e = found->second;
       if (reply.rc == ZOK && reply.stat) {
-        outcome.held = reply.stat->ephemeralOwner == e.session;
+        outcome.held = reply.stat->ephemeralOwner == e.session && *half;
       } else if (reply.rc == ZNONODE || reply.rc == ZSESSIONEXPIRED || reply.rc == ZINVALIDSTATE
                  || reply.rc == ZAUTHFAILED) {
         outcome.held = false;
@@ -1131,15 +1494,17 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
   if (!token.empty() && n != nullptr && n->token == token && !n->node.empty()) {
     bool held = n->held;
     std::string node = n->node;
+    std::string partner = second_of(*n);
     std::string dir = n->dir;
+    bool semaphore = n->kind.mode == lock::LockKind::Mode::limit;
     bool alive = m_client && m_client->owned() && !m_dead && m_client->session_id() == n->session;
     m_named.erase(key);
     if (!alive) {
       m_answers.answer(Op::release); // the session ended: the server deleted the node
       return;
     }
-    auto remove_node = [this, held, key, node](Millis kept) {
-      m_client->remove(node, [this, held, key, kept](Reply& reply) {
+    auto remove_node = [this, held, key, node, partner](Millis kept) {
+      remove_contender(node, partner, [this, held, key, kept](Reply& reply) {
         Outcome outcome{.op = Op::release};
         if (reply.rc == ZOK) {
           outcome.held = held;
@@ -1151,7 +1516,7 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
         m_answers.answer(std::move(outcome));
       });
     };
-    if (!held) {
+    if (!held || semaphore) {
       remove_node(Millis(0));
       return;
     }
@@ -1177,10 +1542,27 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
     }
     std::vector<std::string> paths;
     std::string node;
+    for (std::size_t i = 0; found.leases && i < found.paths.size(); ++i) {
+      if (fingerprint.empty() || found.fingerprints[i] == fingerprint) {
+        paths.push_back(dir + "/" + found.paths[i]);
+      }
+    }
+    if (found.leases) {
+      remove_all(paths, [this](int removed, std::optional<Error> error) {
+        Outcome outcome{.op = Op::release, .error = std::move(error)};
+        outcome.held = removed > 0;
+        m_answers.answer(std::move(outcome));
+      });
+      return;
+    }
     for (std::size_t i = 0; i < found.holding.size(); ++i) {
       if (fingerprint.empty() || found.fingerprints[i] == fingerprint) {
-        paths.push_back(dir + "/" + found.queue[found.holding[i]].name);
-        node = found.queue[found.holding[i]].name;
+        const Contender& holder = found.queue[found.holding[i]];
+        if (!holder.partner.empty()) {
+          paths.push_back(dir + "/" + holder.partner);
+        }
+        paths.push_back(dir + "/" + holder.name); // deleted first (remove_all goes backwards)
+        node = holder.name;
       }
     }
     auto drop = [this, paths](Millis kept, bool freed) {
@@ -1201,6 +1583,20 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
   });
 }
 
+void ZookeeperStore::remove_contender(const std::string& node, const std::string& partner,
+                                      Client::Done then)
+{
+  if (!partner.empty()) {
+    m_client->remove(partner, [](Reply&) {}); // answered before node's: requests keep order
+  }
+  if (node.empty()) {
+    Reply none{ZNONODE, {}, {}, {}};
+    then(none);
+    return;
+  }
+  m_client->remove(node, std::move(then));
+}
+
 void ZookeeperStore::remove_all(std::vector<std::string> paths,
                                 std::function<void(int, std::optional<Error>)> then, int removed)
 {
@@ -1219,8 +1615,27 @@ void ZookeeperStore::remove_all(std::vector<std::string> paths,
   });
 }
 
-void ZookeeperStore::start_withdraw(const lock::LockName& name, const lock::WaitTicket&)
+void ZookeeperStore::start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket)
 {
+  if (ticket.mode == lock::WaitMode::watch || ticket.mode == lock::WaitMode::barrier
+      || ticket.mode == lock::WaitMode::latch) {
+    auto found = m_gates.find(name.str());
+    std::string member = found != m_gates.end() ? found->second.member : "";
+    if (found != m_gates.end()) {
+      m_gates.erase(found);
+    }
+    if (member.empty() || !m_client || !m_client->owned() || m_dead) {
+      m_answers.answer(Op::withdraw);
+      return;
+    }
+    // A barrier party's arrival goes, unless its generation tripped (its node deleted).
+    m_client->remove(member, [this](Reply& gone) {
+      Outcome outcome{.op = Op::withdraw};
+      outcome.gate.open = gone.rc == ZNONODE;
+      m_answers.answer(std::move(outcome));
+    });
+    return;
+  }
   Named* n = find(name);
   if (n == nullptr || n->held || n->node.empty() || !m_client || m_dead
       || m_client->session_id() != n->session) {
@@ -1231,8 +1646,9 @@ void ZookeeperStore::start_withdraw(const lock::LockName& name, const lock::Wait
     return;
   }
   std::string node = n->node;
+  std::string partner = second_of(*n);
   m_named.erase(name.str());
-  m_client->remove(node, [this](Reply&) { m_answers.answer(Op::withdraw); });
+  remove_contender(node, partner, [this](Reply&) { m_answers.answer(Op::withdraw); });
 }
 
 // --- the loop ------------------------------------------------------------------------------
@@ -1248,6 +1664,11 @@ void ZookeeperStore::watch(util::EventLoop& loop)
       loop.wake_at(*n.wake_by);
     }
   }
+  for (const auto& [key, g] : m_gates) {
+    if (g.wake_by) {
+      loop.wake_at(*g.wake_by);
+    }
+  }
 }
 
 std::optional<Outcome> ZookeeperStore::next_outcome()
@@ -1260,6 +1681,12 @@ std::optional<Outcome> ZookeeperStore::next_outcome()
     if (n.wake_by && *n.wake_by <= now) {
       n.wake_by.reset();
       m_answers.answer(Op::wait_for_wake); // the block ended: the waiter asks again
+    }
+  }
+  for (auto& [key, g] : m_gates) {
+    if (g.wake_by && *g.wake_by <= now) {
+      g.wake_by.reset();
+      m_answers.answer(Op::wait_for_wake);
     }
   }
   return m_answers.next();
@@ -1282,6 +1709,7 @@ void ZookeeperStore::abandon() noexcept
     }
     m_client.reset();
     m_named.clear();
+    m_gates.clear(); // a barrier party's node goes with the session
     return;
   }
   if (m_client && m_client->owned()) {
@@ -1293,6 +1721,9 @@ void ZookeeperStore::abandon() noexcept
       n.creating = false;
     }
     n.wake_by.reset();
+  }
+  for (auto& [key, g] : m_gates) {
+    g.wake_by.reset();
   }
 }
 
@@ -1335,11 +1766,28 @@ void ZookeeperStore::inspect(const std::string& dir, std::function<void(Inspecti
     }
     found->queue = sorted_contenders(reply.children);
     found->holding = holding(found->queue);
-    if (found->holding.empty()) {
-      then(*found);
+    for (std::size_t i : found->holding) {
+      found->paths.push_back(found->queue[i].name);
+    }
+    bool leases =
+      std::find(reply.children.begin(), reply.children.end(), leases_node) != reply.children.end();
+    if (!found->holding.empty() || !leases) {
+      read_holders(dir, found, then);
       return;
     }
-    read_holders(dir, found, then);
+    std::string under = side_path(dir, leases_node);
+    m_client->get_children(under, [this, dir, found, then](Reply& listed) {
+      if (listed.rc != ZOK && listed.rc != ZNONODE) {
+        found->error = error_of(listed.rc, "list the leases under " + dir);
+        then(*found);
+        return;
+      }
+      for (const std::string& lease : sorted_leases(listed.children)) {
+        found->leases = true;
+        found->paths.push_back(std::string(leases_node) + "/" + lease);
+      }
+      read_holders(dir, found, then);
+    });
   });
 }
 
@@ -1347,16 +1795,18 @@ void ZookeeperStore::read_holders(const std::string& dir, std::shared_ptr<Inspec
                                   std::function<void(Inspection&)> then)
 {
   std::size_t i = found->holders.size();
-  if (i == found->holding.size()) {
+  if (i == found->paths.size() || i >= 1000) {
+    found->paths.resize(i); // at most 1000 holders read (another tenant's thousands of nodes)
     then(*found);
     return;
   }
-  m_client->get(dir + "/" + found->queue[found->holding[i]].name, lock::max_holder_record_bytes + 1,
+  m_client->get(dir + "/" + found->paths[i], lock::max_holder_record_bytes + 1,
                 [this, dir, then, found](Reply& reply) {
                   std::string fingerprint;
                   lock::HolderInfo holder;
                   if (reply.rc == ZOK) {
                     holder = parse_holder_record(reply.value, &fingerprint);
+                    found->limit = std::max(found->limit, lease_limit(reply.value));
                     if (reply.stat) {
                       holder.fence = reply.stat->czxid;
                       holder.acquired_ms = reply.stat->ctime;
@@ -1399,6 +1849,25 @@ lock::LockStatus ZookeeperStore::status(const lock::LockName& name, util::TimePo
   status.ttl_ms = -1;
   status.server_time_ms = util::unix_ms(); // ZooKeeper has no clock to ask: this host's
   status.waiters = static_cast<std::int64_t>(found.queue.size() - found.holding.size());
+  if (found.leases) {
+    // A semaphore: every lease, but for a waiter's beyond N (made under the mutex, the last).
+    std::size_t count = found.holders.size();
+    if (found.limit >= 2 && count > static_cast<std::size_t>(found.limit)) {
+      count = static_cast<std::size_t>(found.limit);
+      status.waiters = static_cast<std::int64_t>(found.holders.size() - count);
+    }
+    status.held = count > 0;
+    status.kind = lock::LockKind::semaphore(
+      found.limit >= 2 ? found.limit : std::max(2, static_cast<int>(count)));
+    for (std::size_t i = 0; i < count; ++i) {
+      status.slots.push_back(lock::SlotHolder{found.holders[i], -1});
+    }
+    if (count > 0) {
+      status.holder = found.holders.front();
+      status.last_fence = status.holder.fence;
+    }
+    return status;
+  }
   if (found.holding.empty()) {
     policy_status(name, found.queue, status, deadline);
   }
@@ -1526,6 +1995,458 @@ std::vector<lock::LockStatus> ZookeeperStore::list(std::string_view pattern, Mil
     }
   }
   return found;
+}
+
+} // namespace dlock::zookeeper
+
+namespace dlock::zookeeper {
+
+// --- wait, barrier, latch ------------------------------------------------------------------
+
+ZookeeperStore::Gate& ZookeeperStore::gate(const lock::LockName& name)
+{
+  auto found = m_gates.find(name.str());
+  if (found != m_gates.end()) {
+    return found->second;
+  }
+  Gate g;
+  g.dir = dir_of(name);
+  return m_gates.emplace(name.str(), std::move(g)).first->second;
+}
+
+void ZookeeperStore::start_gate(const lock::LockName& name, const lock::GateRequest& request)
+{
+  Gate& g = gate(name);
+  g.woken = false;
+  g.wake_by.reset();
+  g.watched.clear();
+  try {
+    client(inspect_session);
+  } catch (const Error& error) {
+    m_answers.answer(Op::gate, error);
+    return;
+  }
+  std::string key = name.str();
+  when_ready([this, key, request](std::optional<Error> error) {
+    if (error) {
+      m_answers.answer(Op::gate, error);
+    } else if (!m_gates.contains(key)) {
+      return;
+    } else if (request.ticket.mode == lock::WaitMode::watch) {
+      watch_gate(key, request);
+    } else if (request.ticket.mode == lock::WaitMode::barrier) {
+      barrier_gate(key, request);
+    } else if (request.ticket.mode == lock::WaitMode::latch) {
+      latch_gate(key, request.ticket.max_block);
+    } else {
+      m_answers.answer(Op::gate, Error(ExitCode::internal, "a lock waiter at a gate"));
+    }
+  });
+}
+
+void ZookeeperStore::close_gate(const std::string& key, std::vector<std::string> paths,
+                                lock::GateResult result)
+{
+  Gate& g = m_gates.at(key);
+  g.watched = paths;
+  if (paths.empty()) {
+    m_answers.answer(Outcome{.op = Op::gate, .gate = result});
+    return;
+  }
+  // Every watch set before the answer: a change after it wakes the waiter.
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    bool last = i + 1 == paths.size();
+    m_client->exists(paths[i], true, [this, last, result](Reply&) {
+      if (last) {
+        m_answers.answer(Outcome{.op = Op::gate, .gate = result});
+      }
+    });
+  }
+}
+
+void ZookeeperStore::watch_gate(const std::string& key, const lock::GateRequest& request)
+{
+  Gate& g = m_gates.at(key);
+  std::string dir = g.dir;
+  std::int64_t since = request.ticket.since;
+  Millis block = request.ticket.max_block;
+  inspect(dir, [this, key, dir, since, block](Inspection& found) {
+    if (found.error) {
+      m_answers.answer(Op::gate, found.error);
+      return;
+    }
+    if (!m_gates.contains(key)) {
+      return;
+    }
+    // Free, or freed since the watcher first found it held: every holder seen then (a node's
+    // czxid at most since) is gone, whoever holds it now.
+    std::int64_t newest = 0;
+    bool older = false;
+    for (const lock::HolderInfo& holder : found.holders) {
+      newest = std::max(newest, holder.fence);
+      older = older || holder.fence <= since;
+    }
+    lock::GateResult result;
+    if (found.holders.empty() || (since > 0 && !older)) {
+      result.open = true;
+      m_answers.answer(Outcome{.op = Op::gate, .gate = result});
+      return;
+    }
+    result.block = block;
+    result.since = since > 0 ? since : newest;
+    result.lock.lease = lock::AcquireResult::Lease::no_expiry;
+    result.lock.holder = found.holders.front();
+    result.lock.holders = static_cast<std::int64_t>(found.holders.size());
+    // Woken when a holder's node goes (at most 64 watched: the first to go wakes it to look).
+    std::vector<std::string> paths;
+    for (std::size_t i = 0; i < found.paths.size() && i < 64; ++i) {
+      paths.push_back(dir + "/" + found.paths[i]);
+    }
+    close_gate(key, std::move(paths), result);
+  });
+}
+
+void ZookeeperStore::barrier_gate(const std::string& key, const lock::GateRequest& request)
+{
+  Gate& g = m_gates.at(key);
+  if (!g.member.empty()) {
+    barrier_judge(key, request); // arrived before: did its generation trip?
+    return;
+  }
+  if (request.ticket.generation > 0) {
+    // Arrived with a session that ended (its node went with it): arrive again.
+    util::log_verbose("barrier '{}': the session of this party's arrival ended; arriving again",
+                      key);
+  }
+  std::string dir = g.dir;
+  m_client->get_children(dir, [this, key, request, dir](Reply& listed) {
+    if (!m_gates.contains(key)) {
+      return;
+    }
+    if (listed.rc == ZNONODE) {
+      make_path(dir, [this, key, request](std::optional<Error> error) {
+        if (error) {
+          m_answers.answer(Op::gate, error);
+        } else if (m_gates.contains(key)) {
+          barrier_gate(key, request);
+        }
+      });
+      return;
+    }
+    if (listed.rc != ZOK) {
+      m_answers.answer(Op::gate, error_of(listed.rc, "list the parties of barrier '" + key + "'"));
+      return;
+    }
+    // Another barrier of other parties in progress: nothing registered (the first dlock
+    // party's record says how many).
+    std::vector<std::string> parties = sorted_parties(listed.children);
+    auto arrive = [this, key, request, dir] {
+      Gate& e = m_gates.at(key);
+      std::string data = fmt::format("dlock=1\nparties={}\n", request.parties);
+      std::string uuid = random_uuid();
+      m_client->create(dir + "/" + party_prefix(uuid), data, zoo().ZOO_EPHEMERAL_SEQUENTIAL,
+                       [this, key, request](Reply& made) {
+                         auto found = m_gates.find(key);
+                         if (found == m_gates.end()) {
+                           return;
+                         }
+                         if (made.rc == ZNONODE) {
+                           barrier_gate(key, request); // the container went meanwhile
+                           return;
+                         }
+                         if (made.rc != ZOK) {
+                           m_answers.answer(Op::gate,
+                                            error_of(made.rc, "arrive at barrier '" + key + "'"));
+                           return;
+                         }
+                         found->second.member = made.value;
+                         found->second.joined = made.stat ? made.stat->czxid : 1;
+                         barrier_judge(key, request);
+                       });
+      (void)e;
+    };
+    std::string first;
+    for (const std::string& p : parties) {
+      if (p.starts_with("_c_") && first.empty()) {
+        first = p;
+      }
+    }
+    if (first.empty()) {
+      arrive();
+      return;
+    }
+    m_client->get(dir + "/" + first, side_cap, [this, key, request, arrive](Reply& got) {
+      if (!m_gates.contains(key)) {
+        return;
+      }
+      std::optional<std::int64_t> other =
+        got.rc == ZOK ? record_number(got.value, "parties") : std::nullopt;
+      if (other && *other != request.parties && *other >= 1 && *other <= 1'000'000) {
+        lock::GateResult result;
+        result.parties = *other;
+        m_answers.answer(Outcome{.op = Op::gate, .gate = result});
+        return;
+      }
+      arrive();
+    });
+  });
+}
+
+void ZookeeperStore::barrier_judge(const std::string& key, const lock::GateRequest& request,
+                                   int tries)
+{
+  Gate& g = m_gates.at(key);
+  std::string dir = g.dir;
+  m_client->get_children(dir, [this, key, request, dir, tries](Reply& listed) {
+    auto found = m_gates.find(key);
+    if (found == m_gates.end()) {
+      return;
+    }
+    Gate& e = found->second;
+    lock::GateResult result;
+    result.parties = request.parties;
+    result.generation = e.joined;
+    std::vector<std::string> parties = sorted_parties(listed.children);
+    std::string ours = basename_of(e.member);
+    auto at = std::find(parties.begin(), parties.end(), ours);
+    if (listed.rc == ZNONODE || (listed.rc == ZOK && at == parties.end())) {
+      // Our node was deleted by the party that tripped our generation.
+      e.member.clear();
+      result.open = true;
+      result.arrived = request.parties;
+      m_answers.answer(Outcome{.op = Op::gate, .gate = result});
+      return;
+    }
+    if (listed.rc != ZOK) {
+      m_answers.answer(Op::gate, error_of(listed.rc, "list the parties of barrier '" + key + "'"));
+      return;
+    }
+    bool ready = std::find(listed.children.begin(), listed.children.end(), ready_node)
+                 != listed.children.end();
+    auto index = static_cast<std::int64_t>(at - parties.begin());
+    result.arrived =
+      std::min<std::int64_t>(static_cast<std::int64_t>(parties.size()), request.parties);
+    auto wait = [this, key, dir, request, result]() mutable {
+      auto again = m_gates.find(key);
+      if (again == m_gates.end()) {
+        return;
+      }
+      result.block = request.ticket.max_block;
+      close_gate(key, {again->second.member, dir + "/" + std::string(ready_node)}, result);
+    };
+    auto check_ready = [this, key, dir, result, wait]() mutable {
+      // A Curator party's "ready" (persistent) made after our arrival lets every party in.
+      m_client->exists(dir + "/" + std::string(ready_node), false,
+                       [this, key, result, wait](Reply& seen) mutable {
+                         auto again = m_gates.find(key);
+                         if (again == m_gates.end()) {
+                           return;
+                         }
+                         Gate& h = again->second;
+                         if (seen.rc == ZOK && seen.stat && seen.stat->ephemeralOwner == 0
+                             && seen.stat->czxid > h.joined) {
+                           std::string member = h.member;
+                           h.member.clear();
+                           result.open = true;
+                           m_client->remove(member, [this, result](Reply&) {
+                             m_answers.answer(Outcome{.op = Op::gate, .gate = result});
+                           });
+                           return;
+                         }
+                         wait();
+                       });
+    };
+    if (static_cast<std::int64_t>(parties.size()) < request.parties || index >= request.parties) {
+      if (ready) {
+        check_ready();
+      } else {
+        wait();
+      }
+      return;
+    }
+    // The last of the first N to arrive: this generation trips. Its dlock parties go (each
+    // one's watch on its node wakes it) and "ready" is made (Curator's parties' watch), in one
+    // transaction; arrivals after them form the next generation.
+    std::vector<Client::Op> ops;
+    for (std::int64_t i = 0; i < request.parties; ++i) {
+      if (parties[static_cast<std::size_t>(i)].starts_with("_c_")) {
+        ops.push_back({.create = false,
+                       .path = dir + "/" + parties[static_cast<std::size_t>(i)],
+                       .data = {},
+                       .flags = 0,
+                       .version = -1});
+      }
+    }
+    if (!ready) {
+      ops.push_back({.create = true,
+                     .path = dir + "/" + std::string(ready_node),
+                     .data = {},
+                     .flags = zoo().ZOO_EPHEMERAL,
+                     .version = -1});
+    }
+    m_client->multi(std::move(ops), [this, key, request, result, tries](Reply& done) mutable {
+      auto again = m_gates.find(key);
+      if (again == m_gates.end()) {
+        return;
+      }
+      if (done.rc == ZOK) {
+        again->second.member.clear();
+        result.open = true;
+        result.arrived = request.parties;
+        m_answers.answer(Outcome{.op = Op::gate, .gate = result});
+        return;
+      }
+      if (tries >= max_steps) {
+        m_answers.answer(Op::gate, error_of(done.rc, "trip barrier '" + key + "'"));
+        return;
+      }
+      barrier_judge(key, request, tries + 1); // another tripped it, or "ready" came: look again
+    });
+  });
+}
+
+void ZookeeperStore::latch_gate(const std::string& key, Millis block)
+{
+  std::string path = side_path(m_gates.at(key).dir, latch_node);
+  m_client->get(path, side_cap, [this, key, path, block](Reply& got) {
+    if (!m_gates.contains(key)) {
+      return;
+    }
+    if (got.rc != ZOK && got.rc != ZNONODE) {
+      m_answers.answer(Op::gate, error_of(got.rc, "read latch '" + key + "'"));
+      return;
+    }
+    std::optional<LatchRecord> record =
+      got.rc == ZOK ? parse_latch_record(got.value) : std::nullopt;
+    lock::GateResult result;
+    result.count = record ? std::max<std::int64_t>(record->count, 0) : -1;
+    if (record && record->count <= 0) {
+      result.open = true;
+      m_answers.answer(Outcome{.op = Op::gate, .gate = result});
+      return;
+    }
+    // Woken when it is set, counted down or deleted.
+    result.block = block;
+    close_gate(key, {path}, result);
+  });
+}
+
+void ZookeeperStore::start_set_latch(const lock::LockName& name, std::int64_t count, Millis expire)
+{
+  try {
+    client(inspect_session);
+  } catch (const Error& error) {
+    m_answers.answer(Op::set_latch, error);
+    return;
+  }
+  std::string key = name.str();
+  std::string dir = dir_of(name);
+  std::string path = side_path(dir, latch_node);
+  when_ready([this, key, dir, path, count, expire](std::optional<Error> error) {
+    if (error) {
+      m_answers.answer(Op::set_latch, error);
+      return;
+    }
+    make_path(dir, [this, key, dir, path, count, expire](std::optional<Error> made) {
+      if (made) {
+        m_answers.answer(Op::set_latch, made);
+        return;
+      }
+      server_now(dir, [this, key, path, count, expire](std::int64_t now) {
+        std::string data = latch_record({count, now + expire.count()});
+        // Set again (a latch set before starts over), else made.
+        m_client->set(path, data, -1, [this, key, path, data](Reply& set) {
+          if (set.rc == ZOK) {
+            m_answers.answer(Op::set_latch);
+            return;
+          }
+          if (set.rc != ZNONODE) {
+            m_answers.answer(Op::set_latch, error_of(set.rc, "set latch '" + key + "'"));
+            return;
+          }
+          m_client->create(path, data, zoo().ZOO_PERSISTENT, [this, key](Reply& created) {
+            if (created.rc == ZOK || created.rc == ZNODEEXISTS) {
+              m_answers.answer(Op::set_latch); // made by another setter meanwhile: as good
+              return;
+            }
+            m_answers.answer(Op::set_latch, error_of(created.rc, "set latch '" + key + "'"));
+          });
+        });
+      });
+    });
+  });
+}
+
+void ZookeeperStore::start_count_down(const lock::LockName& name)
+{
+  try {
+    client(inspect_session);
+  } catch (const Error& error) {
+    m_answers.answer(Op::count_down, error);
+    return;
+  }
+  gate(name);
+  std::string key = name.str();
+  when_ready([this, key](std::optional<Error> error) {
+    if (error) {
+      m_answers.answer(Op::count_down, error);
+    } else if (m_gates.contains(key)) {
+      count_down(key, 0);
+    }
+  });
+}
+
+void ZookeeperStore::count_down(const std::string& key, int tries)
+{
+  std::string dir = m_gates.at(key).dir;
+  std::string path = side_path(dir, latch_node);
+  auto answer = [this](std::int64_t count) {
+    Outcome outcome{.op = Op::count_down};
+    outcome.gate.count = count;
+    m_answers.answer(std::move(outcome));
+  };
+  m_client->get(path, side_cap, [this, key, dir, path, tries, answer](Reply& got) {
+    if (got.rc == ZNONODE) {
+      answer(-1);
+      return;
+    }
+    if (got.rc != ZOK || !got.stat) {
+      m_answers.answer(Op::count_down, error_of(got.rc, "read latch '" + key + "'"));
+      return;
+    }
+    std::optional<LatchRecord> record = parse_latch_record(got.value);
+    if (!record) {
+      answer(-1); // not dlock's
+      return;
+    }
+    int version = got.stat->version;
+    server_now(dir, [this, key, path, tries, answer, record = *record, version](std::int64_t now) {
+      if (record.expires_at <= now) {
+        m_client->remove(
+          path, [answer](Reply&) { answer(-1); }, version); // expired: cleaned
+        return;
+      }
+      if (record.count <= 0) {
+        answer(0); // stays at zero
+        return;
+      }
+      LatchRecord next = record;
+      --next.count;
+      m_client->set(
+        path, latch_record(next), version, [this, key, tries, answer, next](Reply& set) {
+          if (set.rc == ZOK) {
+            answer(next.count); // every waiter's watch on it wakes it to look
+            return;
+          }
+          if ((set.rc == ZBADVERSION || set.rc == ZNONODE) && tries < 100
+              && m_gates.contains(key)) {
+            count_down(key, tries + 1); // another counted meanwhile: again
+            return;
+          }
+          m_answers.answer(Op::count_down, error_of(set.rc, "count latch '" + key + "' down"));
+        });
+    });
+  });
 }
 
 } // namespace dlock::zookeeper

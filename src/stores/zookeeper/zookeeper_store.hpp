@@ -38,7 +38,7 @@ ZkUrl connect_params(const std::string& url, const stores::StoreConfig& config);
 // older ones watch. The server's time is the ctime of an ephemeral dlock.now-<uuid> node made for
 // it. ZooKeeper keeps no TTL by default: a side node is removed by the next dlock that finds it
 // over (an acquirer, status, release --force), and one dlock did not write is passed over.
-class ZookeeperStore final : public lock::Store {
+class ZookeeperStore final : public lock::Store, public lock::Coordination {
 public:
   ZookeeperStore(ZkUrl url, util::Millis request_timeout, std::string prefix);
 
@@ -48,7 +48,12 @@ public:
   void start_renew(const lock::LockName& name, const lock::RenewRequest& request) override;
   void start_release(const lock::LockName& name, const std::string& token) override;
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
-  // Refused (Feature::coordinate): a latch or barrier that outlives nobody needs its own recipe.
+  // wait, barrier and latch (nodes.hpp: where each keeps its nodes), woken by watches.
+  lock::Coordination* coordination() noexcept override { return this; }
+  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
+  void start_set_latch(const lock::LockName& name, std::int64_t count,
+                       util::Millis expire) override;
+  void start_count_down(const lock::LockName& name) override;
 
   void watch(util::EventLoop& loop) override;
   std::optional<lock::Outcome> next_outcome() override;
@@ -74,6 +79,8 @@ private:
     std::string dir;          // the lock's node: chroot + "/" + encoded prefix + name
     std::string uuid;         // protected-mode id of this process's contender
     std::string node;         // our contender's full path ("" when none)
+    std::string partner;      // an exclusive contender's "__WRIT__" node (nodes.hpp)
+    std::string lease;        // --limit: our lease while we wait under the mutex (held: node)
     std::int64_t session = 0; // the session that made node
     std::int64_t fence = 0;   // node's czxid
     std::string token;
@@ -89,15 +96,37 @@ private:
     std::vector<std::string> side_watches;  // side nodes watched while waiting (policy, newest)
   };
 
+  // One waiter that takes nothing (wait, barrier, latch --wait) on a lock name.
+  struct Gate {
+    std::string dir;                        // the lock's node
+    std::vector<std::string> watched;       // the nodes whose change wakes it
+    bool woken = false;                     // one changed since the last attempt
+    std::optional<util::TimePoint> wake_by; // a wait_for_wake in progress ends then
+    std::string member;                     // barrier: our party's node ("" when none)
+    std::int64_t joined = 0;                // barrier: its czxid, the generation joined
+  };
+
   // What inspect() found under a lock's node.
   struct Inspection {
     std::optional<Error> error;
     std::vector<Contender> queue;
     std::vector<std::size_t> holding;
-    std::vector<lock::HolderInfo> holders; // of holding, in order
+    bool leases = false;                   // a semaphore's: paths are its leases
+    std::vector<std::string> paths;        // the holders' nodes, under the lock's node
+    int limit = 0;                         // a semaphore's N, as a dlock lease says (0: unknown)
+    std::vector<lock::HolderInfo> holders; // of paths, in order
     std::vector<std::string> fingerprints; // their tokens' fingerprints
   };
 
+  Gate& gate(const lock::LockName& name);
+  // The gate's answer when not open: watches paths (their change wakes it) first.
+  void close_gate(const std::string& key, std::vector<std::string> paths, lock::GateResult result);
+  void watch_gate(const std::string& key, const lock::GateRequest& request);
+  void barrier_gate(const std::string& key, const lock::GateRequest& request);
+  // A barrier party made: whether its generation tripped, else whether it trips it.
+  void barrier_judge(const std::string& key, const lock::GateRequest& request, int tries = 0);
+  void latch_gate(const std::string& key, util::Millis block);
+  void count_down(const std::string& key, int tries);
   Named& named(const lock::LockName& name);
   Named* find(const lock::LockName& name);
   std::string dir_of(const lock::LockName& name) const;
@@ -106,14 +135,28 @@ private:
   // Runs then once the session is up (error: it could not be).
   void when_ready(std::function<void(std::optional<Error>)> then);
   void on_event(const WatchEvent& event);
-  // Refuses a TTL the server's session timeout does not match.
-  std::optional<Error> check_session(util::Millis ttl) const;
+  // Refuses a given TTL the server's session timeout does not match; takes the server's for
+  // the default one (not given), which -v says.
+  std::optional<Error> check_session(util::Millis ttl, bool given);
 
   // The steps of an acquisition, each from the previous one's answer.
   void place(const std::string& key);
   void create(const std::string& key);
   void judge(const std::string& key);
   void report_holder(const std::string& key, const std::vector<Contender>& queue);
+  // The queue of a lock's node, after the check that no semaphore holds the key.
+  void judge_queue(const std::string& key, const std::vector<Contender>& queue);
+  // Where the contenders queue: the lock's node, or a semaphore's mutex.
+  std::string queue_dir(const Named& n) const;
+  // A contender's second node to delete with its own: its partner, or a waiter's lease.
+  static std::string second_of(const Named& n);
+  // The key is held as another kind: our nodes go, and the attempt answers kind_in_use.
+  void refuse_kind(const std::string& key, lock::LockKind kind);
+  // --limit, with the mutex: makes our lease (once), then counts the leases.
+  void take_lease(const std::string& key);
+  void count_leases(const std::string& key);
+  // --limit: answers not acquired, with the leases' holders.
+  void report_leases(const std::string& key);
   // The head of the queue honours the last holder's policy node (give back while it closes the
   // lock), then writes its own, watches and answers.
   void admit(const std::string& key);
@@ -140,13 +183,18 @@ private:
   void server_now(const std::string& dir, std::function<void(std::int64_t)> then);
   // Creates path's missing ancestors and itself (the lock's node as a container, which the
   // server deletes once empty, as Curator does; the chroot's nodes as persistent ones).
-  void make_path(const std::string& path, std::function<void(std::optional<Error>)> then);
+  // containers: how many of the last levels are containers (a semaphore's mutex or leases
+  // and the lock's node: 2).
+  void make_path(const std::string& path, std::function<void(std::optional<Error>)> then,
+                 std::size_t containers = 1);
   void create_paths(std::shared_ptr<std::vector<std::string>> paths, std::size_t i,
-                    std::function<void(std::optional<Error>)> then);
+                    std::size_t containers, std::function<void(std::optional<Error>)> then);
   // What is under a lock's node: the queue and its holders' records.
   void inspect(const std::string& dir, std::function<void(Inspection&)> then);
   void read_holders(const std::string& dir, std::shared_ptr<Inspection> found,
                     std::function<void(Inspection&)> then);
+  // Deletes a contender's node and its partner (if any); then gets the node's answer.
+  void remove_contender(const std::string& node, const std::string& partner, Client::Done then);
   // Deletes paths one by one; then gets how many were there.
   void remove_all(std::vector<std::string> paths,
                   std::function<void(int, std::optional<Error>)> then, int removed = 0);
@@ -167,8 +215,12 @@ private:
   util::Millis m_asked_timeout{0}; // the session timeout m_client asked for
   bool m_was_connected = false;    // m_client's session came up once
   bool m_dead = false;             // m_client's session expired or its authentication failed
+  bool m_told_granted = false;     // -v said once that the server's session bound is the lease
+  // Since when m_client has been cut off from the ensemble (nullopt: connected).
+  std::optional<util::TimePoint> m_cut_off_since;
   std::vector<std::function<void(std::optional<Error>)>> m_on_ready;
   std::map<std::string, Named> m_named; // by lock name
+  std::map<std::string, Gate> m_gates;  // by lock name
   lock::OutcomeQueue m_answers;
 };
 

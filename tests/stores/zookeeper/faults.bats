@@ -37,9 +37,14 @@ holder() {
   local dlock_pid=$BG_PID
   run -0 zk_cli ls /dlock-test/dlock:layout
   echo "$output"
-  assert_output --regexp '\[_c_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}-lock-[0-9]{10}\]'
-  local node
-  node=$(zk_contenders | grep 'dlock:layout/')
+  # a pair made in one transaction: -lock- for Curator's mutex, -__WRIT__ (the next sequence,
+  # the same uuid) for its read/write lock
+  assert_output --regexp '_c_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}-lock-[0-9]{10}'
+  local node partner
+  node=$(zk_contenders | grep 'dlock:layout/' | grep -- -lock-)
+  partner=$(zk_contenders | grep 'dlock:layout/' | grep -- -__WRIT__)
+  [ "${partner%-__WRIT__*}" = "${node%-lock-*}" ]
+  [ "$((10#${partner##*__WRIT__}))" -eq "$((10#${node##*-lock-} + 1))" ]
   run -0 zk_cli get "$node"
   echo "$output"
   assert_line "user=$(id -un)"
@@ -68,7 +73,7 @@ holder() {
   holder gone -t 30s
   local dlock_pid=$BG_PID child node
   child=$(cat "$T/child.pid")
-  node=$(zk_contenders | grep 'dlock:gone/')
+  node=$(zk_contenders | grep 'dlock:gone/' | grep -- -lock-)
   run -0 zk_cli delete "$node"
   local deleted=$(now_ms) st=0
   wait "$dlock_pid" || st=$?
@@ -148,13 +153,13 @@ holder() {
     "$DLOCK" run -k fifo -w 60s -- sh -c "echo $w >>'$T/order'" 3>&- &
     pids+=($!)
     echo "$!" >>"$T/bg.pid"
-    wait_for "[ \$(zk_contenders | grep -c 'dlock:fifo/') -eq $((w + 1)) ]" 10
+    wait_for "[ \$(zk_contenders | grep 'dlock:fifo/' | grep -c -- -lock-) -eq $((w + 1)) ]" 10
   done
   # wchp: the watches by path: the holder watches its own node, each waiter the one before it
   run -0 zk_4lw wchp
   echo "$output"
   local nodes n watchers
-  mapfile -t nodes < <(zk_contenders | grep 'dlock:fifo/' | sort -t- -k7)
+  mapfile -t nodes < <(zk_contenders | grep 'dlock:fifo/' | grep -- -lock- | sort -t- -k7)
   [ "${#nodes[@]}" -eq 5 ]
   for n in 0 1 2 3 4; do
     watchers=$(printf '%s\n' "$output" | awk -v p="${nodes[$n]}" '$0 == p { on = 1; next } /^\// { on = 0 } on && /0x/ { c++ } END { print c + 0 }')

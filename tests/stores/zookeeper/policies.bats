@@ -63,7 +63,7 @@ policy_record() {
 
 @test "zookeeper policies: --replace's request and the newest --supersede waiter's record are gone once over" {
   start_bg holder "$DLOCK" run -k rs -- sleep 600
-  wait_for "[ \$(zk_contenders | grep -c 'dlock:rs/') -eq 1 ]" 10
+  wait_for "[ \$(zk_contenders | grep 'dlock:rs/' | grep -c -- -lock-) -eq 1 ]" 10
   run -0 "$DLOCK" run -k rs --replace --supersede -w 20s -- sh -c 'exit 0'
   run -0 side_nodes rs
   assert_output ''
@@ -91,7 +91,7 @@ policy_record() {
   assert_output dlock.supersede
   # a --supersede waiter does not take another tenant's record for a newer waiter
   start_bg holder "$DLOCK" run -k hostile -- sleep 600
-  wait_for "[ \$(zk_contenders | grep -c 'dlock:hostile/') -eq 1 ]" 10
+  wait_for "[ \$(zk_contenders | grep 'dlock:hostile/' | grep -c -- -lock-) -eq 1 ]" 10
   run -75 --separate-stderr timeout 10 "$DLOCK" -v run -k hostile --supersede -w 2s -- true
   echo "$stderr"
   [[ $stderr != *superseded* ]]
@@ -161,7 +161,7 @@ policy_record() {
 
 @test "zookeeper policies: --min-hold kept after kill -9: the policy node says the holder never released; its waiter's watch on the holder's node wakes it once the session ends" {
   start_bg holder "$DLOCK" run -k crash -t 2s --min-hold 4s -- sleep 600
-  wait_for "[ \$(zk_contenders | grep -c 'dlock:crash/') -eq 1 ]" 10
+  wait_for "[ \$(zk_contenders | grep 'dlock:crash/' | grep -c -- -lock-) -eq 1 ]" 10
   local start=$(now_ms)
   kill -KILL "$BG_PID"
   run -0 zk_cli get "${DIR}crash/dlock.policy"
