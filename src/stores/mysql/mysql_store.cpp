@@ -831,10 +831,16 @@ void MysqlStore::confirm_held(const std::string& name)
 
 void MysqlStore::confirm_other(const lock::LockName& name, const std::string& token)
 {
-  // The holding session also holds the token's lock (names.hpp).
-  std::string lock = sql_bytes(server_lock_name(m_prefix + name.str()));
-  control().query("SELECT IS_USED_LOCK(" + lock + ") IS NOT NULL AND IS_USED_LOCK(" + lock
-                    + ") = IS_USED_LOCK(" + sql_bytes(token_lock_name(token)) + ")",
+  // The holding session also holds the token's lock (names.hpp): the lock's name, or a
+  // reader name or one of the first slots of a shared or semaphore holder.
+  std::string prefixed = m_prefix + name.str();
+  std::string held = "IS_USED_LOCK(" + sql_bytes(server_lock_name(prefixed)) + ")";
+  for (int i = 0; i < status_slots; ++i) {
+    held += ", IS_USED_LOCK(" + sql_bytes(reader_lock_name(prefixed, i)) + "), IS_USED_LOCK("
+            + sql_bytes(slot_lock_name(prefixed, i)) + ")";
+  }
+  std::string mine = "IS_USED_LOCK(" + sql_bytes(token_lock_name(token)) + ")";
+  control().query("SELECT " + mine + " IS NOT NULL AND " + mine + " IN (" + held + ")",
                   [this](Answer& a) {
                     other_confirmed(a.error, a.rows.count() == 1 && a.rows.number(0, 0) == 1);
                   });
@@ -870,11 +876,58 @@ void MysqlStore::end_holder(const lock::LockName& name, const std::string& token
       answer(Op::release, *a.error);
       return;
     }
+    if (token.empty() && a.rows.count() == 1 && a.rows.null(0, 0)) {
+      end_slot_holders(name); // held as shared or a semaphore, if at all
+      return;
+    }
     if (a.rows.count() != 1 || a.rows.null(0, 0) || a.rows.text(0, 0) != a.rows.text(0, 1)) {
       holder_ended(name, token, Outcome::of(Op::release)); // not held (by it)
       return;
     }
     kill_holder(name, token, lock, a.rows.number(0, 0));
+  });
+}
+
+void MysqlStore::end_slot_holders(const lock::LockName& name)
+{
+  std::string prefixed = m_prefix + name.str();
+  std::string sql = readers_sql(prefixed);
+  for (int i = 0; i < status_slots; ++i) {
+    sql += ", IS_USED_LOCK(" + sql_bytes(slot_lock_name(prefixed, i)) + ")";
+  }
+  control().query(sql, [this, name](Answer& a) {
+    if (a.error) {
+      answer(Op::release, *a.error);
+      return;
+    }
+    std::vector<std::int64_t> holders;
+    for (int i = 0; a.rows.count() == 1 && i < reader_slots + status_slots; ++i) {
+      if (!a.rows.null(0, i)) {
+        holders.push_back(a.rows.number(0, i));
+      }
+    }
+    if (holders.empty()) {
+      holder_ended(name, "", Outcome::of(Op::release));
+      return;
+    }
+    auto left = std::make_shared<std::size_t>(holders.size());
+    auto failed = std::make_shared<std::optional<Error>>();
+    for (std::int64_t connection : holders) {
+      control().query(fmt::format("KILL CONNECTION {}", connection),
+                      [this, name, left, failed](Answer& killed) {
+                        if (killed.error && killed.errnum != ER_NO_SUCH_THREAD && !*failed) {
+                          *failed = killed.error;
+                        }
+                        if (--*left > 0) {
+                          return;
+                        }
+                        if (*failed) {
+                          answer(Op::release, **failed);
+                          return;
+                        }
+                        holder_ended(name, "", Outcome::holding(Op::release, true));
+                      });
+    }
   });
 }
 

@@ -65,6 +65,9 @@ private:
   void report_holder(const std::string& name, const lock::AcquireRequest& request, bool with_fence);
   // The session for the name's side record: its own, or control.
   Session& policy_session(const std::string& name, bool control);
+  // release --force of a name held as shared or a semaphore: ends every holder's connection
+  // (the reader names, and the first status_slots slots).
+  void end_slot_holders(const lock::LockName& name);
   // The steps of release --force: end the holding connection, then see the lock freed.
   void kill_holder(const lock::LockName& name, const std::string& token,
                    const std::string& server_name, std::int64_t connection);

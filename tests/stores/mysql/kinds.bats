@@ -184,3 +184,17 @@ fair_waiters() {
   wait "$reader"
   [ -e "$T/ran" ]
 }
+
+@test "mysql: release --force ends shared and semaphore holders; a nested run inside a slot runs at once" {
+  start_bg r1 "$DLOCK" run -k fs --shared -- sh -c 'echo $$ >"$0"; exec sleep 60' "$T/r1.pid"
+  local r1=$BG_PID
+  wait_for '[ -s "$T/r1.pid" ]' 10
+  run -0 "$DLOCK" release -k fs --force
+  local st=0
+  wait "$r1" || st=$?
+  cat "$T/r1.err"
+  [ "$st" -eq 76 ] # its lease (the session) was ended
+  run -1 "$DLOCK" status fs
+  run -0 timeout 10 "$DLOCK" run -k nl --limit 2 -- "$DLOCK" run -k nl --limit 2 -- echo in a slot
+  assert_output 'in a slot'
+}
