@@ -110,13 +110,11 @@ constexpr Lack lacks[] = {
 };
 
 // The feature as the user asked for it; what it needs when that is more than a list of the
-// stores that have it (a feature of Redis's forms only, and why); its word in the tests; what
-// to do instead, where there is something.
+// stores that have it (a feature of Redis's forms only, and why); its word in the tests.
 struct Row {
   std::string_view asked;
   std::string_view needs;
   std::string_view word;
-  std::string_view instead = "";
 };
 
 Row row(Feature feature)
@@ -131,9 +129,7 @@ Row row(Feature feature)
   case Feature::coordinate:
     return {"wait, barrier and latch", "", "coordinate"};
   case Feature::detached:
-    return {"acquire without --keep (a lock no process keeps)", "", "detached",
-            "here a session or a descriptor is the lease, and it ends with its process: use "
-            "acquire --keep, whose holder process keeps it"};
+    return {"acquire without --keep (a lock no process keeps)", "", "detached"};
   case Feature::keep:
     return {"acquire --keep", "", "keep"};
   case Feature::replicas:
@@ -174,7 +170,7 @@ FeatureSet features_of(StoreKind kind)
 {
   for (const Column& column : table) {
     if (column.kind == kind) {
-      return column.features;
+      return column.features.of(kind);
     }
   }
   return {};
@@ -247,9 +243,11 @@ std::string_view why_not(StoreKind kind, Feature feature)
 Error refusal(const Store& store, Feature feature)
 {
   Row r = row(feature);
-  return Error(ExitCode::usage, "{}: not available on {}; it needs {}{}{}", r.asked,
-               store.traits().name, r.needs.empty() ? stores_with(feature) : std::string(r.needs),
-               r.instead.empty() ? "" : "; ", r.instead);
+  std::optional<StoreKind> kind = store.traits().features.kind();
+  std::string_view why = kind ? why_not(*kind, feature) : std::string_view();
+  return Error(ExitCode::usage, "{}: not available on {}{}{}; it needs {}", r.asked,
+               store.traits().name, why.empty() ? "" : ": ", why,
+               r.needs.empty() ? stores_with(feature) : std::string(r.needs));
 }
 
 void require(const Store& store, Feature feature)

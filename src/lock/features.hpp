@@ -3,6 +3,7 @@
 #include "util/error.hpp"
 
 #include <initializer_list>
+#include <optional>
 #include <string_view>
 
 namespace dlock::lock {
@@ -25,7 +26,12 @@ enum class Feature {
   supersede,  // --supersede: the newest waiter makes older ones give up
 };
 
-// The features a store has, as one value (StoreTraits::features).
+// Every kind of store dlock opens (stores/open.cpp chooses one by URL), as the feature table
+// knows them: Redis in each of its forms (one server, Sentinel, Cluster), Redlock, and so on.
+enum class StoreKind { redis, redlock, postgres, mysql, etcd, file, zookeeper };
+
+// The features a store has, as one value (StoreTraits::features), and the column of the table
+// they came from (features_of), so that a refusal can say why that store lacks one.
 class FeatureSet {
 public:
   constexpr FeatureSet() = default;
@@ -37,15 +43,21 @@ public:
   }
   // Whether feature is in the set.
   constexpr bool has(Feature feature) const noexcept { return (m_bits & bit(feature)) != 0; }
+  // The kind of store whose column this is (features_of); nullopt for a set made otherwise.
+  constexpr std::optional<StoreKind> kind() const noexcept { return m_kind; }
+  // This set, as kind's column.
+  constexpr FeatureSet of(StoreKind kind) const noexcept
+  {
+    FeatureSet set = *this;
+    set.m_kind = kind;
+    return set;
+  }
 
 private:
   static constexpr unsigned bit(Feature feature) { return 1U << static_cast<unsigned>(feature); }
   unsigned m_bits = 0;
+  std::optional<StoreKind> m_kind;
 };
-
-// Every kind of store dlock opens (stores/open.cpp chooses one by URL), as the feature table
-// knows them: Redis in each of its forms (one server, Sentinel, Cluster), Redlock, and so on.
-enum class StoreKind { redis, redlock, postgres, mysql, etcd, file, zookeeper };
 
 // The features of a kind of store: its column of the one feature table (features.cpp), which
 // generates the refusal texts, gives each store its StoreTraits::features, and which the man

@@ -26,7 +26,7 @@ const Feature every_feature[] = {Feature::fair,       Feature::shared,   Feature
                                  Feature::replace,    Feature::supersede};
 
 // A store that has nothing beyond one exclusive lock, named "X".
-class BareStore final : public dlock::lock::Store {
+class BareStore : public dlock::lock::Store {
 public:
   void start_acquire(const dlock::lock::LockName&, const dlock::lock::AcquireRequest&) override {}
   void start_wait_for_wake(const dlock::lock::LockName&, const dlock::lock::WaitTicket&,
@@ -56,6 +56,19 @@ public:
   {
     return {};
   }
+};
+
+// A store with kind's column of the table, named name.
+class ColumnStore final : public BareStore {
+public:
+  ColumnStore(StoreKind kind, std::string name)
+    : m_traits{.name = std::move(name), .features = dlock::lock::features_of(kind)}
+  {
+  }
+  const dlock::lock::StoreTraits& traits() const noexcept override { return m_traits; }
+
+private:
+  dlock::lock::StoreTraits m_traits;
 };
 
 std::string read(const std::string& relative)
@@ -88,27 +101,23 @@ TEST(FeatureTable, RefusalsNameTheStoresThatHaveTheFeature)
   };
   EXPECT_EQ(text(Feature::fair),
             "--fair: not available on X; it needs one Redis server, Sentinel or Cluster, "
-            "PostgreSQL (postgres://), MySQL or MariaDB (mysql://), etcd (etcd://) and "
-            "ZooKeeper (zk://)");
-  EXPECT_EQ(text(Feature::shared),
-            "--shared: not available on X; it needs one Redis server, Sentinel or Cluster, "
-            "PostgreSQL (postgres://), MySQL or MariaDB (mysql://), files (file://) and "
-            "ZooKeeper (zk://)");
-  EXPECT_EQ(text(Feature::limit),
-            "--limit: not available on X; it needs one Redis server, Sentinel or Cluster, "
-            "PostgreSQL (postgres://), MySQL or MariaDB (mysql://) and files (file://)");
-  EXPECT_EQ(text(Feature::coordinate),
-            "wait, barrier and latch: not available on X; it needs one Redis server, Sentinel or "
-            "Cluster (redis://, rediss://, unix://)");
+            "PostgreSQL (postgres://), MySQL or MariaDB (mysql://), etcd (etcd://), files "
+            "(file://) and ZooKeeper (zk://)");
   EXPECT_EQ(text(Feature::detached),
             "acquire without --keep (a lock no process keeps): not available on X; it needs one "
-            "Redis server, Sentinel or Cluster (redis://, rediss://, unix://) and Redlock; here a "
-            "session or a descriptor is the lease, and it ends with its process: use acquire "
-            "--keep, whose holder process keeps it");
+            "Redis server, Sentinel or Cluster (redis://, rediss://, unix://), Redlock and etcd "
+            "(etcd://)");
   EXPECT_EQ(text(Feature::replicas),
             "--wait-replicas: not available on X; it needs Redis, whose WAIT counts the replicas "
             "a write reached");
   EXPECT_EQ(dlock::lock::refusal(store, Feature::fair).code(), dlock::ExitCode::usage);
+  // A store of the table says why it lacks the feature.
+  ColumnStore postgres(StoreKind::postgres, "PostgreSQL (postgres://)");
+  EXPECT_EQ(std::string(dlock::lock::refusal(postgres, Feature::detached).what()),
+            "acquire without --keep (a lock no process keeps): not available on PostgreSQL "
+            "(postgres://): the lock is the database session, which ends with its process; "
+            "acquire --keep keeps it in a process of its own; it needs one Redis server, "
+            "Sentinel or Cluster (redis://, rediss://, unix://), Redlock and etcd (etcd://)");
   EXPECT_THROW(dlock::lock::require_coordination(store), dlock::Error);
 }
 
