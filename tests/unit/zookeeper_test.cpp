@@ -297,3 +297,46 @@ TEST(SideNodes, AnotherTenantsRecordIsNotDlocks)
     EXPECT_FALSE(parse_side_record(bad)) << bad.substr(0, 80);
   }
 }
+
+TEST(Semaphore, CuratorsLeaseNamesInSequenceOrderJunkIgnored)
+{
+  std::string uuid = random_uuid();
+  EXPECT_EQ(lease_prefix(uuid), "_c_" + uuid + "-lease-");
+  std::vector<std::string> leases = sorted_leases(
+    {"_c_" + uuid + "-lease-0000000003", "lease-0000000001", "junk-1", "lease-x",
+     "lease-00000000012", "other-lease-0000000002", "_c_" + uuid + "-lease-000000000a"});
+  EXPECT_EQ(leases,
+            (std::vector<std::string>{"lease-0000000001", "_c_" + uuid + "-lease-0000000003"}));
+  std::string record = lease_record(lock::HolderInfo::current("job"), "0123456789abcdef", 3);
+  EXPECT_EQ(lease_limit(record), 3);
+  EXPECT_EQ(parse_holder_record(record).command, "job");
+  EXPECT_EQ(lease_limit("10.0.0.1"), 0);                // a Curator lease: its client's address
+  EXPECT_EQ(lease_limit("dlock=1\nkind=limit:1\n"), 0); // not a semaphore
+  EXPECT_EQ(lease_limit("dlock=1\nkind=shared\n"), 0);
+}
+
+TEST(Barrier, PartiesCuratorsFirstThenDlocksBySequence)
+{
+  std::string uuid = random_uuid();
+  std::vector<std::string> parties = sorted_parties(
+    {"_c_" + uuid + "-party-0000000005", "ready", "dlock.latch",
+     "0f8fad5b-d9cb-469f-a165-70867728950e", "_c_" + uuid + "-party-0000000002",
+     "_c_" + uuid + "-lock-0000000001", "junk", "0f8fad5b-d9cb-469f-a165-7086772895"});
+  ASSERT_EQ(parties.size(), 3u);
+  EXPECT_EQ(parties[0], "0f8fad5b-d9cb-469f-a165-70867728950e");
+  EXPECT_EQ(parties[1], "_c_" + uuid + "-party-0000000002");
+  EXPECT_EQ(parties[2], "_c_" + uuid + "-party-0000000005");
+}
+
+TEST(Latch, RecordRoundTripsAndAnotherTenantsIsNone)
+{
+  std::optional<LatchRecord> record = parse_latch_record(latch_record({7, 1700000000000}));
+  ASSERT_TRUE(record);
+  EXPECT_EQ(record->count, 7);
+  EXPECT_EQ(record->expires_at, 1700000000000);
+  EXPECT_FALSE(parse_latch_record("count=7\nexpires_at=1\n"));
+  EXPECT_FALSE(parse_latch_record("dlock=1\ncount=x\nexpires_at=1\n"));
+  EXPECT_FALSE(parse_latch_record("dlock=1\ncount=1\n"));
+  EXPECT_FALSE(parse_latch_record("dlock=1\ncount=1\nexpires_at=1\n" + std::string(5000, 'x')));
+  EXPECT_EQ(record_number("dlock=1\nparties=3\n", "parties"), 3);
+}

@@ -18,8 +18,12 @@ namespace dlock::zookeeper {
 ZkUrl connect_params(const std::string& url, const stores::StoreConfig& config);
 
 // Locks as Apache Curator's lock recipes lay them out (nodes.hpp), so that dlock and Curator
-// users share locks. The lease is the ZooKeeper session: its timeout is the TTL (the server
-// must grant exactly that: see check_session), its ephemeral node goes when the session ends
+// users share locks: an exclusive lock is a -lock-/-__WRIT__ pair that every Curator lock
+// recipe on the path waits for, --shared a read lock, --limit N InterProcessSemaphoreV2's
+// leases; barrier is DistributedDoubleBarrier's layout, wait a watch on the holders' nodes,
+// latch a versioned node. The lease is the ZooKeeper session: its timeout is the TTL (the server
+// must grant exactly a given --ttl; the default one gives way to the server's bound: see
+// check_session), its ephemeral node goes when the session ends
 // (dlock exits, is killed and the session times out, or the server expires it), and a renewal
 // confirms that the node still exists and belongs to this session. The holder watches its own
 // node, so a `release --force` or an expired session reaches it at once; a waiter watches
@@ -63,9 +67,9 @@ public:
   Error timed_out() noexcept override;
   void limit_blocking(util::Millis) noexcept override {}
 
-  // Exclusive, shared (Curator's read/write lock), the fair queue and the four policies; no
-  // semaphore (Curator's is another recipe), no coordination state, and no lock outlives its
-  // session's process (but for a --min-hold, in its side node).
+  // Exclusive, shared (Curator's read/write lock), --limit (its semaphore), the fair queue,
+  // wait/barrier/latch and the four policies; no lock outlives its session's process (but for
+  // a --min-hold, in its side node): acquire needs --keep.
   const lock::StoreTraits& traits() const noexcept override;
 
   lock::LockStatus status(const lock::LockName& name, util::TimePoint deadline) override;
