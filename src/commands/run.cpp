@@ -9,6 +9,8 @@
 #include "util/log.hpp"
 #include "util/random.hpp"
 
+#include <algorithm>
+
 namespace dlock::commands {
 
 using util::Millis;
@@ -169,8 +171,11 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
                                                          : outcome.fences);
   HeldLock held(context, names, token, options.ttl);
 
+  // The lease the store granted: less than --ttl when a ZooKeeper's session bound is lower (no
+  // --ttl given) or Redlock's majority took part of it.
+  const util::Millis lease = std::min(options.ttl, outcome.validity.value_or(options.ttl));
   lock::WatchdogPolicy policy;
-  policy.lease.ttl = options.ttl;
+  policy.lease.ttl = lease;
   policy.lease.kill_after = options.kill_after.value_or(options.ttl / 4);
   policy.lease.request_limit = context.request_timeout + options.replicas.timeout; // WAIT's too
   policy.lease.drift = context.store.traits().clock_drift(options.ttl);
@@ -179,12 +184,10 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
   policy.max_hold = options.max_hold;
 
   process::CommandSpec spec = command_spec(options);
-  spec.env.insert(
-    spec.env.begin(),
-    {{"DLOCK_KEY", name.str()},
-     {"DLOCK_KEYS", shown},
-     {"DLOCK_TOKEN", token},
-     {"DLOCK_TTL_MS", std::to_string(outcome.validity.value_or(options.ttl).count())}});
+  spec.env.insert(spec.env.begin(), {{"DLOCK_KEY", name.str()},
+                                     {"DLOCK_KEYS", shown},
+                                     {"DLOCK_TOKEN", token},
+                                     {"DLOCK_TTL_MS", std::to_string(lease.count())}});
   // Token 0: the store has no fencing here (a database without dlock_fence): none is set,
   // rather than one a protected resource could mistake for a real token.
   if (outcome.fence != 0) {
@@ -212,7 +215,7 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
     released = held.release();
   } catch (const Error& error) {
     util::log_warning("could not release lock '{}' ({}); {}", shown, error.what(),
-                      context.store.traits().left_behind_after(options.ttl));
+                      context.store.traits().left_behind_after(lease));
   }
   if (released == true) {
     util::log_verbose("released lock '{}'", shown);

@@ -537,6 +537,40 @@ status_of() { cat "$T/$1.end"; }
   [ "$(status_of w)" = 0 ]
 }
 
+# holders_of KEY: how many holders status counts.
+holders_of() {
+  "$DLOCK" status "$1" --json | python3 -c 'import json, sys; print(len(json.load(sys.stdin).get("holders") or []))'
+}
+
+@test "$STORE: wait on a --shared or --limit 2 lock: 0 once the last of its holders is gone" {
+  requires coordinate
+  local kind word key
+  for kind in --shared "--limit 2"; do
+    word=${kind#--}
+    word=${word%% *}
+    store_has "$word" || continue
+    key=wk-$word
+    # shellcheck disable=SC2086
+    hold_until "$key" "$T/release-$word-1" $kind
+    local first=$BG_PID
+    # shellcheck disable=SC2086
+    start_bg second "$DLOCK" run -k "$key" $kind -- sh -c "until [ -e '$T/release-$word-2' ]; do sleep 0.02; done"
+    local second=$BG_PID
+    wait_for "[ \"\$(holders_of $key)\" = 2 ]" 10
+    party "w-$word" wait -k "$key" -w 30s
+    sleep 0.5
+    ! ended "w-$word"
+    touch "$T/release-$word-1"
+    wait "$first"
+    sleep 0.5
+    ! ended "w-$word" # one holder is left
+    touch "$T/release-$word-2"
+    wait "$second"
+    wait_for "ended w-$word" 10
+    [ "$(status_of "w-$word")" = 0 ]
+  done
+}
+
 @test "$STORE: barrier --parties 3: none returns before the third arrives, then all (0), twice in a row" {
   requires coordinate
   local round

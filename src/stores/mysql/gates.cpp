@@ -229,15 +229,29 @@ void MysqlGates::select(const lock::LockName&, std::string statement, ReadThen t
 
 void MysqlGates::holding(const lock::LockName& name, HoldingThen then)
 {
-  std::string lock = key_of(name);
+  // The lock's own name, then its reader names (--shared) and its first slots (--limit): a
+  // session on the own name while readers are in is an exclusive holder waiting for them.
+  std::string prefixed = m_prefix + name.str();
+  std::vector<std::string> names{sql_bytes(server_lock_name(prefixed))};
+  for (int i = 0; i < reader_slots; ++i) {
+    names.push_back(sql_bytes(reader_lock_name(prefixed, i)));
+    names.push_back(sql_bytes(slot_lock_name(prefixed, i)));
+  }
+  std::string used;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    used += fmt::format("{}SELECT {} AS n, IS_USED_LOCK({}) AS id", i == 0 ? "" : " UNION ALL ", i,
+                        names[i]);
+  }
   std::string key = name.str();
   session().query(
     "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED), u.id, LEFT(p.USER, 255), "
-    "LEFT(p.HOST, 255) FROM (SELECT IS_USED_LOCK("
-      + lock + ") AS id) u LEFT JOIN information_schema.PROCESSLIST p ON p.ID = u.id",
-    [this, then, key](Answer& a) {
+    "LEFT(p.HOST, 255), u.n FROM (SELECT 1) one LEFT JOIN ("
+      + used
+      + ") u ON u.id IS NOT NULL LEFT JOIN information_schema.PROCESSLIST p ON p.ID = u.id "
+        "ORDER BY u.n",
+    [this, then, key, names](Answer& a) {
       Holding holding;
-      if (a.error || a.rows.count() != 1) {
+      if (a.error || a.rows.count() < 1) {
         then(a.error ? a.error
                      : std::optional<Error>(Error(ExitCode::internal, "MySQL: no answer")),
              holding, 0);
@@ -246,14 +260,34 @@ void MysqlGates::holding(const lock::LockName& name, HoldingThen then)
       std::int64_t now = 0;
       try {
         now = a.rows.number(0, 0);
-        if (!a.rows.null(0, 1)) {
-          SessionRow row{.connection = a.rows.number(0, 1),
-                         .user = a.rows.text(0, 2),
-                         .client_host = a.rows.text(0, 3),
+        std::optional<SessionRow> own;
+        std::vector<std::pair<std::size_t, SessionRow>> others;
+        for (int i = 0; i < a.rows.count(); ++i) {
+          if (a.rows.null(i, 1)) {
+            continue;
+          }
+          SessionRow row{.connection = a.rows.number(i, 1),
+                         .user = a.rows.text(i, 2),
+                         .client_host = a.rows.text(i, 3),
                          .written = std::nullopt};
-          holding.first = holder_of_session(row);
-          holding.sessions.push_back(std::to_string(row.connection));
-          m_holder[key] = row.connection;
+          std::int64_t n = a.rows.number(i, 4);
+          if (n == 0) {
+            own = row;
+          } else if (n > 0 && std::size_t(n) < names.size()) {
+            others.emplace_back(std::size_t(n), row);
+          }
+        }
+        if (!others.empty()) {
+          holding.exclusive = false;
+          holding.first = holder_of_session(others.front().second);
+          for (const auto& [n, row] : others) {
+            holding.sessions.push_back(std::to_string(row.connection));
+          }
+          m_holder[key] = {names[others.front().first], others.front().second.connection};
+        } else if (own) {
+          holding.first = holder_of_session(*own);
+          holding.sessions.push_back(std::to_string(own->connection));
+          m_holder[key] = {names[0], own->connection};
         }
       } catch (const Error& error) {
         then(error, Holding{}, 0);
@@ -272,9 +306,10 @@ void MysqlGates::wait_for_wake(const lock::LockName& name, const lock::WaitTicke
   switch (ticket.mode) {
   case lock::WaitMode::watch: {
     auto seen = m_holder.find(name.str());
-    std::int64_t holder = seen == m_holder.end() ? 0 : seen->second;
-    sql = fmt::format("SELECT IF(IS_USED_LOCK({}) <=> {}, SLEEP({}), 0), '{}'", key, holder,
-                      seconds(std::min(block, longest_watch_sleep)), marker);
+    std::pair<std::string, std::int64_t> holder =
+      seen == m_holder.end() ? std::pair<std::string, std::int64_t>{key, 0} : seen->second;
+    sql = fmt::format("SELECT IF(IS_USED_LOCK({}) <=> {}, SLEEP({}), 0), '{}'", holder.first,
+                      holder.second, seconds(std::min(block, longest_watch_sleep)), marker);
     break;
   }
   case lock::WaitMode::barrier:

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace dlock::mysql {
 
@@ -60,7 +61,9 @@ private:
   Dialect m_dialect;
   bool m_table_ready = false;
   bool m_in_transaction = false;
-  std::map<std::string, std::int64_t> m_holder; // watch: the holding connection last seen, by name
+  // watch: by lock name, a GET_LOCK name (SQL literal) of it and the connection last seen
+  // holding it (the lock's own name, or a reader's or a --limit slot's).
+  std::map<std::string, std::pair<std::string, std::int64_t>> m_holder;
 };
 
 } // namespace dlock::mysql

@@ -1,5 +1,7 @@
 #include "stores/postgres/gates.hpp"
 
+#include "stores/postgres/semaphore.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -238,9 +240,12 @@ void PostgresGates::holding(const lock::LockName& name, HoldingThen then)
         "SELECT floor(extract(epoch from clock_timestamp()) * 1000000)::pg_catalog.int8, l.pid, "
         "l.mode, coalesce(a.application_name, ''), coalesce(a.usename::pg_catalog.text, ''), "
         "coalesce(host(a.client_addr), ''), coalesce(floor(extract(epoch from a.backend_start) * "
-        "1000000)::pg_catalog.int8, 0) FROM (SELECT 1) one LEFT JOIN (pg_locks l LEFT JOIN "
-        "pg_stat_activity a ON a.pid = l.pid) ON l.locktype = 'advisory' AND l.classid = $1::oid "
-        "AND l.objid = $2::oid AND l.objsubid = 1 AND l.granted ORDER BY a.backend_start",
+        "1000000)::pg_catalog.int8, 0), l.objsubid FROM (SELECT 1) one LEFT JOIN (pg_locks l "
+        "LEFT JOIN pg_stat_activity a ON a.pid = l.pid) ON l.locktype = 'advisory' AND "
+        "l.classid = $1::oid AND l.granted AND ((l.objid = $2::oid AND l.objsubid = 1) OR "
+        "(l.objsubid = 2 AND l.mode = 'ExclusiveLock' AND "
+          + Semaphore::offset_sql("l.objid") + " BETWEEN 1 AND "
+          + std::to_string(Semaphore::max_limit) + ")) ORDER BY a.backend_start",
         {std::to_string(key.classid()), std::to_string(key.objid())}, [then](Answer& a) {
           Holding holding;
           std::int64_t now = 0;
@@ -259,7 +264,9 @@ void PostgresGates::holding(const lock::LockName& name, HoldingThen then)
                 holding.first =
                   holder_of_session(a.rows.text(i, 3), a.rows.text(i, 4), a.rows.text(i, 5), pid);
               }
-              holding.exclusive = a.rows.text(i, 2) != "ShareLock";
+              // a --limit slot (objsubid 2) is one of several holders, as a shared one is
+              holding.exclusive =
+                a.rows.text(i, 2) != "ShareLock" && a.rows.number(i, 7) == 1 && holding.exclusive;
               holding.sessions.push_back(fmt::format("{}@{}", pid, a.rows.text(i, 6)));
             }
           } catch (const Error& error) {
