@@ -133,23 +133,6 @@ void MysqlGates::prepare(std::function<void()> then, std::function<void(Read)> f
   });
 }
 
-MysqlGates::Read MysqlGates::read_rows(const Rows& rows)
-{
-  Read read;
-  for (int i = 0; i < rows.count(); ++i) {
-    read.now = rows.number(i, 0);
-    if (rows.null(i, 1)) {
-      continue;
-    }
-    read.rows.push_back(Row{.member = rows.text(i, 1),
-                            .generation = rows.number(i, 2),
-                            .parties = rows.number(i, 3),
-                            .count = rows.number(i, 4),
-                            .until = rows.number(i, 5)});
-  }
-  return read;
-}
-
 void MysqlGates::run(std::shared_ptr<std::vector<std::string>> statements, std::size_t at, int read,
                      std::shared_ptr<Read> got, std::function<void(Read)> then)
 {

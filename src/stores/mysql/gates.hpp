@@ -53,7 +53,6 @@ private:
   static void ring(Session& s, const std::string& marker, std::function<void()> then);
   // The text that marks the sleeps of a prefixed lock name's waiters.
   static std::string marker_of(const std::string& prefixed);
-  static Read read_rows(const Rows& rows);
 
   ConnectParams m_params;
   std::unique_ptr<Session> m_session;

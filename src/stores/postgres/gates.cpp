@@ -146,23 +146,6 @@ void PostgresGates::prepare(const lock::LockName& name, bool table, std::functio
   });
 }
 
-PostgresGates::Read PostgresGates::read_rows(const Rows& rows)
-{
-  Read read;
-  for (int i = 0; i < rows.count(); ++i) {
-    read.now = rows.number(i, 0);
-    if (rows.null(i, 1)) {
-      continue;
-    }
-    read.rows.push_back(Row{.member = rows.text(i, 1),
-                            .generation = rows.number(i, 2),
-                            .parties = rows.number(i, 3),
-                            .count = rows.number(i, 4),
-                            .until = rows.number(i, 5)});
-  }
-  return read;
-}
-
 void PostgresGates::transact(const lock::LockName& name, std::vector<std::string> statements,
                              int read, bool commit, bool notify, ReadThen then)
 {

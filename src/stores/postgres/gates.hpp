@@ -46,8 +46,6 @@ private:
                std::function<void(Read)> failed);
   // The name's channel.
   std::string channel(const std::string& name) const;
-  // Rows of (now, member, generation, parties, count, until) as a Read.
-  static Read read_rows(const Rows& rows);
 
   ConnectParams m_params;
   std::unique_ptr<Session> m_session;

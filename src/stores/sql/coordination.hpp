@@ -77,6 +77,24 @@ public:
     std::vector<Row> rows{};
   };
   using ReadThen = std::function<void(Read)>;
+  // The rows of a query that selects the server's clock, then member, generation, parties,
+  // count and until (member NULL: no row, the clock only), from either database's Rows.
+  template<typename Rows> static Read read_rows(const Rows& rows)
+  {
+    Read read;
+    for (int i = 0; i < rows.count(); ++i) {
+      read.now = rows.number(i, 0);
+      if (rows.null(i, 1)) {
+        continue;
+      }
+      read.rows.push_back(Row{.member = rows.text(i, 1),
+                              .generation = rows.number(i, 2),
+                              .parties = rows.number(i, 3),
+                              .count = rows.number(i, 4),
+                              .until = rows.number(i, 5)});
+    }
+    return read;
+  }
 
   // A barrier attempt, decided from the name's rows (pure; unit-tested).
   struct BarrierPlan {
