@@ -214,11 +214,11 @@ usage_error_naming() {
 @test "a feature the store lacks is refused (64, one line) before any I/O, even with the store down" {
   # Nothing listens on port 1: a store asked before the feature is checked would end 69.
   local args url
-  for args in "etcd://127.0.0.1:1 run --shared" "postgres://dlock@127.0.0.1:1/db run --limit 2" \
-    "mysql://dlock@127.0.0.1:1/db run --fair" "zk://127.0.0.1:1 run --limit 2" \
-    "etcd://127.0.0.1:1 run --wait-replicas 1" "etcd://127.0.0.1:1 acquire --ttl 30s" \
-    "postgres://dlock@127.0.0.1:1/db wait" "zk://127.0.0.1:1 latch --count 2" \
-    "mysql://dlock@127.0.0.1:1/db barrier --parties 2"; do
+  for args in "etcd://127.0.0.1:1 run --wait-replicas 1" \
+    "postgres://dlock@127.0.0.1:1/db run --wait-replicas 1" \
+    "mysql://dlock@127.0.0.1:1/db acquire --ttl 30s" "zk://127.0.0.1:1 acquire --ttl 30s" \
+    "postgres://dlock@127.0.0.1:1/db acquire --ttl 30s" "zk://127.0.0.1:1 run --wait-replicas 1" \
+    "file://$BATS_TEST_TMPDIR/no-such-dir acquire --ttl 30s"; do
     set -- $args
     url=$1
     shift
