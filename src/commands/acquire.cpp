@@ -48,11 +48,11 @@ int acquire(Context& context, const AcquireOptions& options)
     if (::kill(owner, 0) != 0 && errno == ESRCH) {
       throw Error(ExitCode::usage, "--while-pid {}: no such process", owner);
     }
-    keeper.emplace(context, names, std::move(policy), std::move(request), *options.keep, owner);
+    keeper.emplace(context, names, policy, std::move(request), *options.keep, owner);
     outcome = keeper->outcome(signals);
   } else {
-    outcome = hold::Acquisition(hold::system_clock(), context.store, signals, std::move(policy),
-                                names, std::move(request))
+    outcome = hold::Acquisition(hold::system_clock(), context.store, signals, policy, names,
+                                std::move(request))
                 .finish();
   }
   if (process::stops_calling_script(outcome.signal)) {

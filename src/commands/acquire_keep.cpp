@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -296,8 +297,7 @@ bool write_all(int fd, std::string_view text)
   hold::Taken taken;
   std::string answer;
   try {
-    taken = hold::Acquisition(hold::system_clock(), context.store, signals, std::move(policy),
-                              names, request)
+    taken = hold::Acquisition(hold::system_clock(), context.store, signals, policy, names, request)
               .finish();
     answer = encode(taken);
   } catch (const Error& error) {
@@ -340,8 +340,7 @@ KeepProcess::KeepProcess(Context& context, std::vector<lock::LockName> names,
   }
   if (m_pid == 0) {
     util::run_forked([&] {
-      take_and_keep(context, std::move(names), std::move(policy), std::move(request), options,
-                    owner, fds[1]);
+      take_and_keep(context, std::move(names), policy, std::move(request), options, owner, fds[1]);
     });
   }
   ::close(fds[1]);
@@ -385,12 +384,37 @@ hold::Taken KeepProcess::outcome(process::SignalFd& signals)
     }
   }
   if (signal != 0) {
+    await_exit();
     return hold::Taken{.signal = signal};
   }
   if (answer.empty()) {
+    await_exit();
     throw Error(ExitCode::internal, "acquire --keep: the holder process ended before it answered");
   }
-  return decode(answer);
+  hold::Taken taken;
+  try {
+    taken = decode(answer);
+  } catch (const Error&) {
+    await_exit();
+    throw;
+  }
+  if (!taken.acquired) {
+    await_exit();
+  }
+  return taken;
+}
+
+void KeepProcess::await_exit() noexcept
+{
+  // It exits as soon as it has closed its store's sessions; past this, it is left to init.
+  constexpr int longest_ms = 5000;
+  process::ProcessWatch watch(m_pid);
+  if (watch.fd() >= 0) {
+    pollfd ended{watch.fd(), POLLIN, 0};
+    while (::poll(&ended, 1, longest_ms) < 0 && errno == EINTR) {
+    }
+  }
+  ::waitpid(m_pid, nullptr, WNOHANG);
 }
 
 void KeepProcess::stop() noexcept

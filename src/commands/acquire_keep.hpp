@@ -35,6 +35,10 @@ public:
   void stop() noexcept;
 
 private:
+  // Waits (briefly) for the keep process to end when it took nothing, so that no process of
+  // this acquire outlives it.
+  void await_exit() noexcept;
+
   pid_t m_pid = -1;
   int m_answer = -1; // read end of the pipe the keep process tells the outcome on
 };
