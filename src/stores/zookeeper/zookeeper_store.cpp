@@ -725,6 +725,12 @@ void ZookeeperStore::count_leases(const std::string& key)
   Named& n = m_named.at(key);
   std::string leases = side_path(n.dir, leases_node);
   // With a watch on leases' children: a lease given back wakes the one waiter (the mutex's).
+  // It is watched from now on, not from the answer: a lease given back before the answer is
+  // handled would otherwise wake no one.
+  if (n.request.ticket.mode != lock::WaitMode::once) {
+    n.watching = leases;
+    n.woken = false;
+  }
   m_client->get_children(
     leases,
     [this, key, leases](Reply& listed) {
@@ -775,9 +781,7 @@ void ZookeeperStore::count_leases(const std::string& key)
           return;
         }
         if (h.request.ticket.mode != lock::WaitMode::once) {
-          h.watching = side_path(h.dir, leases_node); // the children's watch wakes it
-          h.woken = false;
-          report_leases(key);
+          report_leases(key); // the children's watch, set above, wakes it
           return;
         }
         std::string node = h.node;
