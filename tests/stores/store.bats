@@ -421,6 +421,15 @@ assert len(t) == 5 and all(a < b for a, b in zip(t, t[1:])) and t[0] >= 1, t
 
 # keep_processes KEY: the pids of the acquire --keep holder processes of KEY still running.
 keep_processes() { pgrep -f -- "acquire -k $1 " || true; }
+# one_keep_process KEY: exactly one such process (else what there is, for the failure's log).
+one_keep_process() {
+  local pids
+  pids=$(keep_processes "$1")
+  [ "$(printf '%s' "$pids" | grep -c .)" -eq 1 ] && return 0
+  echo "keep processes of $1: ${pids:-none}"
+  ps -o pid,ppid,stat,etime,args -p "$(echo $pids | tr ' ' ,),1" 2>&1 || true
+  return 1
+}
 
 @test "$STORE: acquire --keep: its holder process keeps the lock past two TTLs; renew and release by token (a waiter gets it); a second release is 76" {
   requires keep
@@ -450,13 +459,15 @@ keep_processes() { pgrep -f -- "acquire -k $1 " || true; }
   sleep 600 &
   local owner=$! token
   echo "$owner" >>"$T/bg.pid"
-  token=$("$DLOCK" acquire -k ko -t 2s --keep --while-pid "$owner")
-  [ "$(keep_processes ko | wc -l)" -eq 1 ]
-  run -75 --separate-stderr "$DLOCK" acquire -k ko -t 2s --keep -n
+  # a lease long enough that a holder starved of CPU on a loaded machine keeps it (-t 2s: its
+  # watchdog may count it lost, and it ends, which this test does not look at)
+  token=$("$DLOCK" acquire -k ko -t 10s --keep --while-pid "$owner")
+  one_keep_process ko
+  run -75 --separate-stderr "$DLOCK" acquire -k ko -t 10s --keep -n
   [ -z "$output" ]
-  [ "$(keep_processes ko | wc -l)" -eq 1 ]
+  one_keep_process ko
   # SIGTERM while its holder process waits: both end (143), nothing is taken
-  start_bg late "$DLOCK" acquire -k ko -t 2s --keep -w 30s
+  start_bg late "$DLOCK" acquire -k ko -t 10s --keep -w 30s
   local late=$BG_PID
   wait_for "pgrep -P $late >/dev/null" 10
   sleep 0.5 # its holder process is waiting
@@ -465,8 +476,8 @@ keep_processes() { pgrep -f -- "acquire -k $1 " || true; }
   wait "$late" || rc=$?
   echo "acquire --keep waiting, then SIGTERM: $rc; $(cat "$T/late.err")"
   [ "$rc" -eq 143 ]
-  wait_for '! pgrep -f -- "acquire -k ko -t 2s --keep -w 30s" >/dev/null' 10
-  [ "$(keep_processes ko | wc -l)" -eq 1 ]
+  wait_for '! pgrep -f -- "acquire -k ko -t 10s --keep -w 30s" >/dev/null' 10
+  one_keep_process ko
   kill "$owner"
   wait_for "'$DLOCK' run -k ko -n -- true" 10
   wait_for '[ -z "$(keep_processes ko)" ]' 10
