@@ -433,41 +433,44 @@ one_keep_process() {
 
 @test "$STORE: acquire --keep: its holder process keeps the lock past two TTLs; renew and release by token (a waiter gets it); a second release is 76" {
   requires keep
+  # a key of this file's own: every store's file runs at once, and pgrep sees them all
+  local kp=kp-$$
   sleep 600 &
   local owner=$! token
   echo "$owner" >>"$T/bg.pid"
-  token=$("$DLOCK" acquire -k kp -t 2s --keep --while-pid "$owner")
+  token=$("$DLOCK" acquire -k "$kp" -t 2s --keep --while-pid "$owner")
   [ -n "$token" ]
-  run -0 "$DLOCK" status kp --json
+  run -0 "$DLOCK" status "$kp" --json
   json_ok 'assert d["held"] and "acquire --keep" in d["holder"]["command"], d'
   sleep 5
-  run -75 "$DLOCK" run -k kp -n -- true
-  run -0 "$DLOCK" renew -k kp --token "$token"
-  start_bg waiter "$DLOCK" run -k kp -w 30s -- touch "$T/waiter-ran"
+  run -75 "$DLOCK" run -k "$kp" -n -- true
+  run -0 "$DLOCK" renew -k "$kp" --token "$token"
+  start_bg waiter "$DLOCK" run -k "$kp" -w 30s -- touch "$T/waiter-ran"
   local waiter=$BG_PID
   sleep 0.5
   [ ! -e "$T/waiter-ran" ]
-  run -0 "$DLOCK" release -k kp --token "$token"
+  run -0 "$DLOCK" release -k "$kp" --token "$token"
   wait "$waiter"
   [ -e "$T/waiter-ran" ]
-  wait_for '[ -z "$(keep_processes kp)" ]' 10
-  run -76 "$DLOCK" release -k kp --token "$token"
+  wait_for '[ -z "$(keep_processes $kp)" ]' 10
+  run -76 "$DLOCK" release -k "$kp" --token "$token"
 }
 
 @test "$STORE: acquire --keep: the lock goes with the process it is kept for; -n against it is 75 and leaves no holder process" {
   requires keep
+  local ko=ko-$$ # this file's own (see above)
   sleep 600 &
   local owner=$! token
   echo "$owner" >>"$T/bg.pid"
   # a lease long enough that a holder starved of CPU on a loaded machine keeps it (-t 2s: its
   # watchdog may count it lost, and it ends, which this test does not look at)
-  token=$("$DLOCK" acquire -k ko -t 10s --keep --while-pid "$owner")
-  one_keep_process ko
-  run -75 --separate-stderr "$DLOCK" acquire -k ko -t 10s --keep -n
+  token=$("$DLOCK" acquire -k "$ko" -t 10s --keep --while-pid "$owner")
+  one_keep_process "$ko"
+  run -75 --separate-stderr "$DLOCK" acquire -k "$ko" -t 10s --keep -n
   [ -z "$output" ]
-  one_keep_process ko
+  one_keep_process "$ko"
   # SIGTERM while its holder process waits: both end (143), nothing is taken
-  start_bg late "$DLOCK" acquire -k ko -t 10s --keep -w 30s
+  start_bg late "$DLOCK" acquire -k "$ko" -t 10s --keep -w 30s
   local late=$BG_PID
   wait_for "pgrep -P $late >/dev/null" 10
   sleep 0.5 # its holder process is waiting
@@ -476,11 +479,11 @@ one_keep_process() {
   wait "$late" || rc=$?
   echo "acquire --keep waiting, then SIGTERM: $rc; $(cat "$T/late.err")"
   [ "$rc" -eq 143 ]
-  wait_for '! pgrep -f -- "acquire -k ko -t 10s --keep -w 30s" >/dev/null' 10
-  one_keep_process ko
+  wait_for "! pgrep -f -- 'acquire -k $ko -t 10s --keep -w 30s' >/dev/null" 10
+  one_keep_process "$ko"
   kill "$owner"
-  wait_for "'$DLOCK' run -k ko -n -- true" 10
-  wait_for '[ -z "$(keep_processes ko)" ]' 10
+  wait_for "'$DLOCK' run -k '$ko' -n -- true" 10
+  wait_for '[ -z "$(keep_processes $ko)" ]' 10
 }
 
 @test "$STORE: acquire without --keep: a lease no process keeps (or 64 saying to use --keep)" {
