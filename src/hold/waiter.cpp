@@ -280,6 +280,8 @@ public:
   // Whether a waiter interrupted by a signal withdraws (store_away: the signal came while the
   // store was being ridden out).
   virtual bool withdraws_on_signal(bool store_away) const = 0;
+  // The ticket's since for the first attempt (a leader watcher's term seen).
+  virtual std::int64_t first_since() const { return 0; }
 };
 
 namespace {
@@ -417,6 +419,7 @@ public:
         result.count < 0 ? std::string("not set yet") : fmt::format("count {}", result.count);
       reading.reported = reading.shown;
       break;
+    case lock::WaitMode::leader: // dlock leader --watch says nothing while nothing changes
     case lock::WaitMode::once:
     case lock::WaitMode::wait:
     case lock::WaitMode::fair:
@@ -431,6 +434,7 @@ public:
   {
     return !store_away && mode() == lock::WaitMode::barrier;
   }
+  std::int64_t first_since() const override { return m_gate.request.ticket.since; }
 
 private:
   lock::LockName m_name;
@@ -522,7 +526,7 @@ Passed Waiter::pass(const lock::LockName& name, const Gate& gate)
   m_deadline = m_policy.wait ? m_clock.now() + *m_policy.wait : TimePoint::max();
   begin(name, std::make_unique<GateWay>(name, gate));
   End end = wait();
-  return Passed{end.through, end.signal};
+  return Passed{end.through, end.signal, end.last ? end.last->gate.since : 0};
 }
 
 void Waiter::begin(const lock::LockName& name, std::unique_ptr<Way> way)
@@ -531,6 +535,7 @@ void Waiter::begin(const lock::LockName& name, std::unique_ptr<Way> way)
   m_way = std::move(way);
   m_ticket = lock::WaitTicket{};
   m_ticket.mode = m_way->mode();
+  m_ticket.since = m_way->first_since();
   m_ticket.waiter_id = util::random_token().substr(0, 16);
   m_progress = std::make_unique<Progress>(m_clock, m_policy, m_way->subject());
   m_outage = std::make_unique<Outage>(m_clock, m_policy, m_way->subject());

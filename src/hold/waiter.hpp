@@ -58,9 +58,11 @@ struct Taken {
 struct Passed {
   bool open = false; // the gate opened (or, for a barrier, tripped before the withdrawal)
   int signal = 0;    // non-zero: interrupted by this signal
+  std::int64_t since = 0; // the last answer's GateResult::since (leader: the term it opened on)
 };
 
-// A gate to wait at: the request (its ticket's mode says which), the longest single block, and
+// A gate to wait at: the request (its ticket's mode says which, and a leader watcher's since the
+// term it saw), the longest single block, and
 // what the progress and time-out lines call it ("barrier 'x'").
 struct Gate {
   lock::Coordination* coordination = nullptr; // the store's, asked for once by the command

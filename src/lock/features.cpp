@@ -29,7 +29,7 @@ constexpr Column table[] = {
    "",
    {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate, Feature::detached,
     Feature::keep, Feature::replicas, Feature::min_hold, Feature::lock_delay, Feature::replace,
-    Feature::supersede}},
+    Feature::supersede, Feature::elect}},
   {StoreKind::redlock,
    "Redlock",
    "",
@@ -41,31 +41,32 @@ constexpr Column table[] = {
    " (postgres://)",
    " (postgres://)",
    {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate, Feature::keep,
-    Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede}},
+    Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede, Feature::elect}},
   {StoreKind::mysql,
    "MySQL or MariaDB",
    " (mysql://)",
    " (mysql://)",
    {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate, Feature::keep,
-    Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede}},
+    Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede, Feature::elect}},
   {StoreKind::etcd,
    "etcd",
    " (etcd://)",
    " (etcd://)",
    {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate, Feature::detached,
-    Feature::keep, Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede}},
+    Feature::keep, Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede,
+    Feature::elect}},
   {StoreKind::file,
    "files",
    " (file://)",
    " (file://)",
    {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate, Feature::keep,
-    Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede}},
+    Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede, Feature::elect}},
   {StoreKind::zookeeper,
    "ZooKeeper",
    " (zk://)",
    " (zk://)",
    {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate, Feature::keep,
-    Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede}},
+    Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede, Feature::elect}},
 };
 
 // Why a store lacks a feature: each no of the table, with what makes it impossible there.
@@ -88,6 +89,7 @@ constexpr Lack lacks[] = {
   {StoreKind::redlock, Feature::limit, masters_disagree},
   {StoreKind::redlock, Feature::coordinate, masters_disagree},
   {StoreKind::redlock, Feature::supersede, masters_disagree},
+  {StoreKind::redlock, Feature::elect, masters_disagree},
   {StoreKind::postgres, Feature::detached, session_is_lease},
   {StoreKind::mysql, Feature::detached, session_is_lease},
   {StoreKind::zookeeper, Feature::detached,
@@ -142,6 +144,8 @@ Row row(Feature feature)
     return {"--replace", "", "replace"};
   case Feature::supersede:
     return {"--supersede", "", "supersede"};
+  case Feature::elect:
+    return {"elect and leader --watch", "", "elect"};
   }
   return {"?", "?", "?"};
 }
@@ -191,7 +195,7 @@ std::initializer_list<Feature> every_feature()
   static constexpr std::initializer_list<Feature> features{
     Feature::shared,     Feature::limit,   Feature::fair,     Feature::coordinate,
     Feature::detached,   Feature::keep,    Feature::replicas, Feature::min_hold,
-    Feature::lock_delay, Feature::replace, Feature::supersede};
+    Feature::lock_delay, Feature::replace, Feature::supersede, Feature::elect};
   return features;
 }
 
@@ -204,6 +208,8 @@ std::string_view feature_label(Feature feature)
     return "wait/barrier/latch";
   case Feature::detached:
     return "acquire";
+  case Feature::elect:
+    return "elect, leader --watch";
   default:
     return row(feature).asked;
   }

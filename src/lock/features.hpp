@@ -24,6 +24,7 @@ enum class Feature {
   lock_delay, // --lock-delay D: a lease that ended without a release closes the lock for D
   replace,    // --replace: the holder is asked through the store to stand down
   supersede,  // --supersede: the newest waiter makes older ones give up
+  elect,      // elect and leader --watch: a first-come campaign, and leadership watched
 };
 
 // Every kind of store dlock opens (stores/open.cpp chooses one by URL), as the feature table

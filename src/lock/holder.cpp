@@ -54,7 +54,8 @@ HolderInfo HolderInfo::not_dlock()
 bool HolderInfo::plausible() const
 {
   return host.size() <= max_holder_field_bytes && user.size() <= max_holder_field_bytes
-         && command.size() <= max_holder_field_bytes && note.size() <= max_note_bytes && pid >= 0
+         && command.size() <= max_holder_field_bytes && note.size() <= max_note_bytes
+         && value.size() <= max_holder_field_bytes && pid >= 0
          && acquired_ms >= 0 && fence >= 0 && ttl_ms >= 0;
 }
 
@@ -85,6 +86,7 @@ std::optional<HolderInfo> parse_holder_record(std::span<const HolderField> field
                         : field.name == "user"    ? &info.user
                         : field.name == "command" ? &info.command
                         : field.name == "note"    ? &info.note
+                        : field.name == "value"   ? &info.value
                                                   : nullptr;
     std::int64_t* number = field.name == "pid"           ? &info.pid
                            : field.name == "acquired_ms" ? &info.acquired_ms

@@ -20,6 +20,9 @@ struct HolderInfo {
   std::int64_t ttl_ms = 0;      // lease length the holder asked for
   // Why it is held (--note): printable, at most max_note_chars; shown wherever the holder is.
   std::string note;
+  // What a leader proclaims (dlock elect --value: an address, a version): printable, at most
+  // max_holder_field_bytes; empty for a holder that is not a candidate. `leader` shows it.
+  std::string value;
 
   // This process: host name, pid, user name and the given command (each truncated to
   // max_holder_field_bytes).

@@ -21,7 +21,8 @@ void LockStatus::add_json_fields(util::JsonObject& object) const
       .add("pid", holder.pid)
       .add("user", holder.user)
       .add("command", holder.command)
-      .add("note", holder.note);
+      .add("note", holder.note)
+      .add("value", holder.value);
     object.add("holder", holder_json);
     if (holder.acquired_ms > 0) {
       object.add("acquired_at", util::format_rfc3339(holder.acquired_ms));

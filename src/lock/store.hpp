@@ -29,6 +29,9 @@ enum class WaitMode {
   watch,   // until the lock is free
   barrier, // until the barrier's parties have arrived
   latch,   // until the latch's count reaches zero
+  // until the lock's leader is another than the one seen (dlock leader --watch): woken by a
+  // release and by a candidate's acquisition (AcquireRequest::holder.value set).
+  leader,
 };
 
 // A waiter's identity and patience, sent with each attempt.
@@ -38,6 +41,7 @@ struct WaitTicket {
   util::Millis max_block{0}; // never block past the caller's --wait deadline
   // watch: when this watcher first found the lock held (the store's clock, in µs; 0 before):
   // a lock taken from free since then counts as freed, even if a lock waiter took it first.
+  // leader: the term seen (GateResult::since; 0: nobody held it).
   std::int64_t since = 0;
   // barrier: the generation this party joined (0 before it arrived): a later one means that
   // its barrier tripped, and its wake-ups come on that generation's own list.
@@ -79,7 +83,10 @@ struct AcquireRequest {
   // Whether the user gave ttl (--ttl, or a config file): a store whose lease length the server
   // bounds (ZooKeeper's session timeout) may take its own for the default, never for a given one.
   bool ttl_given = true;
-  HolderInfo holder;   // who asks, shown to others by status and in conflict messages
+  // Who asks, shown to others by status and in conflict messages. With value set, a candidate
+  // of dlock elect: taking the lock wakes the leader watchers (WaitMode::leader), and a store
+  // that shares its layout with other clients' elections shows them value as its proposal.
+  HolderInfo holder;
   WaitTicket ticket;   // registers the caller as a waiter in the same step when it is held
   ReplicaAck ack;      // when taken: replicas that must have it
   LockKind kind{};     // exclusive, shared, or a slot of a semaphore
@@ -122,17 +129,23 @@ struct AcquireResult {
 // The outcome of one attempt at a gate (start_gate), or of a barrier party's withdrawal.
 struct GateResult {
   // watch: the lock is free, or was freed since ticket.since; barrier: this party's
-  // generation tripped (all parties arrived); latch: the count is zero.
+  // generation tripped (all parties arrived); latch: the count is zero; leader: the term is
+  // not ticket.since (leadership passed, or began, or ended).
   bool open = false;
-  util::Millis block{0};       // when not: how long to wait for a wake-up before asking again
-  std::int64_t since = 0;      // watch: the ticket's since for the next attempt
+  util::Millis block{0}; // when not: how long to wait for a wake-up before asking again
+  // watch: the ticket's since for the next attempt. leader: the term now (open or not), a number that
+  // changes whenever the lock passes to another holder: the holder's fencing token (for
+  // another client's holder, what would be its fence: etcd's create revision, ZooKeeper's
+  // czxid), or any other such number the store keeps; 0 when nobody holds it.
+  std::int64_t since = 0;
   std::int64_t generation = 0; // barrier: the generation joined (or tripped)
   // barrier: its parties; when not open and not those asked for, another barrier of that
   // many parties is in progress on the key (nothing was registered: the caller's mistake).
   std::int64_t parties = 0;
   std::int64_t arrived = 0; // barrier: parties arrived so far, this one included
   std::int64_t count = -1;  // latch: the count left (-1: no latch is set)
-  AcquireResult lock;       // watch, when held: who holds it (lease, holder_ttl, holder, holders)
+  // watch, leader, when held: who holds it (lease, holder_ttl, holder with its value, holders)
+  AcquireResult lock;
 };
 
 // One renewal: extend the lease if token still holds it.

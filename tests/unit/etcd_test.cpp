@@ -93,7 +93,7 @@ TEST(EtcdApi, AcquireTransactionPutsIfAbsentAndReadsTheQueue)
 
 TEST(EtcdApi, ReadsTheQueueOfATransactionAnswer)
 {
-  std::string holder = holder_value(lock::HolderInfo{"h", 42, "u", "sleep 1", 1000, 0, 5000, ""},
+  std::string holder = holder_value(lock::HolderInfo{"h", 42, "u", "sleep 1", 1000, 0, 5000, "", ""},
                                     token_fingerprint("t"));
   Json answer = {
     {"header", {{"revision", "9"}}},
@@ -192,7 +192,7 @@ TEST(EtcdApi, SideKeysLieOutsideEveryLocksQueue)
 
 TEST(EtcdApi, TheNoteAndThePoliciesFieldsGoInTheRecord)
 {
-  lock::HolderInfo holder{"h", 42, "u", "sleep", 1000, 0, 5000, "deploy \"42\" — ü"};
+  lock::HolderInfo holder{"h", 42, "u", "sleep", 1000, 0, 5000, "deploy \"42\" — ü", ""};
   KeyValue kv;
   kv.lease = 7;
   kv.value = holder_value(holder, "ab", {{"hold_lease", "99"}, {"ended", 1}});
@@ -233,7 +233,7 @@ TEST(EtcdApi, TransactionsOfThePolicies)
 
 TEST(EtcdApi, TheQueueHasEveryRecipesKeysAndTheirKinds)
 {
-  lock::HolderInfo who{"h", 42, "u", "sleep 1", 1000, 0, 5000, ""};
+  lock::HolderInfo who{"h", 42, "u", "sleep 1", 1000, 0, 5000, "", ""};
   std::string fp = token_fingerprint("t");
   auto kv = [](std::string key, std::string value, int revision) {
     return Json{{"key", base64_encode(key)},

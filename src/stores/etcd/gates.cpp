@@ -96,6 +96,7 @@ void EtcdStore::start_gate(const lock::LockName& name, const lock::GateRequest& 
   case lock::WaitMode::latch:
     gate_latch(name.str(), request);
     return;
+  case lock::WaitMode::leader: // issue 29: the store's helper writes it
   case lock::WaitMode::once:
   case lock::WaitMode::wait:
   case lock::WaitMode::fair:

@@ -2228,6 +2228,7 @@ void FileStore::start_gate(const lock::LockName& name, const lock::GateRequest& 
     case lock::WaitMode::latch:
       look_latch(g, request, outcome.gate);
       break;
+    case lock::WaitMode::leader: // issue 29: the store's helper writes it
     case lock::WaitMode::once:
     case lock::WaitMode::wait:
     case lock::WaitMode::fair:

@@ -177,7 +177,8 @@ std::optional<Record> Record::parse(std::string_view text)
                              .acquired_ms = r.acquired_ms,
                              .fence = r.fence,
                              .ttl_ms = r.ttl_ms,
-                             .note = r.note};
+                             .note = r.note,
+                             .value = {}};
   if (!as_holder.plausible() || r.name.size() > lock::max_holder_record_bytes) {
     return std::nullopt;
   }

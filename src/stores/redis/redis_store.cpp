@@ -45,6 +45,7 @@ const char* mode_name(lock::WaitMode mode)
   case lock::WaitMode::watch: // the waiters that take nothing never run acquire.lua
   case lock::WaitMode::barrier:
   case lock::WaitMode::latch:
+  case lock::WaitMode::leader:
     break;
   }
   return "once";
@@ -313,6 +314,7 @@ void RedisStore::start_wait_for_wake(const lock::LockName& name, const lock::Wai
   case lock::WaitMode::latch:
     list = k.latch_wake;
     break;
+  case lock::WaitMode::leader: // issue 29: the store's helper writes it
   case lock::WaitMode::once:
   case lock::WaitMode::wait:
     list = k.wake;
@@ -393,6 +395,7 @@ void RedisStore::start_withdraw(const lock::LockName& name, const lock::WaitTick
                  .gate_mode = ticket.mode});
     return;
   }
+  case lock::WaitMode::leader: // issue 29: the store's helper writes it
   case lock::WaitMode::once:
   case lock::WaitMode::wait:
   case lock::WaitMode::fair:
@@ -458,6 +461,7 @@ void RedisStore::start_gate(const lock::LockName& name, const lock::GateRequest&
     script_keys = {k.latch, k.latch_waiters};
     args = {ticket.waiter_id, ms_string(ticket.max_block)};
     break;
+  case lock::WaitMode::leader: // issue 29: the store's helper writes it
   case lock::WaitMode::once:
   case lock::WaitMode::wait:
   case lock::WaitMode::fair:
