@@ -10,7 +10,7 @@ BASH_COMPLETION=$ROOT/completions/dlock.bash
 ZSH_COMPLETION=$ROOT/completions/_dlock
 FISH_COMPLETION=$ROOT/completions/dlock.fish
 
-SUBCOMMANDS=(run status list acquire renew release wait barrier latch)
+SUBCOMMANDS=(run status list acquire renew release wait barrier latch elect leader)
 
 # --help and the rendered man page, computed once for the file.
 setup_file() {
@@ -234,11 +234,13 @@ bash_complete() {
 
 @test "bash completion: subcommands, --on-lost values, files, the command after --" {
   run -0 bash_complete "dlock "
-  assert_equal "$(echo $(sort <<<"$output"))" "acquire barrier latch list release renew run status wait"
+  assert_equal "$(echo $(sort <<<"$output"))" "acquire barrier elect latch leader list release renew run status wait"
   run -0 bash_complete "dlock -u redis://h:6379 run --on-lost "
   assert_equal "$(echo $(sort <<<"$output"))" "ignore stop"
   run -0 bash_complete "dlock --url=redis://h:6379 run --on-lost=i"
   assert_output ignore
+  run -0 bash_complete "dlock elect --value leader-1 --on-lost "
+  assert_equal "$(echo $(sort <<<"$output"))" "ignore stop"
   local tmp=$BATS_TEST_TMPDIR
   touch "$tmp/secret.pass" "$tmp/ca.pem"
   run -0 bash_complete "dlock --password-file $tmp/sec"
@@ -249,7 +251,11 @@ bash_complete() {
   done
   run -0 bash_complete "dlock --prefix run run -k x -- bas"
   assert_line bash
+  run -0 bash_complete "dlock elect -k x --value v --keep-campaigning -- bas"
+  assert_line bash
   run -0 bash_complete "dlock status "
+  assert_output ''
+  run -0 bash_complete "dlock leader --watch "
   assert_output ''
 }
 
@@ -268,6 +274,8 @@ bash_complete() {
     done
   done
   run -0 fish_complete "dlock run --on-lost "
+  assert_equal "$(echo $(sort <<<"$output"))" "ignore stop"
+  run -0 fish_complete "dlock elect --on-lost "
   assert_equal "$(echo $(sort <<<"$output"))" "ignore stop"
   touch "$BATS_TEST_TMPDIR/secret.pass"
   run -0 fish_complete "dlock --password-file $BATS_TEST_TMPDIR/sec"
