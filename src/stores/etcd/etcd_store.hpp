@@ -114,6 +114,7 @@ private:
   struct Gate {
     std::string watched;                    // the key whose change wakes it
     bool deletes_only = true;               // a watch of deletions (else of every change)
+    bool puts_under = false;                // watched is a prefix: the puts under it wake it
     std::int64_t watch_from = 0;            // the revision after the read that found it shut
     std::int64_t party_lease = 0;           // barrier: the lease of this party's arrival key
     std::optional<util::TimePoint> wake_by; // the end of the current wait_for_wake
@@ -139,14 +140,20 @@ private:
   // The owner's renewal once its key was read (no --replace request against it).
   void extend(const std::string& name, const KeyValue& kv);
   // Another process's `renew --ttl`: moves kv onto a lease of ttl (Outcome::held, slot).
-  void renew_with_ttl(const KeyValue& kv, util::Millis ttl, bool slot);
+  void renew_with_ttl(const std::string& name, const KeyValue& kv, util::Millis ttl, bool slot);
   // Moves the key off its --min-hold lease onto one kept alive (the hold nears its end).
   void move_off_hold(const std::string& name, const KeyValue& kv);
   // The release of a key the token holds: kept on its --min-hold lease (marked ended) if that
   // is not over and no --replace asked; else its --lock-delay disarmed and its lease revoked.
-  void release_held(const KeyValue& kv, bool replaced);
+  void release_held(const std::string& name, const KeyValue& kv, bool replaced);
   // The names' side keys, in the order Sides has them, and how a read answers them.
   std::vector<std::string> side_keys(const std::string& name) const;
+  static constexpr std::size_t side_count = 3; // how many side_keys gives
+  // Where the name's candidates keep their holder records (records_prefix_of).
+  std::string records_of(const std::string& name) const
+  {
+    return records_prefix_of(m_prefix, name);
+  }
   static Sides sides_of(const Json& txn_response, std::size_t first);
   void watch_own_key(const std::string& name);
   // A held name's status from its queue (holders, their leases, waiters), blocking to deadline.
@@ -165,6 +172,7 @@ private:
   // The gates' steps (gates.cpp).
   void gate_watch(const std::string& name, const lock::GateRequest& request);
   void gate_latch(const std::string& name, const lock::GateRequest& request);
+  void gate_leader(const std::string& name, const lock::GateRequest& request);
   void gate_barrier(const std::string& name, const lock::GateRequest& request);
   void barrier_arrive(const std::string& name, const lock::GateRequest& request);
   void count_down_from(const std::string& name, int tries);
