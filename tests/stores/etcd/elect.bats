@@ -126,9 +126,13 @@ assert sys.argv[1] in text, text  # the term: its key'"'"'s create revision' "$r
   touch "$T/release"
   wait "$CANDIDATE"
   wait_for '[ "$(wc -l <"$T/watch.out")" -ge 4 ]' 10 || true
-  sleep 0.5
+  sleep 0.5 # a fifth line would come now
   kill -TERM "$watcher"
   cat "$T/watch.out"
+  # none, etcdctl's, dlock's, none: one line each
+  [ "$(wc -l <"$T/watch.out")" = 4 ]
+  [ "$(head -n 1 "$T/watch.out")" = "no leader" ]
+  [ "$(tail -n 1 "$T/watch.out")" = "no leader" ]
   [ "$(grep -c from-etcdctl "$T/watch.out")" = 1 ]
   [ "$(grep -c from-dlock "$T/watch.out")" = 1 ]
   # in that order
@@ -183,7 +187,14 @@ tenant_key() {
     tenant_key j4 - >/dev/null
   run -0 "$DLOCK" leader j4
   [[ $output == *"not dlock"* ]]
-  [[ $output != *evil* ]]
+  # its text is the proposal etcdctl elect -l shows, cut to 256 bytes; no holder's fields
+  run -0 "$DLOCK" leader j4 --json
+  printf '%s' "$output" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["holder"]["host"] == "" and d["holder"]["pid"] == 0, d
+assert len(d["value"].encode()) <= 256 and d["value"].startswith("{"), d'
+
   # a dlock candidate queued behind the junk waits, then gives up at --wait, one line at most
   run -75 "$DLOCK" elect -k j3 --value mine -w 1s -- true
   [ "${#output}" -lt 2000 ]
