@@ -214,3 +214,26 @@ assert len(d["value"].encode()) <= 256 and d["value"].startswith("{"), d'
   run -0 ectl get --prefix 'dlock:e6' --keys-only
   [ -z "$output" ]
 }
+
+@test "fail-over to etcdctl elect: dlock's leader SIGKILLed, etcdctl is elected once dlock's command is dead and its lease ended" {
+  start_bg leader "$DLOCK" elect -k fo -t 3s --value old -- sh -c 'echo $$ >"$T/old.pid"; exec sleep 60'
+  local leader=$BG_PID
+  wait_for "[ -s '$T/old.pid' ]" 20
+  local old
+  old=$(cat "$T/old.pid")
+  ectl_elect dlock:fo from-etcdctl
+  wait_for '[ "$(queued fo)" = 2 ]' 10
+  local killed
+  killed=$(date +%s%N)
+  kill -KILL "$leader"
+  wait_for "gone $old" 10
+  local dead
+  dead=$(date +%s%N)
+  wait_for "grep -q from-etcdctl '$T/ectl.out'" 15
+  local elected
+  elected=$(awk '/from-etcdctl/ {print $1}' "$T/ectl.out")
+  echo "TTL 3 s: old command dead $(((dead - killed) / 1000000)) ms after the kill; etcdctl elected after $(((elected - killed) / 1000000)) ms"
+  [ "$elected" -gt "$dead" ]
+  [ $(((elected - killed) / 1000000)) -lt $((3750 + 3000)) ] # the lease (whole seconds) + room
+  kill -TERM "$ECTL"
+}
