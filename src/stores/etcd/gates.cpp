@@ -117,12 +117,11 @@ void EtcdStore::start_gate(const lock::LockName& name, const lock::GateRequest& 
 }
 
 void EtcdStore::gate_shut(const std::string& name, lock::GateResult result, std::string watched,
-                          bool deletes_only, std::int64_t revision)
+                          Wakes wakes, std::int64_t revision)
 {
   Gate& gate = m_gates[name];
   gate.watched = std::move(watched);
-  gate.deletes_only = deletes_only;
-  gate.puts_under = false;
+  gate.wakes = wakes;
   gate.watch_from = revision + 1;
   Outcome outcome{.op = Op::gate};
   outcome.gate = std::move(result);
@@ -169,7 +168,7 @@ void EtcdStore::gate_watch(const std::string& name, const lock::GateRequest& req
       result.lock.holder = holder_of(queue.front().kv);
       result.lock.holders = static_cast<std::int64_t>(holding);
       result.block = std::max(cap, Millis(1));
-      gate_shut(name, result, queue.front().kv.key, true, header_revision(a.body));
+      gate_shut(name, result, queue.front().kv.key, Wakes::deletion, header_revision(a.body));
     });
 }
 
@@ -210,9 +209,9 @@ void EtcdStore::gate_leader(const std::string& name, const lock::GateRequest& re
         return;
       }
       result.block = std::max(cap, Millis(1));
-      std::string watched = queue.empty() ? prefix : queue.front().kv.key;
-      gate_shut(name, result, watched, true, header_revision(a.body));
-      m_gates[name].puts_under = queue.empty();
+      const std::string& watched = queue.empty() ? prefix : queue.front().kv.key;
+      gate_shut(name, result, watched, queue.empty() ? Wakes::put_under : Wakes::deletion,
+                header_revision(a.body));
     });
 }
 
@@ -236,7 +235,7 @@ void EtcdStore::gate_latch(const std::string& name, const lock::GateRequest& req
       return;
     }
     result.block = std::max(cap, Millis(1));
-    gate_shut(name, result, key, false, header_revision(a.body));
+    gate_shut(name, result, key, Wakes::change, header_revision(a.body));
   });
 }
 
@@ -441,7 +440,7 @@ void EtcdStore::barrier_arrive(const std::string& name, const lock::GateRequest&
             result.arrived = arrived;
             result.block = std::max(
               std::min(request.ticket.max_block, Millis(party_ttl_s * 1000 / 3)), Millis(1));
-            gate_shut(name, result, mine, true, header_revision(w.body));
+            gate_shut(name, result, mine, Wakes::deletion, header_revision(w.body));
           });
       };
       if (state && state->lease != 0 && record.is_object()) {
@@ -500,12 +499,12 @@ void EtcdStore::start_gate_wait(const std::string& name, Millis block)
   Gate& gate = found->second;
   m_client.cancel(gate.wake_watch);
   gate.wake_by = util::monotonic_now() + block;
-  Json request = gate.puts_under ? watch_prefix_puts_request(gate.watched, gate.watch_from)
-                 : gate.deletes_only
-                   ? watch_deletes_request(gate.watched, gate.watch_from)
-                   : Json{{"create_request",
-                           {{"key", base64_encode(gate.watched)},
-                            {"start_revision", std::to_string(gate.watch_from)}}}};
+  Json request =
+    gate.wakes == Wakes::put_under  ? watch_prefix_puts_request(gate.watched, gate.watch_from)
+    : gate.wakes == Wakes::deletion ? watch_deletes_request(gate.watched, gate.watch_from)
+                                    : Json{{"create_request",
+                                            {{"key", base64_encode(gate.watched)},
+                                             {"start_revision", std::to_string(gate.watch_from)}}}};
   gate.wake_watch = m_client.stream(
     "/v3/watch", request,
     [this, name](const Json& result) {
