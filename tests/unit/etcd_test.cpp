@@ -268,3 +268,100 @@ TEST(EtcdApi, TheQueueHasEveryRecipesKeysAndTheirKinds)
   EXPECT_EQ(read_key("p/", 0x1a), "p/read/1a");
   EXPECT_EQ(kind_fields(lock::LockKind::exclusive()), Json::object());
 }
+
+TEST(EtcdElect, ACandidatesKeyHoldsItsValueAndItsRecordLiesBesideIt)
+{
+  lock::HolderInfo who{"h", 42, "u", "sleep", 1000, 0, 5000, "", "10.0.0.1:80"};
+  std::string record = holder_value(who, "ab");
+  EXPECT_EQ(Json::parse(record)["value"], "10.0.0.1:80");
+  std::string records = records_prefix_of("dlock:", "a/b");
+  EXPECT_EQ(records, "dlock:a%2Fb#elect:");
+  EXPECT_EQ(record_key(records, "dlock:a/b/694d"), "dlock:a%2Fb#elect:694d");
+  // outside every queue: etcdctl elect -l dlock:a/b (and every other name) never sees it
+  EXPECT_FALSE(record_key(records, "dlock:a/b/694d").starts_with(lock_prefix("dlock:", "a/b")));
+  EXPECT_FALSE(record_key(records, "dlock:a/b/694d").starts_with(lock_prefix("dlock:", "a")));
+  Json puts = record_puts("dlock:a/b/694d", record, 7, records);
+  ASSERT_EQ(puts.size(), 2U);
+  EXPECT_EQ(puts[0]["request_put"]["key"], base64_encode("dlock:a/b/694d"));
+  EXPECT_EQ(puts[0]["request_put"]["value"], base64_encode("10.0.0.1:80"));
+  EXPECT_EQ(puts[1]["request_put"]["key"], base64_encode("dlock:a%2Fb#elect:694d"));
+  EXPECT_EQ(puts[1]["request_put"]["value"], base64_encode(record));
+  EXPECT_EQ(puts[1]["request_put"]["lease"], "7");
+  // not a candidate (dlock run): the record is the key's value, as it always was
+  who.value.clear();
+  EXPECT_EQ(record_puts("p/1", holder_value(who, "ab"), 7, records).size(), 1U);
+  // the acquisition's transaction: the record put last, after the reads of the queue, the side
+  // keys and the records (the same places in both branches)
+  Json txn = acquire_txn("p/1", record, 7, "p/", {"p#delay"}, "p#elect:");
+  ASSERT_EQ(txn["success"].size(), 5U);
+  EXPECT_EQ(txn["success"][0]["request_put"]["value"], base64_encode("10.0.0.1:80"));
+  EXPECT_EQ(txn["success"][3]["request_range"]["key"], base64_encode("p#elect:"));
+  EXPECT_EQ(txn["failure"][3]["request_range"]["key"], base64_encode("p#elect:"));
+  EXPECT_EQ(txn["success"][4]["request_put"]["key"], base64_encode("p#elect:1"));
+}
+
+TEST(EtcdElect, AKeyReadsWithItsRecordOnlyWhenTheRecordIsItsOwn)
+{
+  lock::HolderInfo who{"h", 42, "u", "sleep", 1000, 0, 5000, "", "v1"};
+  KeyValue key{.key = "p/1a", .value = "v1", .create_revision = 9, .mod_revision = 9, .lease = 26};
+  KeyValue record{.key = "p#elect:1a", .value = holder_value(who, "ab"), .lease = 26};
+  KeyValue merged = with_record(key, {record}, "p#elect:");
+  lock::HolderInfo holder = holder_of(merged);
+  EXPECT_EQ(holder.host, "h");
+  EXPECT_EQ(holder.value, "v1");
+  EXPECT_EQ(holder.fence, 9); // the key's create revision, not the record's
+  EXPECT_EQ(fingerprint_of(merged), "ab");
+  // on another lease, of another key, or saying another value: not the key's record
+  KeyValue other = record;
+  other.lease = 27;
+  EXPECT_EQ(with_record(key, {other}, "p#elect:").value, "v1");
+  other = record;
+  other.key = "p#elect:1b";
+  EXPECT_EQ(with_record(key, {other}, "p#elect:").value, "v1");
+  key.value = "v2";
+  EXPECT_EQ(with_record(key, {record}, "p#elect:").value, "v2");
+  // a record whose value is not printable is not dlock's
+  who.value = "v\x1b[2J";
+  key.value = who.value;
+  record.value = holder_value(who, "ab");
+  EXPECT_EQ(with_record(key, {record}, "p#elect:").value, key.value);
+  // the queue of a range answer with the records read beside it
+  key.value = "v1";
+  who.value = "v1";
+  record.value = holder_value(who, "ab");
+  auto json_of = [](const KeyValue& kv) {
+    return Json{{"key", base64_encode(kv.key)},
+                {"value", base64_encode(kv.value)},
+                {"create_revision", std::to_string(kv.create_revision)},
+                {"lease", std::to_string(kv.lease)}};
+  };
+  Json range = {{"kvs", Json::array({json_of(key)})}};
+  Json records = {{"kvs", Json::array({json_of(record)})}};
+  std::vector<Member> queue = queue_of(range, "p/", &records, "p#elect:");
+  ASSERT_EQ(queue.size(), 1U);
+  EXPECT_EQ(holder_of(queue[0].kv).pid, 42);
+  EXPECT_EQ(holder_of(queue_of(range, "p/")[0].kv).command, "not dlock (lease 1a)");
+}
+
+TEST(EtcdElect, AnotherClientsProposalIsShownCheckedAndCapped)
+{
+  // etcdctl elect NAME PROPOSAL: not dlock, proclaiming its proposal, its term the revision
+  KeyValue kv{.key = "p/1f", .value = "10.0.0.2:80", .create_revision = 12, .lease = 0x1f};
+  lock::HolderInfo holder = holder_of(kv);
+  EXPECT_EQ(holder.command, "not dlock (lease 1f)");
+  EXPECT_EQ(holder.value, "10.0.0.2:80");
+  EXPECT_EQ(holder.fence, 12);
+  EXPECT_EQ(proposal_of(std::string(1000, 'x')), std::string(lock::max_holder_field_bytes, 'x'));
+  EXPECT_EQ(proposal_of("a\nb"), "");
+  EXPECT_EQ(proposal_of("\xff\xfe"), "");
+  EXPECT_EQ(proposal_of("ü"), "ü");
+  EXPECT_EQ(holder_of(KeyValue{.key = "p/1", .value = "", .lease = 1}).value, "");
+  // dlock's own record with an oversized value: not a dlock holder
+  kv.value = R"({"host":"h","pid":4,"value":")" + std::string(300, 'v') + R"("})";
+  EXPECT_FALSE(dlock_holder_of(kv));
+  EXPECT_EQ(holder_of(kv).command, "not dlock (lease 1f)");
+  Json watch = watch_prefix_puts_request("p/", 13);
+  EXPECT_EQ(watch["create_request"]["range_end"], base64_encode("p0"));
+  EXPECT_EQ(watch["create_request"]["filters"][0], "NODELETE");
+  EXPECT_EQ(watch["create_request"]["start_revision"], "13");
+}

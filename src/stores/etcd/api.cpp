@@ -1,5 +1,6 @@
 #include "stores/etcd/api.hpp"
 
+#include "util/text.hpp"
 #include "util/url.hpp"
 
 #include <fmt/format.h>
@@ -301,14 +302,25 @@ Json range_prefix_request(const std::string& prefix)
 Json range_key_request(const std::string& key) { return {{"key", base64_encode(key)}}; }
 
 Json acquire_txn(const std::string& key, const std::string& value, std::int64_t lease,
-                 const std::string& lock_prefix, const std::vector<std::string>& side_keys)
+                 const std::string& lock_prefix, const std::vector<std::string>& side_keys,
+                 const std::string& records_prefix)
 {
+  Json puts = records_prefix.empty() ? Json::array({put_op(key, value, lease)})
+                                     : record_puts(key, value, lease, records_prefix);
   Json range = {{"request_range", range_prefix_request(lock_prefix)}};
-  Json success = Json::array({put_op(key, value, lease), range});
+  Json success = Json::array({puts[0], range});
   Json failure = Json::array({range_op(key), range});
   for (const std::string& side : side_keys) {
     success.push_back(range_op(side));
     failure.push_back(range_op(side));
+  }
+  if (!records_prefix.empty()) {
+    Json records = {{"request_range", range_prefix_request(records_prefix)}};
+    success.push_back(records);
+    failure.push_back(records);
+    for (std::size_t i = 1; i < puts.size(); ++i) {
+      success.push_back(puts[i]);
+    }
   }
   return txn_request(Json::array({create_revision_is(key, 0)}), std::move(success),
                      std::move(failure));
@@ -319,6 +331,15 @@ Json watch_prefix_deletes_request(const std::string& prefix, std::int64_t start_
   Json request = watch_deletes_request(prefix, start_revision);
   request["create_request"]["range_end"] = base64_encode(prefix_end(prefix));
   return request;
+}
+
+Json watch_prefix_puts_request(const std::string& prefix, std::int64_t start_revision)
+{
+  return {{"create_request",
+           {{"key", base64_encode(prefix)},
+            {"range_end", base64_encode(prefix_end(prefix))},
+            {"start_revision", std::to_string(start_revision)},
+            {"filters", Json::array({"NODELETE"})}}}};
 }
 
 Json watch_deletes_request(const std::string& key, std::int64_t start_revision)
@@ -360,12 +381,17 @@ std::optional<lock::LockKind> member_kind(const KeyValue& kv, std::string_view l
   return std::nullopt;
 }
 
-std::vector<Member> queue_of(const Json& range_response, const std::string& lock_prefix)
+std::vector<Member> queue_of(const Json& range_response, const std::string& lock_prefix,
+                             const Json* records, std::string_view records_prefix)
 {
+  std::vector<KeyValue> candidates = records ? key_values(*records) : std::vector<KeyValue>{};
   std::vector<Member> out;
   for (KeyValue& kv : key_values(range_response)) {
     if (std::optional<lock::LockKind> kind = member_kind(kv, lock_prefix)) {
-      out.push_back(Member{.kv = std::move(kv), .kind = *kind});
+      out.push_back(Member{.kv = candidates.empty()
+                                   ? std::move(kv)
+                                   : with_record(std::move(kv), candidates, records_prefix),
+                           .kind = *kind});
     }
   }
   return out;
@@ -436,6 +462,9 @@ std::string holder_value(const lock::HolderInfo& holder, const std::string& toke
   if (!holder.note.empty()) {
     value["note"] = holder.note;
   }
+  if (!holder.value.empty()) {
+    value["value"] = holder.value;
+  }
   return with_fields(value, extra);
 }
 
@@ -450,6 +479,53 @@ std::string side_key(std::string_view prefix, std::string_view name, std::string
     }
   }
   return key.append("#").append(kind);
+}
+
+std::string records_prefix_of(std::string_view prefix, std::string_view name)
+{
+  return side_key(prefix, name, "elect:");
+}
+
+std::string record_key(std::string_view records_prefix, std::string_view key)
+{
+  std::size_t slash = key.rfind('/');
+  return std::string(records_prefix)
+    .append(key.substr(slash == std::string_view::npos ? 0 : slash + 1));
+}
+
+Json record_puts(const std::string& key, const std::string& record, std::int64_t lease,
+                 std::string_view records_prefix)
+{
+  std::string value = record.size() <= lock::max_holder_record_bytes
+                        ? string_field(Json::parse(record, nullptr, false), "value")
+                        : "";
+  if (value.empty()) {
+    return Json::array({put_op(key, record, lease)});
+  }
+  return Json::array(
+    {put_op(key, value, lease), put_op(record_key(records_prefix, key), record, lease)});
+}
+
+KeyValue with_record(KeyValue kv, const std::vector<KeyValue>& records,
+                     std::string_view records_prefix)
+{
+  if (kv.value.empty() || kv.value.size() > lock::max_holder_field_bytes) {
+    return kv; // no candidate's value (etcdctl lock's, another tenant's)
+  }
+  std::string wanted = record_key(records_prefix, kv.key);
+  for (const KeyValue& record : records) {
+    if (record.key != wanted) {
+      continue;
+    }
+    KeyValue candidate = kv;
+    candidate.value = record.value;
+    std::optional<lock::HolderInfo> holder = dlock_holder_of(candidate);
+    if (record.lease == kv.lease && kv.lease != 0 && holder && holder->value == kv.value) {
+      return candidate;
+    }
+    break;
+  }
+  return kv;
 }
 
 Json put_op(const std::string& key, const std::string& value, std::int64_t lease)
@@ -507,6 +583,7 @@ lock::HolderInfo holder_of(const KeyValue& kv)
     holder->command =
       fmt::format("{} (lease {:x})", kv.value.empty() ? "etcdctl lock" : "not dlock",
                   static_cast<std::uint64_t>(kv.lease));
+    holder->value = proposal_of(kv.value);
   }
   holder->fence = kv.create_revision;
   return *holder;
@@ -539,10 +616,19 @@ std::optional<lock::HolderInfo> dlock_holder_of(const KeyValue& kv)
     }
     holder = lock::parse_holder_record(fields);
   }
+  if (holder && !holder->value.empty() && util::printable(holder->value) != holder->value) {
+    holder.reset(); // dlock writes a printable --value only
+  }
   if (holder) {
     holder->fence = kv.create_revision;
   }
   return holder;
+}
+
+std::string proposal_of(std::string_view value)
+{
+  std::string_view cut = util::utf8_prefix(value, lock::max_holder_field_bytes);
+  return util::printable(cut) == cut ? std::string(cut) : std::string();
 }
 
 std::string fingerprint_of(const KeyValue& kv)

@@ -87,8 +87,10 @@ struct Member {
 // How key kv holds lock_prefix's name, or nullopt when it is not of its queue (a longer name's
 // key: dlock's record of another kind under PFX/read/ is the lock NAME/read's).
 std::optional<lock::LockKind> member_kind(const KeyValue& kv, std::string_view lock_prefix);
-// The members of a range answer (or the acquire transaction's), oldest first.
-std::vector<Member> queue_of(const Json& range_response, const std::string& lock_prefix);
+// The members of a range answer (or the acquire transaction's), oldest first; with records
+// (a range answer of records_prefix), each candidate's key with its record (with_record).
+std::vector<Member> queue_of(const Json& range_response, const std::string& lock_prefix,
+                             const Json* records = nullptr, std::string_view records_prefix = {});
 // Whether two kinds may share one name: exclusive and shared make a read/write lock; a
 // semaphore shares it with the same N only.
 bool kinds_mix(const lock::LockKind& a, const lock::LockKind& b);
@@ -103,9 +105,12 @@ Json kind_fields(const lock::LockKind& kind);
 Json grant_request(std::int64_t ttl_s);
 Json lease_request(std::int64_t lease); // keepalive, revoke, timetolive
 // Puts key (with lease) if it does not exist, else reads it; either way reads every key under
-// lock_prefix by create revision, then each of side_keys, in the same transaction.
+// lock_prefix by create revision, then each of side_keys, then (records_prefix given) every
+// candidate's record, in the same transaction. With records_prefix, value is put as
+// record_puts does (a candidate's record goes beside the key, put last).
 Json acquire_txn(const std::string& key, const std::string& value, std::int64_t lease,
-                 const std::string& lock_prefix, const std::vector<std::string>& side_keys = {});
+                 const std::string& lock_prefix, const std::vector<std::string>& side_keys = {},
+                 const std::string& records_prefix = {});
 // Every key under prefix, oldest create revision first.
 Json range_prefix_request(const std::string& prefix);
 Json range_key_request(const std::string& key);
@@ -114,6 +119,9 @@ Json watch_deletes_request(const std::string& key, std::int64_t start_revision);
 // A watch of the deletions of every key under prefix from revision on (a semaphore's waiter:
 // any earlier key's end may free a slot).
 Json watch_prefix_deletes_request(const std::string& prefix, std::int64_t start_revision);
+// A watch of the puts of every key under prefix from revision on (a leader watcher of a free
+// name: the first candidate's key).
+Json watch_prefix_puts_request(const std::string& prefix, std::int64_t start_revision);
 Json authenticate_request(const std::string& user, const std::string& password);
 
 // The lock keys (is_lock_key) of a range answer, or of the acquire transaction's, oldest first.
@@ -127,8 +135,13 @@ const Json* txn_range(const Json& txn_response, std::size_t i);
 std::string holder_value(const lock::HolderInfo& holder, const std::string& token_fingerprint,
                          const Json& extra = Json::object());
 // The holder stored in value (etcdctl's keys have an empty value: "etcdctl lock"); a value
-// that is not dlock's record (too long, not a JSON object) is shown as "not dlock".
+// that is not dlock's record (too long, not a JSON object) is shown as "not dlock", with the
+// value as what it proclaims (proposal_of: etcdctl elect's proposal).
 lock::HolderInfo holder_of(const KeyValue& kv);
+// What another client's key proclaims (etcdctl elect's proposal is its value): the value when
+// it is printable text (util::printable leaves it as it is), cut to max_holder_field_bytes;
+// "" otherwise, so that no other tenant's bytes reach a terminal.
+std::string proposal_of(std::string_view value);
 // The holder in value when it is a record dlock could have written, else nullopt.
 std::optional<lock::HolderInfo> dlock_holder_of(const KeyValue& kv);
 std::string fingerprint_of(const KeyValue& kv);
@@ -140,6 +153,22 @@ std::string token_fingerprint(const std::string& token);
 // "#newest". No lock's queue (any name's PFX/) holds them, so `etcdctl lock` never waits on
 // them, and list() passes them over.
 std::string side_key(std::string_view prefix, std::string_view name, std::string_view kind);
+
+// dlock elect's candidates share etcdctl elect's layout (concurrency.Election, whose leader is
+// the oldest key under PFX/ and whose value is the proposal): a candidate's key holds its plain
+// --value, and its holder record lies beside it, outside every queue (so that `etcdctl elect
+// -l` never sees it), on the same lease: PFX-less-slash#elect:<the key's lease hex>.
+std::string records_prefix_of(std::string_view prefix, std::string_view name);
+// The record key of lock key key (its last part, the lease hex, after records_prefix).
+std::string record_key(std::string_view records_prefix, std::string_view key);
+// The puts that store record (a holder_value) as key's on lease: a candidate's (a record with
+// a "value") as that value at key and the record at its record_key; any other as key's value.
+Json record_puts(const std::string& key, const std::string& record, std::int64_t lease,
+                 std::string_view records_prefix);
+// kv with its candidate's record in place of its value, when records (of records_prefix) hold
+// one for it: at its record_key, on its lease, whose value is kv's; else kv as it is.
+KeyValue with_record(KeyValue kv, const std::vector<KeyValue>& records,
+                     std::string_view records_prefix);
 
 // One operation of a transaction, and a comparison guarding it.
 Json put_op(const std::string& key, const std::string& value, std::int64_t lease);

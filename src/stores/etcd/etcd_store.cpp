@@ -62,6 +62,24 @@ std::optional<lock::HolderInfo> live_side(const std::optional<KeyValue>& kv)
 // A transaction of reads only.
 Json reads(const std::vector<Json>& ops) { return txn_request(Json::array(), Json(ops)); }
 
+Json range_prefix_op(const std::string& prefix)
+{
+  return {{"request_range", range_prefix_request(prefix)}};
+}
+
+// The key a transaction's range i found, with its candidate's record from range j (read in the
+// same transaction: record_key).
+std::optional<KeyValue> key_with_record(const Json& txn_response, std::size_t i, std::size_t j,
+                                        std::string_view records_prefix)
+{
+  std::optional<KeyValue> kv = one_key(txn_range(txn_response, i));
+  std::optional<KeyValue> record = one_key(txn_range(txn_response, j));
+  if (kv && record) {
+    return with_record(std::move(*kv), {*record}, records_prefix);
+  }
+  return kv;
+}
+
 // A lease's remaining TTL in a timetolive answer, in ms (0 when gone or not known).
 Millis left_of(const Answer& a)
 {
@@ -160,10 +178,11 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
       return;
     }
     std::string prefix = queued->second.prefix;
-    std::vector<Json> ops{{{"request_range", range_prefix_request(prefix)}}};
+    std::vector<Json> ops{range_prefix_op(prefix)};
     for (const std::string& side : side_keys(key)) {
       ops.push_back(range_op(side));
     }
+    ops.push_back(range_prefix_op(records_of(key)));
     m_client.post("/v3/kv/txn", reads(ops), [this, key, request, prefix](Answer& r) {
       const Json* range = txn_range(r.body, 0);
       if (!r.error && range == nullptr) {
@@ -174,7 +193,9 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
         fail(Op::acquire, *r.error);
         return;
       }
-      decide(key, request, queue_of(*range, prefix), sides_of(r.body, 1), header_revision(r.body));
+      decide(key, request,
+             queue_of(*range, prefix, txn_range(r.body, 1 + side_count), records_of(key)),
+             sides_of(r.body, 1), header_revision(r.body));
     });
   });
 }
@@ -217,7 +238,7 @@ void EtcdStore::put_key(const std::string& name, const lock::AcquireRequest& req
   m_client.post("/v3/kv/txn",
                 acquire_txn(mine.key,
                             holder_value(mine.me, mine.fingerprint, kind_fields(mine.kind)),
-                            mine.lease, mine.prefix, side_keys(name)),
+                            mine.lease, mine.prefix, side_keys(name), records_of(name)),
                 [this, name, request](Answer& a) {
                   auto found = m_mine.find(name);
                   if (found == m_mine.end()) {
@@ -237,8 +258,10 @@ void EtcdStore::put_key(const std::string& name, const lock::AcquireRequest& req
                     fail(Op::acquire, *a.error);
                     return;
                   }
-                  decide(name, request, queue_of(*range, found->second.prefix), sides_of(a.body, 2),
-                         header_revision(a.body));
+                  decide(name, request,
+                         queue_of(*range, found->second.prefix, txn_range(a.body, 2 + side_count),
+                                  records_of(name)),
+                         sides_of(a.body, 2), header_revision(a.body));
                 });
 }
 
@@ -473,8 +496,8 @@ void EtcdStore::arm(const std::string& name, const lock::AcquireRequest& request
       extra["delay_lease"] = std::to_string(mine.delay_lease);
       extra["delay_ms"] = request.policy.lock_delay.count();
     }
-    Json ops =
-      Json::array({put_op(mine.key, holder_value(mine.me, mine.fingerprint, extra), key_lease)});
+    Json ops = record_puts(mine.key, holder_value(mine.me, mine.fingerprint, extra), key_lease,
+                           records_of(name));
     if (mine.delay_lease != 0) {
       ops.push_back(put_op(
         side_key(m_prefix, name, "delay"),
@@ -607,7 +630,7 @@ void EtcdStore::start_wait_for_wake(const lock::LockName& name, const lock::Wait
 {
   std::string key = name.str();
   if (ticket.mode == lock::WaitMode::watch || ticket.mode == lock::WaitMode::barrier
-      || ticket.mode == lock::WaitMode::latch) {
+      || ticket.mode == lock::WaitMode::latch || ticket.mode == lock::WaitMode::leader) {
     start_gate_wait(key, block);
     return;
   }
@@ -675,22 +698,26 @@ void EtcdStore::find_token(const std::string& name, const std::string& token,
 {
   std::string prefix = lock_prefix(m_prefix, name);
   std::string fingerprint = token_fingerprint(token);
-  m_client.post(
-    "/v3/kv/range", range_prefix_request(prefix), [prefix, fingerprint, found](Answer& a) {
-      if (a.error) {
-        found(a.error, std::nullopt);
-        return;
-      }
-      for (const Member& m : queue_of(a.body, prefix)) {
-        // dlock's own key: a holder record on a lease (the one a release revokes) with the
-        // token's fingerprint; not always its name's lease (--min-hold, renew --ttl move it).
-        if (m.kv.lease != 0 && dlock_holder_of(m.kv) && fingerprint_of(m.kv) == fingerprint) {
-          found(std::nullopt, m);
-          return;
-        }
-      }
-      found(std::nullopt, std::nullopt);
-    });
+  std::string records = records_of(name);
+  m_client.post("/v3/kv/txn", reads({range_prefix_op(prefix), range_prefix_op(records)}),
+                [prefix, records, fingerprint, found](Answer& a) {
+                  const Json* range = a.error ? nullptr : txn_range(a.body, 0);
+                  if (a.error || range == nullptr) {
+                    found(a.error, std::nullopt);
+                    return;
+                  }
+                  for (const Member& m : queue_of(*range, prefix, txn_range(a.body, 1), records)) {
+                    // dlock's own key: a holder record on a lease (the one a release revokes) with
+                    // the token's fingerprint; not always its name's lease (--min-hold, renew --ttl
+                    // move it).
+                    if (m.kv.lease != 0 && dlock_holder_of(m.kv)
+                        && fingerprint_of(m.kv) == fingerprint) {
+                      found(std::nullopt, m);
+                      return;
+                    }
+                  }
+                  found(std::nullopt, std::nullopt);
+                });
 }
 
 void EtcdStore::start_renew(const lock::LockName& name, const lock::RenewRequest& request)
@@ -705,14 +732,18 @@ void EtcdStore::start_renew(const lock::LockName& name, const lock::RenewRequest
     // Read the key and the --replace request first: a holder asked to stand down is not
     // extended.
     std::string replace = side_key(m_prefix, key, "replace");
+    std::string records = records_of(key);
     m_client.post(
-      "/v3/kv/txn", reads({range_op(mine.key), range_op(replace)}), [this, key](Answer& a) {
+      "/v3/kv/txn",
+      reads({range_op(mine.key), range_op(replace), range_op(record_key(records, mine.key))}),
+      [this, key, records](Answer& a) {
         auto held = m_mine.find(key);
         if (held == m_mine.end()) {
           return;
         }
         Outcome checked{.op = Op::renew, .error = a.error};
-        std::optional<KeyValue> kv = a.error ? std::nullopt : one_key(txn_range(a.body, 0));
+        std::optional<KeyValue> kv =
+          a.error ? std::nullopt : key_with_record(a.body, 0, 2, records);
         Mine& owner = held->second;
         if (!kv || kv->create_revision != owner.revision) {
           m_answers.answer(std::move(checked));
@@ -732,7 +763,7 @@ void EtcdStore::start_renew(const lock::LockName& name, const lock::RenewRequest
   }
   // Another process's token (a nested run, `dlock renew`): its key carries the fingerprint.
   find_token(
-    key, request.token, [this, request](std::optional<Error> error, std::optional<Member> m) {
+    key, request.token, [this, key, request](std::optional<Error> error, std::optional<Member> m) {
       if (error || !m) {
         m_answers.answer(Op::renew, error);
         return;
@@ -745,7 +776,7 @@ void EtcdStore::start_renew(const lock::LockName& name, const lock::RenewRequest
       bool on_hold =
         int_field(record, "ended") != 0 || int_field(record, "hold_lease") == kv->lease;
       if (request.ttl && !on_hold && int_field(record, "ttl_ms") != request.ttl->count()) {
-        renew_with_ttl(*kv, *request.ttl, slot); // `renew --ttl`: a lease of the new length
+        renew_with_ttl(key, *kv, *request.ttl, slot); // `renew --ttl`: a lease of the new length
         return;
       }
       m_client.post(on_hold ? "/v3/lease/timetolive" : "/v3/lease/keepalive",
@@ -761,12 +792,14 @@ void EtcdStore::start_renew(const lock::LockName& name, const lock::RenewRequest
     });
 }
 
-void EtcdStore::renew_with_ttl(const KeyValue& kv, Millis ttl, bool slot)
+void EtcdStore::renew_with_ttl(const std::string& name, const KeyValue& kv, Millis ttl, bool slot)
 {
+  std::string records = records_of(name);
   // etcd keeps a lease's TTL for good: grant one of the new length, move the key onto it (a
   // put keeps its create revision, so its place and fencing token), then revoke the old one.
   m_client.post(
-    "/v3/lease/grant", grant_request(lease_seconds(ttl)), [this, kv, ttl, slot](Answer& g) {
+    "/v3/lease/grant", grant_request(lease_seconds(ttl)),
+    [this, kv, ttl, slot, records](Answer& g) {
       std::int64_t lease = g.error ? 0 : int_field(g.body, "ID");
       if (lease == 0) {
         m_answers.answer(Op::renew,
@@ -779,15 +812,14 @@ void EtcdStore::renew_with_ttl(const KeyValue& kv, Millis ttl, bool slot)
                                    {"target", "LEASE"},
                                    {"result", "EQUAL"},
                                    {"lease", std::to_string(kv.lease)}}});
-      Json put = put_op(kv.key, with_fields(record_of(kv), {{"ttl_ms", ttl.count()}}), lease);
-      m_client.post("/v3/kv/txn", txn_request(compare, Json::array({put})),
-                    [this, kv, lease, slot](Answer& w) {
-                      bool moved = !w.error && txn_succeeded(w.body);
-                      revoke(moved ? kv.lease : lease, [this, w, moved, slot](Answer&) {
-                        m_answers.answer(
-                          Outcome{.op = Op::renew, .error = w.error, .held = moved, .slot = slot});
-                      });
-                    });
+      Json puts =
+        record_puts(kv.key, with_fields(record_of(kv), {{"ttl_ms", ttl.count()}}), lease, records);
+      m_client.post("/v3/kv/txn", txn_request(compare, puts), [this, kv, lease, slot](Answer& w) {
+        bool moved = !w.error && txn_succeeded(w.body);
+        revoke(moved ? kv.lease : lease, [this, w, moved, slot](Answer&) {
+          m_answers.answer(Outcome{.op = Op::renew, .error = w.error, .held = moved, .slot = slot});
+        });
+      });
     });
 }
 
@@ -853,7 +885,8 @@ void EtcdStore::move_off_hold(const std::string& name, const KeyValue& kv)
         holder_value(mine.me, mine.fingerprint, {{"delay_ms", mine.policy.lock_delay.count()}}),
         delay));
     }
-    ops.insert(ops.begin(), put_op(kv.key, with_fields(record_of(kv), extra), lease));
+    Json puts = record_puts(kv.key, with_fields(record_of(kv), extra), lease, records_of(name));
+    ops.insert(ops.begin(), puts.begin(), puts.end());
     m_client.post("/v3/kv/txn",
                   txn_request(Json::array({create_revision_is(kv.key, kv.create_revision)}), ops),
                   [this, name, lease, delay](Answer& a) {
@@ -918,8 +951,9 @@ void EtcdStore::revoke_all(std::vector<std::int64_t> leases, std::function<void(
   });
 }
 
-void EtcdStore::release_held(const KeyValue& kv, bool replaced)
+void EtcdStore::release_held(const std::string& name, const KeyValue& kv, bool replaced)
 {
+  std::string records = records_of(name);
   Json record = record_of(kv);
   std::int64_t hold = int_field(record, "hold_lease");
   std::int64_t delay = int_field(record, "delay_lease");
@@ -947,7 +981,8 @@ void EtcdStore::release_held(const KeyValue& kv, bool replaced)
     return;
   }
   m_client.post(
-    "/v3/lease/timetolive", lease_request(hold), [this, kv, record, hold, delay, clean](Answer& a) {
+    "/v3/lease/timetolive", lease_request(hold),
+    [this, kv, record, hold, delay, clean, records](Answer& a) {
       Millis left = left_of(a);
       if (left <= Millis(0)) {
         clean();
@@ -957,7 +992,7 @@ void EtcdStore::release_held(const KeyValue& kv, bool replaced)
       m_client.post(
         "/v3/kv/txn",
         txn_request(Json::array({create_revision_is(kv.key, kv.create_revision)}),
-                    Json::array({put_op(kv.key, with_fields(record, {{"ended", 1}}), hold)})),
+                    record_puts(kv.key, with_fields(record, {{"ended", 1}}), hold, records)),
         [this, kv, hold, delay, left](Answer& w) {
           if (w.error) {
             m_answers.answer(Op::release, w.error);
@@ -989,16 +1024,20 @@ void EtcdStore::start_release(const lock::LockName& name, const std::string& tok
     m_client.cancel(mine.wake_watch);
     m_client.cancel(mine.side_watch);
     std::string replace = side_key(m_prefix, key, "replace");
+    std::string records = records_of(key);
     // Whether the key is still ours and was asked to stand down (a read), then the release.
     m_client.post(
-      "/v3/kv/txn", reads({range_op(mine.key), range_op(replace)}), [this, mine](Answer& a) {
-        std::optional<KeyValue> kv = a.error ? std::nullopt : one_key(txn_range(a.body, 0));
+      "/v3/kv/txn",
+      reads({range_op(mine.key), range_op(replace), range_op(record_key(records, mine.key))}),
+      [this, mine, records, mine_name = key](Answer& a) {
+        std::optional<KeyValue> kv =
+          a.error ? std::nullopt : key_with_record(a.body, 0, 2, records);
         if (mine.owner && kv && kv->create_revision == mine.revision) {
           std::optional<KeyValue> asked = one_key(txn_range(a.body, 1));
           bool replaced =
             mine.replaced
             || (live_side(asked) && string_field(record_of(*asked), "target") == mine.fingerprint);
-          release_held(*kv, replaced);
+          release_held(mine_name, *kv, replaced);
           return;
         }
         // Not ours any more (lost): a --lock-delay stays armed, a hold lease runs out by itself.
@@ -1015,11 +1054,13 @@ void EtcdStore::start_release(const lock::LockName& name, const std::string& tok
   if (token.empty()) { // --force: revoke the holder's lease (its key goes with it)
     std::string prefix = lock_prefix(m_prefix, key);
     std::string delay_key = side_key(m_prefix, key, "delay");
+    std::string records = records_of(key);
     m_client.post(
-      "/v3/kv/txn", reads({{{"request_range", range_prefix_request(prefix)}}, range_op(delay_key)}),
-      [this, prefix, delay_key](Answer& a) {
+      "/v3/kv/txn", reads({range_prefix_op(prefix), range_op(delay_key), range_prefix_op(records)}),
+      [this, prefix, delay_key, records](Answer& a) {
         const Json* range = a.error ? nullptr : txn_range(a.body, 0);
-        std::vector<Member> queue = range ? queue_of(*range, prefix) : std::vector<Member>{};
+        std::vector<Member> queue =
+          range ? queue_of(*range, prefix, txn_range(a.body, 2), records) : std::vector<Member>{};
         std::optional<KeyValue> delay = range ? one_key(txn_range(a.body, 1)) : std::nullopt;
         if (a.error || queue.empty()) {
           if (delay && !a.error) { // free, but delayed (or another tenant's key there): clear it
@@ -1077,12 +1118,12 @@ void EtcdStore::start_release(const lock::LockName& name, const std::string& tok
       });
     return;
   }
-  find_token(key, token, [this](std::optional<Error> error, std::optional<Member> m) {
+  find_token(key, token, [this, key](std::optional<Error> error, std::optional<Member> m) {
     if (error || !m) {
       m_answers.answer(Op::release, error);
       return;
     }
-    release_held(m->kv, false);
+    release_held(key, m->kv, false);
   });
 }
 
@@ -1092,7 +1133,8 @@ void EtcdStore::start_withdraw(const lock::LockName& name, const lock::WaitTicke
     withdraw_party(name.str(), ticket);
     return;
   }
-  if (ticket.mode == lock::WaitMode::watch || ticket.mode == lock::WaitMode::latch) {
+  if (ticket.mode == lock::WaitMode::watch || ticket.mode == lock::WaitMode::latch
+      || ticket.mode == lock::WaitMode::leader) { // a watch stream: nothing left in etcd
     if (auto gate = m_gates.find(name.str()); gate != m_gates.end()) {
       m_client.cancel(gate->second.wake_watch);
       m_gates.erase(gate);
@@ -1181,10 +1223,12 @@ Error EtcdStore::timed_out() noexcept
 lock::LockStatus EtcdStore::status(const lock::LockName& name, util::TimePoint deadline)
 {
   std::string prefix = lock_prefix(m_prefix, name.str());
-  Answer a = m_client.call("/v3/kv/txn",
-                           reads({{{"request_range", range_prefix_request(prefix)}},
-                                  range_op(side_key(m_prefix, name.str(), "delay"))}),
-                           deadline);
+  std::string records = records_of(name.str());
+  Answer a =
+    m_client.call("/v3/kv/txn",
+                  reads({range_prefix_op(prefix), range_op(side_key(m_prefix, name.str(), "delay")),
+                         range_prefix_op(records)}),
+                  deadline);
   const Json* range = a.error ? nullptr : txn_range(a.body, 0);
   if (!a.error && range == nullptr) {
     a.error = Error(ExitCode::internal, "etcd at {} answered a transaction without its range",
@@ -1193,7 +1237,7 @@ lock::LockStatus EtcdStore::status(const lock::LockName& name, util::TimePoint d
   if (a.error) {
     throw *a.error;
   }
-  std::vector<Member> queue = queue_of(*range, prefix);
+  std::vector<Member> queue = queue_of(*range, prefix, txn_range(a.body, 2), records);
   lock::LockStatus status;
   status.name = name.str();
   status.server_time_ms = util::unix_ms();
@@ -1244,7 +1288,13 @@ std::vector<lock::LockStatus> EtcdStore::list(std::string_view pattern, Millis t
     throw *a.error;
   }
   std::map<std::string, std::vector<Member>> by_name;
+  std::map<std::string, KeyValue> sides; // the candidates' records among them, by key
   for (KeyValue& kv : key_values(a.body)) {
+    if (kv.key.find('/', m_prefix.size()) == std::string::npos) { // a side key (side_key)
+      std::string key = kv.key;
+      sides.emplace(std::move(key), std::move(kv));
+      continue;
+    }
     std::size_t slash = kv.key.rfind('/');
     if (slash == std::string::npos || slash < m_prefix.size()) {
       continue;
@@ -1271,6 +1321,12 @@ std::vector<lock::LockStatus> EtcdStore::list(std::string_view pattern, Millis t
   for (auto& [name, queue] : by_name) {
     if (::fnmatch(glob.c_str(), name.c_str(), 0) != 0) {
       continue;
+    }
+    std::string candidates = records_of(name);
+    for (Member& member : queue) {
+      if (auto record = sides.find(record_key(candidates, member.kv.key)); record != sides.end()) {
+        member.kv = with_record(std::move(member.kv), {record->second}, candidates);
+      }
     }
     lock::LockStatus status;
     status.name = name;

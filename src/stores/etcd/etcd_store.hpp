@@ -37,6 +37,11 @@ std::unique_ptr<lock::Store> open(const std::string& url, const stores::StoreCon
 // clean release, put on a lease of D by release --force, honoured by the next owner; --replace
 // puts #replace on the holder's lease, which its renewal reads; --supersede puts #newest on the
 // newest waiter's lease, which the older ones watch (side_key).
+// dlock elect's candidates (AcquireRequest::holder.value set) are etcdctl elect's too
+// (concurrency.Election: the same queue, the oldest key leads): the key holds the plain value,
+// the holder record lies beside it on the same lease, at PFX-less-slash#elect:<lease hex>
+// (records_prefix_of), read with the queue in the same transaction (a plain run: one more
+// range in reads it makes anyway, no round trip).
 class EtcdStore final : public lock::Store, public lock::Coordination {
 public:
   EtcdStore(EtcdUrl url, std::optional<std::string> password, stores::TlsFiles tls,
@@ -69,7 +74,9 @@ public:
   // keys NAME#party:<generation>:<lease hex> on their own leases and the state NAME#barrier
   // (generation, parties) that each arrival bumps in a transaction; the last one deletes the
   // arrivals, which the others watch; latch: NAME#latch holding the count, on a lease of its
-  // expiry, counted down by a transaction on its mod revision, watched by its waiters.
+  // expiry, counted down by a transaction on its mod revision, watched by its waiters; leader:
+  // the term is the first key's create revision, watched by that key's deletion (or, with none,
+  // by the puts under PFX/).
   void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
   void start_set_latch(const lock::LockName& name, std::int64_t count,
                        util::Millis expire) override;
@@ -110,10 +117,14 @@ private:
     std::uint64_t side_watch = 0; // queued --supersede: the watch of the name's #newest key
     bool supersede = false;       // queued: a --supersede waiter (it watches #newest too)
   };
-  // This process's waiter at a gate of one lock name (wait, barrier, latch): what wakes it.
+  // What of a gate's watched key wakes its waiter: its deletion, any change of it, or (watched
+  // is a prefix) a put of a key under it.
+  enum class Wakes { deletion, change, put_under };
+  // This process's waiter at a gate of one lock name (wait, barrier, latch, leader): what wakes
+  // it.
   struct Gate {
     std::string watched;                    // the key whose change wakes it
-    bool deletes_only = true;               // a watch of deletions (else of every change)
+    Wakes wakes = Wakes::deletion;          // what of watched wakes it
     std::int64_t watch_from = 0;            // the revision after the read that found it shut
     std::int64_t party_lease = 0;           // barrier: the lease of this party's arrival key
     std::optional<util::TimePoint> wake_by; // the end of the current wait_for_wake
@@ -139,14 +150,20 @@ private:
   // The owner's renewal once its key was read (no --replace request against it).
   void extend(const std::string& name, const KeyValue& kv);
   // Another process's `renew --ttl`: moves kv onto a lease of ttl (Outcome::held, slot).
-  void renew_with_ttl(const KeyValue& kv, util::Millis ttl, bool slot);
+  void renew_with_ttl(const std::string& name, const KeyValue& kv, util::Millis ttl, bool slot);
   // Moves the key off its --min-hold lease onto one kept alive (the hold nears its end).
   void move_off_hold(const std::string& name, const KeyValue& kv);
   // The release of a key the token holds: kept on its --min-hold lease (marked ended) if that
   // is not over and no --replace asked; else its --lock-delay disarmed and its lease revoked.
-  void release_held(const KeyValue& kv, bool replaced);
+  void release_held(const std::string& name, const KeyValue& kv, bool replaced);
   // The names' side keys, in the order Sides has them, and how a read answers them.
   std::vector<std::string> side_keys(const std::string& name) const;
+  static constexpr std::size_t side_count = 3; // how many side_keys gives
+  // Where the name's candidates keep their holder records (records_prefix_of).
+  std::string records_of(const std::string& name) const
+  {
+    return records_prefix_of(m_prefix, name);
+  }
   static Sides sides_of(const Json& txn_response, std::size_t first);
   void watch_own_key(const std::string& name);
   // A held name's status from its queue (holders, their leases, waiters), blocking to deadline.
@@ -165,12 +182,13 @@ private:
   // The gates' steps (gates.cpp).
   void gate_watch(const std::string& name, const lock::GateRequest& request);
   void gate_latch(const std::string& name, const lock::GateRequest& request);
+  void gate_leader(const std::string& name, const lock::GateRequest& request);
   void gate_barrier(const std::string& name, const lock::GateRequest& request);
   void barrier_arrive(const std::string& name, const lock::GateRequest& request);
   void count_down_from(const std::string& name, int tries);
   // Shut: the waiter waits on watched (deletions only, or every change) from revision on.
-  void gate_shut(const std::string& name, lock::GateResult result, std::string watched,
-                 bool deletes_only, std::int64_t revision);
+  void gate_shut(const std::string& name, lock::GateResult result, std::string watched, Wakes wakes,
+                 std::int64_t revision);
   void withdraw_party(const std::string& name, const lock::WaitTicket& ticket);
   void start_gate_wait(const std::string& name, util::Millis block);
   void end_gate_wait(const std::string& name);

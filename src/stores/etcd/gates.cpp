@@ -44,6 +44,15 @@ std::optional<KeyValue> one_key(const Json* range)
   return kvs.front();
 }
 
+// A name's queue (every key under prefix, oldest first) and its candidates' records, read at
+// one revision.
+Json queue_reads(const std::string& prefix, const std::string& records)
+{
+  return txn_request(Json::array(),
+                     Json::array({{{"request_range", range_prefix_request(prefix)}},
+                                  {{"request_range", range_prefix_request(records)}}}));
+}
+
 // A decimal count of at most 18 digits, or nullopt (another tenant's value).
 std::optional<std::int64_t> count_of(const KeyValue& kv)
 {
@@ -96,7 +105,9 @@ void EtcdStore::start_gate(const lock::LockName& name, const lock::GateRequest& 
   case lock::WaitMode::latch:
     gate_latch(name.str(), request);
     return;
-  case lock::WaitMode::leader: // issue 29: the store's helper writes it
+  case lock::WaitMode::leader:
+    gate_leader(name.str(), request);
+    return;
   case lock::WaitMode::once:
   case lock::WaitMode::wait:
   case lock::WaitMode::fair:
@@ -106,11 +117,11 @@ void EtcdStore::start_gate(const lock::LockName& name, const lock::GateRequest& 
 }
 
 void EtcdStore::gate_shut(const std::string& name, lock::GateResult result, std::string watched,
-                          bool deletes_only, std::int64_t revision)
+                          Wakes wakes, std::int64_t revision)
 {
   Gate& gate = m_gates[name];
   gate.watched = std::move(watched);
-  gate.deletes_only = deletes_only;
+  gate.wakes = wakes;
   gate.watch_from = revision + 1;
   Outcome outcome{.op = Op::gate};
   outcome.gate = std::move(result);
@@ -123,35 +134,85 @@ void EtcdStore::gate_shut(const std::string& name, lock::GateResult result, std:
 void EtcdStore::gate_watch(const std::string& name, const lock::GateRequest& request)
 {
   std::string prefix = lock_prefix(m_prefix, name);
+  std::string records = records_of(name);
   std::int64_t since = request.ticket.since;
   Millis cap = std::min(request.ticket.max_block, Millis(30'000));
-  m_client.post("/v3/kv/range", range_prefix_request(prefix),
-                [this, name, prefix, since, cap](Answer& a) {
-                  if (a.error) {
-                    m_answers.answer(Op::gate, a.error);
-                    return;
-                  }
-                  std::vector<Member> queue = queue_of(a.body, prefix);
-                  std::size_t holding = holders_of(queue);
-                  std::int64_t oldest = holding > 0 ? queue.front().kv.create_revision : 0;
-                  std::int64_t newest = 0;
-                  for (std::size_t i = 0; i < holding; ++i) {
-                    newest = std::max(newest, queue[i].kv.create_revision);
-                  }
-                  if (holding == 0 || (since > 0 && oldest > since)) {
-                    m_gates.erase(name);
-                    Outcome open{.op = Op::gate};
-                    open.gate.open = true;
-                    m_answers.answer(std::move(open));
-                    return;
-                  }
-                  lock::GateResult result;
-                  result.since = since > 0 ? since : newest;
-                  result.lock.holder = holder_of(queue.front().kv);
-                  result.lock.holders = static_cast<std::int64_t>(holding);
-                  result.block = std::max(cap, Millis(1));
-                  gate_shut(name, result, queue.front().kv.key, true, header_revision(a.body));
-                });
+  m_client.post(
+    "/v3/kv/txn", queue_reads(prefix, records),
+    [this, name, prefix, records, since, cap](Answer& a) {
+      const Json* range = a.error ? nullptr : txn_range(a.body, 0);
+      if (!a.error && range == nullptr) {
+        a.error = Error(ExitCode::internal, "etcd at {} answered a transaction without its range",
+                        m_client.current());
+      }
+      if (a.error) {
+        m_answers.answer(Op::gate, a.error);
+        return;
+      }
+      std::vector<Member> queue = queue_of(*range, prefix, txn_range(a.body, 1), records);
+      std::size_t holding = holders_of(queue);
+      std::int64_t oldest = holding > 0 ? queue.front().kv.create_revision : 0;
+      std::int64_t newest = 0;
+      for (std::size_t i = 0; i < holding; ++i) {
+        newest = std::max(newest, queue[i].kv.create_revision);
+      }
+      if (holding == 0 || (since > 0 && oldest > since)) {
+        m_gates.erase(name);
+        Outcome open{.op = Op::gate};
+        open.gate.open = true;
+        m_answers.answer(std::move(open));
+        return;
+      }
+      lock::GateResult result;
+      result.since = since > 0 ? since : newest;
+      result.lock.holder = holder_of(queue.front().kv);
+      result.lock.holders = static_cast<std::int64_t>(holding);
+      result.block = std::max(cap, Millis(1));
+      gate_shut(name, result, queue.front().kv.key, Wakes::deletion, header_revision(a.body));
+    });
+}
+
+// leader --watch: the term is the leader's (the queue's first key's) create revision, 0 when
+// there is none; open when it is not the one seen; else the watcher watches the leader key's
+// deletion (the next key's owner leads then, or nobody), or, with no leader, the puts under the
+// name's PFX/ (a candidate's key, dlock's or etcdctl's). No timed re-check but the usual
+// ceiling of one block (30 s), a safety net for a watch that ended unannounced.
+void EtcdStore::gate_leader(const std::string& name, const lock::GateRequest& request)
+{
+  std::string prefix = lock_prefix(m_prefix, name);
+  std::string records = records_of(name);
+  std::int64_t seen = request.ticket.since;
+  Millis cap = std::min(request.ticket.max_block, Millis(30'000));
+  m_client.post(
+    "/v3/kv/txn", queue_reads(prefix, records),
+    [this, name, prefix, records, seen, cap](Answer& a) {
+      const Json* range = a.error ? nullptr : txn_range(a.body, 0);
+      if (!a.error && range == nullptr) {
+        a.error = Error(ExitCode::internal, "etcd at {} answered a transaction without its range",
+                        m_client.current());
+      }
+      if (a.error) {
+        m_answers.answer(Op::gate, a.error);
+        return;
+      }
+      std::vector<Member> queue = queue_of(*range, prefix, txn_range(a.body, 1), records);
+      lock::GateResult result;
+      if (!queue.empty()) {
+        result.since = queue.front().kv.create_revision;
+        result.lock.holder = holder_of(queue.front().kv);
+        result.lock.holders = static_cast<std::int64_t>(holders_of(queue));
+      }
+      if (result.since != seen) {
+        m_gates.erase(name);
+        result.open = true;
+        m_answers.answer(Outcome{.op = Op::gate, .gate = result});
+        return;
+      }
+      result.block = std::max(cap, Millis(1));
+      const std::string& watched = queue.empty() ? prefix : queue.front().kv.key;
+      gate_shut(name, result, watched, queue.empty() ? Wakes::put_under : Wakes::deletion,
+                header_revision(a.body));
+    });
 }
 
 // latch --wait: open at a count of zero; else (or not set yet) the waiter watches the key.
@@ -174,7 +235,7 @@ void EtcdStore::gate_latch(const std::string& name, const lock::GateRequest& req
       return;
     }
     result.block = std::max(cap, Millis(1));
-    gate_shut(name, result, key, false, header_revision(a.body));
+    gate_shut(name, result, key, Wakes::change, header_revision(a.body));
   });
 }
 
@@ -379,7 +440,7 @@ void EtcdStore::barrier_arrive(const std::string& name, const lock::GateRequest&
             result.arrived = arrived;
             result.block = std::max(
               std::min(request.ticket.max_block, Millis(party_ttl_s * 1000 / 3)), Millis(1));
-            gate_shut(name, result, mine, true, header_revision(w.body));
+            gate_shut(name, result, mine, Wakes::deletion, header_revision(w.body));
           });
       };
       if (state && state->lease != 0 && record.is_object()) {
@@ -438,10 +499,12 @@ void EtcdStore::start_gate_wait(const std::string& name, Millis block)
   Gate& gate = found->second;
   m_client.cancel(gate.wake_watch);
   gate.wake_by = util::monotonic_now() + block;
-  Json request = gate.deletes_only ? watch_deletes_request(gate.watched, gate.watch_from)
-                                   : Json{{"create_request",
-                                           {{"key", base64_encode(gate.watched)},
-                                            {"start_revision", std::to_string(gate.watch_from)}}}};
+  Json request =
+    gate.wakes == Wakes::put_under  ? watch_prefix_puts_request(gate.watched, gate.watch_from)
+    : gate.wakes == Wakes::deletion ? watch_deletes_request(gate.watched, gate.watch_from)
+                                    : Json{{"create_request",
+                                            {{"key", base64_encode(gate.watched)},
+                                             {"start_revision", std::to_string(gate.watch_from)}}}};
   gate.wake_watch = m_client.stream(
     "/v3/watch", request,
     [this, name](const Json& result) {
