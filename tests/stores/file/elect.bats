@@ -116,17 +116,27 @@ record() {
   [ -p "$S/.dlock/svc+by+0123456789abcdef" ] && [ -L "$S/.dlock/svc+by+1111111111111111" ]
 }
 
-@test "flock(1) on the lock file: leader says a holder that is not dlock holds it (0), elect waits until flock exits" {
+@test "flock(1) on the lock file: leader shows a holder that is not dlock (0), elect waits until flock exits, --watch shows no holder in between" {
   touch "$S/svc"
   mkfifo "$T/go"
   start_bg flock flock "$S/svc" sh -c 'echo locked; read -r _ <"$0"; date +%s%N >"$1"' "$T/go" "$T/flock.end"
   local flock=$BG_PID
   wait_for "grep -q locked '$T/flock.out'"
+  # held (0) by flock(1)'s process, with no value and no term: not a dlock holder
   in_time leader svc
   assert_success
-  assert_output --partial "not dlock"
-  nobody_in_time leader svc
+  assert_output "- (root@$(hostname) pid $flock)"
+  nobody_in_time leader svc --json
   assert_success
+  python3 - "$output" <<'PY'
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["leader"] is True and d["value"] == "" and d["term"] is None and d["since"] is None, d
+assert d["holder"]["command"] == "flock", d
+PY
+  start_bg watch timeout -k 5 60 "$DLOCK" leader svc --watch
+  local watch=$BG_PID
+  wait_for "grep -q 'pid $flock' '$T/watch.out'"
   start_bg candidate "$DLOCK" elect -k svc --value after-flock -- sh -c 'date +%s%N >"$0"; exec sleep 60' "$T/elect.start"
   local candidate=$BG_PID
   sleep 1
@@ -139,5 +149,13 @@ record() {
   [ "$(cat "$T/elect.start")" -ge "$(cat "$T/flock.end")" ]
   in_time leader svc
   assert_success
-  assert_output --partial after-flock
+  assert_output --regexp "^after-flock \\(root@.* pid $candidate, since .*, term [0-9]+\\)$"
+  # the watcher: flock's holder, then the candidate, and no one between (the candidate's flock
+  # before its record is not a leader of its own)
+  wait_for "grep -q '^after-flock ' '$T/watch.out'" 20
+  cat "$T/watch.out"
+  [ "$(grep -c . "$T/watch.out")" -le 3 ]
+  [ "$(head -n1 "$T/watch.out")" = "- (root@$(hostname) pid $flock)" ]
+  run ! grep -v -e '^no leader$' -e "pid $flock)\$" -e '^after-flock ' "$T/watch.out"
+  alive "$watch"
 }
