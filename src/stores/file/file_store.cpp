@@ -6,6 +6,7 @@
 #include "util/log.hpp"
 #include "util/random.hpp"
 #include "util/sha256.hpp"
+#include "util/text.hpp"
 
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -122,6 +123,29 @@ bool compatible(const lock::LockKind& a, const lock::LockKind& b)
 // Whether the latch open on fd is dlock's and expired.
 bool latch_expired(int fd);
 
+// The holder record open on fd, if it is one dlock wrote: at most max_holder_record_bytes, and
+// its file owned by root or by the user it names (a record planted by another user of a shared
+// directory cannot pass for root's leader, or anyone else's).
+std::optional<Record> read_record(int fd)
+{
+  std::optional<std::string> text = util::read_bounded(fd, lock::max_holder_record_bytes);
+  std::optional<Record> r = text ? Record::parse(*text) : std::nullopt;
+  struct stat st {};
+  if (!r || ::fstat(fd, &st) != 0) {
+    return std::nullopt;
+  }
+  if (st.st_uid != 0) {
+    // (A user name unknown here, or a bare uid, is taken as it is: it impersonates no one.)
+    const passwd* named = ::getpwnam(r->user.c_str());
+    if (named != nullptr && named->pw_uid != st.st_uid) {
+      util::log_verbose("file store: ignoring a holder record of uid {} that names user {}",
+                        st.st_uid, util::printable(r->user));
+      return std::nullopt;
+    }
+  }
+  return r;
+}
+
 // The live records of .dlock (each still locked by its holder), by encoded name; the records
 // of holders gone, and latches expired, are removed on the way. Another user's FIFO or link
 // there is skipped.
@@ -162,8 +186,7 @@ std::map<std::string, std::vector<Record>> live_records(int meta, const std::str
     if (!final) {
       continue;
     }
-    std::optional<std::string> text = util::read_bounded(fd.get(), longest_file);
-    if (std::optional<Record> r = text ? Record::parse(*text) : std::nullopt) {
+    if (std::optional<Record> r = read_record(fd.get())) {
       r->fingerprint = entry.substr(plus + 4);
       found[entry.substr(0, plus)].push_back(std::move(*r));
     }
@@ -182,8 +205,7 @@ std::optional<Record> live_record(int meta, const std::string& name)
   if (!fd || ::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) {
     return std::nullopt;
   }
-  std::optional<std::string> text = util::read_bounded(fd.get(), longest_file);
-  return text ? Record::parse(*text) : std::nullopt;
+  return read_record(fd.get());
 }
 
 std::string host_name()

@@ -72,8 +72,9 @@ record() {
 
 @test "nobody's leader --watch sees root's leaders come and go, and root's is not made to hang by nobody's FIFOs, symlinks and junk" {
   # what nobody plants where the records live: a FIFO, a symlink to a live record of root's
-  # outside the directory (if followed, its value would show), junk and an oversized record,
-  # both kept locked as a live holder keeps its record
+  # outside the directory (if followed, its value would show), junk, an oversized record, a
+  # value over its cap, and a well-formed record that names root as its holder, all kept locked
+  # as a live holder keeps its record
   as_nobody mkfifo "$S/.dlock/svc+by+0123456789abcdef" "$S/.dlock/svc+new+0123456789abcdef" \
     "$S/svc+slot.0"
   record "FROM-THE-SYMLINK" >"$T/outside"
@@ -83,7 +84,9 @@ record() {
   as_nobody sh -c 'printf "dlock1\tsvc\tgarbage\n" >"$0"' "$S/.dlock/svc+by+3333333333333333"
   record "$(head -c 300 /dev/zero | tr '\0' v)" >"$T/long"
   as_nobody sh -c 'cat >"$0"' "$S/.dlock/svc+by+4444444444444444" <"$T/long"
-  for f in 2222222222222222 3333333333333333 4444444444444444; do
+  record "FORGED-ROOT" >"$T/forged"
+  as_nobody sh -c 'cat >"$0"' "$S/.dlock/svc+by+5555555555555555" <"$T/forged"
+  for f in 2222222222222222 3333333333333333 4444444444444444 5555555555555555; do
     rm -f "$T/nobody.out"
     nobody_holds "$S/.dlock/svc+by+$f"
   done
@@ -110,7 +113,7 @@ record() {
     [ "$(grep -c value-one "$T/$w.out")" -eq 1 ]
     [ "$(grep -c value-two "$T/$w.out")" -eq 1 ]
     [ "$(grep -n value-one "$T/$w.out" | cut -d: -f1)" -lt "$(grep -n value-two "$T/$w.out" | cut -d: -f1)" ]
-    run ! grep -q -e FROM-THE-SYMLINK -e vvvvvvvv "$T/$w.out"
+    run ! grep -q -e FROM-THE-SYMLINK -e vvvvvvvv -e FORGED-ROOT "$T/$w.out"
   done
   alive "$root_watch" && alive "$nobody_watch"
   [ -p "$S/.dlock/svc+by+0123456789abcdef" ] && [ -L "$S/.dlock/svc+by+1111111111111111" ]
