@@ -1729,14 +1729,14 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
       ::unlinkat(m_metafd.get(), junk.c_str(), 0); // not dlock's: removed if it can be
     }
   } else {
-    // Another process's token: its record goes, and the file it locked unless shared with
-    // others.
+    // Another process's token: the file it locked goes unless shared with others, then its
+    // record. (In that order: the holder ends at the first removal it sees, and a waiter that
+    // its end lets in must find the file gone, not take the file this release then removes.)
     std::string record = layout.record_name(token_fingerprint(token));
     std::optional<Record> r = live_record(m_metafd.get(), record);
     if (r && r->name == name.str()) {
       outcome.held = true;
       outcome.kept_for = settle_policy(layout, token);
-      remove(m_metafd.get(), record, layout.meta_path_of(record));
       if (r->kind.mode != lock::LockKind::Mode::shared) {
         std::string file = r->slot >= 0 ? layout.slot_name(r->slot) : layout.lock_name();
         struct stat st {};
@@ -1745,6 +1745,7 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
           remove(m_dirfd.get(), file, layout.path_of(file));
         }
       }
+      remove(m_metafd.get(), record, layout.meta_path_of(record));
     }
   }
   if (failure) {
