@@ -149,6 +149,42 @@ TEST(FileRecord, KeepsANoteAndRefusesAnOversizedOne)
   EXPECT_FALSE(Record::parse(long_user.serialize()));
 }
 
+TEST(FileRecord, KeepsAValueAndReadsRecordsWithoutOne)
+{
+  // a value without a note: an empty 13th field keeps the value the 14th
+  Record candidate = holder_record();
+  candidate.value = "10.0.0.7:8080\tv2";
+  std::string line = candidate.serialize();
+  EXPECT_NE(line.find("\treport\t\t10.0.0.7:8080 v2\n"), std::string::npos);
+  std::optional<Record> back = Record::parse(line);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->note, "");
+  EXPECT_EQ(back->value, "10.0.0.7:8080 v2");
+  // with a note too
+  Record both = holder_record("why");
+  both.value = "leader";
+  back = Record::parse(both.serialize());
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->note, "why");
+  EXPECT_EQ(back->value, "leader");
+  // an older dlock's record (12 or 13 fields) has no value
+  back = Record::parse(holder_record("why").serialize());
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->value, "");
+  // a 15th field (a newer dlock's) is skipped
+  std::string fifteen = both.serialize();
+  fifteen.insert(fifteen.size() - 1, "\textra");
+  back = Record::parse(fifteen);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->value, "leader");
+  // a value over its cap, a record larger than any dlock writes: not dlock's
+  Record long_value = holder_record();
+  long_value.value = std::string(lock::max_holder_field_bytes + 1, 'v');
+  EXPECT_FALSE(Record::parse(long_value.serialize()));
+  Record huge = holder_record(std::string(lock::max_note_bytes, 'n'));
+  huge.name = std::string(lock::max_holder_record_bytes, 'k');
+  EXPECT_FALSE(Record::parse(huge.serialize()));
+}
 TEST(FilePolicy, RoundTripsAndComputesWhenFree)
 {
   PolicyRecord p;

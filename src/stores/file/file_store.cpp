@@ -5,6 +5,8 @@
 #include "util/forked.hpp"
 #include "util/log.hpp"
 #include "util/random.hpp"
+#include "util/sha256.hpp"
+#include "util/text.hpp"
 
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -41,6 +43,10 @@ constexpr Millis longest_block{30'000};
 // After a close that woke a waiter while the file still looked locked, the one more look:
 // the kernel announces a close just before it frees the flocks of what was closed.
 constexpr Millis after_close{100};
+// A lock file held without a holder record is counted as a leader (flock(1)'s) once it lasted
+// this long: a dlock between its flock and its record (the fencing counter's fdatasync on the
+// way) is not a leader of its own, and its record's arrival wakes the watcher at once.
+constexpr Millis unrecorded_grace{1'000};
 // --limit N waits with a thread per slot in the helper: more would be a thread army.
 constexpr int most_slots = 1024;
 
@@ -117,6 +123,29 @@ bool compatible(const lock::LockKind& a, const lock::LockKind& b)
 // Whether the latch open on fd is dlock's and expired.
 bool latch_expired(int fd);
 
+// The holder record open on fd, if it is one dlock wrote: at most max_holder_record_bytes, and
+// its file owned by root or by the user it names (a record planted by another user of a shared
+// directory cannot pass for root's leader, or anyone else's).
+std::optional<Record> read_record(int fd)
+{
+  std::optional<std::string> text = util::read_bounded(fd, lock::max_holder_record_bytes);
+  std::optional<Record> r = text ? Record::parse(*text) : std::nullopt;
+  struct stat st {};
+  if (!r || ::fstat(fd, &st) != 0) {
+    return std::nullopt;
+  }
+  if (st.st_uid != 0) {
+    // (A user name unknown here, or a bare uid, is taken as it is: it impersonates no one.)
+    const passwd* named = ::getpwnam(r->user.c_str());
+    if (named != nullptr && named->pw_uid != st.st_uid) {
+      util::log_verbose("file store: ignoring a holder record of uid {} that names user {}",
+                        st.st_uid, util::printable(r->user));
+      return std::nullopt;
+    }
+  }
+  return r;
+}
+
 // The live records of .dlock (each still locked by its holder), by encoded name; the records
 // of holders gone, and latches expired, are removed on the way. Another user's FIFO or link
 // there is skipped.
@@ -157,8 +186,7 @@ std::map<std::string, std::vector<Record>> live_records(int meta, const std::str
     if (!final) {
       continue;
     }
-    std::optional<std::string> text = util::read_bounded(fd.get(), longest_file);
-    if (std::optional<Record> r = text ? Record::parse(*text) : std::nullopt) {
+    if (std::optional<Record> r = read_record(fd.get())) {
       r->fingerprint = entry.substr(plus + 4);
       found[entry.substr(0, plus)].push_back(std::move(*r));
     }
@@ -177,8 +205,7 @@ std::optional<Record> live_record(int meta, const std::string& name)
   if (!fd || ::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) {
     return std::nullopt;
   }
-  std::optional<std::string> text = util::read_bounded(fd.get(), longest_file);
-  return text ? Record::parse(*text) : std::nullopt;
+  return read_record(fd.get());
 }
 
 std::string host_name()
@@ -223,6 +250,7 @@ lock::HolderInfo holder_of(const Record& r)
   holder.fence = r.fence;
   holder.ttl_ms = r.ttl_ms;
   holder.note = r.note;
+  holder.value = r.value;
   return holder;
 }
 
@@ -350,6 +378,7 @@ Record record_of(const std::string& name, const lock::AcquireRequest& request)
   r.ttl_ms = request.ttl.count();
   r.command = request.holder.command;
   r.note = request.holder.note;
+  r.value = request.holder.value;
   return r;
 }
 
@@ -525,6 +554,47 @@ std::vector<ProcLock> proc_locks()
 {
   util::UniqueFd fd(::open("/proc/locks", O_RDONLY | O_CLOEXEC | O_NOCTTY));
   return parse_proc_locks(fd ? util::read_bounded(fd.get(), 64 << 20).value_or("") : "");
+}
+
+// The flocks granted on the lock and slot files of layout (not the turnstile), each as
+// "inode:pid" (the pid that took it): who holds it in the kernel's words.
+std::set<std::string> granted_flocks(int dir, const Layout& layout,
+                                     const std::vector<std::string>& files,
+                                     const std::vector<ProcLock>& locks)
+{
+  std::set<std::string> holders;
+  for (const std::string& file : files) {
+    struct stat st {};
+    if (file == layout.turnstile_name()
+        || ::fstatat(dir, file.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      continue;
+    }
+    for (const ProcLock& l : locks) {
+      if (!l.blocked && l.inode == st.st_ino && l.dev_major == major(st.st_dev)
+          && l.dev_minor == minor(st.st_dev)) {
+        holders.insert(fmt::format("{}:{}", l.inode, l.pid));
+      }
+    }
+  }
+  return holders;
+}
+
+// A leader's term where no fencing token names it: a number from 1 to 2^60 that text names.
+std::int64_t term_of(std::string_view text)
+{
+  const std::string hex = util::sha256_hex(text).substr(0, 15);
+  std::int64_t term = 0;
+  std::from_chars(hex.data(), hex.data() + hex.size(), term, 16);
+  return std::max<std::int64_t>(term, 1);
+}
+
+// A dlock holder's term: its fencing token, or (no counter) a number its process names, the
+// same in its record and in its --min-hold's side record.
+std::int64_t term_of(const lock::HolderInfo& holder)
+{
+  return holder.fence > 0
+           ? holder.fence
+           : term_of(fmt::format("dlock\t{}\t{}\t{}", holder.host, holder.user, holder.pid));
 }
 
 lock::LockStatus status_of(int meta, const Layout& layout, std::string name, const Observed& seen)
@@ -950,6 +1020,9 @@ void FileStore::write_record(Named& n, const lock::AcquireRequest& request, std:
   r.ttl_ms = request.ttl.count();
   r.command = request.holder.command;
   r.note = request.holder.note;
+  // A candidate's value: the record's rename into place is what wakes leader watchers (inotify
+  // on .dlock), so taking the lock as a candidate costs nothing more than as dlock run.
+  r.value = request.holder.value;
   std::string line = r.serialize();
   if (!fd || flock_retry(fd.get(), LOCK_EX | LOCK_NB) != 0
       || ::write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())
@@ -1397,7 +1470,7 @@ void FileStore::start_wait_for_wake(const lock::LockName& name, const lock::Wait
                                     Millis block)
 {
   if (ticket.mode == lock::WaitMode::watch || ticket.mode == lock::WaitMode::barrier
-      || ticket.mode == lock::WaitMode::latch) {
+      || ticket.mode == lock::WaitMode::latch || ticket.mode == lock::WaitMode::leader) {
     // Until inotify reports a change of the files the last look read (registered before it).
     Gate& g = gate_of(name);
     if (g.side_changed) {
@@ -1656,14 +1729,14 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
       ::unlinkat(m_metafd.get(), junk.c_str(), 0); // not dlock's: removed if it can be
     }
   } else {
-    // Another process's token: its record goes, and the file it locked unless shared with
-    // others.
+    // Another process's token: the file it locked goes unless shared with others, then its
+    // record. (In that order: the holder ends at the first removal it sees, and a waiter that
+    // its end lets in must find the file gone, not take the file this release then removes.)
     std::string record = layout.record_name(token_fingerprint(token));
     std::optional<Record> r = live_record(m_metafd.get(), record);
     if (r && r->name == name.str()) {
       outcome.held = true;
       outcome.kept_for = settle_policy(layout, token);
-      remove(m_metafd.get(), record, layout.meta_path_of(record));
       if (r->kind.mode != lock::LockKind::Mode::shared) {
         std::string file = r->slot >= 0 ? layout.slot_name(r->slot) : layout.lock_name();
         struct stat st {};
@@ -1672,6 +1745,7 @@ void FileStore::start_release(const lock::LockName& name, const std::string& tok
           remove(m_dirfd.get(), file, layout.path_of(file));
         }
       }
+      remove(m_metafd.get(), record, layout.meta_path_of(record));
     }
   }
   if (failure) {
@@ -1713,6 +1787,7 @@ void FileStore::on_inotify()
   // description closed, so a look right after may still find them locked.
   std::set<std::string> closed;
   bool overflow = false;
+  bool made = false; // leader: something was made where DIR or .dlock is missing
   for (ssize_t got = 0; (got = ::read(m_inotify.get(), buffer.data(), buffer.size())) > 0;) {
     for (std::size_t at = 0; at + sizeof(inotify_event) <= static_cast<std::size_t>(got);) {
       inotify_event event{};
@@ -1721,6 +1796,11 @@ void FileStore::on_inotify()
       std::size_t length =
         std::min<std::size_t>(event.len, static_cast<std::size_t>(got) - at - sizeof event);
       overflow = overflow || (event.mask & IN_Q_OVERFLOW) != 0;
+      // (A close of a directory is a look at it: this process's own included.)
+      const bool created = length > 0 && (event.mask & (IN_CREATE | IN_MOVED_TO)) != 0;
+      made = made || (m_watch_made >= 0 && event.wd == m_watch_made && created)
+             || (m_watch_dir >= 0 && event.wd == m_watch_dir && created
+                 && std::string_view(text, ::strnlen(text, length)) == Layout::meta_name);
       if (event.wd == m_watch_meta && length > 0) {
         changed.emplace(text, ::strnlen(text, length));
       } else if (event.wd == m_watch_dir && m_watch_dir >= 0 && length > 0) {
@@ -1771,17 +1851,20 @@ void FileStore::on_inotify()
   }
   for (auto& [name, g] : m_gates) {
     const Layout& layout = g.layout;
-    bool look = overflow;
+    const bool holders_watched =
+      g.mode == lock::WaitMode::watch || g.mode == lock::WaitMode::leader;
+    bool look = overflow || (made && g.mode == lock::WaitMode::leader);
     for (const std::string& file : changed_dir) {
       bool lock_file =
-        g.mode == lock::WaitMode::watch
+        holders_watched
         && (file == layout.lock_name() || file.starts_with(layout.encoded + "+slot."));
       look = look || lock_file;
       g.close_seen = g.close_seen || (lock_file && closed.contains(file));
     }
     for (const std::string& file : changed) {
       switch (g.mode) {
-      case lock::WaitMode::watch: // a --min-hold's end, a holder record gone
+      case lock::WaitMode::watch:  // a --min-hold's end, a holder record gone
+      case lock::WaitMode::leader: // and a holder record's arrival (a candidate's acquisition)
         look = look || file.starts_with(layout.policy_prefix())
                || file.starts_with(layout.encoded + "+by+");
         break;
@@ -2204,10 +2287,11 @@ void FileStore::watch_dir()
     return;
   }
   std::string self = "/proc/self/fd/" + std::to_string(m_dirfd.get());
-  // A lock file's close is its holder's end (the last descriptor of a flock closed frees it).
+  // A lock file's close is its holder's end (the last descriptor of a flock closed frees it);
+  // .dlock's creation, a leader watcher's first candidate's.
   m_watch_dir = ::inotify_add_watch(m_inotify.get(), self.c_str(),
                                     IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_DELETE | IN_MOVED_FROM
-                                      | IN_MOVED_TO | IN_ONLYDIR);
+                                      | IN_MOVED_TO | IN_CREATE | IN_ONLYDIR);
 }
 
 void FileStore::start_gate(const lock::LockName& name, const lock::GateRequest& request)
@@ -2228,7 +2312,9 @@ void FileStore::start_gate(const lock::LockName& name, const lock::GateRequest& 
     case lock::WaitMode::latch:
       look_latch(g, request, outcome.gate);
       break;
-    case lock::WaitMode::leader: // issue 29: the store's helper writes it
+    case lock::WaitMode::leader:
+      look_leader(g, request, outcome.gate);
+      break;
     case lock::WaitMode::once:
     case lock::WaitMode::wait:
     case lock::WaitMode::fair:
@@ -2264,20 +2350,7 @@ void FileStore::look_watch(Gate& g, const lock::GateRequest& request, lock::Gate
     return;
   }
   // Who holds it now: each flock granted on its files (by inode and the pid that took it).
-  std::set<std::string> holders;
-  for (const std::string& file : files) {
-    struct stat st {};
-    if (file == layout.turnstile_name()
-        || ::fstatat(dir, file.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      continue;
-    }
-    for (const ProcLock& l : locks) {
-      if (!l.blocked && l.inode == st.st_ino && l.dev_major == major(st.st_dev)
-          && l.dev_minor == minor(st.st_dev)) {
-        holders.insert(fmt::format("{}:{}", l.inode, l.pid));
-      }
-    }
-  }
+  std::set<std::string> holders = granted_flocks(dir, layout, files, locks);
   if (status.command_ended) {
     holders.insert(fmt::format("min-hold:{}:{}", status.holder.pid, status.holder.acquired_ms));
   }
@@ -2312,6 +2385,127 @@ void FileStore::look_watch(Gate& g, const lock::GateRequest& request, lock::Gate
   } else {
     result.lock.lease = lock::AcquireResult::Lease::no_expiry;
   }
+}
+
+bool FileStore::reach_for_leader()
+{
+  // A .dlock missing at the last look may have been made since (by the first candidate).
+  bool holding = std::any_of(m_named.begin(), m_named.end(),
+                             [](const auto& named) { return named.second.held; });
+  if (m_dirfd && !m_metafd && !holding) {
+    m_dirfd.reset();
+  }
+  bool present = open_directories(false);
+  if (!m_inotify) {
+    m_inotify.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  }
+  if (m_watch_made >= 0 && m_inotify && m_watch_made != m_watch_dir) {
+    ::inotify_rm_watch(m_inotify.get(), m_watch_made);
+  }
+  m_watch_made = -1;
+  if (present) {
+    return true; // without .dlock: watch_dir() sees it made
+  }
+  // The nearest directory above DIR that exists: the next component is made there. (Only
+  // watched, never read: a path another user controls costs a wake-up at most.)
+  for (std::size_t slash = m_dir.rfind('/'); m_inotify && slash != std::string::npos;
+       slash = slash == 0 ? std::string::npos : m_dir.rfind('/', slash - 1)) {
+    std::string parent = slash == 0 ? "/" : m_dir.substr(0, slash);
+    util::UniqueFd fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK));
+    if (fd) {
+      std::string self = "/proc/self/fd/" + std::to_string(fd.get());
+      m_watch_made =
+        ::inotify_add_watch(m_inotify.get(), self.c_str(), IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
+      break;
+    }
+  }
+  return present;
+}
+
+void FileStore::look_leader(Gate& g, const lock::GateRequest& request, lock::GateResult& result)
+{
+  const std::int64_t since = request.ticket.since;
+  Millis cap = request.ticket.max_block > Millis(0) ? request.ticket.max_block : longest_block;
+  result.block = std::min(cap, longest_block); // the safety net: flock(1) takes it unannounced
+  if (!reach_for_leader()) {
+    g.term = 0;
+    g.term_flocks.clear();
+    result.since = 0; // no directory: nobody leads
+    result.open = since != 0;
+    return;
+  }
+  // Watched before the look: a record's arrival or removal, or a lock file's close, after it
+  // wakes the wait that follows.
+  watch_dir();
+  watch_meta();
+  const Layout& layout = g.layout;
+  const int dir = m_dirfd.get();
+  const int meta = m_metafd.get();
+  std::vector<Record> records = live_records(meta, layout.encoded)[layout.encoded];
+  std::vector<std::string> files = files_of(layout, util::directory_entries(dir));
+  std::vector<ProcLock> locks = proc_locks();
+  std::set<std::string> flocks = granted_flocks(dir, layout, files, locks);
+  Observed seen = observe(dir, layout, files, locks, records);
+  lock::LockStatus status = status_of(meta, layout, g.name, seen);
+  add_policy(meta, layout, records, status);
+  std::int64_t term = 0;
+  bool unrecorded = false;
+  if (!records.empty()) {
+    term = term_of(holder_of(records.front()));
+    g.term = term;
+    g.term_flocks = flocks;
+  } else if (!flocks.empty() && g.term != 0
+             && std::any_of(flocks.begin(), flocks.end(),
+                            [&](const std::string& f) { return g.term_flocks.contains(f); })) {
+    term = g.term; // the holder seen with its record, between the record's removal and its unlock
+  } else {
+    g.term = 0;
+    g.term_flocks.clear();
+    if (status.command_ended) {
+      term = term_of(status.holder); // its --min-hold outlives it
+    } else if (!flocks.empty()) {
+      std::string named = "flock";
+      for (const std::string& f : flocks) {
+        named += "\t" + f;
+      }
+      term = term_of(named);
+      unrecorded = true;
+    }
+  }
+  if (status.held) {
+    result.lock.holder = status.holder;
+    result.lock.holders = static_cast<std::int64_t>(std::max<std::size_t>(1, seen.holders.size()));
+    result.lock.lease = lock::AcquireResult::Lease::no_expiry;
+    if (status.command_ended) {
+      result.lock.lease = lock::AcquireResult::Lease::min_hold;
+      result.lock.holder_ttl = Millis(std::max<std::int64_t>(1, status.ttl_ms));
+      result.block = std::min(result.block, result.lock.holder_ttl); // its end is unannounced
+    }
+  }
+  if (!unrecorded) {
+    g.unrecorded = 0;
+  } else if (term != since) {
+    util::TimePoint now = util::monotonic_now();
+    if (g.unrecorded != term) {
+      g.unrecorded = term;
+      g.unrecorded_at = now;
+    }
+    auto left = unrecorded_grace - std::chrono::duration_cast<Millis>(now - g.unrecorded_at);
+    if (left > Millis(0)) {
+      // Not a leader yet: a dlock's record may be on its way (its arrival wakes this watcher).
+      result.since = since;
+      result.block = std::min(result.block, left);
+      g.close_seen = false;
+      return;
+    }
+  }
+  result.since = term;
+  result.open = term != since;
+  if (!result.open && g.close_seen) {
+    // Woken by a close whose flock the kernel had not freed yet: one more look soon.
+    result.block = std::min(result.block, after_close);
+  }
+  g.close_seen = false;
 }
 
 void FileStore::arrive(Gate& g, std::int64_t generation, std::int64_t parties)

@@ -3,6 +3,7 @@
 #include "lock/outcome_queue.hpp"
 #include "lock/store.hpp"
 #include "stores/file/layout.hpp"
+#include "util/clock.hpp"
 #include "util/fd.hpp"
 
 #include <sys/types.h>
@@ -50,7 +51,9 @@ public:
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
   // dlock wait, barrier and latch within this host: a watcher looks at /proc/locks (taking
   // nothing) and is woken by the lock file's close (inotify on DIR); barrier parties and the
-  // latch are files of .dlock (man dlock, FILE STORE), woken by inotify on .dlock.
+  // latch are files of .dlock (man dlock, FILE STORE), woken by inotify on .dlock. A leader
+  // watcher's term is the holder record's fencing token, woken by the record's arrival and
+  // removal (inotify on .dlock) and by the lock file's close (inotify on DIR).
   lock::Coordination* coordination() noexcept override { return this; }
   void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
   void start_set_latch(const lock::LockName& name, std::int64_t count,
@@ -140,6 +143,14 @@ private:
     // watch: who held the lock at the last look (a flock's inode and pid, a --min-hold's
     // holder): a look that finds none of them holding it counts as freed.
     std::set<std::string> holders;
+    // leader: the term of the last look that found a holder record, and the flocks its holder
+    // kept then: a holder's record goes just before its flock, so the term lasts until both did.
+    std::int64_t term = 0;
+    std::set<std::string> term_flocks;
+    // leader: a holder without a record (flock(1), or a dlock between its flock and its record)
+    // first seen then, with this term; counted as the leader once it lasted unrecorded_grace.
+    std::int64_t unrecorded = 0;
+    util::TimePoint unrecorded_at{};
     // barrier: this party's arrival, flocked while it waits.
     util::UniqueFd party;
     std::string party_file;
@@ -207,8 +218,13 @@ private:
   // inotify on DIR, for watchers woken by a lock file's close.
   void watch_dir();
   Gate& gate_of(const lock::LockName& name);
-  // The three gates: one look, open or not (result), registered for inotify either way.
+  // The four gates: one look, open or not (result), registered for inotify either way.
   void look_watch(Gate& g, const lock::GateRequest& request, lock::GateResult& result);
+  void look_leader(Gate& g, const lock::GateRequest& request, lock::GateResult& result);
+  // Opens DIR and .dlock for a leader watcher (again if .dlock was missing); when one is
+  // missing, watches the nearest directory above that exists for its creation. Makes nothing:
+  // a watcher may be a user who must not own the lock directory. False without DIR.
+  bool reach_for_leader();
   void look_barrier(Gate& g, const lock::GateRequest& request, lock::GateResult& result);
   void look_latch(Gate& g, const lock::GateRequest& request, lock::GateResult& result);
   // Makes (or moves) this party's arrival into generation.
@@ -227,6 +243,7 @@ private:
   util::UniqueFd m_metafd; // DIR/.dlock; none: no records, no fencing tokens
   int m_watch_meta = -1;   // the inotify watch on .dlock (-1: none yet)
   int m_watch_dir = -1;    // the inotify watch on DIR (-1: none yet)
+  int m_watch_made = -1;   // leader: the watch on the directory where DIR or .dlock will be made
   bool m_fencing = true;   // false once the counter turned out not writable
   bool m_records = true;   // false once .dlock turned out not writable
 };

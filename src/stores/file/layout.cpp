@@ -128,28 +128,37 @@ std::string Record::serialize() const
   std::string line = fmt::format(
     "dlock1\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}", one_field(name), kind.code(), slot, inode,
     one_field(user), one_field(host), pid, acquired_ms, fence, ttl_ms, one_field(command));
-  if (!note.empty()) {
+  // The note (13th) and the value (14th) are written only when set: a record without them is
+  // the one older dlocks wrote, and still read.
+  if (!note.empty() || !value.empty()) {
     line += "\t" + one_field(note);
+  }
+  if (!value.empty()) {
+    line += "\t" + one_field(value);
   }
   return line + "\n";
 }
 
 std::optional<Record> Record::parse(std::string_view text)
 {
+  if (text.size() > lock::max_holder_record_bytes) {
+    return std::nullopt; // larger than any dlock writes: another tenant's
+  }
   if (text.ends_with('\n')) {
     text.remove_suffix(1);
   }
   std::vector<std::string_view> fields;
   for (std::size_t start = 0;;) {
     std::size_t tab = text.find('\t', start);
-    if (fields.size() == 12 || tab == std::string_view::npos) {
+    if (tab == std::string_view::npos) {
       fields.push_back(text.substr(start));
       break;
     }
     fields.push_back(text.substr(start, tab - start));
     start = tab + 1;
   }
-  if ((fields.size() != 12 && fields.size() != 13) || fields[0] != "dlock1") {
+  // Fields after the 14th are a newer dlock's: skipped.
+  if (fields.size() < 12 || fields[0] != "dlock1") {
     return std::nullopt;
   }
   Record r;
@@ -167,8 +176,11 @@ std::optional<Record> Record::parse(std::string_view text)
   r.user = fields[5];
   r.host = fields[6];
   r.command = fields[11];
-  if (fields.size() == 13) {
+  if (fields.size() >= 13) {
     r.note = fields[12];
+  }
+  if (fields.size() >= 14) {
+    r.value = fields[13];
   }
   lock::HolderInfo as_holder{.host = r.host,
                              .pid = r.pid,
@@ -178,7 +190,7 @@ std::optional<Record> Record::parse(std::string_view text)
                              .fence = r.fence,
                              .ttl_ms = r.ttl_ms,
                              .note = r.note,
-                             .value = {}};
+                             .value = r.value};
   if (!as_holder.plausible() || r.name.size() > lock::max_holder_record_bytes) {
     return std::nullopt;
   }

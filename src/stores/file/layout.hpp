@@ -144,12 +144,14 @@ struct Record {
   std::int64_t fence = 0;
   std::int64_t ttl_ms = 0;
   std::string command;
-  std::string note;        // --note (a 13th field, absent when empty)
+  std::string note;        // --note (a 13th field, absent when empty and no value follows)
+  std::string value;       // dlock elect --value (a 14th field, absent when empty)
   std::string fingerprint; // not written: the token's, from the record's file name
 
   std::string serialize() const;
-  // nullopt for anything dlock did not write: malformed, or a field over its cap (a note over
-  // lock::max_note_bytes, a text field over lock::max_holder_field_bytes).
+  // nullopt for anything dlock did not write: malformed, larger than
+  // lock::max_holder_record_bytes, or a field over its cap (a note over lock::max_note_bytes, a
+  // text field or the value over lock::max_holder_field_bytes).
   static std::optional<Record> parse(std::string_view text);
 };
 
