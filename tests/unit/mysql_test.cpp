@@ -1,5 +1,6 @@
 // The pure parts of the MySQL store: its URLs, the GET_LOCK name of a lock name, the holder
-// shown for a session, and the TTL the server's settings allow.
+// shown for a session, the TTL the server's settings allow, and the leader gate's decision.
+#include "stores/mysql/gates.hpp"
 #include "stores/mysql/names.hpp"
 #include "stores/mysql/session_lifetime.hpp"
 #include "stores/mysql/url.hpp"
@@ -151,6 +152,84 @@ TEST(MysqlHolder, WrittenHolderOrTheConnection)
   lock::HolderInfo dlock = mysql::holder_of_session(row);
   EXPECT_EQ(dlock.pid, 4242);
   EXPECT_EQ(dlock.command, "make deploy");
+}
+
+TEST(MysqlLeaderGate, TheTermIsTheFenceOfItsWriterElseTheSession)
+{
+  using Look = mysql::MysqlGates::LeaderLook;
+  Look free;
+  EXPECT_EQ(mysql::MysqlGates::leader_term(free), 0);
+  free.fence_read = true;
+  free.fence_connection = 7;
+  free.fence = 3; // the last holder's row stays
+  EXPECT_EQ(mysql::MysqlGates::leader_term(free), 0);
+  Look held{.connection = 7, .fence_read = true, .fence_connection = 7, .fence = 3, .holder = {}};
+  EXPECT_EQ(mysql::MysqlGates::leader_term(held), 3);
+  Look other = held; // another client's GET_LOCK: the row is an earlier holder's
+  other.connection = 9;
+  EXPECT_GT(mysql::MysqlGates::leader_term(other), std::int64_t(1) << 62);
+  Look other_too = other;
+  other_too.connection = 10;
+  EXPECT_NE(mysql::MysqlGates::leader_term(other_too), mysql::MysqlGates::leader_term(other));
+  Look junk = held; // a fence another tenant wrote wrong
+  junk.fence = 0;
+  EXPECT_GT(mysql::MysqlGates::leader_term(junk), std::int64_t(1) << 62);
+}
+
+TEST(MysqlLeaderGate, OpensOnAnotherTermAndWaitsOnceForAHolderStillWritingItsRow)
+{
+  using Look = mysql::MysqlGates::LeaderLook;
+  lock::WaitTicket ticket;
+  ticket.mode = lock::WaitMode::leader;
+  ticket.max_block = 30s;
+  std::optional<std::int64_t> pending;
+  // the first look at a free lock: term 0, as seen
+  lock::GateResult result = mysql::MysqlGates::plan_leader(Look{}, ticket, pending);
+  EXPECT_FALSE(result.open);
+  EXPECT_EQ(result.since, 0);
+  EXPECT_EQ(result.block, 30s);
+  // a dlock has just taken it, its fencing row is not written yet: not yet, soon again
+  Look taking{.connection = 8, .fence_read = true, .fence_connection = 7, .fence = 3, .holder = {}};
+  taking.holder.user = "u";
+  result = mysql::MysqlGates::plan_leader(taking, ticket, pending);
+  EXPECT_FALSE(result.open);
+  EXPECT_EQ(result.since, 0);
+  EXPECT_LE(result.block, 1s);
+  EXPECT_EQ(pending, 8);
+  EXPECT_EQ(result.lock.holder.user, "u");
+  // then written: open, at its fence
+  Look taken = taking;
+  taken.fence_connection = 8;
+  taken.fence = 4;
+  result = mysql::MysqlGates::plan_leader(taken, ticket, pending);
+  EXPECT_TRUE(result.open);
+  EXPECT_EQ(result.since, 4);
+  EXPECT_FALSE(pending);
+  // the same term again: shut, a whole block
+  ticket.since = 4;
+  result = mysql::MysqlGates::plan_leader(taken, ticket, pending);
+  EXPECT_FALSE(result.open);
+  EXPECT_EQ(result.since, 4);
+  EXPECT_EQ(result.block, 30s);
+  // another client's GET_LOCK, which never writes a row: open at the second look
+  Look other = taking;
+  other.connection = 11;
+  result = mysql::MysqlGates::plan_leader(other, ticket, pending);
+  EXPECT_FALSE(result.open);
+  EXPECT_EQ(result.since, 4);
+  result = mysql::MysqlGates::plan_leader(other, ticket, pending);
+  EXPECT_TRUE(result.open);
+  EXPECT_EQ(result.since, mysql::MysqlGates::leader_term(other));
+  // without dlock_fence at all: at once
+  Look bare{.connection = 12, .fence_read = false, .fence_connection = 0, .fence = 0, .holder = {}};
+  ticket.since = result.since;
+  result = mysql::MysqlGates::plan_leader(bare, ticket, pending);
+  EXPECT_TRUE(result.open);
+  // freed: open at 0
+  ticket.since = result.since;
+  result = mysql::MysqlGates::plan_leader(Look{}, ticket, pending);
+  EXPECT_TRUE(result.open);
+  EXPECT_EQ(result.since, 0);
 }
 
 TEST(MysqlSessionLifetime, WaitTimeoutAndKeepalivesBoundTheTtl)

@@ -1,5 +1,7 @@
 #include "stores/mysql/names.hpp"
 
+#include "stores/mysql/session.hpp"
+
 #include "util/sha256.hpp"
 
 #include <fmt/format.h>
@@ -91,6 +93,37 @@ lock::HolderInfo holder_of_session(const SessionRow& row)
   holder.pid = row.connection;
   holder.command = fmt::format("MySQL connection {} from {}", row.connection, where);
   return holder;
+}
+
+std::string fence_columns()
+{
+  // numbers are read checked; the text is cut (lock::max_holder_record_bytes), so that no row
+  // takes memory without bound
+  auto cut = [](const char* column) {
+    return fmt::format("LEFT(CAST({} AS BINARY), {})", column, lock::max_holder_record_bytes + 1);
+  };
+  return fmt::format("f.fence, f.acquired_ms, f.connection_id, {}, {}, f.holder_pid, {} ",
+                     cut("f.holder_user"), cut("f.holder_host"), cut("f.command"));
+}
+
+lock::HolderInfo read_holder(const Rows& rows, int row, int first, int fence)
+{
+  SessionRow session;
+  session.connection = rows.number(row, first);
+  session.user = rows.text(row, first + 1);
+  session.client_host = rows.text(row, first + 2);
+  std::optional<std::int64_t> writer = lock::parse_record_number(rows.text(row, fence + 2));
+  if (!rows.null(row, fence + 2) && writer == session.connection) {
+    std::string numbers[] = {rows.text(row, fence), rows.text(row, fence + 1),
+                             rows.text(row, fence + 5)};
+    std::string texts[] = {rows.text(row, fence + 3), rows.text(row, fence + 4),
+                           rows.text(row, fence + 6)};
+    lock::HolderField fields[] = {{"fence", numbers[0]}, {"acquired_ms", numbers[1]},
+                                  {"pid", numbers[2]},   {"user", texts[0]},
+                                  {"host", texts[1]},    {"command", texts[2]}};
+    session.written = lock::parse_holder_record(fields); // none: another tenant's row
+  }
+  return holder_of_session(session);
 }
 
 } // namespace dlock::mysql

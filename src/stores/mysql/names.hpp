@@ -9,6 +9,8 @@
 
 namespace dlock::mysql {
 
+class Rows;
+
 // The name dlock passes to GET_LOCK for prefix + lock name. MySQL allows 64 characters and
 // compares names without regard to case (MariaDB 10.11 compares them as given), so a name is
 // used as it is only if it has at most 64 characters, all printable ASCII, no upper-case
@@ -57,5 +59,13 @@ struct SessionRow {
   std::optional<lock::HolderInfo> written; // dlock_fence's holder of that connection
 };
 lock::HolderInfo holder_of_session(const SessionRow& row);
+
+// The columns of dlock_fence (as f) that a holder is read from: fence, acquired_ms,
+// connection_id, holder_user, holder_host, holder_pid, command, the text cut to what dlock
+// writes (another tenant may have written the rows, or made the table with other types).
+std::string fence_columns();
+// The holder from a row whose columns from first on are id, USER, HOST and, from fence on,
+// those of fence_columns (dlock's record when that row is the holding connection's).
+lock::HolderInfo read_holder(const Rows& rows, int row, int first, int fence);
 
 } // namespace dlock::mysql

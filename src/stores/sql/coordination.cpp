@@ -61,7 +61,7 @@ SqlGates::SqlGates(Tell answer, std::string server, std::string prefix)
 bool SqlGates::is_gate(lock::WaitMode mode) noexcept
 {
   return mode == lock::WaitMode::watch || mode == lock::WaitMode::barrier
-         || mode == lock::WaitMode::latch;
+         || mode == lock::WaitMode::latch || mode == lock::WaitMode::leader;
 }
 
 std::string SqlGates::columns()

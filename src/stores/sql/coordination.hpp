@@ -42,7 +42,7 @@ public:
                        util::Millis expire) override;
   void start_count_down(const lock::LockName& name) override;
 
-  // Whether a ticket is a gate's (watch, barrier, latch), whose wake-ups and withdrawal are
+  // Whether a ticket is a gate's (watch, barrier, latch, leader), whose wake-ups and withdrawal are
   // this object's.
   static bool is_gate(lock::WaitMode mode) noexcept;
   // Waits up to block for what may open the ticket's gate; answers Op::wait_for_wake.
