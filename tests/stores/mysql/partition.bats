@@ -45,11 +45,11 @@ waiting_sessions() {
 
 # witness: writes $T/witness.sh, a command (sh witness.sh NAME) that appends "<ns> start NAME"
 # to $T/witness when it starts and "<ns> stop NAME" when SIGTERM ends it (date +%s%N), and runs
-# until then.
+# until then (a second SIGTERM to its group, the guard's, is ignored: date would die of it).
 witness() {
   cat >"$T/witness.sh" <<'EOF'
 echo "$(date +%s%N) start $1" >>"$T/witness"
-trap 'echo "$(date +%s%N) stop $1" >>"$T/witness"; exit 0' TERM
+trap 'trap "" TERM; echo "$(date +%s%N) stop $1" >>"$T/witness"; exit 0' TERM
 while :; do sleep 0.05; done
 EOF
 }
