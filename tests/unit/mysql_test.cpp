@@ -176,60 +176,20 @@ TEST(MysqlLeaderGate, TheTermIsTheFenceOfItsWriterElseTheSession)
   EXPECT_GT(mysql::MysqlGates::leader_term(junk), std::int64_t(1) << 62);
 }
 
-TEST(MysqlLeaderGate, OpensOnAnotherTermAndWaitsOnceForAHolderStillWritingItsRow)
+TEST(MysqlLeaderGate, AHolderWithoutItsFencingRowIsWaitedForOnlyWhereThereIsATable)
 {
   using Look = mysql::MysqlGates::LeaderLook;
-  lock::WaitTicket ticket;
-  ticket.mode = lock::WaitMode::leader;
-  ticket.max_block = 30s;
-  std::optional<std::int64_t> pending;
-  // the first look at a free lock: term 0, as seen
-  lock::GateResult result = mysql::MysqlGates::plan_leader(Look{}, ticket, pending);
-  EXPECT_FALSE(result.open);
-  EXPECT_EQ(result.since, 0);
-  EXPECT_EQ(result.block, 30s);
-  // a dlock has just taken it, its fencing row is not written yet: not yet, soon again
+  EXPECT_FALSE(mysql::MysqlGates::unwritten(Look{})); // free
   Look taking{.connection = 8, .fence_read = true, .fence_connection = 7, .fence = 3, .holder = {}};
-  taking.holder.user = "u";
-  result = mysql::MysqlGates::plan_leader(taking, ticket, pending);
-  EXPECT_FALSE(result.open);
-  EXPECT_EQ(result.since, 0);
-  EXPECT_LE(result.block, 1s);
-  EXPECT_EQ(pending, 8);
-  EXPECT_EQ(result.lock.holder.user, "u");
-  // then written: open, at its fence
+  EXPECT_TRUE(mysql::MysqlGates::unwritten(taking)); // the row is still the last holder's
   Look taken = taking;
   taken.fence_connection = 8;
   taken.fence = 4;
-  result = mysql::MysqlGates::plan_leader(taken, ticket, pending);
-  EXPECT_TRUE(result.open);
-  EXPECT_EQ(result.since, 4);
-  EXPECT_FALSE(pending);
-  // the same term again: shut, a whole block
-  ticket.since = 4;
-  result = mysql::MysqlGates::plan_leader(taken, ticket, pending);
-  EXPECT_FALSE(result.open);
-  EXPECT_EQ(result.since, 4);
-  EXPECT_EQ(result.block, 30s);
-  // another client's GET_LOCK, which never writes a row: open at the second look
-  Look other = taking;
-  other.connection = 11;
-  result = mysql::MysqlGates::plan_leader(other, ticket, pending);
-  EXPECT_FALSE(result.open);
-  EXPECT_EQ(result.since, 4);
-  result = mysql::MysqlGates::plan_leader(other, ticket, pending);
-  EXPECT_TRUE(result.open);
-  EXPECT_EQ(result.since, mysql::MysqlGates::leader_term(other));
-  // without dlock_fence at all: at once
-  Look bare{.connection = 12, .fence_read = false, .fence_connection = 0, .fence = 0, .holder = {}};
-  ticket.since = result.since;
-  result = mysql::MysqlGates::plan_leader(bare, ticket, pending);
-  EXPECT_TRUE(result.open);
-  // freed: open at 0
-  ticket.since = result.since;
-  result = mysql::MysqlGates::plan_leader(Look{}, ticket, pending);
-  EXPECT_TRUE(result.open);
-  EXPECT_EQ(result.since, 0);
+  EXPECT_FALSE(mysql::MysqlGates::unwritten(taken));
+  EXPECT_EQ(mysql::MysqlGates::leader_term(taken), 4);
+  Look bare{.connection = 8, .fence_read = false, .fence_connection = 0, .fence = 0, .holder = {}};
+  EXPECT_FALSE(mysql::MysqlGates::unwritten(bare)); // no dlock_fence: nothing to wait for
+  EXPECT_EQ(mysql::MysqlGates::leader_term(bare), mysql::MysqlGates::leader_term(taking));
 }
 
 TEST(MysqlSessionLifetime, WaitTimeoutAndKeepalivesBoundTheTtl)

@@ -290,15 +290,6 @@ void MysqlGates::holding(const lock::LockName& name, HoldingThen then)
     });
 }
 
-void MysqlGates::start_gate(const lock::LockName& name, const lock::GateRequest& request)
-{
-  if (request.ticket.mode != lock::WaitMode::leader) {
-    SqlGates::start_gate(name, request);
-    return;
-  }
-  look_leader(name, request, true, true);
-}
-
 std::int64_t MysqlGates::leader_term(const LeaderLook& look)
 {
   if (look.connection <= 0) {
@@ -310,35 +301,18 @@ std::int64_t MysqlGates::leader_term(const LeaderLook& look)
   return session_terms + look.connection % session_terms;
 }
 
-lock::GateResult MysqlGates::plan_leader(const LeaderLook& look, const lock::WaitTicket& ticket,
-                                         std::optional<std::int64_t>& pending)
+bool MysqlGates::unwritten(const LeaderLook& look)
 {
-  lock::GateResult result;
-  if (look.connection > 0) {
-    result.lock.lease = lock::AcquireResult::Lease::no_expiry;
-    result.lock.holder = look.holder;
-    result.lock.holders = 1;
-  }
-  std::int64_t term = leader_term(look);
-  bool unwritten =
-    look.connection > 0 && look.fence_read && look.fence_connection != look.connection;
-  if (term != ticket.since && unwritten && pending != look.connection) {
-    pending = look.connection; // a look again soon, at the same term seen
-    result.since = ticket.since;
-    result.block = std::min(ticket.max_block, longest_settle_sleep);
-    return result;
-  }
-  pending.reset();
-  result.since = term;
-  result.open = term != ticket.since;
-  if (!result.open) {
-    result.block = ticket.max_block;
-  }
-  return result;
+  return look.connection > 0 && look.fence_read && look.fence_connection != look.connection;
 }
 
-void MysqlGates::look_leader(const lock::LockName& name, const lock::GateRequest& request,
-                             bool with_fence, bool with_policy)
+void MysqlGates::leadership(const lock::LockName& name, LeadershipThen then)
+{
+  look_leader(name, true, true, false, std::move(then));
+}
+
+void MysqlGates::look_leader(const lock::LockName& name, bool with_fence, bool with_policy,
+                             bool settled, LeadershipThen then)
 {
   // columns: 0 id, 1 USER, 2 HOST, 3..9 fence_columns, 10 the fence's text (as the sleep
   // compares it), 11 dlock_policy's session, 12 its holder
@@ -358,17 +332,15 @@ void MysqlGates::look_leader(const lock::LockName& name, const lock::GateRequest
   if (with_policy) {
     sql += " LEFT JOIN dlock_policy d ON d.lock_name = " + key;
   }
-  session().query(sql, [this, name, request, with_fence, with_policy](Answer& a) {
+  session().query(sql, [this, name, with_fence, with_policy, settled, then](Answer& a) {
     if (a.error && (with_fence || with_policy)
         && (unusable(a.errnum) || a.errnum == ER_BAD_FIELD_ERROR)) {
       // a table that is not there, or another tenant's of other columns: without it
-      look_leader(name, request, with_fence && with_policy, false);
+      look_leader(name, with_fence && with_policy, false, settled, then);
       return;
     }
     if (a.error || a.rows.count() != 1) {
-      m_answer(Outcome::of(
-        Op::gate,
-        a.error ? a.error : std::optional<Error>(Error(ExitCode::internal, "MySQL: no answer"))));
+      then(a.error ? *a.error : Error(ExitCode::internal, "MySQL: no answer"), Leadership{});
       return;
     }
     LeaderLook look;
@@ -397,25 +369,39 @@ void MysqlGates::look_leader(const lock::LockName& name, const lock::GateRequest
         }
       }
     } catch (const Error& error) {
-      m_answer(Outcome::of(Op::gate, error));
+      then(error, Leadership{});
       return;
     }
     seen.connection = look.connection;
     m_leader[name.str()] = seen;
-    const lock::WaitTicket& ticket = request.ticket;
-    std::optional<std::int64_t> pending;
-    if (auto found = m_pending.find(ticket.waiter_id); found != m_pending.end()) {
-      pending = found->second;
+    if (!settled && unwritten(look)) {
+      // KILL QUERY (elected) ends the sleep early, with an error that says nothing here
+      session().query(leader_sleep(name, longest_settle_sleep),
+                      [this, name, with_fence, with_policy, then](Answer&) {
+                        look_leader(name, with_fence, with_policy, true, then);
+                      });
+      return;
     }
-    Outcome outcome = Outcome::of(Op::gate);
-    outcome.gate = plan_leader(look, ticket, pending);
-    if (pending) {
-      m_pending[ticket.waiter_id] = *pending;
-    } else {
-      m_pending.erase(ticket.waiter_id);
-    }
-    m_answer(std::move(outcome));
+    then(std::nullopt, Leadership{.term = leader_term(look),
+                                  .holder = look.holder,
+                                  .holders = look.connection > 0 ? 1 : 0});
   });
+}
+
+std::string MysqlGates::leader_sleep(const lock::LockName& name, Millis block)
+{
+  std::string key = key_of(name);
+  auto found = m_leader.find(name.str());
+  LeaderSeen seen = found == m_leader.end() ? LeaderSeen{} : found->second;
+  std::string same = fmt::format("IS_USED_LOCK({}) <=> {}", key,
+                                 seen.connection > 0 ? std::to_string(seen.connection) : "NULL");
+  if (seen.fence_read) {
+    same += fmt::format(" AND (SELECT LEFT(CAST(f.fence AS BINARY), 21) FROM dlock_fence f WHERE "
+                        "f.lock_name = {} LIMIT 1) <=> {}",
+                        key, seen.fence ? sql_bytes(*seen.fence) : "NULL");
+  }
+  return fmt::format("SELECT IF({}, SLEEP({}), 0), '{}{}'", same, seconds(block),
+                     marker_of(m_prefix + name.str()), leader_mark);
 }
 
 void MysqlGates::wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
@@ -433,21 +419,9 @@ void MysqlGates::wait_for_wake(const lock::LockName& name, const lock::WaitTicke
                       holder.second, seconds(std::min(block, longest_watch_sleep)), marker);
     break;
   }
-  case lock::WaitMode::leader: {
-    // while the holder and its fencing row are those the last look saw
-    auto found = m_leader.find(name.str());
-    LeaderSeen seen = found == m_leader.end() ? LeaderSeen{} : found->second;
-    std::string same = fmt::format("IS_USED_LOCK({}) <=> {}", key,
-                                   seen.connection > 0 ? std::to_string(seen.connection) : "NULL");
-    if (seen.fence_read) {
-      same += fmt::format(" AND (SELECT LEFT(CAST(f.fence AS BINARY), 21) FROM dlock_fence f "
-                          "WHERE f.lock_name = {} LIMIT 1) <=> {}",
-                          key, seen.fence ? sql_bytes(*seen.fence) : "NULL");
-    }
-    sql = fmt::format("SELECT IF({}, SLEEP({}), 0), '{}{}'", same,
-                      seconds(std::min(block, longest_watch_sleep)), marker, leader_mark);
+  case lock::WaitMode::leader: // while the holder and its fencing row are those last seen
+    sql = leader_sleep(name, std::min(block, longest_watch_sleep));
     break;
-  }
   case lock::WaitMode::barrier:
     sql = fmt::format("SELECT IF(COALESCE((SELECT MAX(generation) FROM dlock_gate WHERE gate_key "
                       "= {} AND member = 'barrier'), 0) > {}, 0, SLEEP({})), '{}'",

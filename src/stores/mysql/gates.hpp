@@ -29,11 +29,9 @@ class MysqlGates final : public sql::SqlGates {
 public:
   MysqlGates(ConnectParams params, std::string prefix, Tell answer);
 
-  // The leader gate here (the others are SqlGates'): the term is the holder's fencing token.
-  void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
   // A candidate of dlock elect took the lock: ends the sleeps of its leader watchers, on the
   // session that holds it, then then() (the acquisition's answer).
-  void elected(const std::string& name, sql::Session& on, std::function<void()> then);
+  void elected(const std::string& name, sql::Session& on, std::function<void()> then) override;
 
   // What a leader watcher's look found.
   struct LeaderLook {
@@ -43,16 +41,13 @@ public:
     std::int64_t fence = 0;            // that row's fencing token (0: none, or junk)
     lock::HolderInfo holder;           // who holds it, as status shows
   };
-  // The term of a look: the holder's fencing token when the holder wrote it; a number of the
-  // holding session, above every fencing token, when it did not (another client's GET_LOCK,
-  // no dlock_fence); 0 when the lock is free.
+  // The term of a look (pure; unit-tested): the holder's fencing token when the holder wrote
+  // it; a number of the holding session, above every fencing token, when it did not (another
+  // client's GET_LOCK, no dlock_fence); 0 when the lock is free.
   static std::int64_t leader_term(const LeaderLook& look);
-  // The gate's answer to a look (pure; unit-tested). A holder that has not written its fencing
-  // row yet may be a dlock in the middle of its acquisition: the gate opens on it only if it
-  // is still so at the next look (pending: the session seen so at the last one), so that a
-  // watcher is not shown one new leader twice (its session, then its record).
-  static lock::GateResult plan_leader(const LeaderLook& look, const lock::WaitTicket& ticket,
-                                      std::optional<std::int64_t>& pending);
+  // Whether the holder has not written its fencing row (yet: a dlock in the middle of its
+  // acquisition writes it within moments, then wakes the watchers).
+  static bool unwritten(const LeaderLook& look);
 
   void wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
                      util::Millis block) override;
@@ -83,10 +78,18 @@ private:
   // The text that marks the sleeps of a prefixed lock name's waiters (the leader watchers'
   // have it followed by leader_mark).
   static std::string marker_of(const std::string& prefixed);
-  // One look of a leader watcher: with_fence, with_policy: dlock_fence and dlock_policy are
-  // read (the next try goes without one that is not there).
-  void look_leader(const lock::LockName& name, const lock::GateRequest& request, bool with_fence,
-                   bool with_policy);
+  // The leader gate's look (SqlGates::start_gate decides): the term and the holder. A holder
+  // that has not written its fencing row yet is waited for once (longest_settle_sleep, ended
+  // by its elected()) and looked at again, so that a watcher is not shown one new leader twice
+  // (its session, then its record).
+  void leadership(const lock::LockName& name, LeadershipThen then) override;
+  // One look: with_fence, with_policy: dlock_fence and dlock_policy are read (the next try goes
+  // without one that is not there); settled: the wait for a holder's row is behind.
+  void look_leader(const lock::LockName& name, bool with_fence, bool with_policy, bool settled,
+                   LeadershipThen then);
+  // The statement a leader watcher sleeps in while the lock's holder and fencing row are those
+  // the last look saw (m_leader), at most block.
+  std::string leader_sleep(const lock::LockName& name, util::Millis block);
 
   ConnectParams m_params;
   std::unique_ptr<Session> m_session;
@@ -106,7 +109,6 @@ private:
     std::optional<std::string> fence;
   };
   std::map<std::string, LeaderSeen> m_leader;
-  std::map<std::string, std::int64_t> m_pending; // plan_leader's pending, by waiter id
 };
 
 } // namespace dlock::mysql

@@ -180,20 +180,8 @@ std::optional<std::int64_t> last_fence(const Rows& rows, int row, int column)
 MysqlStore::MysqlStore(ConnectParams params, std::string prefix)
   : SqlStore("MySQL", params.shown, std::move(prefix), "wait_timeout"), m_params(std::move(params))
 {
-  auto gates = std::make_unique<MysqlGates>(
-    m_params, m_prefix, [this](Outcome outcome) { answer(std::move(outcome)); });
-  m_leaders = gates.get();
-  m_gates = std::move(gates);
-}
-
-void MysqlStore::tell_leaders(const std::string& name, std::function<void()> then)
-{
-  const Named& n = m_named.at(name);
-  if (n.holder.value.empty() || n.session->broken()) { // not a candidate: nothing to pay
-    then();
-    return;
-  }
-  m_leaders->elected(name, *n.session, std::move(then));
+  m_gates = std::make_unique<MysqlGates>(m_params, m_prefix,
+                                         [this](Outcome outcome) { answer(std::move(outcome)); });
 }
 
 std::unique_ptr<sql::Session> MysqlStore::open_session(const Named& n)
@@ -615,27 +603,16 @@ void MysqlStore::after_taken(const std::string& name, std::function<void()> then
     return;
   }
   // Without it another process given the token could not find this session; the lock
-  // itself is held either way. Without dlock_fence, a candidate's leader watchers are told
-  // now (take_fence does it otherwise, once the holder's rows are written).
+  // itself is held either way.
   session(name).query(
     "SELECT GET_LOCK(" + sql_bytes(token_lock_name(m_named.at(name).token)) + ", 0)",
-    [this, name, then](Answer&) {
-      if (m_fencing) {
-        then();
-        return;
-      }
-      tell_leaders(name, then);
-    },
-    true);
+    [then](Answer&) { then(); }, true);
 }
 
 void MysqlStore::take_fence(const std::string& name, bool created_table)
 {
   const Named& n = m_named.at(name);
-  auto unavailable = [this, name](const Answer& a) {
-    std::string why = a.error->what();
-    tell_leaders(name, [this, why] { no_fencing(why); });
-  };
+  auto unavailable = [this, name](const Answer& a) { no_fencing(name, a.error->what()); };
   // LAST_INSERT_ID(expr) hands the new token to this session's LAST_INSERT_ID(), whether the
   // row is new (1) or counted up.
   std::string sql = fmt::format(
@@ -684,9 +661,8 @@ void MysqlStore::take_fence(const std::string& name, bool created_table)
             answer(Op::acquire, *id.error);
             return;
           }
-          std::int64_t fence = id.rows.count() == 1 ? id.rows.number(0, 0) : 0;
-          // a candidate's rows are all written: its leader watchers are told
-          tell_leaders(name, [this, fence] { fenced(fence); });
+          // a candidate's leader watchers are told: its rows are all written
+          fenced(name, id.rows.count() == 1 ? id.rows.number(0, 0) : 0);
         },
         true);
     },

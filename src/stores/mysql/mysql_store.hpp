@@ -1,7 +1,6 @@
 #pragma once
 
 #include "lock/store.hpp"
-#include "stores/mysql/gates.hpp"
 #include "stores/mysql/names.hpp"
 #include "stores/mysql/session.hpp"
 #include "stores/mysql/session_lifetime.hpp"
@@ -74,9 +73,6 @@ private:
                    const std::string& server_name, std::int64_t connection);
   void confirm_freed(const lock::LockName& name, const std::string& token,
                      const std::string& server_name, std::int64_t connection, int tries);
-  // A candidate of dlock elect (its holder has a value) took the lock name: its leader
-  // watchers are told (MysqlGates::elected), then then(); anyone else: then() alone.
-  void tell_leaders(const std::string& name, std::function<void()> then);
   // Blocking query on the control session (status, list).
   Answer ask(const std::string& sql, util::TimePoint deadline);
 
@@ -125,7 +121,6 @@ private:
   void semaphore_status(lock::LockStatus& status, util::TimePoint deadline);
 
   ConnectParams m_params;
-  MysqlGates* m_leaders = nullptr;    // m_gates, which wakes leader watchers
   std::map<std::string, Held> m_held; // by prefixed name
   bool m_policy_made = false;         // dlock_policy was created, or found, in this process
   lock::StoreTraits m_traits =
