@@ -139,10 +139,14 @@ TEST(MysqlHolder, WrittenHolderOrTheConnection)
   row.user = "app";
   row.client_host = "10.0.0.5:51234";
   lock::HolderInfo other = mysql::holder_of_session(row);
-  EXPECT_EQ(other.user, "app");
-  EXPECT_EQ(other.host, "10.0.0.5");
-  EXPECT_EQ(other.pid, 42);
-  EXPECT_EQ(other.command, "MySQL connection 42 from 10.0.0.5:51234");
+  EXPECT_TRUE(other.user.empty() && other.host.empty()); // not dlock: nobody it can name
+  EXPECT_EQ(other.pid, 0);
+  EXPECT_EQ(other.command, "MySQL connection 42 of app from 10.0.0.5:51234");
+  EXPECT_EQ(other.describe(), other.command);
+  row.user.clear();
+  row.client_host.clear(); // PROCESSLIST shows only the user's own sessions
+  EXPECT_EQ(mysql::holder_of_session(row).command,
+            "MySQL connection 42 from a client this user cannot see (PROCESSLIST needs PROCESS)");
   lock::HolderInfo written;
   written.user = "deploy";
   written.host = "web-1";

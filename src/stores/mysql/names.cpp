@@ -81,17 +81,13 @@ lock::HolderInfo holder_of_session(const SessionRow& row)
     }
     return holder;
   }
+  // nobody dlock can name (no host, user or pid: the connection id is none of them), with what
+  // the server says of the session
   lock::HolderInfo holder;
-  holder.user = row.user.empty() ? "?" : row.user;
-  std::string host = row.client_host;
-  std::size_t colon = host.rfind(':');
-  if (colon != std::string::npos && colon + 1 < host.size()
-      && host.find_first_not_of("0123456789", colon + 1) == std::string::npos) {
-    host.resize(colon); // "10.0.0.5:51234": the client's port says nothing to a reader
-  }
-  holder.host = host.empty() ? "?" : host;
-  holder.pid = row.connection;
-  holder.command = fmt::format("MySQL connection {} from {}", row.connection, where);
+  holder.command =
+    row.user.empty()
+      ? fmt::format("MySQL connection {} from {}", row.connection, where)
+      : fmt::format("MySQL connection {} of {} from {}", row.connection, row.user, where);
   return holder;
 }
 

@@ -50,8 +50,10 @@ std::string token_lock_name(std::string_view token);
 std::string sql_bytes(std::string_view bytes);
 
 // Who holds a lock, from what the server knows: the holder that dlock wrote in dlock_fence
-// when that row is the holding connection's, else the connection's user and client host from
-// information_schema.PROCESSLIST (empty when the server does not show it to dlock's user).
+// when that row is the holding connection's, else a holder that is not dlock (no host, user
+// or pid) whose command says what the server shows of the connection: its id, and its user
+// and client host from information_schema.PROCESSLIST (empty when the server does not show
+// it to dlock's user).
 struct SessionRow {
   std::int64_t connection = 0;
   std::string user;                        // PROCESSLIST.USER

@@ -71,7 +71,7 @@ record() { mysql_admin dlock -e "UPDATE dlock_policy SET holder = $1 WHERE name 
   wait_for "[ \"\$(mysql_admin -e \"SELECT IS_USED_LOCK('dlock:plain') IS NOT NULL\")\" = 1 ]" 10
   run -0 "$DLOCK" leader plain
   echo "$output"
-  [[ $output == "- ("* ]]
+  [[ $output == "- (not dlock: MySQL connection "*")" ]]
   run -75 "$DLOCK" elect -k plain --value late -w 1s -- touch "$T/ran"
   [ ! -e "$T/ran" ]
   start_bg watch "$DLOCK" leader plain --watch
