@@ -13,6 +13,9 @@
 #                   needs no right) but not create or write a fencing table
 # Exports MY_DIR, MY_PORT, MY_SOCK, MY_PID, MY_PASSWORD, DLOCK_URL (dlock over TCP, without
 # password), DLOCK_PASSWORD_FILE (the users' password) and NOFENCE_URL (dlock_nofence).
+# MY_LISTEN (default 127.0.0.1: addresses, comma-separated) and MY_CLIENT_HOSTS (more client
+# addresses the user dlock may come from, space-separated) widen where it listens and whom it
+# lets in (the partition test's network namespace).
 # Skips the file when the binaries are missing or cannot be run.
 
 load "${BASH_SOURCE[0]%/*}/store_helpers"
@@ -65,7 +68,7 @@ start_mariadb() {
     # in a subshell, so that the background job is not this shell's (no "Killed" notice), and
     # without bats' fd 3
     (as_mysql "$MARIADBD" --no-defaults --datadir="$MY_DIR/data" --socket="$MY_SOCK" \
-      --port="$MY_PORT" --bind-address=127.0.0.1 --skip-log-bin --skip-name-resolve \
+      --port="$MY_PORT" --bind-address="${MY_LISTEN:-127.0.0.1}" --skip-log-bin --skip-name-resolve \
       --pid-file="$MY_DIR/mysqld.pid" --log-error="$MY_DIR/error.log" \
       --innodb-buffer-pool-size=16M --innodb-log-file-size=8M --innodb-flush-log-at-trx-commit=0 \
       --skip-innodb-doublewrite --max-connections=60 "$@" 3>&- >/dev/null 2>&1 &)
@@ -97,6 +100,11 @@ GRANT ALL ON \`dlock%\`.* TO 'dlock'@'localhost';
 CREATE USER 'dlock_nofence'@'127.0.0.1' IDENTIFIED BY '$MY_PASSWORD';
 GRANT SELECT ON dlock.* TO 'dlock_nofence'@'127.0.0.1';
 SQL
+  local client
+  for client in ${MY_CLIENT_HOSTS:-}; do
+    mysql_admin -e "CREATE USER 'dlock'@'$client' IDENTIFIED BY '$MY_PASSWORD';
+      GRANT ALL ON \`dlock%\`.* TO 'dlock'@'$client'"
+  done
   # The password in a file (DLOCK_PASSWORD_FILE), not in the URL: a password in a URL draws a
   # warning on every run, and a nested dlock run is given the file's name, never the password.
   (umask 077 && echo "$MY_PASSWORD" >"$BATS_FILE_TMPDIR/my-password")

@@ -1,5 +1,6 @@
 // The pure parts of the MySQL store: its URLs, the GET_LOCK name of a lock name, the holder
-// shown for a session, and the TTL the server's settings allow.
+// shown for a session, the TTL the server's settings allow, and the leader gate's decision.
+#include "stores/mysql/gates.hpp"
 #include "stores/mysql/names.hpp"
 #include "stores/mysql/session_lifetime.hpp"
 #include "stores/mysql/url.hpp"
@@ -138,10 +139,14 @@ TEST(MysqlHolder, WrittenHolderOrTheConnection)
   row.user = "app";
   row.client_host = "10.0.0.5:51234";
   lock::HolderInfo other = mysql::holder_of_session(row);
-  EXPECT_EQ(other.user, "app");
-  EXPECT_EQ(other.host, "10.0.0.5");
-  EXPECT_EQ(other.pid, 42);
-  EXPECT_EQ(other.command, "MySQL connection 42 from 10.0.0.5:51234");
+  EXPECT_TRUE(other.user.empty() && other.host.empty()); // not dlock: nobody it can name
+  EXPECT_EQ(other.pid, 0);
+  EXPECT_EQ(other.command, "MySQL connection 42 of app from 10.0.0.5:51234");
+  EXPECT_EQ(other.describe(), other.command);
+  row.user.clear();
+  row.client_host.clear(); // PROCESSLIST shows only the user's own sessions
+  EXPECT_EQ(mysql::holder_of_session(row).command,
+            "MySQL connection 42 from a client this user cannot see (PROCESSLIST needs PROCESS)");
   lock::HolderInfo written;
   written.user = "deploy";
   written.host = "web-1";
@@ -151,6 +156,44 @@ TEST(MysqlHolder, WrittenHolderOrTheConnection)
   lock::HolderInfo dlock = mysql::holder_of_session(row);
   EXPECT_EQ(dlock.pid, 4242);
   EXPECT_EQ(dlock.command, "make deploy");
+}
+
+TEST(MysqlLeaderGate, TheTermIsTheFenceOfItsWriterElseTheSession)
+{
+  using Look = mysql::MysqlGates::LeaderLook;
+  Look free;
+  EXPECT_EQ(mysql::MysqlGates::leader_term(free), 0);
+  free.fence_read = true;
+  free.fence_connection = 7;
+  free.fence = 3; // the last holder's row stays
+  EXPECT_EQ(mysql::MysqlGates::leader_term(free), 0);
+  Look held{.connection = 7, .fence_read = true, .fence_connection = 7, .fence = 3, .holder = {}};
+  EXPECT_EQ(mysql::MysqlGates::leader_term(held), 3);
+  Look other = held; // another client's GET_LOCK: the row is an earlier holder's
+  other.connection = 9;
+  EXPECT_GT(mysql::MysqlGates::leader_term(other), std::int64_t(1) << 62);
+  Look other_too = other;
+  other_too.connection = 10;
+  EXPECT_NE(mysql::MysqlGates::leader_term(other_too), mysql::MysqlGates::leader_term(other));
+  Look junk = held; // a fence another tenant wrote wrong
+  junk.fence = 0;
+  EXPECT_GT(mysql::MysqlGates::leader_term(junk), std::int64_t(1) << 62);
+}
+
+TEST(MysqlLeaderGate, AHolderWithoutItsFencingRowIsWaitedForOnlyWhereThereIsATable)
+{
+  using Look = mysql::MysqlGates::LeaderLook;
+  EXPECT_FALSE(mysql::MysqlGates::unwritten(Look{})); // free
+  Look taking{.connection = 8, .fence_read = true, .fence_connection = 7, .fence = 3, .holder = {}};
+  EXPECT_TRUE(mysql::MysqlGates::unwritten(taking)); // the row is still the last holder's
+  Look taken = taking;
+  taken.fence_connection = 8;
+  taken.fence = 4;
+  EXPECT_FALSE(mysql::MysqlGates::unwritten(taken));
+  EXPECT_EQ(mysql::MysqlGates::leader_term(taken), 4);
+  Look bare{.connection = 8, .fence_read = false, .fence_connection = 0, .fence = 0, .holder = {}};
+  EXPECT_FALSE(mysql::MysqlGates::unwritten(bare)); // no dlock_fence: nothing to wait for
+  EXPECT_EQ(mysql::MysqlGates::leader_term(bare), mysql::MysqlGates::leader_term(taking));
 }
 
 TEST(MysqlSessionLifetime, WaitTimeoutAndKeepalivesBoundTheTtl)

@@ -1,5 +1,6 @@
-// The rules of wait, barrier and latch on the database stores (sql/coordination.hpp), from the
-// rows of dlock_gate as read back: what a party's attempt comes to, and what it writes.
+// The rules of wait, barrier, latch and leader on the database stores (sql/coordination.hpp),
+// from the rows of dlock_gate (or the leadership) as read back: what an attempt comes to, and
+// what it writes.
 #include "stores/sql/coordination.hpp"
 
 #include <gtest/gtest.h>
@@ -106,6 +107,60 @@ TEST(SqlLatch, TheCountIsMinusOneWhenNoneIsSetExpiredOrJunk)
   EXPECT_EQ(SqlGates::latch_count({Row{.member = "latch", .count = 2, .until = now - 1}}, now), -1);
   EXPECT_EQ(SqlGates::latch_count({Row{.member = "latch", .count = -9, .until = now + 1}}, now),
             -1);
+}
+
+dlock::lock::WaitTicket leader_watcher(std::int64_t since)
+{
+  dlock::lock::WaitTicket ticket;
+  ticket.mode = dlock::lock::WaitMode::leader;
+  ticket.since = since;
+  ticket.max_block = dlock::util::Millis(30'000);
+  return ticket;
+}
+
+SqlGates::Leadership led_by(std::int64_t term, const char* value)
+{
+  SqlGates::Leadership leadership;
+  leadership.term = term;
+  leadership.holder.host = "h";
+  leadership.holder.pid = 7;
+  leadership.holder.value = value;
+  leadership.holders = 1;
+  return leadership;
+}
+
+TEST(SqlLeader, AWatcherThatSawNothingOpensOnALeaderAndBlocksOnAFreeLock)
+{
+  dlock::lock::GateResult led =
+    SqlGates::look_leader(leader_watcher(0), led_by(5, "a:1"), dlock::util::Millis(30'000));
+  EXPECT_TRUE(led.open);
+  EXPECT_EQ(led.since, 5);
+  EXPECT_EQ(led.lock.holder.value, "a:1");
+  EXPECT_EQ(led.lock.holders, 1);
+  dlock::lock::GateResult free =
+    SqlGates::look_leader(leader_watcher(0), SqlGates::Leadership{}, dlock::util::Millis(30'000));
+  EXPECT_FALSE(free.open);
+  EXPECT_EQ(free.since, 0);
+  EXPECT_EQ(free.block, dlock::util::Millis(30'000));
+}
+
+TEST(SqlLeader, TheSameTermBlocksAnotherOrNoneOpens)
+{
+  dlock::lock::GateResult same =
+    SqlGates::look_leader(leader_watcher(5), led_by(5, "a:1"), dlock::util::Millis(2000));
+  EXPECT_FALSE(same.open);
+  EXPECT_EQ(same.since, 5);
+  EXPECT_EQ(same.block, dlock::util::Millis(2000));
+  EXPECT_EQ(same.lock.holder.value, "a:1"); // who holds it, shown while it is waited on
+  dlock::lock::GateResult next =
+    SqlGates::look_leader(leader_watcher(5), led_by(6, "b:2"), dlock::util::Millis(2000));
+  EXPECT_TRUE(next.open);
+  EXPECT_EQ(next.since, 6);
+  dlock::lock::GateResult ended =
+    SqlGates::look_leader(leader_watcher(5), SqlGates::Leadership{}, dlock::util::Millis(2000));
+  EXPECT_TRUE(ended.open);
+  EXPECT_EQ(ended.since, 0);
+  EXPECT_EQ(ended.lock.holders, 0);
 }
 
 TEST(SqlParty, AMemberIsMadeOfThePartysIdOnly)

@@ -48,6 +48,38 @@ TEST(SqlPolicy, HolderRoundTripsWithEveryCharacter)
   EXPECT_EQ(back->note, holder.note);
 }
 
+TEST(SqlPolicy, ACandidatesValueRoundTripsAndOlderRecordsHaveNone)
+{
+  lock::HolderInfo holder = who("h", 7);
+  holder.command = "sh";
+  holder.note = "n";
+  holder.value = "10.0.0.1:80 %1F \x1f v2";
+  std::optional<lock::HolderInfo> back = decode_holder(encode_holder(holder));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->value, holder.value);
+  EXPECT_EQ(back->note, "n");
+  // a record of a dlock before elect: seven fields, no value
+  std::optional<lock::HolderInfo> older = decode_holder("u\x1fh\x1f"
+                                                        "7\x1f"
+                                                        "sh\x1f"
+                                                        "1\x1f"
+                                                        "2\x1fnote");
+  ASSERT_TRUE(older);
+  EXPECT_EQ(older->note, "note");
+  EXPECT_TRUE(older->value.empty());
+}
+
+TEST(SqlPolicy, AnOversizedValueOrAnExtraFieldIsNotADlockHolder)
+{
+  lock::HolderInfo holder = who("h", 7);
+  holder.value = std::string(lock::max_holder_field_bytes, 'v');
+  EXPECT_TRUE(decode_holder(encode_holder(holder)));
+  holder.value += 'v';
+  EXPECT_FALSE(decode_holder(encode_holder(holder)));
+  holder.value = "v";
+  EXPECT_FALSE(decode_holder(encode_holder(holder) + "\x1f" + "more"));
+}
+
 TEST(SqlPolicy, AnotherTenantsValuesReadAsNone)
 {
   EXPECT_FALSE(decode_holder(""));

@@ -1,6 +1,7 @@
 #include "stores/mysql/gates.hpp"
 
 #include "stores/mysql/names.hpp"
+#include "stores/sql/policy.hpp"
 
 #include <mysqld_error.h>
 
@@ -20,6 +21,15 @@ namespace {
 // user, nor the end of a holder that did not release (the safety net of a wait).
 constexpr Millis longest_watch_sleep{2'000};
 constexpr Millis longest_gate_sleep{5'000};
+// A leader watcher's next look at a holder that had not written its fencing row (a dlock
+// taking the lock writes it within moments, and then wakes the watchers).
+constexpr Millis longest_settle_sleep{1'000};
+// What follows the marker in a leader watcher's sleep: elected() ends those alone; a release
+// (the marker alone) ends them with the rest.
+constexpr const char* leader_mark = " leader";
+// The terms of holders that wrote no fencing row: a session's id above this, which no
+// fencing token of dlock_fence reaches (they count from 1).
+constexpr std::int64_t session_terms = std::int64_t(1) << 62;
 
 const char* create_gate_sql = "CREATE TABLE IF NOT EXISTS dlock_gate ("
                               "gate_key VARBINARY(64) NOT NULL, " // GET_LOCK's name (names.hpp)
@@ -280,6 +290,120 @@ void MysqlGates::holding(const lock::LockName& name, HoldingThen then)
     });
 }
 
+std::int64_t MysqlGates::leader_term(const LeaderLook& look)
+{
+  if (look.connection <= 0) {
+    return 0;
+  }
+  if (look.fence > 0 && look.fence < session_terms && look.fence_connection == look.connection) {
+    return look.fence;
+  }
+  return session_terms + look.connection % session_terms;
+}
+
+bool MysqlGates::unwritten(const LeaderLook& look)
+{
+  return look.connection > 0 && look.fence_read && look.fence_connection != look.connection;
+}
+
+void MysqlGates::leadership(const lock::LockName& name, LeadershipThen then)
+{
+  look_leader(name, true, true, false, std::move(then));
+}
+
+void MysqlGates::look_leader(const lock::LockName& name, bool with_fence, bool with_policy,
+                             bool settled, LeadershipThen then)
+{
+  // columns: 0 id, 1 USER, 2 HOST, 3..9 fence_columns, 10 the fence's text (as the sleep
+  // compares it), 11 dlock_policy's session, 12 its holder
+  std::string key = key_of(name);
+  std::string sql = "SELECT u.id, LEFT(p.USER, 255), LEFT(p.HOST, 255), ";
+  sql += with_fence ? fence_columns() + ", LEFT(CAST(f.fence AS BINARY), 21)"
+                    : std::string("NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL");
+  sql += with_policy ? fmt::format(", LEFT(CAST(d.session_id AS BINARY), 21), LEFT(CAST(d.holder "
+                                   "AS BINARY), {})",
+                                   lock::max_holder_record_bytes + 1)
+                     : std::string(", NULL, NULL");
+  sql += " FROM (SELECT IS_USED_LOCK(" + key
+         + ") AS id) u LEFT JOIN information_schema.PROCESSLIST p ON p.ID = u.id";
+  if (with_fence) {
+    sql += " LEFT JOIN dlock_fence f ON f.lock_name = " + key;
+  }
+  if (with_policy) {
+    sql += " LEFT JOIN dlock_policy d ON d.lock_name = " + key;
+  }
+  session().query(sql, [this, name, with_fence, with_policy, settled, then](Answer& a) {
+    if (a.error && (with_fence || with_policy)
+        && (unusable(a.errnum) || a.errnum == ER_BAD_FIELD_ERROR)) {
+      // a table that is not there, or another tenant's of other columns: without it
+      look_leader(name, with_fence && with_policy, false, settled, then);
+      return;
+    }
+    if (a.error || a.rows.count() != 1) {
+      then(a.error ? *a.error : Error(ExitCode::internal, "MySQL: no answer"), Leadership{});
+      return;
+    }
+    LeaderLook look;
+    look.fence_read = with_fence;
+    LeaderSeen seen{.connection = 0, .fence_read = with_fence, .fence = std::nullopt};
+    try {
+      const Rows& rows = a.rows;
+      look.connection = rows.null(0, 0) ? 0 : rows.number(0, 0);
+      if (with_fence && !rows.null(0, 10)) {
+        seen.fence = rows.text(0, 10);
+        look.fence_connection = lock::parse_record_number(rows.text(0, 5)).value_or(0);
+        look.fence = lock::parse_fence(rows.text(0, 10)).value_or(0);
+      }
+      if (look.connection > 0) {
+        look.holder = read_holder(rows, 0, 0, 3);
+        std::optional<lock::HolderInfo> recorded;
+        if (with_policy && lock::parse_record_number(rows.text(0, 11)) == look.connection) {
+          recorded = sql::decode_holder(rows.text(0, 12)); // none: not a record dlock wrote
+        }
+        if (recorded) { // with its note and value; the times and token of its fencing row
+          recorded->fence = look.holder.fence;
+          if (look.holder.acquired_ms != 0) {
+            recorded->acquired_ms = look.holder.acquired_ms;
+          }
+          look.holder = *recorded;
+        }
+      }
+    } catch (const Error& error) {
+      then(error, Leadership{});
+      return;
+    }
+    seen.connection = look.connection;
+    m_leader[name.str()] = seen;
+    if (!settled && unwritten(look)) {
+      // KILL QUERY (elected) ends the sleep early, with an error that says nothing here
+      session().query(leader_sleep(name, longest_settle_sleep),
+                      [this, name, with_fence, with_policy, then](Answer&) {
+                        look_leader(name, with_fence, with_policy, true, then);
+                      });
+      return;
+    }
+    then(std::nullopt, Leadership{.term = leader_term(look),
+                                  .holder = look.holder,
+                                  .holders = look.connection > 0 ? 1 : 0});
+  });
+}
+
+std::string MysqlGates::leader_sleep(const lock::LockName& name, Millis block)
+{
+  std::string key = key_of(name);
+  auto found = m_leader.find(name.str());
+  LeaderSeen seen = found == m_leader.end() ? LeaderSeen{} : found->second;
+  std::string same = fmt::format("IS_USED_LOCK({}) <=> {}", key,
+                                 seen.connection > 0 ? std::to_string(seen.connection) : "NULL");
+  if (seen.fence_read) {
+    same += fmt::format(" AND (SELECT LEFT(CAST(f.fence AS BINARY), 21) FROM dlock_fence f WHERE "
+                        "f.lock_name = {} LIMIT 1) <=> {}",
+                        key, seen.fence ? sql_bytes(*seen.fence) : "NULL");
+  }
+  return fmt::format("SELECT IF({}, SLEEP({}), 0), '{}{}'", same, seconds(block),
+                     marker_of(m_prefix + name.str()), leader_mark);
+}
+
 void MysqlGates::wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
                                Millis block)
 {
@@ -295,6 +419,9 @@ void MysqlGates::wait_for_wake(const lock::LockName& name, const lock::WaitTicke
                       holder.second, seconds(std::min(block, longest_watch_sleep)), marker);
     break;
   }
+  case lock::WaitMode::leader: // while the holder and its fencing row are those last seen
+    sql = leader_sleep(name, std::min(block, longest_watch_sleep));
+    break;
   case lock::WaitMode::barrier:
     sql = fmt::format("SELECT IF(COALESCE((SELECT MAX(generation) FROM dlock_gate WHERE gate_key "
                       "= {} AND member = 'barrier'), 0) > {}, 0, SLEEP({})), '{}'",
@@ -306,9 +433,12 @@ void MysqlGates::wait_for_wake(const lock::LockName& name, const lock::WaitTicke
                       key, m_dialect.now_ms, seconds(std::min(block, longest_gate_sleep)), marker);
     break;
   }
-  session().query(sql, [this](Answer& a) {
-    // KILL QUERY ends the sleep early (SLEEP answers 1, or the query is interrupted)
-    bool woken = !a.error || a.errnum == ER_QUERY_INTERRUPTED;
+  bool leader = ticket.mode == lock::WaitMode::leader;
+  session().query(sql, [this, leader](Answer& a) {
+    // KILL QUERY ends the sleep early (SLEEP answers 1, or the query is interrupted); a
+    // leader watcher's dlock_fence gone is for its next look to see
+    bool woken = !a.error || a.errnum == ER_QUERY_INTERRUPTED
+                 || (leader && (unusable(a.errnum) || a.errnum == ER_BAD_FIELD_ERROR));
     m_answer(Outcome::of(Op::wait_for_wake, woken ? std::nullopt : a.error));
   });
 }
@@ -350,6 +480,15 @@ void MysqlGates::abandon() noexcept
   m_session.reset(); // ends a transaction in progress (rolled back), and a sleep
   m_bell.reset();
   m_in_transaction = false;
+}
+
+void MysqlGates::elected(const std::string& name, sql::Session& on, std::function<void()> then)
+{
+  if (on.broken() || !on.owned()) {
+    then();
+    return;
+  }
+  ring(static_cast<Session&>(on), marker_of(m_prefix + name) + leader_mark, std::move(then));
 }
 
 void MysqlGates::freed(const std::string& name, sql::Session& on, std::function<void()> then)

@@ -147,20 +147,6 @@ std::string forget_command_sql(const std::string& server_name, const std::string
          + " AND connection_id = " + connection_sql;
 }
 
-// The columns of dlock_fence a status reads: fence, acquired_ms, connection_id, holder_user,
-// holder_host, holder_pid, command. Another tenant of the database may have written the rows
-// (or made the table, with other types): the text is cut to what dlock would write
-// (lock::max_holder_record_bytes, so that no row takes memory without bound), numbers are read
-// checked.
-std::string fence_columns()
-{
-  auto cut = [](const char* column) {
-    return fmt::format("LEFT(CAST({} AS BINARY), {})", column, lock::max_holder_record_bytes + 1);
-  };
-  return fmt::format("f.fence, f.acquired_ms, f.connection_id, {}, {}, f.holder_pid, {} ",
-                     cut("f.holder_user"), cut("f.holder_host"), cut("f.command"));
-}
-
 // The holder of a lock, its fencing row and the server's clock, in one row:
 // id, USER, HOST, now, fence, acquired_ms, connection_id, holder_user, holder_host,
 // holder_pid, command (the last six NULL without dlock_fence).
@@ -187,28 +173,6 @@ std::string holder_sql(const std::string& server_name, bool with_fence)
 std::optional<std::int64_t> last_fence(const Rows& rows, int row, int column)
 {
   return rows.null(row, column) ? 0 : lock::parse_fence(rows.text(row, column));
-}
-
-// The holder from a row whose columns from first on are id, USER, HOST and, from fence on,
-// fence, acquired_ms, connection_id, holder_user, holder_host, holder_pid, command.
-lock::HolderInfo read_holder(const Rows& rows, int row, int first, int fence)
-{
-  SessionRow session;
-  session.connection = rows.number(row, first);
-  session.user = rows.text(row, first + 1);
-  session.client_host = rows.text(row, first + 2);
-  std::optional<std::int64_t> writer = lock::parse_record_number(rows.text(row, fence + 2));
-  if (!rows.null(row, fence + 2) && writer == session.connection) {
-    std::string numbers[] = {rows.text(row, fence), rows.text(row, fence + 1),
-                             rows.text(row, fence + 5)};
-    std::string texts[] = {rows.text(row, fence + 3), rows.text(row, fence + 4),
-                           rows.text(row, fence + 6)};
-    lock::HolderField fields[] = {{"fence", numbers[0]}, {"acquired_ms", numbers[1]},
-                                  {"pid", numbers[2]},   {"user", texts[0]},
-                                  {"host", texts[1]},    {"command", texts[2]}};
-    session.written = lock::parse_holder_record(fields); // none: another tenant's row
-  }
-  return holder_of_session(session);
 }
 
 } // namespace
@@ -648,7 +612,7 @@ void MysqlStore::after_taken(const std::string& name, std::function<void()> then
 void MysqlStore::take_fence(const std::string& name, bool created_table)
 {
   const Named& n = m_named.at(name);
-  auto unavailable = [this](const Answer& a) { no_fencing(a.error->what()); };
+  auto unavailable = [this, name](const Answer& a) { no_fencing(name, a.error->what()); };
   // LAST_INSERT_ID(expr) hands the new token to this session's LAST_INSERT_ID(), whether the
   // row is new (1) or counted up.
   std::string sql = fmt::format(
@@ -692,12 +656,13 @@ void MysqlStore::take_fence(const std::string& name, bool created_table)
       }
       session(name).query(
         "SELECT LAST_INSERT_ID()",
-        [this](Answer& id) {
+        [this, name](Answer& id) {
           if (id.error) {
             answer(Op::acquire, *id.error);
             return;
           }
-          fenced(id.rows.count() == 1 ? id.rows.number(0, 0) : 0);
+          // a candidate's leader watchers are told: its rows are all written
+          fenced(name, id.rows.count() == 1 ? id.rows.number(0, 0) : 0);
         },
         true);
     },

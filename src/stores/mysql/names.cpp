@@ -1,5 +1,7 @@
 #include "stores/mysql/names.hpp"
 
+#include "stores/mysql/session.hpp"
+
 #include "util/sha256.hpp"
 
 #include <fmt/format.h>
@@ -79,18 +81,45 @@ lock::HolderInfo holder_of_session(const SessionRow& row)
     }
     return holder;
   }
+  // nobody dlock can name (no host, user or pid: the connection id is none of them), with what
+  // the server says of the session
   lock::HolderInfo holder;
-  holder.user = row.user.empty() ? "?" : row.user;
-  std::string host = row.client_host;
-  std::size_t colon = host.rfind(':');
-  if (colon != std::string::npos && colon + 1 < host.size()
-      && host.find_first_not_of("0123456789", colon + 1) == std::string::npos) {
-    host.resize(colon); // "10.0.0.5:51234": the client's port says nothing to a reader
-  }
-  holder.host = host.empty() ? "?" : host;
-  holder.pid = row.connection;
-  holder.command = fmt::format("MySQL connection {} from {}", row.connection, where);
+  holder.command =
+    row.user.empty()
+      ? fmt::format("MySQL connection {} from {}", row.connection, where)
+      : fmt::format("MySQL connection {} of {} from {}", row.connection, row.user, where);
   return holder;
+}
+
+std::string fence_columns()
+{
+  // numbers are read checked; the text is cut (lock::max_holder_record_bytes), so that no row
+  // takes memory without bound
+  auto cut = [](const char* column) {
+    return fmt::format("LEFT(CAST({} AS BINARY), {})", column, lock::max_holder_record_bytes + 1);
+  };
+  return fmt::format("f.fence, f.acquired_ms, f.connection_id, {}, {}, f.holder_pid, {} ",
+                     cut("f.holder_user"), cut("f.holder_host"), cut("f.command"));
+}
+
+lock::HolderInfo read_holder(const Rows& rows, int row, int first, int fence)
+{
+  SessionRow session;
+  session.connection = rows.number(row, first);
+  session.user = rows.text(row, first + 1);
+  session.client_host = rows.text(row, first + 2);
+  std::optional<std::int64_t> writer = lock::parse_record_number(rows.text(row, fence + 2));
+  if (!rows.null(row, fence + 2) && writer == session.connection) {
+    std::string numbers[] = {rows.text(row, fence), rows.text(row, fence + 1),
+                             rows.text(row, fence + 5)};
+    std::string texts[] = {rows.text(row, fence + 3), rows.text(row, fence + 4),
+                           rows.text(row, fence + 6)};
+    lock::HolderField fields[] = {{"fence", numbers[0]}, {"acquired_ms", numbers[1]},
+                                  {"pid", numbers[2]},   {"user", texts[0]},
+                                  {"host", texts[1]},    {"command", texts[2]}};
+    session.written = lock::parse_holder_record(fields); // none: another tenant's row
+  }
+  return holder_of_session(session);
 }
 
 } // namespace dlock::mysql

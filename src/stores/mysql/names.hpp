@@ -9,6 +9,8 @@
 
 namespace dlock::mysql {
 
+class Rows;
+
 // The name dlock passes to GET_LOCK for prefix + lock name. MySQL allows 64 characters and
 // compares names without regard to case (MariaDB 10.11 compares them as given), so a name is
 // used as it is only if it has at most 64 characters, all printable ASCII, no upper-case
@@ -48,8 +50,10 @@ std::string token_lock_name(std::string_view token);
 std::string sql_bytes(std::string_view bytes);
 
 // Who holds a lock, from what the server knows: the holder that dlock wrote in dlock_fence
-// when that row is the holding connection's, else the connection's user and client host from
-// information_schema.PROCESSLIST (empty when the server does not show it to dlock's user).
+// when that row is the holding connection's, else a holder that is not dlock (no host, user
+// or pid) whose command says what the server shows of the connection: its id, and its user
+// and client host from information_schema.PROCESSLIST (empty when the server does not show
+// it to dlock's user).
 struct SessionRow {
   std::int64_t connection = 0;
   std::string user;                        // PROCESSLIST.USER
@@ -57,5 +61,13 @@ struct SessionRow {
   std::optional<lock::HolderInfo> written; // dlock_fence's holder of that connection
 };
 lock::HolderInfo holder_of_session(const SessionRow& row);
+
+// The columns of dlock_fence (as f) that a holder is read from: fence, acquired_ms,
+// connection_id, holder_user, holder_host, holder_pid, command, the text cut to what dlock
+// writes (another tenant may have written the rows, or made the table with other types).
+std::string fence_columns();
+// The holder from a row whose columns from first on are id, USER, HOST and, from fence on,
+// those of fence_columns (dlock's record when that row is the holding connection's).
+lock::HolderInfo read_holder(const Rows& rows, int row, int first, int fence);
 
 } // namespace dlock::mysql

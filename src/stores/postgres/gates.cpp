@@ -18,6 +18,48 @@ namespace {
 // announced (the safety net of its wait).
 constexpr Millis unannounced_end{2'000};
 
+// The leadership of the leader gate's query (read_leadership): the holding session (pid,
+// application_name, role, client, start in µs; NULL pid: free), the granted holders, the
+// fence row (fence, acquired ms) and the side record (present, then policy_columns).
+sql::SqlGates::Leadership leadership_of(const Rows& rows)
+{
+  sql::SqlGates::Leadership leadership;
+  if (rows.count() != 1 || rows.null(0, 0)) {
+    return leadership; // free
+  }
+  std::int64_t pid = rows.number(0, 0);
+  std::int64_t started_us = rows.number(0, 4);
+  leadership.holder = holder_of_session(rows.text(0, 1), rows.text(0, 2), rows.text(0, 3), pid);
+  leadership.holders = rows.number(0, 5);
+  std::optional<std::int64_t> fence;
+  if (!rows.null(0, 6)) {
+    fence = lock::parse_fence(rows.text(0, 6));
+  }
+  std::int64_t acquired_ms = rows.null(0, 7) ? 0 : rows.number(0, 7);
+  bool recorded = false;
+  if (rows.truth(0, 8)) {
+    sql::PolicyRow row = policy_row(rows, 0, 9);
+    // the record is this session's holder's (not one it left when it ended)
+    if (row.session == pid && row.holder && !row.token_fp.empty()) {
+      leadership.holder = *row.holder;
+      recorded = true;
+    }
+  }
+  std::int64_t recorded_ms = recorded ? leadership.holder.acquired_ms : 0;
+  leadership.holder.fence = fence.value_or(0);
+  if (acquired_ms > 0) {
+    leadership.holder.acquired_ms = acquired_ms;
+  }
+  if (fence && *fence > 0) {
+    leadership.term = *fence;
+  } else if (recorded_ms > 0) {
+    leadership.term = recorded_ms;
+  } else {
+    leadership.term = started_us > 0 ? started_us : std::max<std::int64_t>(pid, 1);
+  }
+  return leadership;
+}
+
 // The table in the shared statements, which are written before it is found.
 constexpr std::string_view table_mark = "@dlock_gate@";
 
@@ -262,6 +304,133 @@ void PostgresGates::holding(const lock::LockName& name, HoldingThen then)
     [then](Read r) { then(r.error, Holding{}, 0); });
 }
 
+void PostgresGates::find_side_tables(std::function<void()> then,
+                                     std::function<void(const Error&)> failed)
+{
+  bool fence_known = m_fence_table && !m_fence_table->table.empty();
+  bool policy_known = m_policy_table && !m_policy_table->table.empty();
+  if (fence_known && policy_known) {
+    then();
+    return;
+  }
+  std::string relname = fence_known ? "dlock_policy" : "dlock_fence";
+  session().query(find_fence_table_sql(relname), {}, [this, fence_known, then, failed](Answer& a) {
+    if (a.error) {
+      failed(*a.error);
+      return;
+    }
+    if (fence_known) {
+      try {
+        m_policy_table = fence_table_from(a.rows, m_params.shown);
+      } catch (const Error&) {
+        m_policy_table = FenceTable{}; // another role's: no holder records
+      }
+      then();
+      return;
+    }
+    try {
+      m_fence_table = fence_table_from(a.rows, m_params.shown);
+    } catch (const Error& error) {
+      failed(error); // as status and acquisitions refuse it
+      return;
+    }
+    if (m_fence_table->table.empty()) {
+      m_fence_table.reset(); // none yet: looked for again next time
+    }
+    if (m_fence_table && m_policy_table && !m_policy_table->table.empty()) {
+      then();
+      return;
+    }
+    session().query(find_fence_table_sql("dlock_policy"), {}, [this, then, failed](Answer& p) {
+      if (p.error) {
+        failed(*p.error);
+        return;
+      }
+      try {
+        m_policy_table = fence_table_from(p.rows, m_params.shown);
+      } catch (const Error&) {
+        m_policy_table = FenceTable{};
+      }
+      then();
+    });
+  });
+}
+
+void PostgresGates::leadership(const lock::LockName& name, LeadershipThen then)
+{
+  auto failed = [then](const Error& error) { then(error, Leadership{}); };
+  prepare(
+    name, false,
+    [this, name, then, failed] {
+      find_side_tables([this, name, then] { read_leadership(name, then); }, failed);
+    },
+    [then](Read r) {
+      then(r.error ? *r.error : Error(ExitCode::internal, "PostgreSQL: no answer"), Leadership{});
+    });
+}
+
+void PostgresGates::read_leadership(const lock::LockName& name, LeadershipThen then)
+{
+  AdvisoryKey key = AdvisoryKey::of(m_prefix + name.str());
+  bool fence = m_fence_table && !m_fence_table->table.empty();
+  bool policy = m_policy_table && !m_policy_table->table.empty();
+  // the fence row and the side record of this name (another name of the same key is not it)
+  std::string fence_columns = "NULL, NULL";
+  if (fence) {
+    std::string row = fmt::format("FROM {} f WHERE f.lock_key = $3::pg_catalog.int8 AND f.name = "
+                                  "$4 LIMIT 1",
+                                  m_fence_table->table);
+    fence_columns = fmt::format(
+      "(SELECT left(f.fence::pg_catalog.text, 21) {0}), (SELECT CASE WHEN "
+      "pg_catalog.isfinite(f.acquired_at) THEN floor(extract(epoch from f.acquired_at) * "
+      "1000)::pg_catalog.int8 END {0})",
+      row);
+  }
+  std::string policy_join;
+  std::string policy_present = "false";
+  std::string record = "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL";
+  if (policy) {
+    policy_join = fmt::format(" LEFT JOIN {} p ON p.lock_key = $3::pg_catalog.int8 AND p.name = $4",
+                              m_policy_table->table);
+    policy_present = "p.lock_key IS NOT NULL";
+    record = policy_columns();
+  }
+  std::string sql = fmt::format(
+    "SELECT l.pid, coalesce(a.application_name, ''), coalesce(a.usename::pg_catalog.text, ''), "
+    "coalesce(host(a.client_addr), ''), coalesce(floor(extract(epoch from a.backend_start) * "
+    "1000000)::pg_catalog.int8, 0), (SELECT count(*) FROM pg_catalog.pg_locks c WHERE "
+    "c.locktype = 'advisory' AND c.classid = $1::oid AND c.objid = $2::oid AND c.objsubid = 1 "
+    "AND c.granted), {}, {}, {} FROM (SELECT 1) one LEFT JOIN (pg_catalog.pg_locks l LEFT JOIN "
+    "pg_catalog.pg_stat_activity a ON a.pid = l.pid) ON l.locktype = 'advisory' AND l.classid = "
+    "$1::oid AND l.objid = $2::oid AND l.objsubid = 1 AND l.granted{} ORDER BY a.backend_start "
+    "LIMIT 1",
+    fence_columns, policy_present, record, policy_join);
+  std::vector<std::string> params{std::to_string(key.classid()), std::to_string(key.objid()),
+                                  std::to_string(key.key), m_prefix + name.str()};
+  session().query(sql, params, [this, name, then, fence, policy](Answer& a) {
+    if (a.error && (policy || fence) && m_session && !m_session->broken()) {
+      // a side table another tenant changed (other columns) or dropped: once more without it
+      // (both are looked for again at the next look)
+      if (policy) {
+        m_policy_table = FenceTable{};
+      } else {
+        m_fence_table.reset();
+      }
+      read_leadership(name, then);
+      return;
+    }
+    if (a.error) {
+      then(a.error, Leadership{});
+      return;
+    }
+    try {
+      then(std::nullopt, leadership_of(a.rows));
+    } catch (const Error& error) {
+      then(error, Leadership{});
+    }
+  });
+}
+
 void PostgresGates::wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
                                   Millis block)
 {
@@ -270,7 +439,9 @@ void PostgresGates::wait_for_wake(const lock::LockName& name, const lock::WaitTi
     m_answer(Outcome::of(Op::wait_for_wake));
     return;
   }
-  if (ticket.mode == lock::WaitMode::watch) {
+  // a leader watcher that saw a holder (since: its term) is no more told of its session's end
+  if (ticket.mode == lock::WaitMode::watch
+      || (ticket.mode == lock::WaitMode::leader && ticket.since != 0)) {
     block = std::min(block, unannounced_end);
   }
   m_wake = Wake{ch, util::monotonic_now() + block};
@@ -302,6 +473,16 @@ void PostgresGates::abandon() noexcept
 }
 
 void PostgresGates::freed(const std::string& name, sql::Session& on, std::function<void()> then)
+{
+  ring(name, on, std::move(then));
+}
+
+void PostgresGates::elected(const std::string& name, sql::Session& on, std::function<void()> then)
+{
+  ring(name, on, std::move(then));
+}
+
+void PostgresGates::ring(const std::string& name, sql::Session& on, std::function<void()> then)
 {
   if (on.broken() || !on.owned()) {
     then();

@@ -85,36 +85,6 @@ std::vector<std::string> key_params(const AdvisoryKey& key)
   return {std::to_string(key.classid()), std::to_string(key.objid())};
 }
 
-// The columns of dlock_policy (p) a side record is read from, each cut to what dlock writes.
-std::string policy_columns()
-{
-  auto cut = [](const char* column, std::size_t bytes) {
-    return fmt::format("left(p.{}::pg_catalog.text, {})", column, bytes);
-  };
-  std::size_t record = lock::max_holder_record_bytes + 1;
-  return fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", cut("token_fp", 65),
-                     cut("session_id", 21), cut("holder", record), cut("hold_until", 21),
-                     cut("released", 6), cut("delay_ms", 21), cut("ended_at", 21),
-                     cut("replace_by", record), cut("newest_waiter", 65), cut("newest", record),
-                     cut("newest_until", 21));
-}
-
-// The side record from policy_columns, from column first on.
-sql::PolicyRow policy_row(const Rows& rows, int row, int first)
-{
-  return sql::parse_policy_row(sql::PolicyText{.token_fp = rows.text(row, first),
-                                               .session = rows.text(row, first + 1),
-                                               .holder = rows.text(row, first + 2),
-                                               .hold_until = rows.text(row, first + 3),
-                                               .released = rows.text(row, first + 4),
-                                               .delay_ms = rows.text(row, first + 5),
-                                               .ended_at = rows.text(row, first + 6),
-                                               .replace_by = rows.text(row, first + 7),
-                                               .newest_waiter = rows.text(row, first + 8),
-                                               .newest = rows.text(row, first + 9),
-                                               .newest_until = rows.text(row, first + 10)});
-}
-
 // The holders of a key, from rows of (pid, granted, mode, application_name, role, client).
 struct Holders {
   std::vector<lock::HolderInfo> granted;
@@ -665,11 +635,11 @@ void PostgresStore::take_fence(const std::string& name, bool looked_again)
   }
   if (m_fence->table.empty()) {
     if (looked_again) {
-      no_fencing("the table dlock_fence cannot be found after it was created or dropped");
+      no_fencing(name, "the table dlock_fence cannot be found after it was created or dropped");
       return;
     }
     if (m_fence->home.empty()) {
-      no_fencing("no schema of the search path to create the table dlock_fence in");
+      no_fencing(name, "no schema of the search path to create the table dlock_fence in");
       return;
     }
     // No table yet: make it where the role's path puts new tables, then look again (whoever
@@ -680,7 +650,7 @@ void PostgresStore::take_fence(const std::string& name, bool looked_again)
         // 23505, 42P07: another dlock made it at the same moment
         if (created.error && created.sqlstate != "23505" && created.sqlstate != "42P07") {
           no_fencing(
-            fmt::format("cannot create the table dlock_fence ({})", created.error->what()));
+            name, fmt::format("cannot create the table dlock_fence ({})", created.error->what()));
           return;
         }
         m_fence.reset();
@@ -705,7 +675,7 @@ void PostgresStore::take_fence(const std::string& name, bool looked_again)
         return;
       }
       if (a.error && (a.sqlstate == "42501" || a.sqlstate == "25006" || a.sqlstate == "42P01")) {
-        no_fencing(a.error->what());
+        no_fencing(name, a.error->what());
         return;
       }
       if (a.error) {
@@ -719,7 +689,7 @@ void PostgresStore::take_fence(const std::string& name, bool looked_again)
                               name, key.key));
         return;
       }
-      fenced(a.rows.number(0, 0));
+      fenced(name, a.rows.number(0, 0));
     },
     true);
 }

@@ -61,7 +61,7 @@ SqlGates::SqlGates(Tell answer, std::string server, std::string prefix)
 bool SqlGates::is_gate(lock::WaitMode mode) noexcept
 {
   return mode == lock::WaitMode::watch || mode == lock::WaitMode::barrier
-         || mode == lock::WaitMode::latch;
+         || mode == lock::WaitMode::latch || mode == lock::WaitMode::leader;
 }
 
 std::string SqlGates::columns()
@@ -179,6 +179,19 @@ void SqlGates::start_gate(const lock::LockName& name, const lock::GateRequest& r
     return;
   case lock::WaitMode::watch:
     break;
+  case lock::WaitMode::leader: {
+    lock::WaitTicket ticket = request.ticket;
+    leadership(name, [this, ticket](std::optional<Error> error, Leadership leadership) {
+      if (error) {
+        m_answer(Outcome::of(Op::gate, std::move(error)));
+        return;
+      }
+      Outcome outcome = Outcome::of(Op::gate);
+      outcome.gate = look_leader(ticket, leadership, ticket.max_block);
+      m_answer(std::move(outcome));
+    });
+    return;
+  }
   default:
     m_answer(Outcome::of(Op::gate, Error(ExitCode::internal, "a lock waiter at a gate")));
     return;
@@ -228,6 +241,28 @@ lock::GateResult SqlGates::look(const lock::WaitTicket& ticket, const Holding& h
   result.lock.lease = lock::AcquireResult::Lease::no_expiry;
   result.lock.holder = holding.first;
   result.lock.holders = std::int64_t(holding.sessions.size());
+  return result;
+}
+
+void SqlGates::leadership(const lock::LockName&, LeadershipThen then)
+{
+  then(Error(ExitCode::internal, "leader --watch on {}: no leader gate", m_server), Leadership{});
+}
+
+lock::GateResult SqlGates::look_leader(const lock::WaitTicket& ticket, const Leadership& leadership,
+                                       Millis block)
+{
+  lock::GateResult result;
+  result.since = leadership.term;
+  result.open = leadership.term != ticket.since;
+  if (leadership.term != 0) {
+    result.lock.lease = lock::AcquireResult::Lease::no_expiry;
+    result.lock.holder = leadership.holder;
+    result.lock.holders = std::max<std::int64_t>(1, leadership.holders);
+  }
+  if (!result.open) {
+    result.block = block;
+  }
   return result;
 }
 

@@ -31,7 +31,11 @@ class Session;
 //   server's clock): an arrival lapses 2 s after its party's block ends, as on Redis; the
 //   barrier's state after a day; a latch with its --expire. Each barrier step and latch set
 //   deletes the rows of the table that expired, and a name's junk rows (another tenant's).
-// What wakes a waiter is the database's (PostgreSQL: LISTEN/NOTIFY; MySQL: see mysql/gates).
+// - leader (dlock leader --watch): the database says who holds the lock and its term
+//   (leadership(): 0 when free; the holder's fencing token, or another number that changes
+//   with the holder); the gate opens when the term is not the one the watcher saw.
+// What wakes a waiter is the database's (PostgreSQL: LISTEN/NOTIFY; MySQL: see mysql/gates):
+// a release (freed()), and a candidate of dlock elect that took the lock (elected()).
 class SqlGates : public lock::Coordination {
 public:
   using Tell = std::function<void(lock::Outcome)>;
@@ -42,8 +46,8 @@ public:
                        util::Millis expire) override;
   void start_count_down(const lock::LockName& name) override;
 
-  // Whether a ticket is a gate's (watch, barrier, latch), whose wake-ups and withdrawal are
-  // this object's.
+  // Whether a ticket is a gate's (watch, barrier, latch, leader), whose wake-ups and
+  // withdrawal are this object's.
   static bool is_gate(lock::WaitMode mode) noexcept;
   // Waits up to block for what may open the ticket's gate; answers Op::wait_for_wake.
   virtual void wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
@@ -58,6 +62,14 @@ public:
   // tells the lock's watchers where the database can, then then() (the release's answer, so
   // that dlock does not end before they are told); by default then() alone.
   virtual void freed(const std::string& name, Session& on, std::function<void()> then)
+  {
+    (void)name, (void)on;
+    then();
+  }
+  // A candidate of dlock elect (a holder with a value) took a lock of this prefix on session
+  // on, its holder record and fencing token written: tells the lock's leader watchers, then
+  // then() (the acquisition's answer); by default then() alone.
+  virtual void elected(const std::string& name, Session& on, std::function<void()> then)
   {
     (void)name, (void)on;
     then();
@@ -120,6 +132,17 @@ public:
   lock::GateResult look(const lock::WaitTicket& ticket, const Holding& holding, std::int64_t now_us,
                         util::Millis block);
 
+  // A leader watcher's view of the lock: its term (0: free) and, when held, who holds it.
+  struct Leadership {
+    std::int64_t term = 0;
+    lock::HolderInfo holder; // with its value, when a dlock holder recorded one
+    std::int64_t holders = 0;
+  };
+  // The leader rule (pure; unit-tested): open when the term is not the one seen (since),
+  // with the term and the holder either way; else block up to block.
+  static lock::GateResult look_leader(const lock::WaitTicket& ticket, const Leadership& leadership,
+                                      util::Millis block);
+
 protected:
   // answer: where outcomes go (the store's queue); server: "PostgreSQL" or "MySQL".
   SqlGates(Tell answer, std::string server, std::string prefix);
@@ -148,6 +171,11 @@ protected:
   // Who holds the lock name now, with the server's clock in µs (watch).
   using HoldingThen = std::function<void(std::optional<Error>, Holding, std::int64_t)>;
   virtual void holding(const lock::LockName& name, HoldingThen then) = 0;
+  // Who holds the lock name now and its term (leader), with the watcher registered for the
+  // wake-ups of freed() and elected() before it looks; by default refused (a database that
+  // has no leader gate yet).
+  using LeadershipThen = std::function<void(std::optional<Error>, Leadership)>;
+  virtual void leadership(const lock::LockName& name, LeadershipThen then);
 
   // The columns every read selects: now, member, generation, parties, count, until.
   std::string columns();

@@ -36,9 +36,9 @@ std::int64_t number_or_zero(std::string_view text)
 std::string encode_holder(const lock::HolderInfo& holder)
 {
   std::string out;
-  for (const std::string& field :
-       {holder.user, holder.host, std::to_string(holder.pid), holder.command,
-        std::to_string(holder.acquired_ms), std::to_string(holder.ttl_ms), holder.note}) {
+  for (const std::string& field : {holder.user, holder.host, std::to_string(holder.pid),
+                                   holder.command, std::to_string(holder.acquired_ms),
+                                   std::to_string(holder.ttl_ms), holder.note, holder.value}) {
     if (!out.empty()) {
       out += separator;
     }
@@ -52,7 +52,7 @@ std::optional<lock::HolderInfo> decode_holder(std::string_view text)
   if (text.empty() || text.size() > lock::max_holder_record_bytes) {
     return std::nullopt;
   }
-  std::array<std::string, 7> parts;
+  std::array<std::string, 8> parts; // the last, value, is absent from records before elect
   std::size_t count = 0;
   for (std::string_view rest = text;; ++count) {
     if (count == parts.size()) {
@@ -69,12 +69,12 @@ std::optional<lock::HolderInfo> decode_holder(std::string_view text)
     }
     rest.remove_prefix(end + 1);
   }
-  if (count + 1 != parts.size()) {
+  if (count + 1 < parts.size() - 1) {
     return std::nullopt;
   }
-  lock::HolderField fields[] = {{"user", parts[0]},        {"host", parts[1]},
-                                {"pid", parts[2]},         {"command", parts[3]},
-                                {"acquired_ms", parts[4]}, {"ttl_ms", parts[5]}};
+  lock::HolderField fields[] = {
+    {"user", parts[0]},        {"host", parts[1]},   {"pid", parts[2]},  {"command", parts[3]},
+    {"acquired_ms", parts[4]}, {"ttl_ms", parts[5]}, {"value", parts[7]}};
   std::optional<lock::HolderInfo> holder = lock::parse_holder_record(fields);
   if (!holder || parts[6].size() > lock::max_note_bytes) {
     return std::nullopt;

@@ -17,7 +17,7 @@ namespace dlock::sql {
 struct PolicyRow {
   std::string token_fp;                   // the holder's token (lock::token_fingerprint)
   std::int64_t session = 0;               // its session (backend pid, connection id)
-  std::optional<lock::HolderInfo> holder; // as it recorded itself, --note included
+  std::optional<lock::HolderInfo> holder; // as it recorded itself, --note and value included
   std::int64_t hold_until = 0;            // --min-hold: closed until then (0: none)
   bool released = false;                  // released by its token: only the min-hold keeps it
   std::int64_t delay_ms = 0;              // --lock-delay armed by the holder (0: none)
@@ -36,7 +36,8 @@ struct PolicyText {
 };
 PolicyRow parse_policy_row(const PolicyText& text);
 
-// A holder as kept in one column: its fields joined by US (0x1f), '%' and US escaped.
+// A holder as kept in one column: its fields joined by US (0x1f), '%' and US escaped; the
+// last, the value of dlock elect, is absent from the records of older dlocks.
 std::string encode_holder(const lock::HolderInfo& holder);
 // The holder of such a column, or nothing when it is not one dlock wrote.
 std::optional<lock::HolderInfo> decode_holder(std::string_view text);

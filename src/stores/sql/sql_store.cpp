@@ -257,10 +257,21 @@ void SqlStore::check_policy(const std::string& name, const lock::AcquireRequest&
 void SqlStore::fence(const std::string& name, bool again)
 {
   if (!m_fencing) {
-    fenced(0);
+    fenced(name, 0);
     return;
   }
   take_fence(name, again);
+}
+
+void SqlStore::fenced(const std::string& name, std::int64_t fence)
+{
+  auto found = m_named.find(name);
+  if (!m_gates || found == m_named.end() || found->second.holder.value.empty()
+      || found->second.session->broken()) {
+    fenced(fence);
+    return;
+  }
+  m_gates->elected(name, *found->second.session, [this, fence] { fenced(fence); });
 }
 
 void SqlStore::fenced(std::int64_t fence)
@@ -276,6 +287,13 @@ void SqlStore::no_fencing(const std::string& why)
   m_fencing = false; // no right to create or write it, or a read-only server
   util::log_verbose("no fencing token: {}", why);
   fenced(0);
+}
+
+void SqlStore::no_fencing(const std::string& name, const std::string& why)
+{
+  m_fencing = false;
+  util::log_verbose("no fencing token: {}", why);
+  fenced(name, 0);
 }
 
 void SqlStore::holders_found(const std::string& name, const lock::AcquireRequest& request,

@@ -165,8 +165,13 @@ protected:
   void fence(const std::string& name, bool again);
   // Answers the acquisition: taken, with fencing token fence (0: none).
   void fenced(std::int64_t fence);
+  // The same for the name's acquisition, after a candidate of dlock elect (a holder with a
+  // value) told the lock's leader watchers (SqlGates::elected): a plain run pays nothing.
+  void fenced(const std::string& name, std::int64_t fence);
   // dlock_fence cannot be used (why, for -v): the lock is taken without a token, from now on.
   void no_fencing(const std::string& why);
+  // The same for the name's acquisition (its leader watchers told, as fenced(name, fence)).
+  void no_fencing(const std::string& name, const std::string& why);
   // Answers the acquisition: held by count sessions, the first of them first (its session
   // id: first_session), after the side record adds its note and takes a --replace request.
   void holders_found(const std::string& name, const lock::AcquireRequest& request,
