@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """Rounds of leader fail-over for bench/failover.sh, and its table.
 
-  failover.py rounds OUT.jsonl ROW TTL ROUNDS KIND DIR SETTLE LIMIT [--parallel] -- TEMPLATE...
+  failover.py rounds OUT.jsonl ROW TTL ROUNDS KIND DIR [--settle S] [--jitter S] [--limit S]
+                     [--parallel] -- TEMPLATE...
       ROUNDS rounds of three candidates A, B, C on a key of their own (fo-ROW-N): A leads, B and C
-      join SETTLE seconds apart, A's process is killed (SIGKILL); the next leader's command is seen
-      to start; that leader ends cleanly; the last one takes over and ends cleanly too. One JSON
-      line per round in OUT. TEMPLATE is a candidate's command with {key}, {id} and {log} in it.
+      join --settle seconds apart (they wait), after a random pause of 0 to --jitter seconds (the
+      kill lands anywhere in the renewal cycle) A's process is killed (SIGKILL); the next leader's
+      command is seen to start; that leader ends cleanly; the last one takes over and ends
+      cleanly too. One JSON line per round in OUT. TEMPLATE is a candidate's command with {key},
+      {id} and {log} in it.
       KIND "command": the candidate runs a command, `bench/helper lead {log} {id}`, which appends
         "START_NS PID ID" to {log} first thing; its death is seen through a pidfd of that PID
         (dlock's guard kills it when dlock dies); it ends cleanly on SIGUSR1 (exit 0).
       KIND "proclaim": the candidate runs no command (etcdctl elect): leadership is the time its
         first line of output is read; its death is the pidfd of the candidate process itself;
         a clean end is SIGTERM (etcdctl resigns), timed from the signal.
-      LIMIT bounds each wait for a leader, in seconds. --parallel: all rounds at once (threads).
+      --limit bounds each wait, in seconds. --parallel: all rounds at once (threads).
   failover.py table OUT.jsonl
       the Markdown table, one row per ROW in the order first seen.
 
@@ -20,6 +23,7 @@ Times are CLOCK_REALTIME nanoseconds (the helper's stamps and time.time_ns() com
 """
 import json
 import os
+import random
 import select
 import signal
 import statistics
@@ -137,7 +141,7 @@ class Round:
             b = self.start("B")
             time.sleep(self.a.settle)
             c = self.start("C")
-            time.sleep(self.a.settle)
+            time.sleep(self.a.settle + random.uniform(0, self.a.jitter))
             # kill -9 of the leader's process: its command dies with it (dlock's guard)
             fd = self.command_pidfd(a)
             t_kill = time.time_ns()
@@ -179,8 +183,9 @@ def rounds(argv):
     p.add_argument("rounds", type=int)
     p.add_argument("kind", choices=("command", "proclaim"))
     p.add_argument("dir")
-    p.add_argument("settle", type=float)
-    p.add_argument("limit", type=float)
+    p.add_argument("--settle", type=float, default=1.0)
+    p.add_argument("--jitter", type=float, default=0.0)
+    p.add_argument("--limit", type=float, default=60.0)
     p.add_argument("--parallel", action="store_true")
     p.add_argument("template", nargs="+")
     args = p.parse_args(argv)

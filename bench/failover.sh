@@ -62,8 +62,9 @@ need_tools "$deps" redis-server redis-cli etcd etcdctl python3 cc
 find_pg_bin
 [ -x "$DLOCK_BIN" ] || die "no dlock binary at $DLOCK_BIN (cmake --build build -j2, or set DLOCK_BIN)"
 python3 -c 'import os; os.pidfd_open' 2>/dev/null || die "python3 without os.pidfd_open (3.9 and Linux 5.3 needed)"
-ttl_s=$(python3 -c 'import re,sys; m=re.fullmatch(r"(\d+)(ms|s|m)?", sys.argv[1]); print(-1 if not m else -(-int(m[1]) * {"ms": 1, "s": 1000, "m": 60000, None: 1000}[m[2]] // 1000))' "$ttl")
-[ "$ttl_s" -ge 1 ] || die "--ttl: a duration such as 2s or 1500ms"
+[[ $ttl =~ ^([1-9][0-9]*)(ms|s|m)$ ]] || die "--ttl: a duration such as 2s, 1500ms or 1m"
+case ${BASH_REMATCH[2]} in ms) ttl_ms=${BASH_REMATCH[1]} ;; s) ttl_ms=$((BASH_REMATCH[1] * 1000)) ;; *) ttl_ms=$((BASH_REMATCH[1] * 60000)) ;; esac
+[ "$ttl_ms" -ge 1000 ] || die "--ttl: at least 1s (dlock's minimum)"
 
 # --------------------------------------------------------------------------------- private servers
 bench_tmpdir failover
@@ -147,14 +148,14 @@ say "  rounds:     $ROUNDS per dlock store (one after the other)$(! wanted_row "
 say "  load average at start: $(loadavg)"
 
 RES=$TMP/results.jsonl
-rounds() { # ROW TTL-LABEL ROUNDS KIND LIMIT [--parallel] -- TEMPLATE...
-  python3 "$BENCH_DIR/failover.py" rounds "$RES" "$1" "$2" "$3" "$4" "$TMP/rounds" "$SETTLE" "${@:5}"
+rounds() { # ROW TTL-LABEL ROUNDS KIND [OPTIONS] -- TEMPLATE...: failover.py's rounds, into RES
+  python3 "$BENCH_DIR/failover.py" rounds "$RES" "$1" "$2" "$3" "$4" "$TMP/rounds" --settle "$SETTLE" "${@:5}"
 }
 
 if wanted_row "etcdctl elect"; then
   header "etcdctl elect: $ETCDCTL_ROUNDS rounds at once in the background (a kill -9 waits out its ${ETCDCTL_TTL} s session)"
   RES=$TMP/results-etcdctl.jsonl rounds "etcdctl elect" "${ETCDCTL_TTL} s (default)" "$ETCDCTL_ROUNDS" proclaim \
-    $((ETCDCTL_TTL + 60)) --parallel -- etcdctl --endpoints="$ETCD_URL" elect '{key}' '{id}' >"$TMP/etcdctl.progress" 2>&1 &
+    --jitter $((ETCDCTL_TTL / 3)) --limit $((ETCDCTL_TTL + 60)) --parallel -- etcdctl --endpoints="$ETCD_URL" elect '{key}' '{id}' >"$TMP/etcdctl.progress" 2>&1 &
   ETCDCTL_JOB=$!
 fi
 
@@ -163,7 +164,7 @@ for row in "${ROWS[@]}"; do
   header "$row: $ROUNDS rounds, --ttl $ttl"
   opts=()
   eval "opts=(${URLOPTS[$row]})"
-  rounds "$row" "$ttl" "$ROUNDS" command $((ttl_s + 30)) -- \
+  rounds "$row" "--ttl $ttl" "$ROUNDS" command --jitter "$((ttl_ms / 3))e-3" --limit $((ttl_ms / 1000 + 30)) -- \
     "$DLOCK" "${opts[@]}" "${ELECT[@]}" -k '{key}' --ttl "$ttl" -- "$HELPER" lead '{log}' '{id}'
 done
 
@@ -180,3 +181,9 @@ say "Old leader's command dead -> new leader's command started, in ms."
 say "kill -9: of the leader's dlock (etcdctl: of etcdctl); clean: the command exits 0 (etcdctl: SIGTERM, it resigns)."
 say ""
 python3 "$BENCH_DIR/failover.py" table "$RES"
+say ""
+say "What ends a killed leader's term: Redis, etcd: its lease expires (what is left of --ttl, renewed every"
+say "third); ZooKeeper: its session expires (--ttl, checked each tick); PostgreSQL, MariaDB: the server ends"
+say "its session when the kernel closes the dead dlock's connection; file://: the kernel drops the flock"
+say "when the last process holding it (the command, killed by dlock's guard) exits; etcdctl elect: its"
+say "session's lease expires (what is left of 60 s, renewed every 20 s)."
