@@ -15,8 +15,10 @@
 # Each round has three candidates on a key of its own: A leads, B and C join one second apart
 # (they wait in the store), A's dlock gets SIGKILL (its guard kills the command); B or C takes
 # over: "kill -9 fail-over" is its command's start minus the old command's death (seen through a
-# pidfd). Then that leader's command exits 0 and the last candidate takes over: "clean
-# hand-over". Every command is `helper lead` (bench/helper.c), which stamps its start first thing.
+# pidfd, watched at real-time priority when run as root). Then that leader's command exits 0 and
+# the last candidate takes over: "clean hand-over", from the command's last act to the next one's
+# first. Every command is `helper lead` (bench/helper.c), which stamps its start (and its clean
+# end) itself.
 # etcdctl elect runs no command: its leader is the candidate whose first line of output is read,
 # its death that of the etcdctl process; its clean hand-over is SIGTERM (it resigns), timed from
 # the signal. Its session's TTL is 60 s (clientv3's default; etcdctl 3.4's elect has no option),
@@ -145,6 +147,12 @@ say "  dlock:      $DLOCK_BIN ($("$DLOCK" --version 2>&1 | head -1 | sed 's/; TL
 say "  servers:    redis $(redis-server --version | awk '{print $3}'), PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}')${MYSQL_URL:+, MariaDB $(mariadbd --version | awk '{print $3}')}, etcd $(etcd --version | head -1 | awk '{print $3}')${ZK_URL:+, ZooKeeper (tickTime 1000)}; file:// on $(findmnt -no FSTYPE --target "$FILE_DIR" 2>/dev/null | head -1)"
 say "  etcdctl:    $(etcdctl version | head -1 | awk '{print $3}'), elect with its session's default TTL ($ETCDCTL_TTL s)"
 say "  rounds:     $ROUNDS per dlock store (one after the other)$(! wanted_row "etcdctl elect" || echo ", $ETCDCTL_ROUNDS of etcdctl elect (at once, beside them)")"
+if [ "$(id -u)" = 0 ]; then
+  say "  timing:     the commands' own stamps; pidfds watched at real-time priority (root)"
+else
+  say "  timing:     the commands' own stamps; pidfds watched at normal priority (not root: a kill -9"
+  say "              figure is short by this script's scheduling delay, a clean one is not)"
+fi
 say "  load average at start: $(loadavg)"
 
 RES=$TMP/results.jsonl

@@ -12,8 +12,9 @@
  *       in main, END_NS right before the write, after sleeping HOLD_MS; then exit 0.
  *   helper lead LOG ID
  *       append "START_NS PID ID" to LOG with one O_APPEND write (START_NS taken first thing in main),
- *       then sleep until a signal: SIGUSR1 exits 0 (the leader's command ending on its own), any
- *       other ends it as by default. bench/failover.sh's command under dlock elect.
+ *       then sleep until a signal: SIGUSR1 appends "END_NS PID ID end" and exits 0 (the leader's
+ *       command ending on its own), any other ends it as by default. bench/failover.sh's command
+ *       under dlock elect.
  *   helper spawnlat N
  *       N times: take T0, posix_spawn this helper ("startfd"), read the child's first timestamp from
  *       a pipe, wait for it; print one line per run "START_LATENCY_NS TOTAL_NS" (TOTAL = until reaped).
@@ -110,10 +111,18 @@ static int run_stamp(int argc, char **argv)
   _exit(0);
 }
 
-static void exit_zero(int sig)
+static int lead_fd = -1;
+static char lead_id[64];
+
+/* SIGUSR1 in `lead`: the end's stamp, the last thing before the exit (run_lead waits in pause(),
+ * so nothing here is re-entered). */
+static void stamp_and_exit(int sig)
 {
   (void)sig;
-  _exit(0);
+  int64_t end = now_ns();
+  char buf[160];
+  int len = snprintf(buf, sizeof buf, "%lld %d %s end\n", (long long)end, (int)getpid(), lead_id);
+  _exit(write(lead_fd, buf, (size_t)len) == len ? 0 : 1);
 }
 
 static int run_lead(int argc, char **argv)
@@ -123,7 +132,11 @@ static int run_lead(int argc, char **argv)
     return 64;
   /* SIGUSR1 is handled, and not blocked (whatever mask was inherited), before the line tells
    * anyone the pid. */
-  struct sigaction sa = {.sa_handler = exit_zero};
+  snprintf(lead_id, sizeof lead_id, "%s", argv[3]);
+  lead_fd = open(argv[2], O_WRONLY | O_APPEND | O_CREAT, 0644);
+  if (lead_fd < 0)
+    return 1;
+  struct sigaction sa = {.sa_handler = stamp_and_exit};
   sigaction(SIGUSR1, &sa, NULL);
   sigset_t mask;
   sigemptyset(&mask);
@@ -131,14 +144,10 @@ static int run_lead(int argc, char **argv)
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGINT);
   sigprocmask(SIG_UNBLOCK, &mask, NULL);
-  int fd = open(argv[2], O_WRONLY | O_APPEND | O_CREAT, 0644);
-  if (fd < 0)
-    return 1;
   char buf[160];
-  int len = snprintf(buf, sizeof buf, "%lld %d %s\n", (long long)start, (int)getpid(), argv[3]);
-  if (write(fd, buf, (size_t)len) != len)
+  int len = snprintf(buf, sizeof buf, "%lld %d %s\n", (long long)start, (int)getpid(), lead_id);
+  if (write(lead_fd, buf, (size_t)len) != len)
     return 1;
-  close(fd);
   for (;;)
     pause();
 }
