@@ -1,5 +1,6 @@
-/* Small helper for bench/run.sh; compiled by run.sh into its temporary directory (not part of the
- * CMake build). Timestamps are CLOCK_REALTIME in nanoseconds, so they compare with Redis MONITOR's.
+/* Small helper for the benchmarks in bench/; compiled by lib.sh's build_helper into their temporary
+ * directory (not part of the CMake build). Timestamps are CLOCK_REALTIME in nanoseconds, so they
+ * compare with Redis MONITOR's.
  *
  *   helper loop START_NS N PAUSE_MS -- CMD [ARG...]
  *       sleep until START_NS, then run CMD N times one after the other (posix_spawnp, wait; the
@@ -9,6 +10,11 @@
  *   helper stamp LOG ID [HOLD_MS]
  *       append "START_NS END_NS ID" to LOG with one O_APPEND write: START_NS is taken first thing
  *       in main, END_NS right before the write, after sleeping HOLD_MS; then exit 0.
+ *   helper lead LOG ID
+ *       append "START_NS PID ID" to LOG with one O_APPEND write (START_NS taken first thing in main),
+ *       then sleep until a signal: SIGUSR1 appends "END_NS PID ID end" and exits 0 (the leader's
+ *       command ending on its own), any other ends it as by default. bench/failover.sh's command
+ *       under dlock elect.
  *   helper spawnlat N
  *       N times: take T0, posix_spawn this helper ("startfd"), read the child's first timestamp from
  *       a pipe, wait for it; print one line per run "START_LATENCY_NS TOTAL_NS" (TOTAL = until reaped).
@@ -21,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -104,6 +111,47 @@ static int run_stamp(int argc, char **argv)
   _exit(0);
 }
 
+static int lead_fd = -1;
+static char lead_id[64];
+
+/* SIGUSR1 in `lead`: the end's stamp, the last thing before the exit (run_lead waits in pause(),
+ * so nothing here is re-entered). */
+static void stamp_and_exit(int sig)
+{
+  (void)sig;
+  int64_t end = now_ns();
+  char buf[160];
+  int len = snprintf(buf, sizeof buf, "%lld %d %s end\n", (long long)end, (int)getpid(), lead_id);
+  _exit(write(lead_fd, buf, (size_t)len) == len ? 0 : 1);
+}
+
+static int run_lead(int argc, char **argv)
+{
+  int64_t start = now_ns();
+  if (argc < 4)
+    return 64;
+  /* SIGUSR1 is handled, and not blocked (whatever mask was inherited), before the line tells
+   * anyone the pid. */
+  snprintf(lead_id, sizeof lead_id, "%s", argv[3]);
+  lead_fd = open(argv[2], O_WRONLY | O_APPEND | O_CREAT, 0644);
+  if (lead_fd < 0)
+    return 1;
+  struct sigaction sa = {.sa_handler = stamp_and_exit};
+  sigaction(SIGUSR1, &sa, NULL);
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGUSR1);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  sigprocmask(SIG_UNBLOCK, &mask, NULL);
+  char buf[160];
+  int len = snprintf(buf, sizeof buf, "%lld %d %s\n", (long long)start, (int)getpid(), lead_id);
+  if (write(lead_fd, buf, (size_t)len) != len)
+    return 1;
+  for (;;)
+    pause();
+}
+
 static int run_startfd(int argc, char **argv)
 {
   int64_t start = now_ns();
@@ -155,6 +203,8 @@ int main(int argc, char **argv)
     return run_loop(argc, argv);
   if (argc >= 2 && strcmp(argv[1], "spawnlat") == 0)
     return run_spawnlat(argc, argv);
-  fprintf(stderr, "usage: helper loop|stamp|spawnlat ...\n");
+  if (argc >= 2 && strcmp(argv[1], "lead") == 0)
+    return run_lead(argc, argv);
+  fprintf(stderr, "usage: helper loop|stamp|spawnlat|lead ...\n");
   return 64;
 }

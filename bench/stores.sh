@@ -60,8 +60,7 @@ STEP_LIMIT=240     # seconds: upper bound of any one measured step
 # ------------------------------------------------------------------------------------ dependencies
 need_tools "$deps" hyperfine redis-server redis-cli etcd etcdctl flock python3 cc timeout
 [ -x /usr/bin/time ] || die "GNU time (/usr/bin/time) is missing (packaging/install-deps.sh bench)"
-PG_BIN=$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -1)
-[ -n "$PG_BIN" ] && [ -x "$PG_BIN/initdb" ] || die "PostgreSQL's server is missing (apt-get install postgresql)"
+find_pg_bin
 [ -x "$DLOCK_BIN" ] || die "no dlock binary at $DLOCK_BIN (cmake --build build -j2, or set DLOCK_BIN)"
 
 # --------------------------------------------------------------------------------- private servers
@@ -70,12 +69,10 @@ chmod 755 "$TMP" # the database servers' own users reach their directories in he
 RES=${out:+$out/results.json}
 RES=${RES:-$TMP/results.json}
 [ -z "$out" ] || mkdir -p "$out"
-PG_DATA=""
 cleanup() {
   set +e
   local p
   for p in $(jobs -p); do kill "$p" 2>/dev/null; done
-  [ -z "$PG_DATA" ] || as_db postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" stop -m immediate >/dev/null 2>&1
   stop_servers
   wait 2>/dev/null
   [ -z "$out" ] || cp "$TMP"/*.json "$TMP"/handover-*.log "$out"/ 2>/dev/null
@@ -86,57 +83,15 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'say "bench: stopped by SIGTERM" >&2; exit 143' TERM
 
-as_db() { # USER COMMAND...: as that user when root (the servers refuse to run as root)
-  local user=$1
-  shift
-  if [ "$(id -u)" = 0 ]; then runuser -u "$user" -- "$@"; else "$@"; fi
-}
 read -r REDIS_PORT PG_PORT MARIADB_PORT ETCD_PORT ETCD_PEER_PORT ZK_PORT < <(free_ports 6)
 
 start_redis "$TMP" "$REDIS_PORT"
 
-mkdir "$TMP/pg"
-[ "$(id -u)" != 0 ] || chown postgres "$TMP/pg"
-as_db postgres "$PG_BIN/initdb" -D "$TMP/pg/data" -A trust -U postgres >"$TMP/pg/initdb.log" 2>&1 ||
-  die "initdb failed: $(tail -3 "$TMP/pg/initdb.log")"
-PG_DATA=$TMP/pg/data
-as_db postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$TMP/pg/log" -w \
-  -o "-p $PG_PORT -k $TMP/pg -c listen_addresses=127.0.0.1" start >/dev/null ||
-  die "PostgreSQL did not start: $(tail -3 "$TMP/pg/log")"
-PG_URL=postgres://postgres@127.0.0.1:$PG_PORT/postgres
-
+start_postgres "$TMP/pg" "$PG_PORT"
 MYSQL_URL=""
-if "$DLOCK_BIN" --version 2>&1 | grep -qi mariadb && command -v mariadbd >/dev/null; then
-  mkdir "$TMP/mariadb"
-  [ "$(id -u)" != 0 ] || chown mysql "$TMP/mariadb"
-  as_db mysql mariadb-install-db --datadir="$TMP/mariadb/data" --auth-root-authentication-method=normal \
-    >"$TMP/mariadb/install.log" 2>&1 || die "mariadb-install-db failed: $(tail -3 "$TMP/mariadb/install.log")"
-  as_db mysql mariadbd --no-defaults --datadir="$TMP/mariadb/data" --socket="$TMP/mariadb/sock" \
-    --port="$MARIADB_PORT" --bind-address=127.0.0.1 --skip-log-bin --pid-file="$TMP/mariadb/pid" \
-    --log-error="$TMP/mariadb/log" </dev/null >/dev/null 2>&1 &
-  wait_until 30 "MariaDB" mariadb --no-defaults -S "$TMP/mariadb/sock" -uroot -e 'select 1'
-  SERVER_PIDS+=("$(cat "$TMP/mariadb/pid")") # mariadbd's own, not runuser's (which does not pass SIGTERM on)
-  mariadb --no-defaults -S "$TMP/mariadb/sock" -uroot -e \
-    "CREATE DATABASE dlock; CREATE USER dlock@'127.0.0.1' IDENTIFIED BY 'bench'; GRANT ALL ON dlock.* TO dlock@'127.0.0.1'"
-  printf 'bench\n' >"$TMP/mariadb.password"
-  MYSQL_URL=mysql://dlock@127.0.0.1:$MARIADB_PORT/dlock
-fi
-
+if have_mariadb; then start_mariadb "$TMP/mariadb" "$MARIADB_PORT"; fi
 ZK_URL=""
-if "$DLOCK_BIN" --version 2>&1 | grep -q 'ZooKeeper C client [0-9]' && command -v java >/dev/null &&
-  [ -e /usr/share/java/zookeeper.jar ]; then
-  mkdir "$TMP/zk"
-  printf '%s\n' tickTime=2000 "dataDir=$TMP/zk/data" "clientPort=$ZK_PORT" clientPortAddress=127.0.0.1 \
-    admin.enableServer=false 4lw.commands.whitelist=ruok >"$TMP/zk/zoo.cfg"
-  zk_cp=$(for j in zookeeper zookeeper-jute slf4j-api slf4j-nop netty-handler netty-common netty-transport \
-    netty-buffer netty-resolver netty-codec netty-transport-native-epoll netty-transport-native-unix-common \
-    metrics-core commons-cli snappy-java; do printf '/usr/share/java/%s.jar:' "$j"; done)
-  java -cp "$zk_cp" -Dzookeeper.admin.enableServer=false org.apache.zookeeper.server.quorum.QuorumPeerMain \
-    "$TMP/zk/zoo.cfg" >"$TMP/zk/log" 2>&1 &
-  SERVER_PIDS+=($!)
-  wait_until 60 "ZooKeeper" bash -c "exec 3<>/dev/tcp/127.0.0.1/$ZK_PORT && echo ruok >&3 && grep -q imok <&3"
-  ZK_URL=zk://127.0.0.1:$ZK_PORT/dlock-bench
-fi
+if have_zookeeper; then start_zookeeper "$TMP/zk" "$ZK_PORT"; fi
 
 start_etcd "$TMP" "$ETCD_PORT" "$ETCD_PEER_PORT"
 
@@ -159,7 +114,7 @@ declare -A PREFIX=(
 )
 if [ -n "$MYSQL_URL" ]; then
   TOOLS+=("dlock MariaDB")
-  PREFIX["dlock MariaDB"]="$(q "$DLOCK") -u $MYSQL_URL --password-file $(q "$TMP/mariadb.password") run -k bench-stores --"
+  PREFIX["dlock MariaDB"]="$(q "$DLOCK") -u $MYSQL_URL --password-file $(q "$MYSQL_PASSWORD_FILE") run -k bench-stores --"
 fi
 # file://: a directory on tmpfs when there is one, as /run/lock is (the fencing counter's
 # fdatasync then costs nothing; on a disk it is a flush per acquisition).
