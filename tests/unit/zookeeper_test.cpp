@@ -221,6 +221,47 @@ TEST(HolderRecord, CarriesTheNote)
   EXPECT_EQ(parse_holder_record(long_note).note, "");
 }
 
+TEST(HolderRecord, CarriesACandidatesValueAndTheLockNodeProclaimsIt)
+{
+  lock::HolderInfo me;
+  me.user = "ann";
+  me.host = "web1";
+  me.pid = 7;
+  me.command = "daemon";
+  me.value = "10.0.0.7:8080 v2 — ü";
+  std::string record = holder_record(me, token_fingerprint("t"));
+  EXPECT_EQ(parse_holder_record(record).value, me.value);
+  // The "lock-" node of a candidate is what Curator's LeaderSelector reads as the leader's id;
+  // a plain holder's has the record, as before.
+  EXPECT_EQ(lock_node_data(me, record), me.value);
+  me.value.clear();
+  EXPECT_EQ(lock_node_data(me, record), record);
+}
+
+TEST(HolderRecord, ACuratorLeadersIdIsItsValueWhenItIsAProclamation)
+{
+  lock::HolderInfo curator = parse_holder_record("worker-3 at 10.0.0.9");
+  EXPECT_EQ(curator.value, "worker-3 at 10.0.0.9");
+  EXPECT_EQ(curator.pid, 0);
+  EXPECT_EQ(curator.host, "");
+  EXPECT_EQ(curator.command, "(not a dlock holder: worker-3 at 10.0.0.9)");
+  // Control characters, invalid UTF-8, oversized or empty data: not a value.
+  EXPECT_EQ(parse_holder_record("two\nlines").value, "");
+  EXPECT_EQ(parse_holder_record("bell\a").value, "");
+  EXPECT_EQ(parse_holder_record("bad \xff byte").value, "");
+  EXPECT_EQ(parse_holder_record("").value, "");
+  EXPECT_EQ(parse_holder_record(std::string(lock::max_holder_field_bytes, 'v')).value,
+            std::string(lock::max_holder_field_bytes, 'v'));
+  EXPECT_EQ(parse_holder_record(std::string(lock::max_holder_field_bytes + 1, 'v')).value, "");
+  EXPECT_EQ(parse_holder_record(std::string(1 << 20, 'v')).value, "");
+  // A dlock record's value that is not printable is dropped, the rest kept.
+  lock::HolderInfo odd = parse_holder_record("dlock=1\nuser=u\nvalue=a\x01b\n");
+  EXPECT_EQ(odd.user, "u");
+  EXPECT_EQ(odd.value, "");
+  EXPECT_FALSE(proclamation("tab\there"));
+  EXPECT_EQ(proclamation("plain"), "plain");
+}
+
 TEST(SideNodes, NamesThatCuratorsRecipesSortAfterEveryContender)
 {
   // Curator sorts a child on what follows "lock-" (or __READ__, __WRIT__) when it has one, on

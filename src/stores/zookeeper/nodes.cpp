@@ -2,6 +2,7 @@
 
 #include "lock/kind.hpp"
 #include "util/random.hpp"
+#include "util/text.hpp"
 #include "util/url.hpp"
 
 #include <fmt/format.h>
@@ -306,7 +307,31 @@ std::string holder_record(const lock::HolderInfo& holder, std::string_view finge
   if (!holder.note.empty()) {
     record += fmt::format("note={}\n", one_line(holder.note));
   }
+  if (!holder.value.empty()) {
+    record += fmt::format("value={}\n", one_line(holder.value));
+  }
   return record;
+}
+
+std::string lock_node_data(const lock::HolderInfo& holder, const std::string& record)
+{
+  return holder.value.empty() ? record : holder.value;
+}
+
+std::optional<std::string> proclamation(std::string_view data)
+{
+  if (data.empty() || data.size() > lock::max_holder_field_bytes) {
+    return std::nullopt;
+  }
+  for (std::string_view rest = data; !rest.empty();) {
+    std::size_t length = util::utf8_char_length(rest);
+    auto byte = static_cast<unsigned char>(rest.front());
+    if (length == 0 || byte < ' ' || byte == 0x7f) {
+      return std::nullopt;
+    }
+    rest.remove_prefix(length);
+  }
+  return std::string(data);
 }
 
 std::string side_record(const SideRecord& record)
@@ -418,10 +443,14 @@ lock::HolderInfo parse_holder_record(std::string_view data, std::string* fingerp
     }
     lock::HolderInfo other;
     other.command = shown.empty() ? "(not a dlock holder)" : "(not a dlock holder: " + shown + ")";
+    other.value = proclamation(data).value_or("");
     return other;
   }
   if (fingerprint != nullptr) {
     *fingerprint = token;
+  }
+  if (!holder->value.empty() && !proclamation(holder->value)) {
+    holder->value.clear();
   }
   return *holder;
 }

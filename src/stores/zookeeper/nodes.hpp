@@ -114,10 +114,18 @@ std::vector<std::size_t> holding(const std::vector<Contender>& queue);
 
 // The node's data: who holds it and the fingerprint of its token, one "key=value" per line.
 std::string holder_record(const lock::HolderInfo& holder, std::string_view fingerprint);
+// The data of an exclusive contender's "lock-" node: a candidate's value (dlock elect --value),
+// which Curator's LeaderSelector reads as the participant's id (getLeader().getId()), else
+// record (its "__WRIT__" partner always has the record: dlock reads the holder there).
+std::string lock_node_data(const lock::HolderInfo& holder, const std::string& record);
+// What a leader proclaims, as dlock accepts it from any node: data that is non-empty, at most
+// lock::max_holder_field_bytes, valid UTF-8 without control characters; else nullopt.
+std::optional<std::string> proclamation(std::string_view data);
 // The record read back (fingerprint, when given, gets the token's); a node dlock did not
-// write (Curator's holds the client's address, another tenant's may be anything, longer than
-// lock::max_holder_record_bytes, or fields dlock would not write) shows the start of its data as
-// the command.
+// write (Curator's holds the client's address or a LeaderSelector's id, another tenant's may be
+// anything, longer than lock::max_holder_record_bytes, or fields dlock would not write) shows
+// the start of its data as the command, and the whole as the value when it is a proclamation.
+// A dlock record's value that is none is dropped.
 lock::HolderInfo parse_holder_record(std::string_view data, std::string* fingerprint = nullptr);
 // The side nodes of dlock's policies, children of the lock's node beside the contenders. Their
 // names hold none of Curator's markers ("lock-", "__READ__", "__WRIT__"), so its recipes sort

@@ -53,6 +53,13 @@ std::string side_path(const std::string& dir, std::string_view node)
   return dir + "/" + std::string(node);
 }
 
+// The node with a contender's holder record: a dlock pair's "__WRIT__" partner (its "lock-"
+// node may have a candidate's value instead: nodes.hpp), else the contender's own.
+const std::string& record_of(const Contender& contender)
+{
+  return contender.partner.empty() ? contender.name : contender.partner;
+}
+
 // Enough of a side node to know it is larger than dlock writes.
 constexpr std::size_t side_cap = lock::max_holder_record_bytes + 1;
 
@@ -456,11 +463,13 @@ void ZookeeperStore::create(const std::string& key)
   Role role = role_of(n.kind);
   std::string record = holder_record(n.request.holder, token_fingerprint(n.token));
   bool semaphore = n.kind.mode == lock::LockKind::Mode::limit;
+  bool pair = role == Role::exclusive && !semaphore;
   std::vector<Client::Op> ops{{.path = queue_dir(n) + "/" + contender_prefix(n.uuid, role),
-                               .data = record,
+                               .data = pair ? lock_node_data(n.request.holder, record) : record,
                                .flags = zoo().ZOO_EPHEMERAL_SEQUENTIAL}};
-  if (role == Role::exclusive && !semaphore) {
-    // Its pair (nodes.hpp): the node Curator's read and write locks see, in the same step.
+  if (pair) {
+    // Its pair (nodes.hpp): the node Curator's read and write locks see, in the same step; it
+    // has the record, where the "lock-" node has a candidate's value (Curator's leader id).
     ops.push_back({.path = n.dir + "/" + contender_prefix(n.uuid, Role::write),
                    .data = record,
                    .flags = zoo().ZOO_EPHEMERAL_SEQUENTIAL});
@@ -864,7 +873,7 @@ void ZookeeperStore::report_holder(const std::string& key, const std::vector<Con
   bool replace = n.request.policy.replace && holders.size() == 1;
   std::string ours = token_fingerprint(n.token);
   m_client->get(
-    n.dir + "/" + head, lock::max_holder_record_bytes + 1,
+    n.dir + "/" + record_of(queue[holders.front()]), lock::max_holder_record_bytes + 1,
     [this, key, head, replace, ours, not_acquired](Reply& reply) {
       if (reply.rc != ZOK) {
         not_acquired(std::nullopt, false); // released meanwhile
@@ -1369,7 +1378,7 @@ void ZookeeperStore::start_wait_for_wake(const lock::LockName& name, const lock:
                                          Millis block)
 {
   if (ticket.mode == lock::WaitMode::watch || ticket.mode == lock::WaitMode::barrier
-      || ticket.mode == lock::WaitMode::latch) {
+      || ticket.mode == lock::WaitMode::latch || ticket.mode == lock::WaitMode::leader) {
     auto found = m_gates.find(name.str());
     if (found == m_gates.end() || found->second.woken || found->second.watched.empty()) {
       if (found != m_gates.end()) {
@@ -1622,7 +1631,7 @@ void ZookeeperStore::remove_all(std::vector<std::string> paths,
 void ZookeeperStore::start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket)
 {
   if (ticket.mode == lock::WaitMode::watch || ticket.mode == lock::WaitMode::barrier
-      || ticket.mode == lock::WaitMode::latch) {
+      || ticket.mode == lock::WaitMode::latch || ticket.mode == lock::WaitMode::leader) {
     auto found = m_gates.find(name.str());
     std::string member = found != m_gates.end() ? found->second.member : "";
     if (found != m_gates.end()) {
@@ -1772,6 +1781,7 @@ void ZookeeperStore::inspect(const std::string& dir, std::function<void(Inspecti
     found->holding = holding(found->queue);
     for (std::size_t i : found->holding) {
       found->paths.push_back(found->queue[i].name);
+      found->records.push_back(record_of(found->queue[i]));
     }
     bool leases =
       std::find(reply.children.begin(), reply.children.end(), leases_node) != reply.children.end();
@@ -1789,6 +1799,7 @@ void ZookeeperStore::inspect(const std::string& dir, std::function<void(Inspecti
       for (const std::string& lease : sorted_leases(listed.children)) {
         found->leases = true;
         found->paths.push_back(std::string(leases_node) + "/" + lease);
+        found->records.push_back(found->paths.back());
       }
       read_holders(dir, found, then);
     });
@@ -1801,10 +1812,11 @@ void ZookeeperStore::read_holders(const std::string& dir, std::shared_ptr<Inspec
   std::size_t i = found->holders.size();
   if (i == found->paths.size() || i >= 1000) {
     found->paths.resize(i); // at most 1000 holders read (another tenant's thousands of nodes)
+    found->records.resize(i);
     then(*found);
     return;
   }
-  m_client->get(dir + "/" + found->paths[i], lock::max_holder_record_bytes + 1,
+  m_client->get(dir + "/" + found->records[i], lock::max_holder_record_bytes + 1,
                 [this, dir, then, found](Reply& reply) {
                   std::string fingerprint;
                   lock::HolderInfo holder;
@@ -2042,6 +2054,8 @@ void ZookeeperStore::start_gate(const lock::LockName& name, const lock::GateRequ
       barrier_gate(key, request);
     } else if (request.ticket.mode == lock::WaitMode::latch) {
       latch_gate(key, request.ticket.max_block);
+    } else if (request.ticket.mode == lock::WaitMode::leader) {
+      leader_gate(key, request);
     } else {
       m_answers.answer(Op::gate, Error(ExitCode::internal, "a lock waiter at a gate"));
     }
@@ -2333,6 +2347,97 @@ void ZookeeperStore::latch_gate(const std::string& key, Millis block)
     result.block = block;
     close_gate(key, {path}, result);
   });
+}
+
+void ZookeeperStore::leader_gate(const std::string& key, const lock::GateRequest& request,
+                                 int tries)
+{
+  Gate& g = m_gates.at(key);
+  std::string dir = g.dir;
+  // What the request below reads is up to date until the watch it sets fires.
+  g.watched = {dir};
+  g.woken = false;
+  auto again = [this, key, request, tries] {
+    if (tries < max_steps) {
+      leader_gate(key, request, tries + 1);
+    } else {
+      answer_leader(request, request.ticket.since, std::nullopt, 0); // the watch wakes it
+    }
+  };
+  m_client->get_children(
+    dir,
+    [this, key, dir, request, again](Reply& listed) {
+      if (!m_gates.contains(key)) {
+        return;
+      }
+      if (listed.rc == ZNONODE) {
+        // No lock node (its container was deleted once empty): woken when it is made.
+        m_client->exists(dir, true, [this, key, request, again](Reply& seen) {
+          if (!m_gates.contains(key)) {
+            return;
+          }
+          if (seen.rc == ZOK) {
+            again(); // made meanwhile
+          } else if (seen.rc != ZNONODE) {
+            m_answers.answer(Op::gate, error_of(seen.rc, "watch lock '" + key + "'"));
+          } else {
+            answer_leader(request, 0, std::nullopt, 0);
+          }
+        });
+        return;
+      }
+      if (listed.rc != ZOK) {
+        m_answers.answer(Op::gate,
+                         error_of(listed.rc, "list the contenders of lock '" + key + "'"));
+        return;
+      }
+      std::vector<Contender> queue = sorted_contenders(listed.children);
+      std::vector<std::size_t> holders = holding(queue);
+      if (holders.empty()) {
+        answer_leader(request, 0, std::nullopt, 0);
+        return;
+      }
+      auto count = static_cast<std::int64_t>(holders.size());
+      m_client->get(
+        dir + "/" + record_of(queue[holders.front()]), lock::max_holder_record_bytes + 1,
+        [this, key, request, again, count](Reply& got) {
+          if (!m_gates.contains(key)) {
+            return;
+          }
+          if (got.rc == ZNONODE || (got.rc == ZOK && !got.stat)) {
+            again(); // gone meanwhile
+            return;
+          }
+          if (got.rc != ZOK) {
+            m_answers.answer(Op::gate, error_of(got.rc, "read the leader of lock '" + key + "'"));
+            return;
+          }
+          lock::HolderInfo holder = parse_holder_record(got.value);
+          holder.fence = got.stat->czxid; // a pair's nodes share their transaction's
+          holder.acquired_ms = got.stat->ctime;
+          answer_leader(request, holder.fence, holder, count);
+        });
+    },
+    true);
+}
+
+void ZookeeperStore::answer_leader(const lock::GateRequest& request, std::int64_t term,
+                                   std::optional<lock::HolderInfo> holder, std::int64_t holders)
+{
+  lock::GateResult result;
+  result.since = term;
+  result.open = term != request.ticket.since;
+  if (!result.open) {
+    // No lease ends unannounced here (a session's end deletes its nodes, which the watch sees):
+    // the caller's longest block, after which it looks again (a safety net).
+    result.block = request.ticket.max_block;
+  }
+  if (holder) {
+    result.lock.lease = lock::AcquireResult::Lease::no_expiry;
+    result.lock.holder = std::move(*holder);
+    result.lock.holders = holders;
+  }
+  m_answers.answer(Outcome{.op = Op::gate, .gate = result});
 }
 
 void ZookeeperStore::start_set_latch(const lock::LockName& name, std::int64_t count, Millis expire)

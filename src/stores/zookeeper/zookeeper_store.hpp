@@ -100,7 +100,7 @@ private:
     std::vector<std::string> side_watches;  // side nodes watched while waiting (policy, newest)
   };
 
-  // One waiter that takes nothing (wait, barrier, latch --wait) on a lock name.
+  // One waiter that takes nothing (wait, barrier, latch --wait, leader --watch) on a lock name.
   struct Gate {
     std::string dir;                        // the lock's node
     std::vector<std::string> watched;       // the nodes whose change wakes it
@@ -117,6 +117,7 @@ private:
     std::vector<std::size_t> holding;
     bool leases = false;                   // a semaphore's: paths are its leases
     std::vector<std::string> paths;        // the holders' nodes, under the lock's node
+    std::vector<std::string> records;      // of paths, the nodes with their records (record_of)
     int limit = 0;                         // a semaphore's N, as a dlock lease says (0: unknown)
     std::vector<lock::HolderInfo> holders; // of paths, in order
     std::vector<std::string> fingerprints; // their tokens' fingerprints
@@ -130,6 +131,14 @@ private:
   // A barrier party made: whether its generation tripped, else whether it trips it.
   void barrier_judge(const std::string& key, const lock::GateRequest& request, int tries = 0);
   void latch_gate(const std::string& key, util::Millis block);
+  // dlock leader --watch: the term is the czxid of the queue's head (0: none), read with a watch
+  // on the lock node's children (or, with no lock node, on its creation) set in the same
+  // request, so that any contender made or gone after the look wakes the watcher. tries: looks
+  // again when the head went meanwhile.
+  void leader_gate(const std::string& key, const lock::GateRequest& request, int tries = 0);
+  // Answers a leader gate: open when term is not the ticket's since; holder when held.
+  void answer_leader(const lock::GateRequest& request, std::int64_t term,
+                     std::optional<lock::HolderInfo> holder, std::int64_t holders);
   void count_down(const std::string& key, int tries);
   Named& named(const lock::LockName& name);
   Named* find(const lock::LockName& name);
