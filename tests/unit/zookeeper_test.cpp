@@ -258,6 +258,13 @@ TEST(HolderRecord, ACuratorLeadersIdIsItsValueWhenItIsAProclamation)
   lock::HolderInfo odd = parse_holder_record("dlock=1\nuser=u\nvalue=a\x01b\n");
   EXPECT_EQ(odd.user, "u");
   EXPECT_EQ(odd.value, "");
+  SideRecord side;
+  side.holder = odd;
+  side.holder.value = "v1";
+  side.token = token_fingerprint("t");
+  EXPECT_EQ(parse_side_record(side_record(side))->holder.value, "v1");
+  side.holder.value = "v\x1b[2J";
+  EXPECT_EQ(parse_side_record(side_record(side))->holder.value, "");
   EXPECT_FALSE(proclamation("tab\there"));
   EXPECT_EQ(proclamation("plain"), "plain");
 }

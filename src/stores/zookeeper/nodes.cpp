@@ -412,6 +412,9 @@ std::optional<SideRecord> parse_side_record(std::string_view data)
     return std::nullopt;
   }
   record.holder = *holder;
+  if (!record.holder.value.empty() && !proclamation(record.holder.value)) {
+    record.holder.value.clear();
+  }
   return record;
 }
 
