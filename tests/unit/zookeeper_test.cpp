@@ -187,8 +187,9 @@ TEST(HolderRecord, RoundTripsWithoutTheToken)
   EXPECT_EQ(back.ttl_ms, 10'000);
   EXPECT_EQ(back.command, "backup --all");
   EXPECT_EQ(fingerprint, token_fingerprint(token));
-  // Curator's InterProcessMutex stores the client's address.
-  EXPECT_EQ(parse_holder_record("10.0.0.7").command, "(not a dlock holder: 10.0.0.7)");
+  // Curator's InterProcessMutex stores the client's address: shown as its value.
+  EXPECT_EQ(parse_holder_record("10.0.0.7").command, "(not a dlock holder)");
+  EXPECT_EQ(parse_holder_record("10.0.0.7").value, "10.0.0.7");
 }
 
 TEST(ZookeeperNodes, AnotherTenantsRecordIsReadCheckedAndCapped)
@@ -244,9 +245,11 @@ TEST(HolderRecord, ACuratorLeadersIdIsItsValueWhenItIsAProclamation)
   EXPECT_EQ(curator.value, "worker-3 at 10.0.0.9");
   EXPECT_EQ(curator.pid, 0);
   EXPECT_EQ(curator.host, "");
-  EXPECT_EQ(curator.command, "(not a dlock holder: worker-3 at 10.0.0.9)");
-  // Control characters, invalid UTF-8, oversized or empty data: not a value.
+  EXPECT_EQ(curator.command, "(not a dlock holder)");
+  // Control characters, invalid UTF-8, oversized or empty data: not a value (the start of it,
+  // escaped, is the command).
   EXPECT_EQ(parse_holder_record("two\nlines").value, "");
+  EXPECT_EQ(parse_holder_record("two\nlines").command, "(not a dlock holder: two?lines)");
   EXPECT_EQ(parse_holder_record("bell\a").value, "");
   EXPECT_EQ(parse_holder_record("bad \xff byte").value, "");
   EXPECT_EQ(parse_holder_record("").value, "");

@@ -444,9 +444,12 @@ lock::HolderInfo parse_holder_record(std::string_view data, std::string* fingerp
     for (char c : data.substr(0, 64)) {
       shown += static_cast<unsigned char>(c) < ' ' ? '?' : c;
     }
-    lock::HolderInfo other;
-    other.command = shown.empty() ? "(not a dlock holder)" : "(not a dlock holder: " + shown + ")";
-    other.value = proclamation(data).value_or("");
+    lock::HolderInfo other = lock::HolderInfo::not_dlock();
+    if (std::optional<std::string> value = proclamation(data)) {
+      other.value = std::move(*value); // a Curator leader's id (its mutex's: the address)
+    } else if (!shown.empty()) {
+      other.command = "(not a dlock holder: " + shown + ")";
+    }
     return other;
   }
   if (fingerprint != nullptr) {

@@ -123,9 +123,9 @@ std::string lock_node_data(const lock::HolderInfo& holder, const std::string& re
 std::optional<std::string> proclamation(std::string_view data);
 // The record read back (fingerprint, when given, gets the token's); a node dlock did not
 // write (Curator's holds the client's address or a LeaderSelector's id, another tenant's may be
-// anything, longer than lock::max_holder_record_bytes, or fields dlock would not write) shows
-// the start of its data as the command, and the whole as the value when it is a proclamation.
-// A dlock record's value that is none is dropped.
+// anything, longer than lock::max_holder_record_bytes, or fields dlock would not write) is
+// HolderInfo::not_dlock() with its data as the value when that is a proclamation, else with the
+// start of its data in the command. A dlock record's value that is none is dropped.
 lock::HolderInfo parse_holder_record(std::string_view data, std::string* fingerprint = nullptr);
 // The side nodes of dlock's policies, children of the lock's node beside the contenders. Their
 // names hold none of Curator's markers ("lock-", "__READ__", "__WRIT__"), so its recipes sort
