@@ -47,11 +47,13 @@ candidate() {
 }
 
 # curator_leader_of KEY: Curator's view of the election on KEY (CuratorClient leader-of), in
-# $output: "q leader ID" or "q no-leader", then "q participant ID" for each of its nodes.
+# $output: "q leader ID" or "q no-leader", then "q participant ID" for each of its nodes; LEADER:
+# the first line of the two.
 curator_leader_of() {
   curator_args q leader-of "$(zpath "$1")"
   run -0 "${JAVA_ARGS[@]}"
   echo "$output"
+  LEADER=$(grep -m1 '^q leader \|^q no-leader$' <<<"$output")
 }
 
 @test "Curator's LeaderSelector leads: dlock leader shows its id and czxid; dlock elect waits, runs once Curator relinquishes" {
@@ -84,7 +86,7 @@ curator_leader_of() {
   local d=$BG_PID
   wait_event "d acquired" "$d"
   curator_leader_of e2
-  [ "${lines[0]}" = "q leader dlock-2 at 10.0.0.2:8080" ]
+  [ "$LEADER" = "q leader dlock-2 at 10.0.0.2:8080" ]
   [[ $output == *"q participant dlock-2 at 10.0.0.2:8080"* ]]
   run -0 "$DLOCK" leader e2
   [[ $output == *"dlock-2 at 10.0.0.2:8080"* ]]
@@ -98,7 +100,7 @@ curator_leader_of() {
   in_order "d acquired" "d releasing" "c acquired" "c releasing"
   [ "$(most_held)" = 1 ]
   curator_leader_of e2
-  [ "${lines[0]}" = "q no-leader" ]
+  [ "$LEADER" = "q no-leader" ]
   run -1 "$DLOCK" leader e2
 }
 
