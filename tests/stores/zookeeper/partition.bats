@@ -42,11 +42,11 @@ teardown_file() {
   local witness=$T/witness
   in_ns "$DLOCK" -u "$NS_URL" elect -k pel -t 3s --value ns-leader -- sh -c '
     echo "start leader $(date +%s%N)" >>"$T/witness"
-    trap "echo \"stop leader \$(date +%s%N)\" >>\"\$T/witness\"; exit 143" TERM
+    trap "trap \"\" TERM; echo \"stop leader \$(date +%s%N)\" >>\"\$T/witness\"; exit 143" TERM
     while :; do sleep 0.05; done' 2>"$T/leader.err" 3>&- &
   local leader=$!
   echo "$leader" >>"$T/bg.pid"
-  wait_for "grep -q '^start leader' '$witness'" 10
+  wait_for "grep -qs '^start leader' '$witness'" 10
   start_bg standby "$DLOCK" elect -k pel -t 3s --value standby -w 60s -- sh -c '
     echo "start standby $(date +%s%N)" >>"$T/witness"
     echo "stop standby $(date +%s%N)" >>"$T/witness"'
