@@ -1599,8 +1599,26 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
 void ZookeeperStore::remove_contender(const std::string& node, const std::string& partner,
                                       Client::Done then)
 {
+  if (!partner.empty() && !node.empty()) {
+    // Both in one transaction: no reader sees half a pair (a candidate's "lock-" node alone
+    // reads as another client's holder). One of them gone already fails it: then each alone.
+    Client::Op first;
+    first.create = false;
+    first.path = partner;
+    Client::Op second = first;
+    second.path = node;
+    m_client->multi({first, second}, [this, node, partner, then](Reply& both) mutable {
+      if (both.rc != ZNONODE) {
+        then(both);
+        return;
+      }
+      m_client->remove(partner, [](Reply&) {});
+      m_client->remove(node, std::move(then));
+    });
+    return;
+  }
   if (!partner.empty()) {
-    m_client->remove(partner, [](Reply&) {}); // answered before node's: requests keep order
+    m_client->remove(partner, [](Reply&) {});
   }
   if (node.empty()) {
     Reply none{ZNONODE, {}, {}, {}};

@@ -206,7 +206,8 @@ private:
   void inspect(const std::string& dir, std::function<void(Inspection&)> then);
   void read_holders(const std::string& dir, std::shared_ptr<Inspection> found,
                     std::function<void(Inspection&)> then);
-  // Deletes a contender's node and its partner (if any); then gets the node's answer.
+  // Deletes a contender's node and its partner (if any: in one transaction when both are
+  // there); then gets the node's answer.
   void remove_contender(const std::string& node, const std::string& partner, Client::Done then);
   // Deletes paths one by one; then gets how many were there.
   void remove_all(std::vector<std::string> paths,
