@@ -92,9 +92,10 @@ stop_zookeeper() {
 }
 
 # zk_contenders: the paths of every contender node under the chroot (Curator's names; an
-# exclusive dlock contender is a pair: grep -- -lock- for one line each).
+# exclusive dlock contender is a pair, a candidate of dlock elect a triple: grep -- -lock- for
+# one line each).
 zk_contenders() {
-  zk_cli ls -R /dlock-test | grep -E '/_c_[0-9a-f-]{36}-(lock-|__READ__|__WRIT__)[0-9]{10}$' || true
+  zk_cli ls -R /dlock-test | grep -E '/_c_[0-9a-f-]{36}-(lock-|__READ__|__WRIT__|latch-)[0-9]{10}$' || true
 }
 
 # The hooks of store.bats (store_helpers.bash).

@@ -139,6 +139,29 @@ TEST(Contender, DlocksExclusivePairIsOneContender)
   EXPECT_EQ(judge(queue, 1).wait_for, 0u);
 }
 
+TEST(Contender, ACandidatesLatchNodeJoinsItsPairAndLeaderLatchsNodesAreExclusive)
+{
+  // A dlock elect candidate: its pair and "latch-" (sequence + 2, same uuid) for LeaderLatch.
+  std::string a = "_c_" + random_uuid();
+  std::string b = "_c_" + random_uuid();
+  std::vector<Contender> queue =
+    sorted_contenders({b + "-latch-0000000001", a + "-lock-0000000002", a + "-__WRIT__0000000003",
+                       a + "-latch-0000000004", b + "-latch-0000000005", a + "-latch-0000000006"});
+  ASSERT_EQ(queue.size(), 4u);
+  EXPECT_EQ(queue[0].role, Role::latch); // Curator's LeaderLatch, first: it leads
+  EXPECT_EQ(queue[0].uuid, b.substr(3));
+  EXPECT_EQ(queue[1].partner, a + "-__WRIT__0000000003");
+  EXPECT_EQ(queue[1].latch, a + "-latch-0000000004");
+  EXPECT_EQ(queue[2].latch, "");                     // a lone latch node, another's
+  EXPECT_EQ(queue[3].name, a + "-latch-0000000006"); // not the pair's next but one
+  EXPECT_EQ(holding(queue), std::vector<std::size_t>{0});
+  EXPECT_EQ(judge(queue, 1).wait_for, 0u);
+  EXPECT_EQ(contender_prefix("u", Role::latch), "_c_u-latch-");
+  // a reader waits for a LeaderLatch's leader, as for any exclusive holder
+  queue = sorted_contenders({"_c_" + random_uuid() + "-latch-0000000001", "x-__READ__0000000002"});
+  EXPECT_FALSE(judge(queue, 1).holds);
+}
+
 TEST(Judge, EachWaiterWatchesOnlyItsPredecessor)
 {
   std::vector<Contender> queue =

@@ -30,6 +30,8 @@ std::string_view marker(Role role)
     return "__READ__";
   case Role::write:
     return "__WRIT__";
+  case Role::latch:
+    return "latch-";
   }
   return "lock-";
 }
@@ -104,7 +106,7 @@ std::optional<Contender> parse_contender(std::string_view name)
     return std::nullopt;
   }
   bool known = false;
-  for (Role role : {Role::exclusive, Role::read, Role::write}) {
+  for (Role role : {Role::exclusive, Role::read, Role::write, Role::latch}) {
     if (head.ends_with(marker(role))) {
       contender.role = role;
       known = true;
@@ -140,6 +142,10 @@ std::vector<Contender> sorted_contenders(const std::vector<std::string>& childre
         && queue[i + 1].role == Role::write && queue[i + 1].uuid == last.uuid
         && queue[i + 1].sequence == last.sequence + 1) {
       last.partner = std::move(queue[++i].name);
+      if (i + 1 < queue.size() && queue[i + 1].role == Role::latch && queue[i + 1].uuid == last.uuid
+          && queue[i + 1].sequence == last.sequence + 2) {
+        last.latch = std::move(queue[++i].name);
+      }
     }
   }
   return merged;

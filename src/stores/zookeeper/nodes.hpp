@@ -21,7 +21,10 @@
 // transaction (nothing comes between them): "_c_<uuid>-lock-<n>" for Curator's mutex and
 // "_c_<uuid>-__WRIT__<n+1>" for its read and write locks; it holds when no other contender of
 // any kind is before it, and every Curator holder on the path sees one of its nodes before
-// its own.
+// its own. A candidate of dlock elect adds a third node to the transaction for Curator's
+// LeaderLatch, which sorts only its "latch-" nodes: "_c_<uuid>-latch-<n+2>", with the --value as
+// its data (the participant's id, as on its "lock-" node); dlock counts a LeaderLatch's lone
+// "latch-" node as an exclusive contender.
 namespace dlock::zookeeper {
 
 // What a contender asks for: Curator's lock names.
@@ -29,6 +32,7 @@ enum class Role {
   exclusive, // "lock-"    (InterProcessMutex)
   read,      // "__READ__" (InterProcessReadWriteLock's read lock)
   write,     // "__WRIT__" (its write lock)
+  latch,     // "latch-"   (LeaderLatch: a leader, exclusive)
 };
 
 // The lock node's name for dlock's prefix + name: '/', '%', space and bytes outside printable
@@ -40,7 +44,8 @@ std::optional<std::string> decode_name(std::string_view name);
 
 // A random version-4 UUID, as Curator's protected mode names contenders.
 std::string random_uuid();
-// "_c_<uuid>-lock-" (or "-__READ__", "-__WRIT__"): what the server appends the sequence to.
+// "_c_<uuid>-lock-" (or "-__READ__", "-__WRIT__", "-latch-"): what the server appends the
+// sequence to.
 std::string contender_prefix(std::string_view uuid, Role role);
 
 // One child of a lock node, as its name says.
@@ -52,6 +57,9 @@ struct Contender {
   // dlock's exclusive pair: the "__WRIT__" node made with this "lock-" one (its sequence + 1,
   // the same uuid), one contender with it; "" for a lone node.
   std::string partner;
+  // A dlock candidate's "latch-" node, made with its pair (sequence + 2, the same uuid); "" if
+  // none.
+  std::string latch;
 };
 
 // The child named name, or nullopt when it is no contender (a node of another recipe).

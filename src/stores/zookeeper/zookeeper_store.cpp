@@ -255,7 +255,9 @@ void ZookeeperStore::on_event(const WatchEvent& event)
         m_answers.answer(Op::wait_for_wake);
       }
     }
-    if (!n.node.empty() && (event.path == n.node || event.path == n.partner) && n.held) {
+    if (!n.node.empty() && n.held
+        && (event.path == n.node || event.path == n.partner
+            || (!n.latch.empty() && event.path == n.latch))) {
       m_answers.answer(Outcome{
         .op = Op::disconnected,
         .error = Error(ExitCode::lost, "the node of lock '{}' changed or was deleted", key),
@@ -397,7 +399,7 @@ void ZookeeperStore::start_acquire(const lock::LockName& name, const lock::Acqui
       outcome.acquire.lease = lock::AcquireResult::Lease::no_expiry;
       outcome.acquire.superseded_by = newest->holder;
       std::string node = e.node;
-      std::string partner = second_of(e);
+      std::vector<std::string> partner = others_of(e);
       bool ours = !node.empty() && e.session == m_client->session_id();
       m_named.erase(found); // its registration goes
       if (!ours) {
@@ -420,9 +422,7 @@ void ZookeeperStore::place(const std::string& key)
     return;
   }
   if (!n.node.empty() && n.session != m_client->session_id()) {
-    n.node.clear(); // made by a session that ended: the server deleted it
-    n.partner.clear();
-    n.lease.clear();
+    forget_nodes(n); // made by a session that ended: the server deleted them
   }
   if (!n.node.empty()) {
     judge(key);
@@ -449,6 +449,7 @@ void ZookeeperStore::place(const std::string& key)
       if (c.uuid == e.uuid) {
         e.node = queue_dir(e) + "/" + c.name;
         e.partner = c.partner.empty() ? "" : queue_dir(e) + "/" + c.partner;
+        e.latch = c.latch.empty() ? "" : queue_dir(e) + "/" + c.latch;
         e.session = m_client->session_id();
         e.fence = 0; // read again by judge
       }
@@ -473,6 +474,12 @@ void ZookeeperStore::create(const std::string& key)
     ops.push_back({.path = n.dir + "/" + contender_prefix(n.uuid, Role::write),
                    .data = record,
                    .flags = zoo().ZOO_EPHEMERAL_SEQUENTIAL});
+    if (!n.request.holder.value.empty()) {
+      // A candidate's third node, for Curator's LeaderLatch, which sees only "latch-" nodes.
+      ops.push_back({.path = n.dir + "/" + contender_prefix(n.uuid, Role::latch),
+                     .data = n.request.holder.value,
+                     .flags = zoo().ZOO_EPHEMERAL_SEQUENTIAL});
+    }
   }
   n.creating = true;
   m_client->multi(std::move(ops), [this, key](Reply& reply) {
@@ -485,6 +492,7 @@ void ZookeeperStore::create(const std::string& key)
     if (reply.rc == ZOK && !reply.children.empty()) {
       e.node = reply.children.front();
       e.partner = reply.children.size() > 1 ? reply.children[1] : "";
+      e.latch = reply.children.size() > 2 ? reply.children[2] : "";
       e.session = m_client->session_id();
       // Its czxid, the fencing token (a transaction's creates do not say it).
       m_client->exists(e.node, false, [this, key](Reply& seen) {
@@ -574,14 +582,13 @@ void ZookeeperStore::judge_queue(const std::string& key, const std::vector<Conte
         index = i;
       }
     }
-    if (!index || queue[*index].partner != basename_of(e.partner)) {
-      // Deleted under us (release --force of a waiter, or the session ended), or half of it:
+    if (!index || queue[*index].partner != basename_of(e.partner)
+        || queue[*index].latch != basename_of(e.latch)) {
+      // Deleted under us (release --force of a waiter, or the session ended), or part of it:
       // what is left goes, and it queues again.
       std::string node = e.node;
-      std::string partner = second_of(e);
-      e.node.clear();
-      e.partner.clear();
-      e.lease.clear();
+      std::vector<std::string> partner = others_of(e);
+      forget_nodes(e);
       if (!index) {
         node.clear();
       }
@@ -604,10 +611,8 @@ void ZookeeperStore::judge_queue(const std::string& key, const std::vector<Conte
     if (e.request.ticket.mode == lock::WaitMode::once) {
       // --no-wait: leave the queue at once, then say who holds it.
       std::string node = e.node;
-      std::string partner = second_of(e);
-      e.node.clear();
-      e.partner.clear();
-      e.lease.clear();
+      std::vector<std::string> partner = others_of(e);
+      forget_nodes(e);
       remove_contender(node, partner, [this, key, queue](Reply& seen) {
         if (seen.rc != ZOK && seen.rc != ZNONODE) {
           m_answers.answer(Op::acquire, error_of(seen.rc, "delete the node of lock '" + key + "'"));
@@ -653,19 +658,31 @@ std::string ZookeeperStore::queue_dir(const Named& n) const
   return n.kind.mode == lock::LockKind::Mode::limit ? side_path(n.dir, mutex_node) : n.dir;
 }
 
-std::string ZookeeperStore::second_of(const Named& n)
+std::vector<std::string> ZookeeperStore::others_of(const Named& n)
 {
-  return n.partner.empty() ? n.lease : n.partner;
+  std::vector<std::string> others;
+  for (const std::string* node : {&n.partner, &n.latch, &n.lease}) {
+    if (!node->empty()) {
+      others.push_back(*node);
+    }
+  }
+  return others;
+}
+
+void ZookeeperStore::forget_nodes(Named& n)
+{
+  n.node.clear();
+  n.partner.clear();
+  n.latch.clear();
+  n.lease.clear();
 }
 
 void ZookeeperStore::refuse_kind(const std::string& key, lock::LockKind kind)
 {
   Named& n = m_named.at(key);
   std::string node = n.node;
-  std::string second = second_of(n);
-  n.node.clear();
-  n.partner.clear();
-  n.lease.clear();
+  std::vector<std::string> second = others_of(n);
+  forget_nodes(n);
   n.held = false;
   remove_contender(node, second, [this, kind](Reply&) {
     Outcome outcome{.op = Op::acquire};
@@ -797,7 +814,7 @@ void ZookeeperStore::count_leases(const std::string& key)
         std::string lease = h.lease;
         h.node.clear();
         h.lease.clear();
-        remove_contender(node, lease, [this, key](Reply&) {
+        remove_contender(node, {lease}, [this, key](Reply&) {
           if (m_named.contains(key)) {
             report_leases(key);
           }
@@ -1012,10 +1029,8 @@ void ZookeeperStore::refuse(const std::string& key, lock::AcquireResult::Lease l
 {
   Named& n = m_named.at(key);
   std::string node = n.node;
-  std::string partner = second_of(n);
-  n.node.clear(); // given back: the next attempt queues again
-  n.partner.clear();
-  n.lease.clear();
+  std::vector<std::string> partner = others_of(n);
+  forget_nodes(n); // given back: the next attempt queues again
   n.held = false;
   remove_contender(node, partner, [this, key, lease, left, holder](Reply& gone) {
     auto found = m_named.find(key);
@@ -1110,9 +1125,11 @@ void ZookeeperStore::watch_held(const std::string& key)
     h.held = true;
     h.fence = seen.stat->czxid;
     h.watching.clear();
-    if (!h.partner.empty()) {
-      // Its pair's other half too: without it, Curator's readers would not wait.
-      m_client->exists(h.partner, true, [](Reply&) {});
+    for (const std::string* other : {&h.partner, &h.latch}) {
+      if (!other->empty()) {
+        // Its other nodes too: without them, Curator's readers or LeaderLatch would not wait.
+        m_client->exists(*other, true, [](Reply&) {});
+      }
     }
     // A --replace's request comes to the watch on its node sooner than to the next renewal; one
     // left against another holder's node goes.
@@ -1427,11 +1444,14 @@ void ZookeeperStore::start_renew(const lock::LockName& name, const lock::RenewRe
     // An exclusive pair's other half first (its answer comes before the node's): without it,
     // Curator's readers would not wait.
     auto half = std::make_shared<bool>(true);
-    if (!n->partner.empty()) {
+    for (const std::string* other : {&n->partner, &n->latch}) {
+      if (other->empty()) {
+        continue;
+      }
       std::int64_t session = n->session;
-      m_client->exists(n->partner, false, [half, session](Reply& reply) {
-        *half = reply.rc != ZOK || (reply.stat && reply.stat->ephemeralOwner == session);
-        *half = *half && reply.rc != ZNONODE;
+      m_client->exists(*other, false, [half, session](Reply& reply) {
+        bool ours = reply.rc != ZOK || (reply.stat && reply.stat->ephemeralOwner == session);
+        *half = *half && ours && reply.rc != ZNONODE;
       });
     }
     m_client->exists(n->node, false, [this, key, outcome, half](Reply& reply) mutable {
@@ -1507,7 +1527,7 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
   if (!token.empty() && n != nullptr && n->token == token && !n->node.empty()) {
     bool held = n->held;
     std::string node = n->node;
-    std::string partner = second_of(*n);
+    std::vector<std::string> partner = others_of(*n);
     std::string dir = n->dir;
     bool semaphore = n->kind.mode == lock::LockKind::Mode::limit;
     bool alive = m_client && m_client->owned() && !m_dead && m_client->session_id() == n->session;
@@ -1571,8 +1591,10 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
     for (std::size_t i = 0; i < found.holding.size(); ++i) {
       if (fingerprint.empty() || found.fingerprints[i] == fingerprint) {
         const Contender& holder = found.queue[found.holding[i]];
-        if (!holder.partner.empty()) {
-          paths.push_back(dir + "/" + holder.partner);
+        for (const std::string* other : {&holder.partner, &holder.latch}) {
+          if (!other->empty()) {
+            paths.push_back(dir + "/" + *other);
+          }
         }
         paths.push_back(dir + "/" + holder.name); // deleted first (remove_all goes backwards)
         node = holder.name;
@@ -1596,29 +1618,35 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
   });
 }
 
-void ZookeeperStore::remove_contender(const std::string& node, const std::string& partner,
+void ZookeeperStore::remove_contender(const std::string& node, std::vector<std::string> others,
                                       Client::Done then)
 {
-  if (!partner.empty() && !node.empty()) {
-    // Both in one transaction: no reader sees half a pair (a candidate's "lock-" node alone
-    // reads as another client's holder). One of them gone already fails it: then each alone.
-    Client::Op first;
-    first.create = false;
-    first.path = partner;
-    Client::Op second = first;
-    second.path = node;
-    m_client->multi({first, second}, [this, node, partner, then](Reply& both) mutable {
-      if (both.rc != ZNONODE) {
-        then(both);
+  if (!others.empty() && !node.empty()) {
+    // All in one transaction: no reader sees part of a contender (a candidate's "lock-" node
+    // alone reads as another client's holder). One of them gone already fails it: each alone.
+    std::vector<Client::Op> ops;
+    for (const std::string& path : others) {
+      Client::Op op;
+      op.create = false;
+      op.path = path;
+      ops.push_back(std::move(op));
+    }
+    ops.push_back(ops.front());
+    ops.back().path = node;
+    m_client->multi(std::move(ops), [this, node, others, then](Reply& all) mutable {
+      if (all.rc != ZNONODE) {
+        then(all);
         return;
       }
-      m_client->remove(partner, [](Reply&) {});
+      for (const std::string& path : others) {
+        m_client->remove(path, [](Reply&) {});
+      }
       m_client->remove(node, std::move(then));
     });
     return;
   }
-  if (!partner.empty()) {
-    m_client->remove(partner, [](Reply&) {});
+  for (const std::string& path : others) {
+    m_client->remove(path, [](Reply&) {});
   }
   if (node.empty()) {
     Reply none{ZNONODE, {}, {}, {}};
@@ -1677,7 +1705,7 @@ void ZookeeperStore::start_withdraw(const lock::LockName& name, const lock::Wait
     return;
   }
   std::string node = n->node;
-  std::string partner = second_of(*n);
+  std::vector<std::string> partner = others_of(*n);
   m_named.erase(name.str());
   remove_contender(node, partner, [this](Reply&) { m_answers.answer(Op::withdraw); });
 }

@@ -84,6 +84,7 @@ private:
     std::string uuid;         // protected-mode id of this process's contender
     std::string node;         // our contender's full path ("" when none)
     std::string partner;      // an exclusive contender's "__WRIT__" node (nodes.hpp)
+    std::string latch;        // a candidate's "latch-" node (nodes.hpp)
     std::string lease;        // --limit: our lease while we wait under the mutex (held: node)
     std::int64_t session = 0; // the session that made node
     std::int64_t fence = 0;   // node's czxid
@@ -161,8 +162,10 @@ private:
   void judge_queue(const std::string& key, const std::vector<Contender>& queue);
   // Where the contenders queue: the lock's node, or a semaphore's mutex.
   std::string queue_dir(const Named& n) const;
-  // A contender's second node to delete with its own: its partner, or a waiter's lease.
-  static std::string second_of(const Named& n);
+  // A contender's other nodes to delete with its own: its partner and latch, or a waiter's lease.
+  static std::vector<std::string> others_of(const Named& n);
+  // Forgets n's nodes (they are gone, or being deleted).
+  static void forget_nodes(Named& n);
   // The key is held as another kind: our nodes go, and the attempt answers kind_in_use.
   void refuse_kind(const std::string& key, lock::LockKind kind);
   // --limit, with the mutex: makes our lease (once), then counts the leases.
@@ -206,9 +209,10 @@ private:
   void inspect(const std::string& dir, std::function<void(Inspection&)> then);
   void read_holders(const std::string& dir, std::shared_ptr<Inspection> found,
                     std::function<void(Inspection&)> then);
-  // Deletes a contender's node and its partner (if any: in one transaction when both are
-  // there); then gets the node's answer.
-  void remove_contender(const std::string& node, const std::string& partner, Client::Done then);
+  // Deletes a contender's node and its others (others_of: in one transaction when all are
+  // there, else each alone); then gets the node's answer.
+  void remove_contender(const std::string& node, std::vector<std::string> others,
+                        Client::Done then);
   // Deletes paths one by one; then gets how many were there.
   void remove_all(std::vector<std::string> paths,
                   std::function<void(int, std::optional<Error>)> then, int removed = 0);

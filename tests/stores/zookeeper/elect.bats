@@ -1,11 +1,13 @@
 #!/usr/bin/env bats
-# dlock elect and dlock leader on ZooKeeper, beside Apache Curator's LeaderSelector on the same
-# path (/dlock-test/dlock:KEY): Curator's selector is an InterProcessMutex whose "lock-" node
-# has the participant's id as its data, and dlock's candidate is its exclusive pair whose
-# "lock-" node has the --value (its "__WRIT__" partner has dlock's holder record). Each waits for
-# the other in queue order; Curator's getLeader().getId() shows dlock's --value, and `dlock
-# leader` Curator's id, with the node's czxid as the term. And what another tenant leaves at the
-# head of the queue: shown as "not a dlock holder", never a crash.
+# dlock elect and dlock leader on ZooKeeper, beside Apache Curator's LeaderSelector and
+# LeaderLatch on the same path (/dlock-test/dlock:KEY): Curator's selector is an
+# InterProcessMutex whose "lock-" node has the participant's id as its data, its latch a "latch-"
+# node with the id; dlock's candidate is its exclusive pair whose "lock-" node has the --value
+# (its "__WRIT__" partner has dlock's holder record), and a "latch-" node with the --value, made
+# in the same transaction. Each waits for the other in queue order; Curator's getLeader().getId()
+# shows dlock's --value, and `dlock leader` Curator's id, with the node's czxid as the term.
+# (Curator's selector and latch do not see each other: each test has one of them.) And what
+# another tenant leaves at the head of the queue: shown as "not a dlock holder", never a crash.
 #
 # Curator runs in our client (curator/CuratorClient.java, zookeeper_helpers.bash builds it), its
 # events and the dlock commands' ("NAME acquired", "NAME releasing") in one log, $T/events, in
@@ -127,6 +129,51 @@ curator_leader_of() {
   [ "$(grep -c curator-c "$T/watch.out")" = 1 ]
   [ "$(grep -n curator-a "$T/watch.out" | cut -d: -f1)" -lt "$(grep -n dlock-b "$T/watch.out" | cut -d: -f1)" ]
   [ "$(grep -n dlock-b "$T/watch.out" | cut -d: -f1)" -lt "$(grep -n curator-c "$T/watch.out" | cut -d: -f1)" ]
+}
+
+@test "Curator's LeaderLatch leads: dlock elect waits; then dlock leads, the next LeaderLatch awaits it and its getLeader() shows dlock's --value" {
+  curator c1 latch "$(zpath l1)" latch-1 "$T/c1.go"
+  wait_event "c1 acquired" "$BG_PID"
+  run -0 "$DLOCK" leader l1
+  [[ $output == "latch-1 (not dlock"* ]]
+  candidate d go -k l1 --value dlock-l
+  local d=$BG_PID
+  queued l1 1 "$d"
+  curator c2 latch "$(zpath l1)" latch-2 0
+  local c2=$BG_PID
+  queued l1 2 "$c2"
+  touch "$T/c1.go"
+  wait_event "d acquired" "$d"
+  curator_args q latch-of "$(zpath l1)"
+  run -0 "${JAVA_ARGS[@]}"
+  echo "$output"
+  [ "$(grep -m1 '^q leader \|^q no-leader$' <<<"$output")" = "q leader dlock-l" ]
+  not_logged "c2 acquired"
+  touch "$T/d.go"
+  wait "$d"
+  wait "$c2"
+  in_order "c1 acquired" "c1 releasing" "d acquired" "d releasing" "c2 acquired" "c2 releasing"
+  [ "$(most_held)" = 1 ]
+}
+
+@test "2 Curator LeaderLatches and 2 dlock candidates of 3 terms on one election at once: never two leaders" {
+  local p i pids=()
+  p=$(zpath l2)
+  for i in 1 2; do
+    curator "xc$i" latch "$p" "latch-$i" 50
+    pids+=("$BG_PID")
+    start_bg "xd$i" sh -c '
+      for _ in 1 2 3; do
+        "$DLOCK" elect -k l2 --value "dlock-$1" -w 60s -- sh -c '\''
+          echo "$1 acquired" >>"$T/events"; sleep 0.05; echo "$1 releasing" >>"$T/events"'\'' \
+          sh "xd$1" || exit
+      done' sh "$i"
+    pids+=("$BG_PID")
+  done
+  for i in "${pids[@]}"; do wait "$i"; done
+  [ "$(grep -c ' acquired$' "$T/events")" = 8 ]
+  exclusion_ok
+  [ "$(most_held)" = 1 ]
 }
 
 @test "3 Curator selectors and 3 dlock candidates of 3 terms on one election at once: never two leaders" {

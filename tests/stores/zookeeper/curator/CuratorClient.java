@@ -14,6 +14,8 @@
 //   leader-of PATH                      prints "NAME leader ID" (getLeader(); "NAME no-leader" when
 //                                       none) and "NAME participant ID" per getParticipants(), an
 //                                       id's newlines written \n
+//   latch PATH ID HOLD, latch-of PATH   the same with LeaderLatch(PATH, ID): leads once (await),
+//                                       holds for HOLD, closes the latch
 // HOLD: how long to hold, in milliseconds, or a file: held until it exists (default 0).
 //
 // Each event is one line on stdout, "NAME EVENT" (NAME: the system property name, default
@@ -31,6 +33,7 @@ import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.leader.LeaderSelector;
 import org.apache.curator.framework.recipes.leader.LeaderSelectorListenerAdapter;
 import org.apache.curator.framework.recipes.leader.Participant;
@@ -59,7 +62,7 @@ public final class CuratorClient {
         + " | try-(mutex|read|write) PATH TIMEOUT_MS [HOLD]"
         + " | try-semaphore PATH N TIMEOUT_MS [HOLD]"
         + " | try-barrier PATH PARTIES TIMEOUT_MS"
-        + " | leader PATH ID HOLD | leader-of PATH");
+        + " | (leader|latch) PATH ID HOLD | (leader|latch)-of PATH");
     System.exit(2);
   }
 
@@ -159,6 +162,17 @@ public final class CuratorClient {
         case "leader-of":
           status = leaderOf(client, path);
           break;
+        case "latch": {
+          String id = arg(args, 3);
+          if (id == null) {
+            usage("latch needs an id");
+          }
+          status = latch(client, path, id, arg(args, 4));
+          break;
+        }
+        case "latch-of":
+          status = latchOf(client, path);
+          break;
         default:
           usage("unknown command: " + command);
           status = 2;
@@ -244,6 +258,35 @@ public final class CuratorClient {
       Participant leader = selector.getLeader();
       event(leader.isLeader() ? "leader " + shown(leader.getId()) : "no-leader");
       for (Participant p : selector.getParticipants()) {
+        event("participant " + shown(p.getId()));
+      }
+    } catch (org.apache.zookeeper.KeeperException.NoNodeException e) {
+      event("no-leader");
+    }
+    return 0;
+  }
+
+  // LeaderLatch: leads once (await), for HOLD, then closes the latch (its node goes).
+  private static int latch(CuratorFramework client, String path, String id, String holdSpec)
+      throws Exception {
+    LeaderLatch latch = new LeaderLatch(client, path, id);
+    latch.start();
+    latch.await();
+    event("acquired");
+    hold(holdSpec);
+    event("releasing");
+    latch.close();
+    event("released");
+    return 0;
+  }
+
+  // What LeaderLatch reports of the election on PATH, without taking part.
+  private static int latchOf(CuratorFramework client, String path) throws Exception {
+    LeaderLatch latch = new LeaderLatch(client, path);
+    try {
+      Participant leader = latch.getLeader();
+      event(leader.isLeader() ? "leader " + shown(leader.getId()) : "no-leader");
+      for (Participant p : latch.getParticipants()) {
         event("participant " + shown(p.getId()));
       }
     } catch (org.apache.zookeeper.KeeperException.NoNodeException e) {
