@@ -21,10 +21,13 @@ ZkUrl connect_params(const std::string& url, const stores::StoreConfig& config);
 // users share locks: an exclusive lock is a -lock-/-__WRIT__ pair that every Curator lock
 // recipe on the path waits for, --shared a read lock, --limit N InterProcessSemaphoreV2's
 // leases; barrier is DistributedDoubleBarrier's layout, wait a watch on the holders' nodes,
-// latch a versioned node. The lease is the ZooKeeper session: its timeout is the TTL (the server
-// must grant exactly a given --ttl; the default one gives way to the server's bound: see
-// check_session), its ephemeral node goes when the session ends
-// (dlock exits, is killed and the session times out, or the server expires it), and a renewal
+// latch a versioned node. A candidate of dlock elect is an exclusive contender whose "lock-" node
+// and a third "latch-" node have its --value, the participant id that Curator's LeaderSelector
+// and LeaderLatch read (nodes.hpp); leader --watch reads the queue's head (its czxid is the term)
+// with a watch on the lock node's children, set in the same request. The lease is the ZooKeeper
+// session: its timeout is the TTL (the server must grant exactly a given --ttl; the default one
+// gives way to the server's bound: see check_session), its ephemeral node goes when the session
+// ends (dlock exits, is killed and the session times out, or the server expires it), and a renewal
 // confirms that the node still exists and belongs to this session. The holder watches its own
 // node, so a `release --force` or an expired session reaches it at once; a waiter watches
 // only the node before it (no herd), so the queue is first come, first served. The fencing
