@@ -139,6 +139,29 @@ TEST(Contender, DlocksExclusivePairIsOneContender)
   EXPECT_EQ(judge(queue, 1).wait_for, 0u);
 }
 
+TEST(Contender, ACandidatesLatchNodeJoinsItsPairAndLeaderLatchsNodesAreExclusive)
+{
+  // A dlock elect candidate: its pair and "latch-" (sequence + 2, same uuid) for LeaderLatch.
+  std::string a = "_c_" + random_uuid();
+  std::string b = "_c_" + random_uuid();
+  std::vector<Contender> queue =
+    sorted_contenders({b + "-latch-0000000001", a + "-lock-0000000002", a + "-__WRIT__0000000003",
+                       a + "-latch-0000000004", b + "-latch-0000000005", a + "-latch-0000000006"});
+  ASSERT_EQ(queue.size(), 4u);
+  EXPECT_EQ(queue[0].role, Role::latch); // Curator's LeaderLatch, first: it leads
+  EXPECT_EQ(queue[0].uuid, b.substr(3));
+  EXPECT_EQ(queue[1].partner, a + "-__WRIT__0000000003");
+  EXPECT_EQ(queue[1].latch, a + "-latch-0000000004");
+  EXPECT_EQ(queue[2].latch, "");                     // a lone latch node, another's
+  EXPECT_EQ(queue[3].name, a + "-latch-0000000006"); // not the pair's next but one
+  EXPECT_EQ(holding(queue), std::vector<std::size_t>{0});
+  EXPECT_EQ(judge(queue, 1).wait_for, 0u);
+  EXPECT_EQ(contender_prefix("u", Role::latch), "_c_u-latch-");
+  // a reader waits for a LeaderLatch's leader, as for any exclusive holder
+  queue = sorted_contenders({"_c_" + random_uuid() + "-latch-0000000001", "x-__READ__0000000002"});
+  EXPECT_FALSE(judge(queue, 1).holds);
+}
+
 TEST(Judge, EachWaiterWatchesOnlyItsPredecessor)
 {
   std::vector<Contender> queue =
@@ -187,8 +210,9 @@ TEST(HolderRecord, RoundTripsWithoutTheToken)
   EXPECT_EQ(back.ttl_ms, 10'000);
   EXPECT_EQ(back.command, "backup --all");
   EXPECT_EQ(fingerprint, token_fingerprint(token));
-  // Curator's InterProcessMutex stores the client's address.
-  EXPECT_EQ(parse_holder_record("10.0.0.7").command, "(not a dlock holder: 10.0.0.7)");
+  // Curator's InterProcessMutex stores the client's address: shown as its value.
+  EXPECT_EQ(parse_holder_record("10.0.0.7").command, "(not a dlock holder)");
+  EXPECT_EQ(parse_holder_record("10.0.0.7").value, "10.0.0.7");
 }
 
 TEST(ZookeeperNodes, AnotherTenantsRecordIsReadCheckedAndCapped)
@@ -219,6 +243,56 @@ TEST(HolderRecord, CarriesTheNote)
   EXPECT_EQ(back.note, me.note);
   std::string long_note = "dlock=1\nuser=u\nnote=" + std::string(lock::max_note_bytes + 1, 'n');
   EXPECT_EQ(parse_holder_record(long_note).note, "");
+}
+
+TEST(HolderRecord, CarriesACandidatesValueAndTheLockNodeProclaimsIt)
+{
+  lock::HolderInfo me;
+  me.user = "ann";
+  me.host = "web1";
+  me.pid = 7;
+  me.command = "daemon";
+  me.value = "10.0.0.7:8080 v2 — ü";
+  std::string record = holder_record(me, token_fingerprint("t"));
+  EXPECT_EQ(parse_holder_record(record).value, me.value);
+  // The "lock-" node of a candidate is what Curator's LeaderSelector reads as the leader's id;
+  // a plain holder's has the record, as before.
+  EXPECT_EQ(lock_node_data(me, record), me.value);
+  me.value.clear();
+  EXPECT_EQ(lock_node_data(me, record), record);
+}
+
+TEST(HolderRecord, ACuratorLeadersIdIsItsValueWhenItIsAProclamation)
+{
+  lock::HolderInfo curator = parse_holder_record("worker-3 at 10.0.0.9");
+  EXPECT_EQ(curator.value, "worker-3 at 10.0.0.9");
+  EXPECT_EQ(curator.pid, 0);
+  EXPECT_EQ(curator.host, "");
+  EXPECT_EQ(curator.command, "(not a dlock holder)");
+  // Control characters, invalid UTF-8, oversized or empty data: not a value (the start of it,
+  // escaped, is the command).
+  EXPECT_EQ(parse_holder_record("two\nlines").value, "");
+  EXPECT_EQ(parse_holder_record("two\nlines").command, "(not a dlock holder: two?lines)");
+  EXPECT_EQ(parse_holder_record("bell\a").value, "");
+  EXPECT_EQ(parse_holder_record("bad \xff byte").value, "");
+  EXPECT_EQ(parse_holder_record("").value, "");
+  EXPECT_EQ(parse_holder_record(std::string(lock::max_holder_field_bytes, 'v')).value,
+            std::string(lock::max_holder_field_bytes, 'v'));
+  EXPECT_EQ(parse_holder_record(std::string(lock::max_holder_field_bytes + 1, 'v')).value, "");
+  EXPECT_EQ(parse_holder_record(std::string(1 << 20, 'v')).value, "");
+  // A dlock record's value that is not printable is dropped, the rest kept.
+  lock::HolderInfo odd = parse_holder_record("dlock=1\nuser=u\nvalue=a\x01b\n");
+  EXPECT_EQ(odd.user, "u");
+  EXPECT_EQ(odd.value, "");
+  SideRecord side;
+  side.holder = odd;
+  side.holder.value = "v1";
+  side.token = token_fingerprint("t");
+  EXPECT_EQ(parse_side_record(side_record(side))->holder.value, "v1");
+  side.holder.value = "v\x1b[2J";
+  EXPECT_EQ(parse_side_record(side_record(side))->holder.value, "");
+  EXPECT_FALSE(proclamation("tab\there"));
+  EXPECT_EQ(proclamation("plain"), "plain");
 }
 
 TEST(SideNodes, NamesThatCuratorsRecipesSortAfterEveryContender)

@@ -247,6 +247,15 @@ void on_multi(int rc, const void* data)
 void Client::multi(std::vector<Op> ops, Done done)
 {
   std::uint64_t id = submit(std::move(done));
+  if (ops.size() > 1 && state() < 0) {
+    // zoo_amulti (3.8), unlike each single request, does not refuse a session that is over
+    // (expired, authentication failed: a negative state) before it builds the request: each op
+    // after the first refused one frees a path it never set, and the process dies of a double
+    // free. Refused here, as zoo_amulti would (it could still expire in between: a window of
+    // microseconds, where a session ends in seconds).
+    refused(id, ZINVALIDSTATE);
+    return;
+  }
   auto* ticket = new MultiTicket{m_inbox, id, std::move(ops), {}, {}, {}};
   std::size_t count = ticket->ops.size();
   ticket->zops.resize(count);

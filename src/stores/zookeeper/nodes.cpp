@@ -2,6 +2,7 @@
 
 #include "lock/kind.hpp"
 #include "util/random.hpp"
+#include "util/text.hpp"
 #include "util/url.hpp"
 
 #include <fmt/format.h>
@@ -29,6 +30,8 @@ std::string_view marker(Role role)
     return "__READ__";
   case Role::write:
     return "__WRIT__";
+  case Role::latch:
+    return "latch-";
   }
   return "lock-";
 }
@@ -103,7 +106,7 @@ std::optional<Contender> parse_contender(std::string_view name)
     return std::nullopt;
   }
   bool known = false;
-  for (Role role : {Role::exclusive, Role::read, Role::write}) {
+  for (Role role : {Role::exclusive, Role::read, Role::write, Role::latch}) {
     if (head.ends_with(marker(role))) {
       contender.role = role;
       known = true;
@@ -139,6 +142,10 @@ std::vector<Contender> sorted_contenders(const std::vector<std::string>& childre
         && queue[i + 1].role == Role::write && queue[i + 1].uuid == last.uuid
         && queue[i + 1].sequence == last.sequence + 1) {
       last.partner = std::move(queue[++i].name);
+      if (i + 1 < queue.size() && queue[i + 1].role == Role::latch && queue[i + 1].uuid == last.uuid
+          && queue[i + 1].sequence == last.sequence + 2) {
+        last.latch = std::move(queue[++i].name);
+      }
     }
   }
   return merged;
@@ -306,7 +313,31 @@ std::string holder_record(const lock::HolderInfo& holder, std::string_view finge
   if (!holder.note.empty()) {
     record += fmt::format("note={}\n", one_line(holder.note));
   }
+  if (!holder.value.empty()) {
+    record += fmt::format("value={}\n", one_line(holder.value));
+  }
   return record;
+}
+
+std::string lock_node_data(const lock::HolderInfo& holder, const std::string& record)
+{
+  return holder.value.empty() ? record : holder.value;
+}
+
+std::optional<std::string> proclamation(std::string_view data)
+{
+  if (data.empty() || data.size() > lock::max_holder_field_bytes) {
+    return std::nullopt;
+  }
+  for (std::string_view rest = data; !rest.empty();) {
+    std::size_t length = util::utf8_char_length(rest);
+    auto byte = static_cast<unsigned char>(rest.front());
+    if (length == 0 || byte < ' ' || byte == 0x7f) {
+      return std::nullopt;
+    }
+    rest.remove_prefix(length);
+  }
+  return std::string(data);
 }
 
 std::string side_record(const SideRecord& record)
@@ -387,6 +418,9 @@ std::optional<SideRecord> parse_side_record(std::string_view data)
     return std::nullopt;
   }
   record.holder = *holder;
+  if (!record.holder.value.empty() && !proclamation(record.holder.value)) {
+    record.holder.value.clear();
+  }
   return record;
 }
 
@@ -416,12 +450,19 @@ lock::HolderInfo parse_holder_record(std::string_view data, std::string* fingerp
     for (char c : data.substr(0, 64)) {
       shown += static_cast<unsigned char>(c) < ' ' ? '?' : c;
     }
-    lock::HolderInfo other;
-    other.command = shown.empty() ? "(not a dlock holder)" : "(not a dlock holder: " + shown + ")";
+    lock::HolderInfo other = lock::HolderInfo::not_dlock();
+    if (std::optional<std::string> value = proclamation(data)) {
+      other.value = std::move(*value); // a Curator leader's id (its mutex's: the address)
+    } else if (!shown.empty()) {
+      other.command = "(not a dlock holder: " + shown + ")";
+    }
     return other;
   }
   if (fingerprint != nullptr) {
     *fingerprint = token;
+  }
+  if (!holder->value.empty() && !proclamation(holder->value)) {
+    holder->value.clear();
   }
   return *holder;
 }

@@ -21,7 +21,10 @@
 // transaction (nothing comes between them): "_c_<uuid>-lock-<n>" for Curator's mutex and
 // "_c_<uuid>-__WRIT__<n+1>" for its read and write locks; it holds when no other contender of
 // any kind is before it, and every Curator holder on the path sees one of its nodes before
-// its own.
+// its own. A candidate of dlock elect adds a third node to the transaction for Curator's
+// LeaderLatch, which sorts only its "latch-" nodes: "_c_<uuid>-latch-<n+2>", with the --value as
+// its data (the participant's id, as on its "lock-" node); dlock counts a LeaderLatch's lone
+// "latch-" node as an exclusive contender.
 namespace dlock::zookeeper {
 
 // What a contender asks for: Curator's lock names.
@@ -29,6 +32,7 @@ enum class Role {
   exclusive, // "lock-"    (InterProcessMutex)
   read,      // "__READ__" (InterProcessReadWriteLock's read lock)
   write,     // "__WRIT__" (its write lock)
+  latch,     // "latch-"   (LeaderLatch: a leader, exclusive)
 };
 
 // The lock node's name for dlock's prefix + name: '/', '%', space and bytes outside printable
@@ -40,7 +44,8 @@ std::optional<std::string> decode_name(std::string_view name);
 
 // A random version-4 UUID, as Curator's protected mode names contenders.
 std::string random_uuid();
-// "_c_<uuid>-lock-" (or "-__READ__", "-__WRIT__"): what the server appends the sequence to.
+// "_c_<uuid>-lock-" (or "-__READ__", "-__WRIT__", "-latch-"): what the server appends the
+// sequence to.
 std::string contender_prefix(std::string_view uuid, Role role);
 
 // One child of a lock node, as its name says.
@@ -52,6 +57,9 @@ struct Contender {
   // dlock's exclusive pair: the "__WRIT__" node made with this "lock-" one (its sequence + 1,
   // the same uuid), one contender with it; "" for a lone node.
   std::string partner;
+  // A dlock candidate's "latch-" node, made with its pair (sequence + 2, the same uuid); "" if
+  // none.
+  std::string latch;
 };
 
 // The child named name, or nullopt when it is no contender (a node of another recipe).
@@ -114,10 +122,18 @@ std::vector<std::size_t> holding(const std::vector<Contender>& queue);
 
 // The node's data: who holds it and the fingerprint of its token, one "key=value" per line.
 std::string holder_record(const lock::HolderInfo& holder, std::string_view fingerprint);
+// The data of an exclusive contender's "lock-" node: a candidate's value (dlock elect --value),
+// which Curator's LeaderSelector reads as the participant's id (getLeader().getId()), else
+// record (its "__WRIT__" partner always has the record: dlock reads the holder there).
+std::string lock_node_data(const lock::HolderInfo& holder, const std::string& record);
+// What a leader proclaims, as dlock accepts it from any node: data that is non-empty, at most
+// lock::max_holder_field_bytes, valid UTF-8 without control characters; else nullopt.
+std::optional<std::string> proclamation(std::string_view data);
 // The record read back (fingerprint, when given, gets the token's); a node dlock did not
-// write (Curator's holds the client's address, another tenant's may be anything, longer than
-// lock::max_holder_record_bytes, or fields dlock would not write) shows the start of its data as
-// the command.
+// write (Curator's holds the client's address or a LeaderSelector's id, another tenant's may be
+// anything, longer than lock::max_holder_record_bytes, or fields dlock would not write) is
+// HolderInfo::not_dlock() with its data as the value when that is a proclamation, else with the
+// start of its data in the command. A dlock record's value that is none is dropped.
 lock::HolderInfo parse_holder_record(std::string_view data, std::string* fingerprint = nullptr);
 // The side nodes of dlock's policies, children of the lock's node beside the contenders. Their
 // names hold none of Curator's markers ("lock-", "__READ__", "__WRIT__"), so its recipes sort

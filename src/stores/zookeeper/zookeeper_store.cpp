@@ -53,6 +53,13 @@ std::string side_path(const std::string& dir, std::string_view node)
   return dir + "/" + std::string(node);
 }
 
+// The node with a contender's holder record: a dlock pair's "__WRIT__" partner (its "lock-"
+// node may have a candidate's value instead: nodes.hpp), else the contender's own.
+const std::string& record_of(const Contender& contender)
+{
+  return contender.partner.empty() ? contender.name : contender.partner;
+}
+
 // Enough of a side node to know it is larger than dlock writes.
 constexpr std::size_t side_cap = lock::max_holder_record_bytes + 1;
 
@@ -248,7 +255,9 @@ void ZookeeperStore::on_event(const WatchEvent& event)
         m_answers.answer(Op::wait_for_wake);
       }
     }
-    if (!n.node.empty() && (event.path == n.node || event.path == n.partner) && n.held) {
+    if (!n.node.empty() && n.held
+        && (event.path == n.node || event.path == n.partner
+            || (!n.latch.empty() && event.path == n.latch))) {
       m_answers.answer(Outcome{
         .op = Op::disconnected,
         .error = Error(ExitCode::lost, "the node of lock '{}' changed or was deleted", key),
@@ -390,7 +399,7 @@ void ZookeeperStore::start_acquire(const lock::LockName& name, const lock::Acqui
       outcome.acquire.lease = lock::AcquireResult::Lease::no_expiry;
       outcome.acquire.superseded_by = newest->holder;
       std::string node = e.node;
-      std::string partner = second_of(e);
+      std::vector<std::string> partner = others_of(e);
       bool ours = !node.empty() && e.session == m_client->session_id();
       m_named.erase(found); // its registration goes
       if (!ours) {
@@ -413,9 +422,7 @@ void ZookeeperStore::place(const std::string& key)
     return;
   }
   if (!n.node.empty() && n.session != m_client->session_id()) {
-    n.node.clear(); // made by a session that ended: the server deleted it
-    n.partner.clear();
-    n.lease.clear();
+    forget_nodes(n); // made by a session that ended: the server deleted them
   }
   if (!n.node.empty()) {
     judge(key);
@@ -442,6 +449,7 @@ void ZookeeperStore::place(const std::string& key)
       if (c.uuid == e.uuid) {
         e.node = queue_dir(e) + "/" + c.name;
         e.partner = c.partner.empty() ? "" : queue_dir(e) + "/" + c.partner;
+        e.latch = c.latch.empty() ? "" : queue_dir(e) + "/" + c.latch;
         e.session = m_client->session_id();
         e.fence = 0; // read again by judge
       }
@@ -456,14 +464,22 @@ void ZookeeperStore::create(const std::string& key)
   Role role = role_of(n.kind);
   std::string record = holder_record(n.request.holder, token_fingerprint(n.token));
   bool semaphore = n.kind.mode == lock::LockKind::Mode::limit;
+  bool pair = role == Role::exclusive && !semaphore;
   std::vector<Client::Op> ops{{.path = queue_dir(n) + "/" + contender_prefix(n.uuid, role),
-                               .data = record,
+                               .data = pair ? lock_node_data(n.request.holder, record) : record,
                                .flags = zoo().ZOO_EPHEMERAL_SEQUENTIAL}};
-  if (role == Role::exclusive && !semaphore) {
-    // Its pair (nodes.hpp): the node Curator's read and write locks see, in the same step.
+  if (pair) {
+    // Its pair (nodes.hpp): the node Curator's read and write locks see, in the same step; it
+    // has the record, where the "lock-" node has a candidate's value (Curator's leader id).
     ops.push_back({.path = n.dir + "/" + contender_prefix(n.uuid, Role::write),
                    .data = record,
                    .flags = zoo().ZOO_EPHEMERAL_SEQUENTIAL});
+    if (!n.request.holder.value.empty()) {
+      // A candidate's third node, for Curator's LeaderLatch, which sees only "latch-" nodes.
+      ops.push_back({.path = n.dir + "/" + contender_prefix(n.uuid, Role::latch),
+                     .data = n.request.holder.value,
+                     .flags = zoo().ZOO_EPHEMERAL_SEQUENTIAL});
+    }
   }
   n.creating = true;
   m_client->multi(std::move(ops), [this, key](Reply& reply) {
@@ -476,6 +492,7 @@ void ZookeeperStore::create(const std::string& key)
     if (reply.rc == ZOK && !reply.children.empty()) {
       e.node = reply.children.front();
       e.partner = reply.children.size() > 1 ? reply.children[1] : "";
+      e.latch = reply.children.size() > 2 ? reply.children[2] : "";
       e.session = m_client->session_id();
       // Its czxid, the fencing token (a transaction's creates do not say it).
       m_client->exists(e.node, false, [this, key](Reply& seen) {
@@ -565,14 +582,13 @@ void ZookeeperStore::judge_queue(const std::string& key, const std::vector<Conte
         index = i;
       }
     }
-    if (!index || queue[*index].partner != basename_of(e.partner)) {
-      // Deleted under us (release --force of a waiter, or the session ended), or half of it:
+    if (!index || queue[*index].partner != basename_of(e.partner)
+        || queue[*index].latch != basename_of(e.latch)) {
+      // Deleted under us (release --force of a waiter, or the session ended), or part of it:
       // what is left goes, and it queues again.
       std::string node = e.node;
-      std::string partner = second_of(e);
-      e.node.clear();
-      e.partner.clear();
-      e.lease.clear();
+      std::vector<std::string> partner = others_of(e);
+      forget_nodes(e);
       if (!index) {
         node.clear();
       }
@@ -595,10 +611,8 @@ void ZookeeperStore::judge_queue(const std::string& key, const std::vector<Conte
     if (e.request.ticket.mode == lock::WaitMode::once) {
       // --no-wait: leave the queue at once, then say who holds it.
       std::string node = e.node;
-      std::string partner = second_of(e);
-      e.node.clear();
-      e.partner.clear();
-      e.lease.clear();
+      std::vector<std::string> partner = others_of(e);
+      forget_nodes(e);
       remove_contender(node, partner, [this, key, queue](Reply& seen) {
         if (seen.rc != ZOK && seen.rc != ZNONODE) {
           m_answers.answer(Op::acquire, error_of(seen.rc, "delete the node of lock '" + key + "'"));
@@ -644,19 +658,31 @@ std::string ZookeeperStore::queue_dir(const Named& n) const
   return n.kind.mode == lock::LockKind::Mode::limit ? side_path(n.dir, mutex_node) : n.dir;
 }
 
-std::string ZookeeperStore::second_of(const Named& n)
+std::vector<std::string> ZookeeperStore::others_of(const Named& n)
 {
-  return n.partner.empty() ? n.lease : n.partner;
+  std::vector<std::string> others;
+  for (const std::string* node : {&n.partner, &n.latch, &n.lease}) {
+    if (!node->empty()) {
+      others.push_back(*node);
+    }
+  }
+  return others;
+}
+
+void ZookeeperStore::forget_nodes(Named& n)
+{
+  n.node.clear();
+  n.partner.clear();
+  n.latch.clear();
+  n.lease.clear();
 }
 
 void ZookeeperStore::refuse_kind(const std::string& key, lock::LockKind kind)
 {
   Named& n = m_named.at(key);
   std::string node = n.node;
-  std::string second = second_of(n);
-  n.node.clear();
-  n.partner.clear();
-  n.lease.clear();
+  std::vector<std::string> second = others_of(n);
+  forget_nodes(n);
   n.held = false;
   remove_contender(node, second, [this, kind](Reply&) {
     Outcome outcome{.op = Op::acquire};
@@ -788,7 +814,7 @@ void ZookeeperStore::count_leases(const std::string& key)
         std::string lease = h.lease;
         h.node.clear();
         h.lease.clear();
-        remove_contender(node, lease, [this, key](Reply&) {
+        remove_contender(node, {lease}, [this, key](Reply&) {
           if (m_named.contains(key)) {
             report_leases(key);
           }
@@ -864,7 +890,7 @@ void ZookeeperStore::report_holder(const std::string& key, const std::vector<Con
   bool replace = n.request.policy.replace && holders.size() == 1;
   std::string ours = token_fingerprint(n.token);
   m_client->get(
-    n.dir + "/" + head, lock::max_holder_record_bytes + 1,
+    n.dir + "/" + record_of(queue[holders.front()]), lock::max_holder_record_bytes + 1,
     [this, key, head, replace, ours, not_acquired](Reply& reply) {
       if (reply.rc != ZOK) {
         not_acquired(std::nullopt, false); // released meanwhile
@@ -1003,10 +1029,8 @@ void ZookeeperStore::refuse(const std::string& key, lock::AcquireResult::Lease l
 {
   Named& n = m_named.at(key);
   std::string node = n.node;
-  std::string partner = second_of(n);
-  n.node.clear(); // given back: the next attempt queues again
-  n.partner.clear();
-  n.lease.clear();
+  std::vector<std::string> partner = others_of(n);
+  forget_nodes(n); // given back: the next attempt queues again
   n.held = false;
   remove_contender(node, partner, [this, key, lease, left, holder](Reply& gone) {
     auto found = m_named.find(key);
@@ -1101,9 +1125,11 @@ void ZookeeperStore::watch_held(const std::string& key)
     h.held = true;
     h.fence = seen.stat->czxid;
     h.watching.clear();
-    if (!h.partner.empty()) {
-      // Its pair's other half too: without it, Curator's readers would not wait.
-      m_client->exists(h.partner, true, [](Reply&) {});
+    for (const std::string* other : {&h.partner, &h.latch}) {
+      if (!other->empty()) {
+        // Its other nodes too: without them, Curator's readers or LeaderLatch would not wait.
+        m_client->exists(*other, true, [](Reply&) {});
+      }
     }
     // A --replace's request comes to the watch on its node sooner than to the next renewal; one
     // left against another holder's node goes.
@@ -1369,7 +1395,7 @@ void ZookeeperStore::start_wait_for_wake(const lock::LockName& name, const lock:
                                          Millis block)
 {
   if (ticket.mode == lock::WaitMode::watch || ticket.mode == lock::WaitMode::barrier
-      || ticket.mode == lock::WaitMode::latch) {
+      || ticket.mode == lock::WaitMode::latch || ticket.mode == lock::WaitMode::leader) {
     auto found = m_gates.find(name.str());
     if (found == m_gates.end() || found->second.woken || found->second.watched.empty()) {
       if (found != m_gates.end()) {
@@ -1418,11 +1444,14 @@ void ZookeeperStore::start_renew(const lock::LockName& name, const lock::RenewRe
     // An exclusive pair's other half first (its answer comes before the node's): without it,
     // Curator's readers would not wait.
     auto half = std::make_shared<bool>(true);
-    if (!n->partner.empty()) {
+    for (const std::string* other : {&n->partner, &n->latch}) {
+      if (other->empty()) {
+        continue;
+      }
       std::int64_t session = n->session;
-      m_client->exists(n->partner, false, [half, session](Reply& reply) {
-        *half = reply.rc != ZOK || (reply.stat && reply.stat->ephemeralOwner == session);
-        *half = *half && reply.rc != ZNONODE;
+      m_client->exists(*other, false, [half, session](Reply& reply) {
+        bool ours = reply.rc != ZOK || (reply.stat && reply.stat->ephemeralOwner == session);
+        *half = *half && ours && reply.rc != ZNONODE;
       });
     }
     m_client->exists(n->node, false, [this, key, outcome, half](Reply& reply) mutable {
@@ -1498,7 +1527,7 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
   if (!token.empty() && n != nullptr && n->token == token && !n->node.empty()) {
     bool held = n->held;
     std::string node = n->node;
-    std::string partner = second_of(*n);
+    std::vector<std::string> partner = others_of(*n);
     std::string dir = n->dir;
     bool semaphore = n->kind.mode == lock::LockKind::Mode::limit;
     bool alive = m_client && m_client->owned() && !m_dead && m_client->session_id() == n->session;
@@ -1562,8 +1591,10 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
     for (std::size_t i = 0; i < found.holding.size(); ++i) {
       if (fingerprint.empty() || found.fingerprints[i] == fingerprint) {
         const Contender& holder = found.queue[found.holding[i]];
-        if (!holder.partner.empty()) {
-          paths.push_back(dir + "/" + holder.partner);
+        for (const std::string* other : {&holder.partner, &holder.latch}) {
+          if (!other->empty()) {
+            paths.push_back(dir + "/" + *other);
+          }
         }
         paths.push_back(dir + "/" + holder.name); // deleted first (remove_all goes backwards)
         node = holder.name;
@@ -1587,11 +1618,35 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
   });
 }
 
-void ZookeeperStore::remove_contender(const std::string& node, const std::string& partner,
+void ZookeeperStore::remove_contender(const std::string& node, std::vector<std::string> others,
                                       Client::Done then)
 {
-  if (!partner.empty()) {
-    m_client->remove(partner, [](Reply&) {}); // answered before node's: requests keep order
+  if (!others.empty() && !node.empty()) {
+    // All in one transaction: no reader sees part of a contender (a candidate's "lock-" node
+    // alone reads as another client's holder). One of them gone already fails it: each alone.
+    std::vector<Client::Op> ops;
+    for (const std::string& path : others) {
+      Client::Op op;
+      op.create = false;
+      op.path = path;
+      ops.push_back(std::move(op));
+    }
+    ops.push_back(ops.front());
+    ops.back().path = node;
+    m_client->multi(std::move(ops), [this, node, others, then](Reply& all) mutable {
+      if (all.rc != ZNONODE) {
+        then(all);
+        return;
+      }
+      for (const std::string& path : others) {
+        m_client->remove(path, [](Reply&) {});
+      }
+      m_client->remove(node, std::move(then));
+    });
+    return;
+  }
+  for (const std::string& path : others) {
+    m_client->remove(path, [](Reply&) {});
   }
   if (node.empty()) {
     Reply none{ZNONODE, {}, {}, {}};
@@ -1622,7 +1677,7 @@ void ZookeeperStore::remove_all(std::vector<std::string> paths,
 void ZookeeperStore::start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket)
 {
   if (ticket.mode == lock::WaitMode::watch || ticket.mode == lock::WaitMode::barrier
-      || ticket.mode == lock::WaitMode::latch) {
+      || ticket.mode == lock::WaitMode::latch || ticket.mode == lock::WaitMode::leader) {
     auto found = m_gates.find(name.str());
     std::string member = found != m_gates.end() ? found->second.member : "";
     if (found != m_gates.end()) {
@@ -1650,7 +1705,7 @@ void ZookeeperStore::start_withdraw(const lock::LockName& name, const lock::Wait
     return;
   }
   std::string node = n->node;
-  std::string partner = second_of(*n);
+  std::vector<std::string> partner = others_of(*n);
   m_named.erase(name.str());
   remove_contender(node, partner, [this](Reply&) { m_answers.answer(Op::withdraw); });
 }
@@ -1772,6 +1827,7 @@ void ZookeeperStore::inspect(const std::string& dir, std::function<void(Inspecti
     found->holding = holding(found->queue);
     for (std::size_t i : found->holding) {
       found->paths.push_back(found->queue[i].name);
+      found->records.push_back(record_of(found->queue[i]));
     }
     bool leases =
       std::find(reply.children.begin(), reply.children.end(), leases_node) != reply.children.end();
@@ -1789,6 +1845,7 @@ void ZookeeperStore::inspect(const std::string& dir, std::function<void(Inspecti
       for (const std::string& lease : sorted_leases(listed.children)) {
         found->leases = true;
         found->paths.push_back(std::string(leases_node) + "/" + lease);
+        found->records.push_back(found->paths.back());
       }
       read_holders(dir, found, then);
     });
@@ -1801,10 +1858,11 @@ void ZookeeperStore::read_holders(const std::string& dir, std::shared_ptr<Inspec
   std::size_t i = found->holders.size();
   if (i == found->paths.size() || i >= 1000) {
     found->paths.resize(i); // at most 1000 holders read (another tenant's thousands of nodes)
+    found->records.resize(i);
     then(*found);
     return;
   }
-  m_client->get(dir + "/" + found->paths[i], lock::max_holder_record_bytes + 1,
+  m_client->get(dir + "/" + found->records[i], lock::max_holder_record_bytes + 1,
                 [this, dir, then, found](Reply& reply) {
                   std::string fingerprint;
                   lock::HolderInfo holder;
@@ -2042,6 +2100,8 @@ void ZookeeperStore::start_gate(const lock::LockName& name, const lock::GateRequ
       barrier_gate(key, request);
     } else if (request.ticket.mode == lock::WaitMode::latch) {
       latch_gate(key, request.ticket.max_block);
+    } else if (request.ticket.mode == lock::WaitMode::leader) {
+      leader_gate(key, request);
     } else {
       m_answers.answer(Op::gate, Error(ExitCode::internal, "a lock waiter at a gate"));
     }
@@ -2333,6 +2393,97 @@ void ZookeeperStore::latch_gate(const std::string& key, Millis block)
     result.block = block;
     close_gate(key, {path}, result);
   });
+}
+
+void ZookeeperStore::leader_gate(const std::string& key, const lock::GateRequest& request,
+                                 int tries)
+{
+  Gate& g = m_gates.at(key);
+  std::string dir = g.dir;
+  // What the request below reads is up to date until the watch it sets fires.
+  g.watched = {dir};
+  g.woken = false;
+  auto again = [this, key, request, tries] {
+    if (tries < max_steps) {
+      leader_gate(key, request, tries + 1);
+    } else {
+      answer_leader(request, request.ticket.since, std::nullopt, 0); // the watch wakes it
+    }
+  };
+  m_client->get_children(
+    dir,
+    [this, key, dir, request, again](Reply& listed) {
+      if (!m_gates.contains(key)) {
+        return;
+      }
+      if (listed.rc == ZNONODE) {
+        // No lock node (its container was deleted once empty): woken when it is made.
+        m_client->exists(dir, true, [this, key, request, again](Reply& seen) {
+          if (!m_gates.contains(key)) {
+            return;
+          }
+          if (seen.rc == ZOK) {
+            again(); // made meanwhile
+          } else if (seen.rc != ZNONODE) {
+            m_answers.answer(Op::gate, error_of(seen.rc, "watch lock '" + key + "'"));
+          } else {
+            answer_leader(request, 0, std::nullopt, 0);
+          }
+        });
+        return;
+      }
+      if (listed.rc != ZOK) {
+        m_answers.answer(Op::gate,
+                         error_of(listed.rc, "list the contenders of lock '" + key + "'"));
+        return;
+      }
+      std::vector<Contender> queue = sorted_contenders(listed.children);
+      std::vector<std::size_t> holders = holding(queue);
+      if (holders.empty()) {
+        answer_leader(request, 0, std::nullopt, 0);
+        return;
+      }
+      auto count = static_cast<std::int64_t>(holders.size());
+      m_client->get(
+        dir + "/" + record_of(queue[holders.front()]), lock::max_holder_record_bytes + 1,
+        [this, key, request, again, count](Reply& got) {
+          if (!m_gates.contains(key)) {
+            return;
+          }
+          if (got.rc == ZNONODE || (got.rc == ZOK && !got.stat)) {
+            again(); // gone meanwhile
+            return;
+          }
+          if (got.rc != ZOK) {
+            m_answers.answer(Op::gate, error_of(got.rc, "read the leader of lock '" + key + "'"));
+            return;
+          }
+          lock::HolderInfo holder = parse_holder_record(got.value);
+          holder.fence = got.stat->czxid; // a pair's nodes share their transaction's
+          holder.acquired_ms = got.stat->ctime;
+          answer_leader(request, holder.fence, holder, count);
+        });
+    },
+    true);
+}
+
+void ZookeeperStore::answer_leader(const lock::GateRequest& request, std::int64_t term,
+                                   std::optional<lock::HolderInfo> holder, std::int64_t holders)
+{
+  lock::GateResult result;
+  result.since = term;
+  result.open = term != request.ticket.since;
+  if (!result.open) {
+    // No lease ends unannounced here (a session's end deletes its nodes, which the watch sees):
+    // the caller's longest block, after which it looks again (a safety net).
+    result.block = request.ticket.max_block;
+  }
+  if (holder) {
+    result.lock.lease = lock::AcquireResult::Lease::no_expiry;
+    result.lock.holder = std::move(*holder);
+    result.lock.holders = holders;
+  }
+  m_answers.answer(Outcome{.op = Op::gate, .gate = result});
 }
 
 void ZookeeperStore::start_set_latch(const lock::LockName& name, std::int64_t count, Millis expire)

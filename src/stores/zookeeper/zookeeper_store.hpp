@@ -21,10 +21,13 @@ ZkUrl connect_params(const std::string& url, const stores::StoreConfig& config);
 // users share locks: an exclusive lock is a -lock-/-__WRIT__ pair that every Curator lock
 // recipe on the path waits for, --shared a read lock, --limit N InterProcessSemaphoreV2's
 // leases; barrier is DistributedDoubleBarrier's layout, wait a watch on the holders' nodes,
-// latch a versioned node. The lease is the ZooKeeper session: its timeout is the TTL (the server
-// must grant exactly a given --ttl; the default one gives way to the server's bound: see
-// check_session), its ephemeral node goes when the session ends
-// (dlock exits, is killed and the session times out, or the server expires it), and a renewal
+// latch a versioned node. A candidate of dlock elect is an exclusive contender whose "lock-" node
+// and a third "latch-" node have its --value, the participant id that Curator's LeaderSelector
+// and LeaderLatch read (nodes.hpp); leader --watch reads the queue's head (its czxid is the term)
+// with a watch on the lock node's children, set in the same request. The lease is the ZooKeeper
+// session: its timeout is the TTL (the server must grant exactly a given --ttl; the default one
+// gives way to the server's bound: see check_session), its ephemeral node goes when the session
+// ends (dlock exits, is killed and the session times out, or the server expires it), and a renewal
 // confirms that the node still exists and belongs to this session. The holder watches its own
 // node, so a `release --force` or an expired session reaches it at once; a waiter watches
 // only the node before it (no herd), so the queue is first come, first served. The fencing
@@ -84,6 +87,7 @@ private:
     std::string uuid;         // protected-mode id of this process's contender
     std::string node;         // our contender's full path ("" when none)
     std::string partner;      // an exclusive contender's "__WRIT__" node (nodes.hpp)
+    std::string latch;        // a candidate's "latch-" node (nodes.hpp)
     std::string lease;        // --limit: our lease while we wait under the mutex (held: node)
     std::int64_t session = 0; // the session that made node
     std::int64_t fence = 0;   // node's czxid
@@ -100,7 +104,7 @@ private:
     std::vector<std::string> side_watches;  // side nodes watched while waiting (policy, newest)
   };
 
-  // One waiter that takes nothing (wait, barrier, latch --wait) on a lock name.
+  // One waiter that takes nothing (wait, barrier, latch --wait, leader --watch) on a lock name.
   struct Gate {
     std::string dir;                        // the lock's node
     std::vector<std::string> watched;       // the nodes whose change wakes it
@@ -117,6 +121,7 @@ private:
     std::vector<std::size_t> holding;
     bool leases = false;                   // a semaphore's: paths are its leases
     std::vector<std::string> paths;        // the holders' nodes, under the lock's node
+    std::vector<std::string> records;      // of paths, the nodes with their records (record_of)
     int limit = 0;                         // a semaphore's N, as a dlock lease says (0: unknown)
     std::vector<lock::HolderInfo> holders; // of paths, in order
     std::vector<std::string> fingerprints; // their tokens' fingerprints
@@ -130,6 +135,14 @@ private:
   // A barrier party made: whether its generation tripped, else whether it trips it.
   void barrier_judge(const std::string& key, const lock::GateRequest& request, int tries = 0);
   void latch_gate(const std::string& key, util::Millis block);
+  // dlock leader --watch: the term is the czxid of the queue's head (0: none), read with a watch
+  // on the lock node's children (or, with no lock node, on its creation) set in the same
+  // request, so that any contender made or gone after the look wakes the watcher. tries: looks
+  // again when the head went meanwhile.
+  void leader_gate(const std::string& key, const lock::GateRequest& request, int tries = 0);
+  // Answers a leader gate: open when term is not the ticket's since; holder when held.
+  void answer_leader(const lock::GateRequest& request, std::int64_t term,
+                     std::optional<lock::HolderInfo> holder, std::int64_t holders);
   void count_down(const std::string& key, int tries);
   Named& named(const lock::LockName& name);
   Named* find(const lock::LockName& name);
@@ -152,8 +165,10 @@ private:
   void judge_queue(const std::string& key, const std::vector<Contender>& queue);
   // Where the contenders queue: the lock's node, or a semaphore's mutex.
   std::string queue_dir(const Named& n) const;
-  // A contender's second node to delete with its own: its partner, or a waiter's lease.
-  static std::string second_of(const Named& n);
+  // A contender's other nodes to delete with its own: its partner and latch, or a waiter's lease.
+  static std::vector<std::string> others_of(const Named& n);
+  // Forgets n's nodes (they are gone, or being deleted).
+  static void forget_nodes(Named& n);
   // The key is held as another kind: our nodes go, and the attempt answers kind_in_use.
   void refuse_kind(const std::string& key, lock::LockKind kind);
   // --limit, with the mutex: makes our lease (once), then counts the leases.
@@ -197,8 +212,10 @@ private:
   void inspect(const std::string& dir, std::function<void(Inspection&)> then);
   void read_holders(const std::string& dir, std::shared_ptr<Inspection> found,
                     std::function<void(Inspection&)> then);
-  // Deletes a contender's node and its partner (if any); then gets the node's answer.
-  void remove_contender(const std::string& node, const std::string& partner, Client::Done then);
+  // Deletes a contender's node and its others (others_of: in one transaction when all are
+  // there, else each alone); then gets the node's answer.
+  void remove_contender(const std::string& node, std::vector<std::string> others,
+                        Client::Done then);
   // Deletes paths one by one; then gets how many were there.
   void remove_all(std::vector<std::string> paths,
                   std::function<void(int, std::optional<Error>)> then, int removed = 0);

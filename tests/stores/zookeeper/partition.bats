@@ -36,3 +36,38 @@ teardown_file() {
   # stopped before the 3 s session could expire
   [ $((LAST - CUT)) -lt 3000 ]
 }
+
+@test "zookeeper partition of the elected leader: its command stops (76) before the standby's command starts" {
+  # Each command writes "start NAME NS" and "stop NAME NS" (date +%s%N) to the witness file.
+  local witness=$T/witness
+  in_ns "$DLOCK" -u "$NS_URL" elect -k pel -t 3s --value ns-leader -- sh -c '
+    echo "start leader $(date +%s%N)" >>"$T/witness"
+    trap "trap \"\" TERM; echo \"stop leader \$(date +%s%N)\" >>\"\$T/witness\"; exit 143" TERM
+    while :; do sleep 0.05; done' 2>"$T/leader.err" 3>&- &
+  local leader=$!
+  echo "$leader" >>"$T/bg.pid"
+  wait_for "grep -qs '^start leader' '$witness'" 10
+  start_bg standby "$DLOCK" elect -k pel -t 3s --value standby -w 60s -- sh -c '
+    echo "start standby $(date +%s%N)" >>"$T/witness"
+    echo "stop standby $(date +%s%N)" >>"$T/witness"'
+  local standby=$BG_PID
+  wait_for "[ \"\$(waiters pel)\" = 1 ] || ! alive $standby" 10
+  run -0 "$DLOCK" leader pel
+  [[ $output == *ns-leader* ]]
+  partition
+  local st=0
+  wait "$leader" || st=$?
+  cat "$T/leader.err"
+  [ "$st" -eq 76 ]
+  st=0
+  wait "$standby" || st=$?
+  cat "$T/standby.err"
+  [ "$st" -eq 0 ]
+  cat "$witness"
+  [ "$(cut -d' ' -f1,2 "$witness" | tr '\n' ,)" = "start leader,stop leader,start standby,stop standby," ]
+  local stopped started
+  stopped=$(awk '$1 == "stop" && $2 == "leader" { print $3 }' "$witness")
+  started=$(awk '$1 == "start" && $2 == "standby" { print $3 }' "$witness")
+  echo "the standby started $(((started - stopped) / 1000000)) ms after the old leader's command stopped"
+  [ "$stopped" -lt "$started" ]
+}

@@ -9,21 +9,34 @@
 //   barrier PATH PARTIES                DistributedDoubleBarrier(PATH, PARTIES): enter, leave
 //   try-mutex PATH TIMEOUT_MS [HOLD], try-read …, try-write …, try-semaphore PATH N TIMEOUT_MS
 //   [HOLD], try-barrier PATH PARTIES TIMEOUT_MS: the same, giving up after TIMEOUT_MS
+//   leader PATH ID HOLD                 LeaderSelector(PATH) with id ID: takes leadership once,
+//                                       holds it for HOLD, relinquishes it (takeLeadership returns)
+//   leader-of PATH                      prints "NAME leader ID" (getLeader(); "NAME no-leader" when
+//                                       none) and "NAME participant ID" per getParticipants(), an
+//                                       id's newlines written \n
+//   latch PATH ID HOLD, latch-of PATH   the same with LeaderLatch(PATH, ID): leads once (await),
+//                                       holds for HOLD, closes the latch
 // HOLD: how long to hold, in milliseconds, or a file: held until it exists (default 0).
 //
 // Each event is one line on stdout, "NAME EVENT" (NAME: the system property name, default
 // "curator"), written in one write(2) as it happens, so that several clients appending to one
 // file (>>) leave the events in the order they happened: "connected" (the session is up),
 // "acquired"/"entered" (holds, or passed enter), "releasing"/"leaving" (about to let go),
-// "released"/"left" (let go), "timed-out". Exit 0 when it held (and let go), 1 when it timed
-// out, 2 on an error (usage, connection).
+// "released"/"left" (let go), "timed-out"; a leader's "acquired" when it takes leadership,
+// "releasing" when it is about to relinquish it, "released" once its selector is closed. Exit 0
+// when it held (and let go), 1 when it timed out, 2 on an error (usage, connection).
 import java.io.File;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.leader.LeaderSelector;
+import org.apache.curator.framework.recipes.leader.LeaderSelectorListenerAdapter;
+import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
@@ -48,7 +61,8 @@ public final class CuratorClient {
         + " | semaphore PATH N HOLD | barrier PATH PARTIES"
         + " | try-(mutex|read|write) PATH TIMEOUT_MS [HOLD]"
         + " | try-semaphore PATH N TIMEOUT_MS [HOLD]"
-        + " | try-barrier PATH PARTIES TIMEOUT_MS");
+        + " | try-barrier PATH PARTIES TIMEOUT_MS"
+        + " | (leader|latch) PATH ID HOLD | (leader|latch)-of PATH");
     System.exit(2);
   }
 
@@ -137,6 +151,28 @@ public final class CuratorClient {
           status = barrier(new DistributedDoubleBarrier(client, path, parties), timeout);
           break;
         }
+        case "leader": {
+          String id = arg(args, 3);
+          if (id == null) {
+            usage("leader needs an id");
+          }
+          status = lead(client, path, id, arg(args, 4));
+          break;
+        }
+        case "leader-of":
+          status = leaderOf(client, path);
+          break;
+        case "latch": {
+          String id = arg(args, 3);
+          if (id == null) {
+            usage("latch needs an id");
+          }
+          status = latch(client, path, id, arg(args, 4));
+          break;
+        }
+        case "latch-of":
+          status = latchOf(client, path);
+          break;
         default:
           usage("unknown command: " + command);
           status = 2;
@@ -181,6 +217,81 @@ public final class CuratorClient {
     event("releasing");
     semaphore.returnLease(lease);
     event("released");
+    return 0;
+  }
+
+  // LeaderSelector: leads once (no requeue), for HOLD, then relinquishes leadership.
+  private static int lead(CuratorFramework client, String path, String id, String holdSpec)
+      throws Exception {
+    CountDownLatch done = new CountDownLatch(1);
+    LeaderSelector selector = new LeaderSelector(client, path, new LeaderSelectorListenerAdapter() {
+      @Override
+      public void takeLeadership(CuratorFramework c) throws Exception {
+        try {
+          event("acquired");
+          hold(holdSpec);
+          event("releasing");
+        } finally {
+          done.countDown();
+        }
+      }
+    });
+    selector.setId(id);
+    selector.start();
+    done.await();
+    selector.close(); // its mutex is released once takeLeadership returned
+    event("released");
+    return 0;
+  }
+
+  private static String shown(String id) {
+    return id.replace("\\", "\\\\").replace("\n", "\\n");
+  }
+
+  // What LeaderSelector reports of the election on PATH, without taking part.
+  private static int leaderOf(CuratorFramework client, String path) throws Exception {
+    LeaderSelector selector = new LeaderSelector(client, path, new LeaderSelectorListenerAdapter() {
+      @Override
+      public void takeLeadership(CuratorFramework c) {}
+    });
+    try {
+      Participant leader = selector.getLeader();
+      event(leader.isLeader() ? "leader " + shown(leader.getId()) : "no-leader");
+      for (Participant p : selector.getParticipants()) {
+        event("participant " + shown(p.getId()));
+      }
+    } catch (org.apache.zookeeper.KeeperException.NoNodeException e) {
+      event("no-leader");
+    }
+    return 0;
+  }
+
+  // LeaderLatch: leads once (await), for HOLD, then closes the latch (its node goes).
+  private static int latch(CuratorFramework client, String path, String id, String holdSpec)
+      throws Exception {
+    LeaderLatch latch = new LeaderLatch(client, path, id);
+    latch.start();
+    latch.await();
+    event("acquired");
+    hold(holdSpec);
+    event("releasing");
+    latch.close();
+    event("released");
+    return 0;
+  }
+
+  // What LeaderLatch reports of the election on PATH, without taking part.
+  private static int latchOf(CuratorFramework client, String path) throws Exception {
+    LeaderLatch latch = new LeaderLatch(client, path);
+    try {
+      Participant leader = latch.getLeader();
+      event(leader.isLeader() ? "leader " + shown(leader.getId()) : "no-leader");
+      for (Participant p : latch.getParticipants()) {
+        event("participant " + shown(p.getId()));
+      }
+    } catch (org.apache.zookeeper.KeeperException.NoNodeException e) {
+      event("no-leader");
+    }
     return 0;
   }
 
