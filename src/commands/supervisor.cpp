@@ -94,11 +94,10 @@ void Supervisor::act(const lock::Actions& actions)
     m_child.set_deadlines(lease.backstop_terminate_at(), lease.backstop_kill_at());
   }
   if (actions.terminate) {
-    // The guard stops the rest of the tree too (descendants in other groups or sessions), and
-    // sends the SIGKILL even if dlock cannot.
+    // The guard sends the SIGTERM (and SIGCONT) to the whole tree, descendants in other groups
+    // or sessions included, and the SIGKILL even if dlock cannot: once, so that a command's
+    // trap runs once.
     m_child.set_deadlines(m_keeper.clock().now(), m_keeper.watchdog().kill_at());
-    m_child.signal_group(SIGTERM);
-    m_child.signal_group(SIGCONT); // a stopped command acts on SIGTERM only once continued
   }
   if (actions.kill) {
     m_child.kill_all();
