@@ -76,8 +76,9 @@ local max_record_bytes = 4096
 local max_field_bytes = 256
 -- lock::max_note_bytes: the longest --note, in bytes.
 local max_note_bytes = 1024
--- The fields of a holder record, the only ones read back.
-local holder_fields = {'host', 'pid', 'user', 'command', 'note', 'acquired_ms', 'fence', 'ttl_ms'}
+-- The fields of a holder record, the only ones read back (value: a dlock elect candidate's).
+local holder_fields = {'host', 'pid', 'user', 'command', 'note', 'value', 'acquired_ms', 'fence',
+                       'ttl_ms'}
 -- What a record that is not a dlock holder's reads as (the client shows "not a dlock holder").
 local not_dlock = {'not_dlock', '1'}
 
