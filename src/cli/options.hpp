@@ -21,6 +21,8 @@ struct Subcommands {
   CLI::App* wait = nullptr;
   CLI::App* barrier = nullptr;
   CLI::App* latch = nullptr;
+  CLI::App* elect = nullptr;
+  CLI::App* leader = nullptr;
 };
 
 // Declares every option and subcommand of dlock on app, bound to args.
