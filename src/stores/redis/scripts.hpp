@@ -85,7 +85,7 @@ const Script& watch();
 // dlock leader --watch: the term is the exclusive holder's fence (1 for a holder whose record
 // names none; for slot holders, the lowest fence among them), 0 when free. Answers
 // {open, term, pttl, holder-hash, block_ms, slot holders}: open (1) when the term is not
-// since; else (0) registers the watcher and says how long to block (at most the holder's
+// since (the watcher's registration, done with, is removed); else (0) registers the watcher and says how long to block (at most the holder's
 // remaining lease): while held among the watchers (woken on the watch list by the release
 // that frees the key, as dlock wait's), while free among the leader watchers (woken on
 // leader-wake by a candidate's acquisition).

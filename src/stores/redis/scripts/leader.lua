@@ -55,6 +55,9 @@ else
   end
 end
 if term ~= since then
+  -- Its registration is done with: the next pass registers under an id of its own.
+  redis.call('ZREM', watchers_key, watcher_id)
+  redis.call('ZREM', leader_watchers_key, watcher_id)
   return {1, term, pttl, holder, 0, slots}
 end
 -- Block until the holder's lease ends at most (an end nobody announces wakes nobody).
@@ -62,13 +65,9 @@ local block_ms = max_block_ms
 if pttl > 0 then
   block_ms = math.min(pttl, max_block_ms)
 end
--- Registered until 2s after its block ends, like a lock waiter; out of the other set, so that
--- no wake-up is pushed for it there.
-local register, other = watchers_key, leader_watchers_key
-if term == 0 then
-  register, other = leader_watchers_key, watchers_key
-end
-redis.call('ZREM', other, watcher_id)
+-- Registered until 2s after its block ends, like a lock waiter (the term it saw is this one,
+-- so it is in no other set).
+local register = term == 0 and leader_watchers_key or watchers_key
 redis.call('ZADD', register, now + block_ms + 2000, watcher_id)
 keep_for(register, block_ms + 2000)
 return {0, term, pttl, holder, block_ms, slots}
