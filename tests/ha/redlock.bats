@@ -162,6 +162,28 @@ HOLD_SCRIPT='echo "$DLOCK_TOKEN $DLOCK_TTL_MS $DLOCK_FENCING_TOKEN" >"$1.tmp"; m
   done
 }
 
+@test "elect and leader --watch with several URLs: 64, nothing written; leader shows a value the nodes' holder records name" {
+  run -64 --separate-stderr "$DLOCK" "${RL[@]}" elect -k el --value v -- true
+  [[ $stderr == *"not available on Redlock"* ]] || fail "$stderr"
+  run -64 --separate-stderr "$DLOCK" "${RL[@]}" leader el --watch
+  [[ $stderr == *"not available on Redlock"* ]] || fail "$stderr"
+  local port
+  for port in $NODE_PORTS; do
+    [ -z "$(ncli "$port" --scan --pattern 'dlock:{el}*')" ] || fail "written: $(leftovers el)"
+  done
+  # One-shot leader is status: nobody, then the holder a majority names, with the value its
+  # holder record has on every node (as a candidate on one server writes it).
+  run -1 "$DLOCK" "${RL[@]}" leader el
+  assert_output 'no leader'
+  run -0 "$DLOCK" "${RL[@]}" acquire -k el -t 20s
+  for port in $NODE_PORTS; do
+    ncli "$port" hset 'dlock:{el}:holder' value 'node-a:8080' >/dev/null
+  done
+  run -0 "$DLOCK" "${RL[@]}" leader el
+  assert_output --regexp '^node-a:8080 \(.* pid [0-9]+, since .*, term [0-9]+\)$'
+  run -0 "$DLOCK" "${RL[@]}" release --force -k el
+}
+
 @test "several keys across the nodes: all taken on a majority, the same token, released together" {
   run -0 "$DLOCK" "${RL[@]}" run -k rk-b -k rk-a -t 5s -- sh -c 'echo "$DLOCK_KEYS|$DLOCK_TOKEN"'
   local keys=${output%%|*} token=${output#*|} port
