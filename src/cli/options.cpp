@@ -353,7 +353,9 @@ void apply_config_defaults(CLI::App& app, const Subcommands& sub, Arguments& arg
     add_run_options(*scratch_run, scratch_args);
     apply_config({file}, {{"", &scratch}, {"run", scratch_run}});
   }
-  apply_config(files, {{"", &app}, {"run", sub.run->parsed() ? sub.run : nullptr}});
+  // elect is run for a campaign: run's section holds its defaults too
+  CLI::App* run_like = sub.run->parsed() ? sub.run : sub.elect->parsed() ? sub.elect : nullptr;
+  apply_config(files, {{"", &app}, {"run", run_like}});
 }
 
 std::string help_command(const CLI::App& app)

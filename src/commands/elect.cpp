@@ -63,7 +63,8 @@ int elect(Context& context, const ElectOptions& options)
       if (!candidate.keep_campaigning || error.code() != ExitCode::unavailable) {
         throw;
       }
-      util::log_warning("{}; campaigning again for '{}'", error.what(), candidate.keys.front().str());
+      util::log_warning("{}; campaigning again for '{}'", error.what(),
+                        candidate.keys.front().str());
       context.store.abandon();
       if (int sig = pause_unless_signalled(restart_pause); sig != 0) {
         return end_by_signal(sig);

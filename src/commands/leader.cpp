@@ -42,8 +42,9 @@ struct Leadership {
       return "no leader";
     }
     const lock::HolderInfo& h = status.holder;
-    std::string who = h.host.empty() && h.user.empty() ? h.describe()
-                                                       : fmt::format("{} pid {}", holder_name(h), h.pid);
+    std::string who = h.host.empty() && h.user.empty()
+                        ? h.describe()
+                        : fmt::format("{} pid {}", holder_name(h), h.pid);
     std::string text = fmt::format("{} ({}", h.value.empty() ? "-" : util::printable(h.value), who);
     if (h.acquired_ms > 0) {
       text += ", since " + util::format_rfc3339(h.acquired_ms);
@@ -106,7 +107,8 @@ int watch(Context& context, const LeaderOptions& options)
   gate.block_cap = 30s;
   gate.subject = fmt::format("the leader of '{}' to change", options.key.str());
   process::SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2});
-  hold::WaitPolicy policy = hold::make_wait_policy(false, false, std::nullopt, context.request_timeout);
+  hold::WaitPolicy policy =
+    hold::make_wait_policy(false, false, std::nullopt, context.request_timeout);
   policy.report_holder = false; // the changes are the output; nothing more on stderr
   policy.live_progress = false;
 

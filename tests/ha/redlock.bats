@@ -162,26 +162,34 @@ HOLD_SCRIPT='echo "$DLOCK_TOKEN $DLOCK_TTL_MS $DLOCK_FENCING_TOKEN" >"$1.tmp"; m
   done
 }
 
-@test "elect and leader --watch with several URLs: 64, nothing written; leader shows a value the nodes' holder records name" {
-  run -64 --separate-stderr "$DLOCK" "${RL[@]}" elect -k el --value v -- true
-  [[ $stderr == *"not available on Redlock"* ]] || fail "$stderr"
+@test "elect and leader --watch with several URLs: usage error 64, nothing written; leader alone reads the majority" {
+  run -64 --separate-stderr "$DLOCK" "${RL[@]}" elect -k el -t 5s -- touch "$T/ran"
+  [[ $stderr == *"elect and leader --watch: not available on Redlock (several --url): independent masters"* ]] || fail "stderr: $stderr"
+  [ "${#stderr_lines[@]}" -eq 1 ] || fail "stderr: $stderr"
+  [ ! -e "$T/ran" ] || fail "the command ran"
   run -64 --separate-stderr "$DLOCK" "${RL[@]}" leader el --watch
-  [[ $stderr == *"not available on Redlock"* ]] || fail "$stderr"
+  [[ $stderr == *"not available on Redlock"* ]] || fail "stderr: $stderr"
+  [ "$(holders el)" = 0 ] || fail "taken: $(leftovers el)"
+  run -1 "$DLOCK" "${RL[@]}" leader el
+  [ "$output" = "no leader" ] || fail "output: $output"
+  "$DLOCK" "${RL[@]}" run -k el -t 5s -- sh -c 'echo $$ >"$1"; sleep 30' sh "$T/pid" &
+  echo $! >>"$T/bg.pid"
+  wait_for "[ -s '$T/pid' ]" 10
+  run -0 "$DLOCK" "${RL[@]}" leader el
+  [[ $output == "- ("*"pid "* ]] || fail "output: $output"
+}
+
+@test "leader with several URLs shows the value the majority's holder records name" {
+  run -0 "$DLOCK" "${RL[@]}" acquire -k elv -t 20s
   local port
   for port in $NODE_PORTS; do
-    [ -z "$(ncli "$port" --scan --pattern 'dlock:{el}*')" ] || fail "written: $(leftovers el)"
+    ncli "$port" hset 'dlock:{elv}:holder' value 'node-a:8080' >/dev/null
   done
-  # One-shot leader is status: nobody, then the holder a majority names, with the value its
-  # holder record has on every node (as a candidate on one server writes it).
-  run -1 "$DLOCK" "${RL[@]}" leader el
-  assert_output 'no leader'
-  run -0 "$DLOCK" "${RL[@]}" acquire -k el -t 20s
-  for port in $NODE_PORTS; do
-    ncli "$port" hset 'dlock:{el}:holder' value 'node-a:8080' >/dev/null
-  done
-  run -0 "$DLOCK" "${RL[@]}" leader el
+  run -0 "$DLOCK" "${RL[@]}" leader elv
   assert_output --regexp '^node-a:8080 \(.* pid [0-9]+, since .*, term [0-9]+\)$'
-  run -0 "$DLOCK" "${RL[@]}" release --force -k el
+  run -0 --separate-stderr "$DLOCK" "${RL[@]}" status elv --json
+  json_ok 'assert d["holder"]["value"] == "node-a:8080", d'
+  run -0 "$DLOCK" "${RL[@]}" release --force -k elv
 }
 
 @test "several keys across the nodes: all taken on a majority, the same token, released together" {
