@@ -71,11 +71,12 @@ teardown_file() {
 }
 
 # elect_witness WHO: the command of a candidate: appends "start WHO NS" to $T/witness when it
-# starts and "stop WHO NS" when it is stopped (SIGTERM, SIGINT), NS the time in ns.
+# starts and "stop WHO NS" when it is stopped (the first SIGTERM or SIGINT: dlock may signal
+# both the command and its group), NS the time in ns.
 elect_witness() {
   cat >"$T/witness.sh" <<'SCRIPT'
 echo "start $1 $(date +%s%N)" >>"$T/witness"
-trap 'echo "stop $1 $(date +%s%N)" >>"$T/witness"; exit 0' TERM INT
+trap 'trap "" TERM INT; echo "stop $1 $(date +%s%N)" >>"$T/witness"; exit 0' TERM INT
 while :; do sleep 0.02; done
 SCRIPT
 }
