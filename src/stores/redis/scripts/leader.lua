@@ -37,7 +37,7 @@ local holder = {}
 local slots = 0
 if redis.call('EXISTS', lock_key) == 1 then
   pttl = redis.call('PTTL', lock_key)
-  holder = holder_record(holder_key)
+  holder = holder_record(holder_key, holder_fields_with_value)
   term = record_fence(holder) or 1
 else
   slots = redis.call('ZCOUNT', holders_key, '(' .. now, '+inf')
