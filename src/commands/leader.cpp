@@ -42,9 +42,12 @@ struct Leadership {
       return "no leader";
     }
     const lock::HolderInfo& h = status.holder;
-    std::string who = h.host.empty() && h.user.empty()
-                        ? h.describe()
-                        : fmt::format("{} pid {}", holder_name(h), h.pid);
+    // Another client's leader: what the store could say of it (etcd: "etcdctl lock (lease …)").
+    const bool foreign = h.host.empty() && h.user.empty();
+    const bool unnamed = h.command.empty() || h.command == lock::HolderInfo::not_dlock().command;
+    std::string who = !foreign  ? fmt::format("{} pid {}", holder_name(h), h.pid)
+                      : unnamed ? std::string("not dlock")
+                                : "not dlock: " + util::printable(h.command);
     std::string text = fmt::format("{} ({}", h.value.empty() ? "-" : util::printable(h.value), who);
     if (h.acquired_ms > 0) {
       text += ", since " + util::format_rfc3339(h.acquired_ms);
