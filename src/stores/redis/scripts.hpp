@@ -84,11 +84,12 @@ const Script& watch();
 // term seen; 0 on the first), max_block_ms.
 // dlock leader --watch: the term is the exclusive holder's fence (1 for a holder whose record
 // names none; for slot holders, the lowest fence among them), 0 when free. Answers
-// {open, term, pttl, holder-hash, block_ms, slot holders}: open (1) when the term is not
-// since (the watcher's registration, done with, is removed); else (0) registers the watcher and says how long to block (at most the holder's
-// remaining lease): while held among the watchers (woken on the watch list by the release
-// that frees the key, as dlock wait's), while free among the leader watchers (woken on
-// leader-wake by a candidate's acquisition).
+// {open, term, pttl, holder-hash (with its value), block_ms, slot holders}: open (1) when the
+// term is not since (the watcher's registration, done with, is removed); else (0) registers
+// the watcher and says how long to block (at most the holder's remaining lease): while held
+// among the watchers (woken on the watch list by the release that frees the key, as dlock
+// wait's), while free among the leader watchers (woken on leader-wake by a candidate's
+// acquisition).
 const Script& leader();
 
 // KEYS: barrier (hash: generation, parties), arrivals. ARGV: party_id, parties, the generation
