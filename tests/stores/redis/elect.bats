@@ -155,3 +155,29 @@ field_of() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])[sys.arg
   [ "$(lines w)" = 1 ]
   started w "[ \"\$(tail -n 1 '$T/w.out')\" = 'no leader' ]" "$BG_PID" "$WOKEN_WITHIN"
 }
+
+@test "one release wakes dlock wait's watchers and the leader watchers alike, one wake-up each" {
+  start_bg cand "$DLOCK" elect -k e -t 60s --value only -- sh -c "until [ -e '$T/stop' ]; do sleep 0.02; done"
+  local cand=$BG_PID
+  started cand "key_exists e"
+  watch_leader w1 e
+  local w1=$BG_PID
+  watch_leader w2 e
+  local w2=$BG_PID
+  start_bg waiter "$DLOCK" wait -k e -w 50s
+  local waiter=$BG_PID
+  # All three among the watchers of the held key (the lease, 60 s, bounds none of them here).
+  wait_for "[ \"\$(registered watchers)\" = 3 ]" 10
+  local start
+  start=$(now_ms)
+  touch "$T/stop"
+  wait "$cand"
+  wait "$waiter"
+  started w1 "[ \"\$(tail -n 1 '$T/w1.out')\" = 'no leader' ]" "$w1" "$WOKEN_WITHIN"
+  started w2 "[ \"\$(tail -n 1 '$T/w2.out')\" = 'no leader' ]" "$w2" "$WOKEN_WITHIN"
+  local took=$(($(now_ms) - start))
+  echo "all three woken within $took ms"
+  [ "$took" -lt $((WOKEN_WITHIN * 1000)) ]
+  # No wake-up left over for anyone.
+  wait_for "[ \"\$(rcli llen 'dlock:{e}:watch')\" = 0 ]" 5
+}
