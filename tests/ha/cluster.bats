@@ -266,6 +266,26 @@ assert d["fencing_token"] == d["last_fencing_token"], d
   wait "$watcher" || fail "wait: $(cat "$T/w.err")"
 }
 
+@test "elect and leader --watch on a slot another master serves: the value kept there, each change woken through other nodes" {
+  local via=${MASTER_PORTS%% *} name owner
+  name=$(name_not_on "$via" elect-)
+  owner=$(lock_node "$name")
+  # A watcher through a replica, a candidate through a master that does not serve the slot.
+  start_bg w "$DLOCK" -u "$(url "${REPLICA_PORTS%% *}")" leader "$name" --watch
+  local watcher=$BG_PID
+  started w "[ -s '$T/w.out' ]" "$watcher"
+  wait_for "[ \"\$(ncli $owner zcard 'dlock:{$name}:leader:watchers')\" = 1 ]"
+  start_bg cand "$DLOCK" -u "$(url "$via")" elect -k "$name" --value 'via-other' -- sh -c 'until [ -e "$0" ]; do sleep 0.02; done' "$T/go"
+  local cand=$BG_PID
+  wait_for "[ \"\$(ncli $owner hget 'dlock:{$name}:holder' value)\" = via-other ]" 10
+  # Woken well within leader's own 30 s re-check: by the candidate's acquisition, then the release.
+  started w "grep -q '^via-other (' '$T/w.out'" "$watcher" 15
+  touch "$T/go"
+  wait "$cand"
+  started w "[ \"\$(tail -n 1 '$T/w.out')\" = 'no leader' ]" "$watcher" 15
+  [ "$(wc -l <"$T/w.out")" = 3 ]
+}
+
 @test "list gathers the locks of every master, sorted by name, human and JSON, through any node" {
   local m1 m2 m3 a b c d e
   read -r m1 m2 m3 <<<"$MASTER_PORTS"

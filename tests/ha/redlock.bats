@@ -179,6 +179,19 @@ HOLD_SCRIPT='echo "$DLOCK_TOKEN $DLOCK_TTL_MS $DLOCK_FENCING_TOKEN" >"$1.tmp"; m
   [[ $output == "- ("*"pid "* ]] || fail "output: $output"
 }
 
+@test "leader with several URLs shows the value the majority's holder records name" {
+  run -0 "$DLOCK" "${RL[@]}" acquire -k elv -t 20s
+  local port
+  for port in $NODE_PORTS; do
+    ncli "$port" hset 'dlock:{elv}:holder' value 'node-a:8080' >/dev/null
+  done
+  run -0 "$DLOCK" "${RL[@]}" leader elv
+  assert_output --regexp '^node-a:8080 \(.* pid [0-9]+, since .*, term [0-9]+\)$'
+  run -0 --separate-stderr "$DLOCK" "${RL[@]}" status elv --json
+  json_ok 'assert d["holder"]["value"] == "node-a:8080", d'
+  run -0 "$DLOCK" "${RL[@]}" release --force -k elv
+}
+
 @test "several keys across the nodes: all taken on a majority, the same token, released together" {
   run -0 "$DLOCK" "${RL[@]}" run -k rk-b -k rk-a -t 5s -- sh -c 'echo "$DLOCK_KEYS|$DLOCK_TOKEN"'
   local keys=${output%%|*} token=${output#*|} port

@@ -21,6 +21,8 @@ TEST(Keys, SiblingsShareTheHashTag)
   EXPECT_EQ(keys.slots, "dlock:{nightly}:slots");
   EXPECT_EQ(keys.kind, "dlock:{nightly}:kind");
   EXPECT_EQ(keys.writers, "dlock:{nightly}:writers");
+  EXPECT_EQ(keys.leader_watchers, "dlock:{nightly}:leader:watchers");
+  EXPECT_EQ(keys.leader_wake, "dlock:{nightly}:leader:wake");
 }
 
 TEST(LockName, CanonicalOrderIsBytewiseWithoutDuplicates)

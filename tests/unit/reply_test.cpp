@@ -1,6 +1,11 @@
 #include "stores/redis/reply.hpp"
 
+#include "lock/holder.hpp"
+
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 using dlock::ExitCode;
 using dlock::redis::asks_for_password;
@@ -91,4 +96,52 @@ TEST(ReplyErrors, OthersAreInternal)
   EXPECT_EQ(classify_error("ERR unknown command 'OOMS', with args beginning with: "),
             ExitCode::internal);
   EXPECT_EQ(classify_error("ERR DB index is out of range"), ExitCode::internal);
+}
+
+namespace {
+
+// A flat {field, value, ...} array reply, as the scripts answer a holder record.
+struct HashReply {
+  explicit HashReply(std::vector<std::string> texts) : strings(std::move(texts))
+  {
+    for (std::string& text : strings) {
+      redisReply item{};
+      item.type = REDIS_REPLY_STRING;
+      item.str = text.data();
+      item.len = text.size();
+      items.push_back(item);
+    }
+    for (redisReply& item : items) {
+      pointers.push_back(&item);
+    }
+    array.type = REDIS_REPLY_ARRAY;
+    array.elements = pointers.size();
+    array.element = pointers.data();
+  }
+  std::vector<std::string> strings;
+  std::vector<redisReply> items;
+  std::vector<redisReply*> pointers;
+  redisReply array{};
+};
+
+} // namespace
+
+// dlock elect's --value is read back from the holder record, bounded like the other fields.
+TEST(HolderHash, TheValueIsReadBackAndAnOversizedOneIsNotDlocks)
+{
+  HashReply held({"host", "h", "pid", "42", "user", "u", "command", "sleep", "value",
+                  "10.0.0.7:8080", "fence", "17"});
+  dlock::lock::HolderInfo holder = dlock::redis::holder_from_hash(held.array);
+  EXPECT_EQ(holder.value, "10.0.0.7:8080");
+  EXPECT_EQ(holder.fence, 17);
+  EXPECT_EQ(holder.pid, 42);
+
+  HashReply plain({"host", "h", "pid", "42", "user", "u", "command", "sleep"});
+  EXPECT_EQ(dlock::redis::holder_from_hash(plain.array).value, "");
+
+  HashReply oversized(
+    {"host", "h", "pid", "42", "value", std::string(dlock::lock::max_holder_field_bytes + 1, 'x')});
+  dlock::lock::HolderInfo junk = dlock::redis::holder_from_hash(oversized.array);
+  EXPECT_EQ(junk.command, dlock::lock::HolderInfo::not_dlock().command);
+  EXPECT_EQ(junk.value, "");
 }

@@ -88,7 +88,7 @@ TEST(Scripts, EmbeddedShaIsTheSourcesSha1)
   for (const Script* script :
        {&scripts::acquire(), &scripts::renew(), &scripts::renew_slot(), &scripts::release(),
         &scripts::inspect(), &scripts::wake(), &scripts::raise_fence(), &scripts::watch(),
-        &scripts::barrier(), &scripts::barrier_leave(), &scripts::latch_check(),
+        &scripts::leader(), &scripts::barrier(), &scripts::barrier_leave(), &scripts::latch_check(),
         &scripts::latch_set(), &scripts::latch_down()}) {
     std::vector<std::string> eval = script->eval({"k"}, {"a"});
     std::vector<std::string> evalsha = script->evalsha({"k"}, {"a"});
@@ -116,6 +116,7 @@ TEST(Scripts, PreludeWhereUsed)
   EXPECT_TRUE(source(scripts::raise_fence()).starts_with("-- Put before"));
   EXPECT_TRUE(source(scripts::wake()).starts_with("-- Put before")); // push_wakeups
   EXPECT_TRUE(source(scripts::watch()).starts_with("-- Put before"));
+  EXPECT_TRUE(source(scripts::leader()).starts_with("-- Put before"));
   EXPECT_TRUE(source(scripts::barrier()).starts_with("-- Put before"));
   EXPECT_TRUE(source(scripts::latch_check()).starts_with("-- Put before"));
   EXPECT_TRUE(source(scripts::latch_set()).starts_with("-- Put before"));

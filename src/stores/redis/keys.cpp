@@ -24,6 +24,8 @@ LockKeys LockKeys::make(std::string_view prefix, std::string_view name)
   keys.watchers = base + ":watchers";
   keys.watch = base + ":watch";
   keys.freed = base + ":freed";
+  keys.leader_watchers = base + ":leader:watchers";
+  keys.leader_wake = base + ":leader:wake";
   keys.barrier = base + ":barrier";
   keys.arrivals = base + ":barrier:arrivals";
   keys.latch = base + ":latch";

@@ -149,6 +149,27 @@ lock::GateResult parse_watch(const redisReply& reply)
   return result;
 }
 
+// leader.lua's answer: {open, term, pttl, holder-hash, block_ms, slot holders}.
+lock::GateResult parse_leader(const redisReply& reply)
+{
+  constexpr std::string_view what = "watching the leader";
+  throw_if_error(reply, what);
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 6) {
+    throw Error(ExitCode::internal, "{}: unexpected reply ({})", what, describe(reply));
+  }
+  lock::GateResult result;
+  result.open = element_integer(reply, 0, what) == 1;
+  result.since = element_integer(reply, 1, what);
+  std::int64_t pttl = element_integer(reply, 2, what);
+  result.block = util::Millis(element_integer(reply, 4, what));
+  result.lock.holders = element_integer(reply, 5, what);
+  if (result.since != 0) { // held: who by, and for how long
+    set_lease(result.lock, pttl);
+    result.lock.holder = holder_from_hash(*reply.element[3]);
+  }
+  return result;
+}
+
 // barrier.lua's answer: {1, generation, parties, to wake}, {2, generation, parties in
 // progress}, or {0, generation, parties, arrived, block_ms}.
 lock::GateResult parse_barrier(const redisReply& reply, std::int64_t& to_wake)
@@ -269,9 +290,11 @@ void RedisStore::start_acquire(const lock::LockName& name, const lock::AcquireRe
   LockKeys k = keys(name);
   const lock::HolderInfo& me = request.holder;
   const lock::WaitTicket& ticket = request.ticket;
-  std::vector<std::string> script_keys{k.lock,         k.fence,    k.holder, k.waiters, k.queue,
-                                       k.queue_expiry, k.holders,  k.slots,  k.kind,    k.writers,
-                                       k.wake,         k.watchers, k.freed,  k.newest};
+  std::vector<std::string> script_keys{
+    k.lock,         k.fence,    k.holder, k.waiters, k.queue,
+    k.queue_expiry, k.holders,  k.slots,  k.kind,    k.writers,
+    k.wake,         k.watchers, k.freed,  k.newest,  k.leader_watchers,
+    k.leader_wake};
   std::vector<std::string> args{request.token,
                                 ms_string(request.ttl),
                                 me.host,
@@ -287,7 +310,8 @@ void RedisStore::start_acquire(const lock::LockName& name, const lock::AcquireRe
                                 ms_string(request.policy.lock_delay),
                                 request.policy.replace ? "1" : "0",
                                 request.policy.supersede ? "1" : "0",
-                                ticket.registered ? "1" : "0"};
+                                ticket.registered ? "1" : "0",
+                                me.value};
   const Script& script = scripts::acquire();
   send(Pending{.op = Outcome::Op::acquire,
                .argv = script.evalsha(script_keys, args),
@@ -314,7 +338,9 @@ void RedisStore::start_wait_for_wake(const lock::LockName& name, const lock::Wai
   case lock::WaitMode::latch:
     list = k.latch_wake;
     break;
-  case lock::WaitMode::leader: // issue 29: the store's helper writes it
+  case lock::WaitMode::leader: // as leader.lua registered it: held, with dlock wait's watchers
+    list = ticket.since == 0 ? k.leader_wake : k.watch;
+    break;
   case lock::WaitMode::once:
   case lock::WaitMode::wait:
     list = k.wake;
@@ -395,7 +421,15 @@ void RedisStore::start_withdraw(const lock::LockName& name, const lock::WaitTick
                  .gate_mode = ticket.mode});
     return;
   }
-  case lock::WaitMode::leader: // issue 29: the store's helper writes it
+  case lock::WaitMode::leader: // registered in either set (leader.lua)
+    send(Pending{.op = Outcome::Op::withdraw,
+                 .argv = {"ZREM", k.watchers, ticket.waiter_id},
+                 .slot = slot,
+                 .last = false});
+    send(Pending{.op = Outcome::Op::withdraw,
+                 .argv = {"ZREM", k.leader_watchers, ticket.waiter_id},
+                 .slot = slot});
+    return;
   case lock::WaitMode::once:
   case lock::WaitMode::wait:
   case lock::WaitMode::fair:
@@ -461,7 +495,11 @@ void RedisStore::start_gate(const lock::LockName& name, const lock::GateRequest&
     script_keys = {k.latch, k.latch_waiters};
     args = {ticket.waiter_id, ms_string(ticket.max_block)};
     break;
-  case lock::WaitMode::leader: // issue 29: the store's helper writes it
+  case lock::WaitMode::leader:
+    script = &scripts::leader();
+    script_keys = {k.lock, k.holder, k.holders, k.slots, k.watchers, k.leader_watchers};
+    args = {ticket.waiter_id, std::to_string(ticket.since), ms_string(ticket.max_block)};
+    break;
   case lock::WaitMode::once:
   case lock::WaitMode::wait:
   case lock::WaitMode::fair:
@@ -673,6 +711,8 @@ lock::Outcome RedisStore::make_outcome(const Pending& pending, const redisReply&
     case Outcome::Op::gate:
       if (pending.gate_mode == lock::WaitMode::watch) {
         outcome.gate = parse_watch(reply);
+      } else if (pending.gate_mode == lock::WaitMode::leader) {
+        outcome.gate = parse_leader(reply);
       } else if (pending.gate_mode == lock::WaitMode::barrier) {
         std::int64_t to_wake = 0;
         outcome.gate = parse_barrier(reply, to_wake);

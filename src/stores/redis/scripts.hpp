@@ -8,9 +8,10 @@
 namespace dlock::redis::scripts {
 
 // KEYS: lock, fence, holder, waiters, queue, queue-expiry, holders, slots, kind, writers, wake,
-// watchers, freed, newest.
+// watchers, freed, newest, leader-watchers, leader-wake.
 // ARGV: token, ttl_ms, host, pid, user, command, waiter_id, mode, max_block_ms, kind, note,
-// min_hold_ms, lock_delay_ms, replace ("1"/"0"), supersede ("1"/"0"), registered ("1"/"0").
+// min_hold_ms, lock_delay_ms, replace ("1"/"0"), supersede ("1"/"0"), registered ("1"/"0"),
+// value (a dlock elect candidate's; "" for others).
 // The policies live in the holder record (see holder_policy in prelude.lua): --min-hold keeps
 // the lock key until hold_until, --lock-delay keeps the holder record that much past the lock
 // key unless released cleanly (a free key with such a record cannot be taken), --replace
@@ -25,7 +26,9 @@ namespace dlock::redis::scripts {
 // record}: block_ms is how long to block on the wake list before trying again; state 1 says the
 // holder's command ended (kept for its --min-hold), 2 a --lock-delay (pttl: what is left).
 // Registrations expire 2s after that block ends, so a dead waiter is forgotten quickly.
-// Taking a free key while watchers (dlock wait) are registered records when, in freed.
+// Taking a free key while watchers (dlock wait) are registered records when, in freed; a
+// candidate (value set) taking the exclusive lock wakes every live leader watcher (leader())
+// on leader-wake, one push each (less those pending).
 const Script& acquire();
 
 // KEYS: lock, holder. ARGV: token, ttl_ms ("" = the holder's own ttl), "1" to store ttl_ms.
@@ -76,6 +79,18 @@ const Script& inspect();
 // {0, pttl, holder-hash, block_ms, slot holders, since}: block_ms is at most the holder's
 // remaining lease, so that a crashed holder's expiry is noticed.
 const Script& watch();
+
+// KEYS: lock, holder, holders, slots, watchers, leader-watchers. ARGV: watcher_id, since (the
+// term seen; 0 on the first), max_block_ms.
+// dlock leader --watch: the term is the exclusive holder's fence (1 for a holder whose record
+// names none; for slot holders, the lowest fence among them), 0 when free. Answers
+// {open, term, pttl, holder-hash (with its value), block_ms, slot holders}: open (1) when the
+// term is not since (the watcher's registration, done with, is removed); else (0) registers
+// the watcher and says how long to block (at most the holder's remaining lease): while held
+// among the watchers (woken on the watch list by the release that frees the key, as dlock
+// wait's), while free among the leader watchers (woken on leader-wake by a candidate's
+// acquisition).
+const Script& leader();
 
 // KEYS: barrier (hash: generation, parties), arrivals. ARGV: party_id, parties, the generation
 // joined (0: none yet), max_block_ms, keep_ms.

@@ -69,3 +69,49 @@ teardown_file() {
   run -0 rcli exists 'dlock:{never}'
   assert_output 0
 }
+
+# elect_witness WHO: the command of a candidate: appends "start WHO NS" to $T/witness when it
+# starts and "stop WHO NS" when it is stopped (the first SIGTERM or SIGINT: dlock may signal
+# both the command and its group), NS the time in ns.
+elect_witness() {
+  cat >"$T/witness.sh" <<'SCRIPT'
+echo "start $1 $(date +%s%N)" >>"$T/witness"
+trap 'trap "" TERM INT; echo "stop $1 $(date +%s%N)" >>"$T/witness"; exit 0' TERM INT
+while :; do sleep 0.02; done
+SCRIPT
+}
+
+@test "elect: a partition of the leader stops its command before the standby's starts, and it exits 76" {
+  elect_witness
+  in_ns "$DLOCK" -u "$NS_URL" elect -k lead -t 2s --value ns -- sh "$T/witness.sh" ns \
+    2>"$T/ns.err" 3>&- &
+  local leader=$!
+  echo "$leader" >>"$T/bg.pid"
+  wait_for "grep -qs '^start ns ' '$T/witness'" 10
+  # A standby in the root namespace (loopback: not cut), and a watcher of the leadership.
+  start_bg standby "$DLOCK" elect -k lead -t 2s --value root -- sh "$T/witness.sh" root
+  local standby=$BG_PID
+  start_bg watcher "$DLOCK" leader lead --watch
+  local watcher=$BG_PID
+  started watcher "grep -q '^ns (' '$T/watcher.out'"
+  wait_for "[ \"\$(waiters lead)\" = 1 ]" 10 # the standby campaigns
+  partition
+  local st=0
+  wait "$leader" || st=$?
+  cat "$T/ns.err"
+  echo "the leader's dlock exited $st"
+  [ "$st" -eq 76 ]
+  started standby "grep -q '^start root ' '$T/witness'" "$standby" 15
+  cat "$T/witness"
+  # The old leader's command stopped before the new one started.
+  local stopped started_at
+  stopped=$(sed -n 's/^stop ns //p' "$T/witness")
+  started_at=$(sed -n 's/^start root //p' "$T/witness")
+  [ -n "$stopped" ] && [ "$stopped" -lt "$started_at" ]
+  echo "the standby started $(((started_at - stopped) / 1000000)) ms after the leader stopped"
+  assert_equal "$(cut -d' ' -f1,2 "$T/witness" | tr '\n' ' ')" 'start ns stop ns start root '
+  # The watcher saw the leadership pass to the standby (woken at the end of the lease).
+  started watcher "grep -q '^root (' '$T/watcher.out'" "$watcher" 10
+  cat "$T/watcher.out"
+  heal
+}

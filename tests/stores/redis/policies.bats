@@ -20,9 +20,9 @@ lua() {
 # one acquire.lua attempt of an exclusive lock by host "h-TOKEN".
 try() {
   local b="dlock:{$1}"
-  lua acquire 14 "$b" "$b:fence" "$b:holder" "$b:waiters" "$b:queue" "$b:queue-expiry" \
+  lua acquire 16 "$b" "$b:fence" "$b:holder" "$b:waiters" "$b:queue" "$b:queue-expiry" \
     "$b:holders" "$b:slots" "$b:kind" "$b:writers" "$b:wake" "$b:watchers" "$b:freed" \
-    "$b:newest" "$2" "$3" "h-$2" 42 u cmd "$4" "$5" 1000 exclusive "${11:-}" "${6:-0}" \
+    "$b:newest" "$b:leader:watchers" "$b:leader:wake" "$2" "$3" "h-$2" 42 u cmd "$4" "$5" 1000 exclusive "${11:-}" "${6:-0}" \
     "${7:-0}" "${8:-0}" "${9:-0}" "${10:-0}"
 }
 

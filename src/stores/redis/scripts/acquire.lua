@@ -14,6 +14,8 @@ local wake_key = KEYS[11]
 local watchers_key = KEYS[12]
 local freed_key = KEYS[13]
 local newest_key = KEYS[14]
+local leader_watchers_key = KEYS[15]
+local leader_wake_key = KEYS[16]
 local token = ARGV[1]
 local ttl_ms = ARGV[2]
 -- (The client truncates these shorter; the script stores no more than a record may hold.)
@@ -33,6 +35,8 @@ local lock_delay = tonumber(ARGV[13] or '0')
 local replace = ARGV[14] == '1'
 local supersede = ARGV[15] == '1'
 local registered = ARGV[16] == '1' -- an earlier attempt of this waiter registered it
+-- What a dlock elect candidate proclaims ('' for every other acquirer).
+local value = string.sub(ARGV[17] or '', 1, max_field_bytes)
 
 -- The server's clock in ms, and in microseconds: the queue's order, a lost counter's restart.
 local now, time = server_now()
@@ -71,11 +75,15 @@ elseif kind == 'shared' then
 else
   free = delay == 0 and redis.call('ZCARD', holders_key) < limit
 end
--- Who asks, as others are shown it (its note only when it has one).
+-- Who asks, as others are shown it (its note and value only when it has them).
 local who = {'host', host, 'pid', pid, 'user', user, 'command', command}
 if note ~= '' then
   who[#who + 1] = 'note'
   who[#who + 1] = note
+end
+if value ~= '' then
+  who[#who + 1] = 'value'
+  who[#who + 1] = value
 end
 -- Take it if free and no fair waiter is ahead of this one.
 local head = redis.call('ZRANGE', queue_key, 0, 0)[1]
@@ -112,6 +120,11 @@ if free and (head == nil or head == waiter_id) then
     redis.call('DEL', holder_key)
     redis.call('HSET', holder_key, unpack(record))
     redis.call('PEXPIRE', holder_key, life + lock_delay)
+    -- A candidate (dlock elect) took the free lock: the leader watchers that saw it free
+    -- (leader.lua) wake. A plain acquirer pays nothing here.
+    if value ~= '' and redis.call('EXISTS', leader_watchers_key) == 1 then
+      wake_all(leader_watchers_key, leader_wake_key, now)
+    end
     -- The newest --supersede waiter got it: nobody is left to supersede.
     if supersede and has_type(newest_key, 'hash') and redis.call('HGET', newest_key, 'id') == waiter_id then
       redis.call('DEL', newest_key)

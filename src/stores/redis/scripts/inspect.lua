@@ -20,10 +20,10 @@ local holder = {}
 local ended = 0
 local delay = delay_left(lock_key, holder_key)
 if held == 1 then
-  holder = holder_record(holder_key)
+  holder = holder_record(holder_key, holder_fields_with_value)
   ended = holder_policy(holder_key).ended and 1 or 0
 elseif delay > 0 then
-  holder = holder_record(holder_key)
+  holder = holder_record(holder_key, holder_fields_with_value)
 end
 -- The slot holders whose lease has not ended (ended ones are freed by the next write).
 local slots = {}

@@ -76,8 +76,11 @@ local max_record_bytes = 4096
 local max_field_bytes = 256
 -- lock::max_note_bytes: the longest --note, in bytes.
 local max_note_bytes = 1024
--- The fields of a holder record, the only ones read back.
+-- The fields of a holder record, the only ones read back; and with a dlock elect candidate's
+-- value, which only status and the leader gate read (a waiter's attempt pays nothing for it).
 local holder_fields = {'host', 'pid', 'user', 'command', 'note', 'acquired_ms', 'fence', 'ttl_ms'}
+local holder_fields_with_value = {'host', 'pid', 'user', 'command', 'note', 'value',
+                                  'acquired_ms', 'fence', 'ttl_ms'}
 -- What a record that is not a dlock holder's reads as (the client shows "not a dlock holder").
 local not_dlock = {'not_dlock', '1'}
 
@@ -125,23 +128,25 @@ local function record_number(text)
 end
 
 -- The exclusive holder's record at key as a flat {field, value, ...} list, like HGETALL of
--- its known fields: {} when there is none, not_dlock when it is larger than dlock writes.
-local function holder_record(key)
+-- its known fields (holder_fields, or the fields given): {} when there is none, not_dlock when
+-- it is larger than dlock writes.
+local function holder_record(key, fields)
+  fields = fields or holder_fields
   if not has_type(key, 'hash') then
     return redis.call('EXISTS', key) == 1 and not_dlock or {}
   end
   local bytes = 0
-  for i = 1, #holder_fields do
-    bytes = bytes + #holder_fields[i] + redis.call('HSTRLEN', key, holder_fields[i])
+  for i = 1, #fields do
+    bytes = bytes + #fields[i] + redis.call('HSTRLEN', key, fields[i])
   end
   if bytes > max_record_bytes then
     return not_dlock
   end
-  local values = redis.call('HMGET', key, unpack(holder_fields))
+  local values = redis.call('HMGET', key, unpack(fields))
   local record = {}
-  for i = 1, #holder_fields do
+  for i = 1, #fields do
     if values[i] then
-      record[#record + 1] = holder_fields[i]
+      record[#record + 1] = fields[i]
       record[#record + 1] = values[i]
     end
   end
