@@ -309,8 +309,8 @@ def epoch_ms(text):
 def held_status(s):
     assert s['held'] is True, s
     h = s['holder']
-    assert set(h) == {'host', 'pid', 'user', 'command', 'note'}, h
-    assert all(type(h[f]) is str for f in ('host', 'user', 'command', 'note')), h
+    assert set(h) == {'host', 'pid', 'user', 'command', 'note', 'value'}, h
+    assert all(type(h[f]) is str for f in ('host', 'user', 'command', 'note', 'value')), h
     assert is_int(h['pid']) and h['pid'] > 0, h
     assert RFC3339.match(s['acquired_at']), s['acquired_at']
     assert abs(epoch_ms(s['acquired_at']) - time.time() * 1000) < 120000, s['acquired_at']
