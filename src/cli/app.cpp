@@ -52,6 +52,8 @@ int dispatch(const cli::Subcommands& sub, const cli::Arguments& args)
     {sub.wait, resolve_and_run<commands::wait_until_free, cli::resolve_wait_free>},
     {sub.barrier, resolve_and_run<commands::barrier, cli::resolve_barrier>},
     {sub.latch, resolve_and_run<commands::latch, cli::resolve_latch>},
+    {sub.elect, resolve_and_run<commands::elect, cli::resolve_elect>},
+    {sub.leader, resolve_and_run<commands::leader, cli::resolve_leader>},
   };
   for (const auto& [subcommand, runner] : runners) {
     if (subcommand->parsed()) {

@@ -63,6 +63,10 @@ struct Arguments {
   bool record_command = false;            // run --record-command
   std::optional<std::string> metrics_dir; // run --metrics-dir DIR
   std::vector<std::string> command;
+  // elect, leader
+  std::optional<std::string> value; // elect --value TEXT
+  bool keep_campaigning = false;    // elect --keep-campaigning
+  bool watch = false;               // leader --watch
 };
 
 } // namespace dlock::cli

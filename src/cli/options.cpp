@@ -185,6 +185,25 @@ void add_run_options(CLI::App& run, Arguments& args)
   run.positionals_at_end();
 }
 
+// elect's: run's, with the leader's proclamation and the campaign's end.
+void add_elect_options(CLI::App& elect, Arguments& args)
+{
+  add_run_options(elect, args);
+  elect
+    .add_option("--value", args.value,
+                "what the leader proclaims, shown by 'dlock leader' (default: user@host pid N)")
+    ->type_name("TEXT");
+  elect.add_flag("--keep-campaigning", args.keep_campaigning,
+                 "after the command exits or leadership is lost, campaign again (until a signal)");
+}
+
+void add_leader_options(CLI::App& leader, Arguments& args)
+{
+  shown_required(leader.add_option("key", args.key, "election (lock) name"), "TEXT");
+  leader.add_flag("--json", args.json, "one JSON document (one per change with --watch)");
+  leader.add_flag("--watch", args.watch, "print a line at each change of leader, until a signal");
+}
+
 void add_status_options(CLI::App& status, Arguments& args)
 {
   shown_required(status.add_option("key", args.key, "lock name"), "TEXT");
@@ -308,6 +327,10 @@ Subcommands define_command_line(CLI::App& app, Arguments& args)
     add_subcommand(app, args, "barrier", "block until N callers have arrived", add_barrier_options);
   sub.latch = add_subcommand(app, args, "latch", "set, count down or wait for a count-down latch",
                              add_latch_options);
+  sub.elect = add_subcommand(
+    app, args, "elect", "campaign for leadership; run a command while leader", add_elect_options);
+  sub.leader = add_subcommand(app, args, "leader", "show who leads (exit 0 a leader, 1 none)",
+                              add_leader_options);
   return sub;
 }
 
@@ -330,7 +353,9 @@ void apply_config_defaults(CLI::App& app, const Subcommands& sub, Arguments& arg
     add_run_options(*scratch_run, scratch_args);
     apply_config({file}, {{"", &scratch}, {"run", scratch_run}});
   }
-  apply_config(files, {{"", &app}, {"run", sub.run->parsed() ? sub.run : nullptr}});
+  // elect is run for a campaign: run's section holds its defaults too
+  CLI::App* run_like = sub.run->parsed() ? sub.run : sub.elect->parsed() ? sub.elect : nullptr;
+  apply_config(files, {{"", &app}, {"run", run_like}});
 }
 
 std::string help_command(const CLI::App& app)

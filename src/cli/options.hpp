@@ -21,14 +21,16 @@ struct Subcommands {
   CLI::App* wait = nullptr;
   CLI::App* barrier = nullptr;
   CLI::App* latch = nullptr;
+  CLI::App* elect = nullptr;
+  CLI::App* leader = nullptr;
 };
 
 // Declares every option and subcommand of dlock on app, bound to args.
 Subcommands define_command_line(CLI::App& app, Arguments& args);
 
 // Fills the options neither the command line nor the environment set from the config files
-// (cli/config_file.hpp): global options, and run's when run is the subcommand. Every file is
-// checked whole, whichever the subcommand: Error(config, 78) naming the line.
+// (cli/config_file.hpp): global options, and run's when run (or elect) is the subcommand. Every
+// file is checked whole, whichever the subcommand: Error(config, 78) naming the line.
 void apply_config_defaults(CLI::App& app, const Subcommands& sub, Arguments& args);
 
 // The help to point a usage error to: "dlock SUBCOMMAND --help" once a subcommand was seen on

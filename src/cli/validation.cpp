@@ -289,6 +289,43 @@ commands::RunOptions resolve_run(const Arguments& args, const GlobalOptions& glo
   return run;
 }
 
+commands::ElectOptions resolve_elect(const Arguments& args, const GlobalOptions& global)
+{
+  commands::ElectOptions elect{resolve_run(args, global)};
+  if (elect.keys.size() > 1) {
+    throw Error(ExitCode::usage, "elect takes one --key: an election has one name");
+  }
+  if (elect.kind != lock::LockKind::exclusive()) {
+    throw Error(ExitCode::usage, "an election has one leader: not with {}",
+                args.shared ? "--shared" : "--limit");
+  }
+  if (args.value) {
+    if (args.value->empty()) {
+      throw Error(ExitCode::usage, "--value is empty (leave it out for user@host pid N)");
+    }
+    if (util::printable(*args.value) != *args.value) {
+      throw Error(ExitCode::usage, "--value must be printable text (got {})",
+                  util::printable(*args.value));
+    }
+    if (args.value->size() > lock::max_holder_field_bytes) {
+      throw Error(ExitCode::usage, "--value is longer than {} bytes", lock::max_holder_field_bytes);
+    }
+    elect.value = *args.value;
+  }
+  if (args.keep_campaigning && (args.no_wait || args.wait)) {
+    throw Error(ExitCode::usage, "--keep-campaigning waits for leadership: not with {}",
+                args.no_wait ? "--no-wait" : "--wait");
+  }
+  elect.keep_campaigning = args.keep_campaigning;
+  elect.fair = !elect.no_wait; // candidates lead in the order they came
+  return elect;
+}
+
+commands::LeaderOptions resolve_leader(const Arguments& args)
+{
+  return commands::LeaderOptions{resolve_key(args, "the election KEY"), args.json, args.watch};
+}
+
 commands::StatusOptions resolve_status(const Arguments& args)
 {
   return commands::StatusOptions{resolve_key(args, "the lock KEY"), args.json};

@@ -4,7 +4,9 @@
 #include "cli/secrets.hpp"
 #include "commands/acquire.hpp"
 #include "commands/barrier.hpp"
+#include "commands/elect.hpp"
 #include "commands/latch.hpp"
+#include "commands/leader.hpp"
 #include "commands/list.hpp"
 #include "commands/release.hpp"
 #include "commands/renew.hpp"
@@ -37,5 +39,7 @@ commands::ReleaseOptions resolve_release(const Arguments& args);
 commands::WaitFreeOptions resolve_wait_free(const Arguments& args);
 commands::BarrierOptions resolve_barrier(const Arguments& args);
 commands::LatchOptions resolve_latch(const Arguments& args);
+commands::ElectOptions resolve_elect(const Arguments& args, const GlobalOptions& global);
+commands::LeaderOptions resolve_leader(const Arguments& args);
 
 } // namespace dlock::cli

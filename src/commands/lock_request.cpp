@@ -16,6 +16,7 @@ lock::AcquireRequest LockRequestOptions::acquire_request(std::string token,
                                                          lock::HolderInfo holder) const
 {
   holder.note = note;
+  holder.value = value;
   return lock::AcquireRequest{.token = std::move(token),
                               .ttl = ttl,
                               .ttl_given = ttl_given,

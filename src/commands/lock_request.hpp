@@ -28,6 +28,9 @@ struct LockRequestOptions {
   lock::ReplicaAck replicas{}; // --wait-replicas: the lock and each renewal count once they have it
   lock::LockPolicy policy{};   // --min-hold, --lock-delay, --replace, --supersede
   std::string note{};          // --note: printable, at most lock::max_note_chars characters
+  // elect --value: what the leader proclaims (printable, at most max_holder_field_bytes); set,
+  // the holder is an election's candidate (lock::AcquireRequest::holder). Empty for run.
+  std::string value{};
 
   // How the waiter waits for these options (-q, -v and the terminal decide what it says).
   hold::WaitPolicy wait_policy(util::Millis request_timeout) const;

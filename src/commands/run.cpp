@@ -115,13 +115,6 @@ bool held_by_caller(Context& context, const RunOptions& options)
   return true;
 }
 
-// How `dlock run` ends: an exit status, or death by the signal that ended the command.
-struct RunEnd {
-  int status = 0;
-  int die_of = 0;        // SIGINT or SIGQUIT: die of it, as the command did
-  bool to_group = false; // ...sending it to dlock's group first, as the terminal would have
-};
-
 RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report)
 {
   const std::vector<lock::LockName>& names = options.keys;
@@ -153,7 +146,7 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
     report.interrupted(outcome.signal);
     // A Ctrl-C while waiting reached dlock's whole group already, the calling shell included.
     return RunEnd{128 + outcome.signal,
-                  process::stops_calling_script(outcome.signal) ? outcome.signal : 0, false};
+                  process::stops_calling_script(outcome.signal) ? outcome.signal : 0, false, true};
   }
   if (!outcome.acquired) {
     report.skipped(outcome.held_by, outcome.superseded ? "superseded"
@@ -233,25 +226,20 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
                 : !notice.empty()                 ? notice
                                                   : "the lease was lost");
   }
+  const bool stop_asked = end.stop_signal != 0;
   if (verdict.exit_code) {
-    return RunEnd{*verdict.exit_code};
+    return RunEnd{*verdict.exit_code, 0, false, stop_asked};
   }
   if (process::stops_calling_script(end.signal)) {
-    return RunEnd{end.status, end.signal, end.terminal_sent};
+    return RunEnd{end.status, end.signal, end.terminal_sent, stop_asked};
   }
-  return RunEnd{end.status};
+  return RunEnd{end.status, 0, false, stop_asked};
 }
 
 } // namespace
 
-int run(Context& context, const RunOptions& options)
+RunEnd run_term(Context& context, const RunOptions& options)
 {
-  if (held_by_caller(context, options)) {
-    util::log_verbose("lock '{}' is held by the calling command already; running under its lease",
-                      lock::join_names(options.keys));
-    context.store.abandon(); // its connections are not the command's
-    process::exec_in_place(command_spec(options));
-  }
   RunReport report(options.keys, options.kind, options.ttl, options.metrics_dir);
   RunEnd end;
   try {
@@ -261,6 +249,18 @@ int run(Context& context, const RunOptions& options)
     throw;
   }
   report.finished(end.die_of != 0 ? 128 + end.die_of : end.status);
+  return end;
+}
+
+int run(Context& context, const RunOptions& options)
+{
+  if (held_by_caller(context, options)) {
+    util::log_verbose("lock '{}' is held by the calling command already; running under its lease",
+                      lock::join_names(options.keys));
+    context.store.abandon(); // its connections are not the command's
+    process::exec_in_place(command_spec(options));
+  }
+  RunEnd end = run_term(context, options);
   if (end.die_of != 0) {
     process::die_of_signal(end.die_of, end.to_group);
   }

@@ -28,4 +28,19 @@ struct RunOptions : LockRequestOptions {
 // is lost or cannot be confirmed, releases the lock on every path; returns the exit status.
 int run(Context& context, const RunOptions& options);
 
+// How one term under the lock ended: an exit status, or death by the signal that ended the
+// command (what `run` then does itself).
+struct RunEnd {
+  int status = 0;
+  int die_of = 0;        // SIGINT or SIGQUIT: die of it, as the command did
+  bool to_group = false; // ...sending it to dlock's group first, as the terminal would have
+  // dlock itself was told to end (a signal while it waited, or one that ends a command: INT,
+  // TERM, HUP, QUIT, from kill or the terminal): an election's campaign ends with the term.
+  bool stop_asked = false;
+};
+
+// run's work without its ending, for run and for each term of `dlock elect`: takes the lock,
+// runs the command under it, releases it on every path, reports (syslog, metrics).
+RunEnd run_term(Context& context, const RunOptions& options);
+
 } // namespace dlock::commands

@@ -103,6 +103,9 @@ std::string human_status(const lock::LockStatus& status)
   if (!holder.note.empty()) {
     out += fmt::format("{:<15}{}\n", "note:", util::printable(holder.note));
   }
+  if (!holder.value.empty()) {
+    out += fmt::format("{:<15}{}\n", "value:", util::printable(holder.value));
+  }
   if (holder.acquired_ms > 0) {
     out +=
       fmt::format("{:<15}{} (held {})\n", "acquired at:", util::format_rfc3339(holder.acquired_ms),

@@ -117,6 +117,9 @@ void Supervisor::on_signal(int sig)
     return;
   }
   util::log_verbose("forwarding signal {} to the command", sig);
+  if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT) {
+    m_stop_signal = sig;
+  }
   m_child.signal_group(sig);
 }
 
@@ -126,7 +129,8 @@ std::optional<CommandEnd> Supervisor::on_event(const process::CommandEvent& even
   switch (event.kind) {
   case Kind::exited:
     return CommandEnd{event.value, event.signal,
-                      event.signal != 0 && event.signal == m_terminal_signal};
+                      event.signal != 0 && event.signal == m_terminal_signal,
+                      m_stop_signal != 0 ? m_stop_signal : m_terminal_signal};
   case Kind::guard_lost:
     throw Error(ExitCode::internal, "the guard process of lock '{}' died; the command was killed",
                 m_shown);

@@ -17,6 +17,9 @@ struct CommandEnd {
   int status = 0;             // as a shell reports it: code, or 128+N
   int signal = 0;             // N when the command died of signal N
   bool terminal_sent = false; // the terminal sent that signal to the command's group
+  // The last signal that ends a command (INT, TERM, HUP, QUIT) dlock forwarded or the terminal
+  // sent while it ran, whatever the command made of it; 0: none.
+  int stop_signal = 0;
 };
 
 // The command's side of `run` while it holds the lock: a hold::LeaseKeeper renews the lease as
@@ -56,6 +59,7 @@ private:
   process::SignalFd& m_signals;
   std::string m_first_error;
   int m_terminal_signal = 0;
+  int m_stop_signal = 0;          // CommandEnd::stop_signal
   bool m_command_stopped = false; // by a SIGTSTP without job control: SIGCONT continues it
 };
 

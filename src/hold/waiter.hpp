@@ -56,8 +56,8 @@ struct Taken {
 
 // How a wait at a gate (dlock wait, barrier, latch --wait) ended.
 struct Passed {
-  bool open = false; // the gate opened (or, for a barrier, tripped before the withdrawal)
-  int signal = 0;    // non-zero: interrupted by this signal
+  bool open = false;      // the gate opened (or, for a barrier, tripped before the withdrawal)
+  int signal = 0;         // non-zero: interrupted by this signal
   std::int64_t since = 0; // the last answer's GateResult::since (leader: the term it opened on)
 };
 

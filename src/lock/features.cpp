@@ -193,8 +193,8 @@ std::string_view feature_word(Feature feature) { return row(feature).word; }
 std::initializer_list<Feature> every_feature()
 {
   static constexpr std::initializer_list<Feature> features{
-    Feature::shared,     Feature::limit,   Feature::fair,     Feature::coordinate,
-    Feature::detached,   Feature::keep,    Feature::replicas, Feature::min_hold,
+    Feature::shared,     Feature::limit,   Feature::fair,      Feature::coordinate,
+    Feature::detached,   Feature::keep,    Feature::replicas,  Feature::min_hold,
     Feature::lock_delay, Feature::replace, Feature::supersede, Feature::elect};
   return features;
 }

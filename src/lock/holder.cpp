@@ -55,8 +55,8 @@ bool HolderInfo::plausible() const
 {
   return host.size() <= max_holder_field_bytes && user.size() <= max_holder_field_bytes
          && command.size() <= max_holder_field_bytes && note.size() <= max_note_bytes
-         && value.size() <= max_holder_field_bytes && pid >= 0
-         && acquired_ms >= 0 && fence >= 0 && ttl_ms >= 0;
+         && value.size() <= max_holder_field_bytes && pid >= 0 && acquired_ms >= 0 && fence >= 0
+         && ttl_ms >= 0;
 }
 
 std::optional<std::int64_t> parse_record_number(std::string_view text)

@@ -133,8 +133,8 @@ struct GateResult {
   // not ticket.since (leadership passed, or began, or ended).
   bool open = false;
   util::Millis block{0}; // when not: how long to wait for a wake-up before asking again
-  // watch: the ticket's since for the next attempt. leader: the term now (open or not), a number that
-  // changes whenever the lock passes to another holder: the holder's fencing token (for
+  // watch: the ticket's since for the next attempt. leader: the term now (open or not), a number
+  // that changes whenever the lock passes to another holder: the holder's fencing token (for
   // another client's holder, what would be its fence: etcd's create revision, ZooKeeper's
   // czxid), or any other such number the store keeps; 0 when nobody holds it.
   std::int64_t since = 0;

@@ -162,6 +162,23 @@ HOLD_SCRIPT='echo "$DLOCK_TOKEN $DLOCK_TTL_MS $DLOCK_FENCING_TOKEN" >"$1.tmp"; m
   done
 }
 
+@test "elect and leader --watch with several URLs: usage error 64, nothing written; leader alone reads the majority" {
+  run -64 --separate-stderr "$DLOCK" "${RL[@]}" elect -k el -t 5s -- touch "$T/ran"
+  [[ $stderr == *"elect and leader --watch: not available on Redlock (several --url): independent masters"* ]] || fail "stderr: $stderr"
+  [ "${#stderr_lines[@]}" -eq 1 ] || fail "stderr: $stderr"
+  [ ! -e "$T/ran" ] || fail "the command ran"
+  run -64 --separate-stderr "$DLOCK" "${RL[@]}" leader el --watch
+  [[ $stderr == *"not available on Redlock"* ]] || fail "stderr: $stderr"
+  [ "$(holders el)" = 0 ] || fail "taken: $(leftovers el)"
+  run -1 "$DLOCK" "${RL[@]}" leader el
+  [ "$output" = "no leader" ] || fail "output: $output"
+  "$DLOCK" "${RL[@]}" run -k el -t 5s -- sh -c 'echo $$ >"$1"; sleep 30' sh "$T/pid" &
+  echo $! >>"$T/bg.pid"
+  wait_for "[ -s '$T/pid' ]" 10
+  run -0 "$DLOCK" "${RL[@]}" leader el
+  [[ $output == "- ("*"pid "* ]] || fail "output: $output"
+}
+
 @test "several keys across the nodes: all taken on a majority, the same token, released together" {
   run -0 "$DLOCK" "${RL[@]}" run -k rk-b -k rk-a -t 5s -- sh -c 'echo "$DLOCK_KEYS|$DLOCK_TOKEN"'
   local keys=${output%%|*} token=${output#*|} port

@@ -1031,3 +1031,179 @@ p = subprocess.Popen(sys.argv[1:]); time.sleep(1); p.send_signal(signal.SIGINT);
   assert_line "inner nest"
   assert_line "untokened 75"
 }
+
+# ---------------------------------------------------------------------------------------------
+# elect and leader: one leader at a time, a campaign in order of arrival, the leadership watched
+
+# candidate NAME KEY [elect options...]: a background dlock elect (start_bg NAME) whose command
+# records its term in $T/order ("NAME FENCE"), fails the overlap witness if another runs, and
+# lets go once $T/NAME.go exists.
+candidate() {
+  local name=$1 key=$2
+  shift 2
+  start_bg "$name" "$DLOCK" elect -k "$key" --value "$name" "$@" -- sh -c '
+    [ -e "$T/inside" ] && echo "$1 overlaps $(cat "$T/inside")" >>"$T/overlap"
+    echo "$1" >"$T/inside"; echo "$1 ${DLOCK_FENCING_TOKEN:-0}" >>"$T/order"
+    until [ -e "$T/$1.go" ]; do sleep 0.02; done
+    rm -f "$T/inside"' sh "$name"
+}
+
+# leads NAME KEY: waits until `dlock leader KEY` names NAME.
+leads() { wait_for "\"\$DLOCK\" leader '$2' 2>/dev/null | grep -q '^$1 '" 20; }
+
+@test "$STORE: elect: three candidates lead one at a time, in order of arrival, each term a new fencing token" {
+  requires elect
+  candidate c1 e3
+  leads c1 e3
+  candidate c2 e3
+  sleep 1 # c2 is queued before c3 comes
+  candidate c3 e3
+  sleep 1
+  touch "$T/c1.go"
+  leads c2 e3
+  touch "$T/c2.go"
+  leads c3 e3
+  touch "$T/c3.go"
+  local pid
+  for pid in $(cat "$T/bg.pid"); do wait "$pid"; done
+  cat "$T/order"
+  [ ! -e "$T/overlap" ]
+  run -0 cut -d' ' -f1 "$T/order"
+  assert_output "$(printf 'c1\nc2\nc3')"
+  if store_has fencing || [ "$(head -n1 "$T/order" | cut -d' ' -f2)" != 0 ]; then
+    sort -n -k2 -c "$T/order" # strictly increasing in the order of the terms
+    [ "$(cut -d' ' -f2 "$T/order" | sort -u | wc -l)" -eq 3 ]
+  fi
+  run -1 "$DLOCK" leader e3
+  assert_output "no leader"
+}
+
+@test "$STORE: elect: the leader's dlock SIGKILLed: its command dies, then a standby's starts, within the lease + kill-after" {
+  requires elect
+  # kill-after is ttl/4: the standby must start within 3 s + 0.75 s of the kill (plus room for a
+  # loaded machine), and never before the old command is dead
+  start_bg leader "$DLOCK" elect -k fo -t 3s --value old -- sh -c 'echo $$ >"$T/old.pid"; exec sleep 60'
+  local leader=$BG_PID
+  wait_for "[ -s '$T/old.pid' ]" 20
+  local old
+  old=$(cat "$T/old.pid")
+  start_bg standby "$DLOCK" elect -k fo -t 3s --value new -- sh -c '
+    kill -0 "$1" 2>/dev/null && echo overlap >"$T/overlap"; date +%s%3N >"$T/new"; exec sleep 60' sh "$old"
+  sleep 1 # the standby is queued
+  [ ! -e "$T/new" ]
+  local killed
+  killed=$(now_ms)
+  kill -KILL "$leader"
+  wait_for "gone $old" 10
+  local dead
+  dead=$(now_ms)
+  wait_for "[ -s '$T/new' ]" 15
+  local took=$(($(cat "$T/new") - killed))
+  echo "old command dead $((dead - killed)) ms after the kill; the standby's started after $took ms"
+  [ ! -e "$T/overlap" ]
+  [ "$took" -lt $((3750 + 2000)) ]
+  run -0 "$DLOCK" leader fo
+  [[ $output == "new "* ]]
+}
+
+@test "$STORE: leader: 1 and 'no leader' with none; 0 with the leader's value, holder, since and term; --json; status shows the value" {
+  requires elect
+  run -1 "$DLOCK" leader lv
+  assert_output "no leader"
+  run -1 "$DLOCK" leader lv --json
+  [[ $output == *'"leader":false'* ]]
+  [[ $output == *'"value":null'* ]]
+  start_bg leader "$DLOCK" elect -k lv --value "10.1.2.3:8080 v2" -- sh -c 'echo "$DLOCK_FENCING_TOKEN" >"$T/fence"; exec sleep 60'
+  wait_for "[ -s '$T/fence' ]" 20
+  run -0 "$DLOCK" leader lv
+  echo "$output"
+  [[ $output == "10.1.2.3:8080 v2 ("*"pid $BG_PID"*", since "*")" ]]
+  if [ "$(cat "$T/fence")" != 0 ]; then
+    [[ $output == *"term $(cat "$T/fence"))" ]]
+  fi
+  run -0 "$DLOCK" leader lv --json
+  echo "$output"
+  [[ $output == *'"leader":true'* ]]
+  [[ $output == *'"value":"10.1.2.3:8080 v2"'* ]]
+  [[ $output == *"\"pid\":$BG_PID"* ]]
+  run -0 "$DLOCK" status lv
+  [[ $output == *"value:"*"10.1.2.3:8080 v2"* ]]
+  # the default value: who leads
+  kill -TERM "$BG_PID"
+  wait "$BG_PID" || true
+  start_bg leader2 "$DLOCK" elect -k lv -- sh -c 'echo $$ >"$T/second"; exec sleep 60'
+  wait_for "[ -s '$T/second' ]" 20
+  run -0 "$DLOCK" leader lv
+  [[ $output == "$(id -un)@$(hostname) pid $BG_PID ("* ]]
+}
+
+@test "$STORE: leader --watch: one line per change of leader, each change once, woken by the store" {
+  requires elect
+  start_bg watch "$DLOCK" leader lw --watch
+  local watch=$BG_PID
+  wait_for "grep -qx 'no leader' '$T/watch.out'" 10
+  candidate a lw
+  wait_for "grep -q '^a ' '$T/watch.out'" 10
+  candidate b lw
+  sleep 1 # b is queued
+  touch "$T/a.go"
+  wait_for "grep -q '^b ' '$T/watch.out'" 10
+  touch "$T/b.go"
+  wait_for "[ \"\$(grep -cx 'no leader' '$T/watch.out')\" -ge 2 ]" 10
+  sleep 1 # nothing more comes while nothing changes
+  kill -TERM "$watch"
+  local st=0
+  wait "$watch" || st=$?
+  cat "$T/watch.out"
+  [ "$st" -eq 143 ]
+  [ "$(grep -c '^a ' "$T/watch.out")" -eq 1 ]
+  [ "$(grep -c '^b ' "$T/watch.out")" -eq 1 ]
+  # the same state never twice in a row (a "no leader" between a and b may come or not)
+  [ -z "$(uniq -d "$T/watch.out")" ]
+  [ "$(head -n1 "$T/watch.out")" = "no leader" ]
+  [ "$(tail -n1 "$T/watch.out")" = "no leader" ]
+  # --json: one document per change
+  start_bg jwatch "$DLOCK" leader lw --watch --json
+  wait_for "grep -q '\"leader\":false' '$T/jwatch.out'" 10
+  candidate c lw
+  wait_for "grep -q '\"value\":\"c\"' '$T/jwatch.out'" 10
+  kill -TERM "$BG_PID"
+  touch "$T/c.go"
+  [ "$(wc -l <"$T/jwatch.out")" -eq 2 ]
+}
+
+@test "$STORE: elect --keep-campaigning: after each term it campaigns again, behind the candidates waiting; SIGTERM ends it (143)" {
+  requires elect
+  start_bg keeper "$DLOCK" elect -k kc --keep-campaigning --value keeper -- sh -c 'echo "keeper $DLOCK_FENCING_TOKEN" >>"$T/order"; sleep 1.2'
+  local keeper=$BG_PID
+  wait_for "[ \"\$(wc -l <'$T/order')\" -ge 1 ]" 20
+  start_bg other "$DLOCK" elect -k kc --value other -- sh -c 'echo "other $DLOCK_FENCING_TOKEN" >>"$T/order"'
+  local other=$BG_PID
+  wait "$other"
+  wait_for "[ \"\$(grep -c keeper '$T/order')\" -ge 3 ]" 20
+  kill -TERM "$keeper"
+  local st=0
+  wait "$keeper" || st=$?
+  cat "$T/order" "$T/keeper.err"
+  [ "$st" -eq 143 ]
+  # the other candidate led between two of the keeper's terms
+  grep -q other "$T/order"
+  [ "$(tail -n1 "$T/order" | cut -d' ' -f1)" = keeper ]
+  run -1 "$DLOCK" leader kc
+}
+
+@test "$STORE: elect: bad input is 64 with one line (--shared, two keys, an empty or unprintable --value, --keep-campaigning with -n)" {
+  local args
+  for args in "-k a -s" "-k a --limit 2" "-k a -k b" "-k a --keep-campaigning -n" "-k a --keep-campaigning -w 1s"; do
+    # shellcheck disable=SC2086
+    run -64 --separate-stderr "$DLOCK" elect $args -- touch "$T/ran"
+    echo "$args: $stderr"
+    [ "${#stderr_lines[@]}" -eq 1 ]
+  done
+  run -64 --separate-stderr "$DLOCK" elect -k a --value "$(printf 'a\tb')" -- touch "$T/ran"
+  [ "${#stderr_lines[@]}" -eq 1 ]
+  run -64 --separate-stderr "$DLOCK" elect -k a --value "" -- touch "$T/ran"
+  [ "${#stderr_lines[@]}" -eq 1 ]
+  run -64 --separate-stderr "$DLOCK" leader
+  [ ! -e "$T/ran" ]
+}

@@ -184,3 +184,37 @@ TEST(CliValidation, ThePoliciesRefuseWhatCannotWork)
   EXPECT_EQ(refused([](Arguments& a) { a.min_hold = "0s"; }),
             "--min-hold must be greater than zero");
 }
+
+TEST(CliValidation, ElectIsRunForOneExclusiveKeyQueuedInOrder)
+{
+  Arguments args;
+  args.keys = {"svc"};
+  args.command = {"true"};
+  dlock::commands::ElectOptions elect = dlock::cli::resolve_elect(args, {});
+  EXPECT_TRUE(elect.fair) << "candidates lead first come, first served";
+  EXPECT_TRUE(elect.value.empty()) << "the command fills in user@host pid N";
+  args.no_wait = true;
+  EXPECT_FALSE(dlock::cli::resolve_elect(args, {}).fair) << "-n: one attempt, no queue";
+
+  auto refused = [](void (*change)(Arguments&)) {
+    Arguments bad;
+    bad.keys = {"svc"};
+    bad.command = {"true"};
+    change(bad);
+    return usage_error([&] { dlock::cli::resolve_elect(bad, {}); });
+  };
+  EXPECT_NE(refused([](Arguments& a) { a.shared = true; }).find("one leader"), std::string::npos);
+  EXPECT_NE(refused([](Arguments& a) { a.limit = 2; }).find("--limit"), std::string::npos);
+  EXPECT_NE(refused([](Arguments& a) { a.keys.push_back("other"); }).find("one --key"),
+            std::string::npos);
+  EXPECT_NE(refused([](Arguments& a) { a.value = ""; }).find("--value is empty"),
+            std::string::npos);
+  EXPECT_NE(refused([](Arguments& a) { a.value = "a\nb"; }).find("printable"), std::string::npos);
+  EXPECT_NE(refused([](Arguments& a) { a.value = std::string(257, 'v'); }).find("longer"),
+            std::string::npos);
+  EXPECT_NE(refused([](Arguments& a) {
+              a.keep_campaigning = true;
+              a.wait = "1s";
+            }).find("--keep-campaigning"),
+            std::string::npos);
+}

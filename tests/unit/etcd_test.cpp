@@ -93,8 +93,8 @@ TEST(EtcdApi, AcquireTransactionPutsIfAbsentAndReadsTheQueue)
 
 TEST(EtcdApi, ReadsTheQueueOfATransactionAnswer)
 {
-  std::string holder = holder_value(lock::HolderInfo{"h", 42, "u", "sleep 1", 1000, 0, 5000, "", ""},
-                                    token_fingerprint("t"));
+  std::string holder = holder_value(
+    lock::HolderInfo{"h", 42, "u", "sleep 1", 1000, 0, 5000, "", ""}, token_fingerprint("t"));
   Json answer = {
     {"header", {{"revision", "9"}}},
     {"succeeded", true},

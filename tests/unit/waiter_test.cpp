@@ -355,6 +355,29 @@ TEST(Waiter, ALatchWaiterInterruptedBySignalWithdrawsNothing)
   EXPECT_EQ(bench.store.withdrawals, 0);
 }
 
+TEST(Waiter, ALeaderWatcherSendsTheTermItSawAndReturnsTheOneItOpenedOn)
+{
+  Bench bench;
+  bench.store.gate_answer = [](int n) {
+    Outcome outcome = gate_shut(5s);
+    outcome.gate.open = n == 2;
+    outcome.gate.since = n == 2 ? 9 : 7; // the term now: still 7, then 9
+    return outcome;
+  };
+  Gate gate;
+  gate.coordination = bench.store.coordination();
+  gate.request.ticket.mode = WaitMode::leader;
+  gate.request.ticket.since = 7;
+  Passed passed = Waiter(bench.clock, bench.store, bench.signals, bench.policy())
+                    .pass(LockName::parse("unit"), gate);
+  EXPECT_TRUE(passed.open);
+  EXPECT_EQ(passed.since, 9) << "the term it opened on, for the next watch";
+  ASSERT_EQ(bench.store.tickets.size(), 2u);
+  EXPECT_EQ(bench.store.tickets[0].since, 7) << "the first attempt names the term seen";
+  EXPECT_EQ(bench.store.tickets[1].since, 7);
+  EXPECT_EQ(bench.store.tickets[1].mode, WaitMode::leader);
+}
+
 TEST(Acquisition, SeveralKeysAreAllTakenOrNoneIsKept)
 {
   Bench bench;
