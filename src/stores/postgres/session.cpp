@@ -324,4 +324,9 @@ void Session::cancel() noexcept
   }
 }
 
+int Session::socket() const noexcept
+{
+  return m_conn != nullptr && !m_broken ? pq().PQsocket(m_conn) : -1;
+}
+
 } // namespace dlock::postgres
