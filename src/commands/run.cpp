@@ -190,7 +190,6 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
     spec.unset.insert(spec.unset.end(), {"DLOCK_FENCING_TOKEN", "DLOCK_FENCING_TOKENS"});
   }
   spec.inherit = context.store.inherited_descriptors();
-  spec.guarded = context.store.guarded_descriptors();
   CommandEnd end;
   context.store.limit_blocking(policy.lease.request_timeout());
   Supervisor supervisor(context.store, hold::KeptLock{names, token, options.kind, options.ttl},

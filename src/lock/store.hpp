@@ -301,10 +301,6 @@ public:
   // Descriptors the command inherits while the locks are held: file://'s lock files, as
   // flock(1) gives them to its command; every other descriptor of dlock's is closed for it.
   virtual std::vector<int> inherited_descriptors() const { return {}; }
-  // Descriptors the command's guard keeps open (the command never gets them) until the command
-  // and all it started are dead: a session store's connections that hold the locks, so that a
-  // dlock killed with SIGKILL does not free its locks while its command still runs.
-  virtual std::vector<int> guarded_descriptors() const { return {}; }
 
   // One lock's state (blocking until deadline).
   virtual LockStatus status(const LockName& name, util::TimePoint deadline) = 0;

@@ -193,13 +193,10 @@ void ProcessGroup::spawn(const CommandSpec& spec)
   request.value = static_cast<std::int32_t>(spec.argv.size());
   request.a = static_cast<std::int64_t>(payload.size());
   request.b = static_cast<std::int64_t>(spec.inherit.size());
-  request.c = static_cast<std::int64_t>(spec.guarded.size());
-  std::vector<int> passed = spec.inherit;
-  passed.insert(passed.end(), spec.guarded.begin(), spec.guarded.end());
 
   m_may_take_terminal = m_tty && !group_has_siblings();
   hand_terminal_over();
-  pass_descriptors(passed); // queued before the request that says to expect them
+  pass_descriptors(spec.inherit); // queued before the request that says to expect them
   send(&request, sizeof request);
   send(payload.data(), payload.size());
   while (true) {

@@ -22,9 +22,6 @@ struct CommandSpec {
   // other descriptor but 0, 1 and 2: a command that drops privileges must not inherit
   // dlock's store session.
   std::vector<int> inherit;
-  // dlock's descriptors the guard keeps open, close-on-exec (never the command's), until
-  // everything the command started is dead: a database session that holds the lock.
-  std::vector<int> guarded;
 };
 
 // Something that happened to the command, as its guard reports it.

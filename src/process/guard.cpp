@@ -372,15 +372,7 @@ private:
     envp.push_back(nullptr);
     // The guard holds nothing else of dlock's by now (guard_main closed it): with these, the
     // command's only descriptors are 0, 1, 2. They are closed below once it has its copies.
-    std::vector<int> passed = receive_descriptors(m_passing, message.b + message.c);
-    // the last c are the guard's own (a database session that holds the lock): closed on exec,
-    // kept until the guard exits, once everything the command started is dead
-    std::size_t command_count =
-      static_cast<std::size_t>(std::clamp<std::int64_t>(message.b, 0, std::int64_t(passed.size())));
-    for (std::size_t i = command_count; i < passed.size(); ++i) {
-      ::fcntl(passed[i], F_SETFD, FD_CLOEXEC);
-      m_kept.push_back(passed[i]);
-    }
+    receive_descriptors(m_passing, message.b);
     SpawnAttributes attributes(m_command_mask);
     pid_t pid = -1;
     int error = ::posix_spawnp(&pid, argv[0], nullptr, attributes.get(), argv.data(), envp.data());
@@ -403,9 +395,7 @@ private:
     for (int fd = 0; fd <= 2 && null >= 0; ++fd) {
       ::dup2(null, fd);
     }
-    std::vector<int> keep{0, 1, 2, m_requests, m_reports, m_passing, m_signals};
-    keep.insert(keep.end(), m_kept.begin(), m_kept.end());
-    close_all_except(std::move(keep));
+    close_all_except({0, 1, 2, m_requests, m_reports, m_passing, m_signals});
   }
 
   int m_requests;
@@ -414,7 +404,6 @@ private:
   sigset_t m_command_mask;
   int m_signals = -1;
   pid_t m_command = -1;
-  std::vector<int> m_kept; // dlock's lock sessions, open until the guard exits
   bool m_command_done = false;
   int m_status = 0;
   std::int64_t m_terminate_at = never;

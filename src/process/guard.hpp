@@ -15,14 +15,12 @@ struct Message {
   std::int32_t value = 0;
   std::int64_t a = 0;
   std::int64_t b = 0;
-  std::int64_t c = 0;
 };
 
 // From dlock to the guard.
 enum Request : std::int32_t {
   spawn = 1,     // value: argc; a: bytes of NUL-terminated argv then environment that follow;
-                 // b: descriptors for the command, sent before it on the passing socket,
-                 // followed by c more that the guard keeps for itself
+                 // b: descriptors for the command, sent before it on the passing socket
   deadlines = 2, // a, b: SIGTERM and SIGKILL times, steady_clock nanoseconds
 };
 

@@ -324,9 +324,4 @@ void Session::cancel() noexcept
   }
 }
 
-int Session::socket() const noexcept
-{
-  return m_conn != nullptr && !m_broken ? pq().PQsocket(m_conn) : -1;
-}
-
 } // namespace dlock::postgres

@@ -36,9 +36,6 @@ public:
   virtual void cancel() noexcept {}
   virtual bool busy() const noexcept = 0;
   virtual bool connecting() const noexcept = 0;
-  // The connection's socket, for the command's guard to keep (Store::guarded_descriptors);
-  // -1 when there is none (or the database does not give it).
-  virtual int socket() const noexcept { return -1; }
 
   // Called once when the connection ends, before the answers it still owes (which fail).
   void on_end(std::function<void(const Error&)> ended) { m_on_end = std::move(ended); }

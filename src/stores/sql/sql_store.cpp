@@ -427,18 +427,6 @@ void SqlStore::start_withdraw(const lock::LockName& name, const lock::WaitTicket
   SessionStore::start_withdraw(name, ticket);
 }
 
-std::vector<int> SqlStore::guarded_descriptors() const
-{
-  std::vector<int> sockets;
-  for (const auto& [name, n] : m_named) {
-    int fd = n.held && n.session->owned() && !n.session->broken() ? n.session->socket() : -1;
-    if (fd >= 0) {
-      sockets.push_back(fd);
-    }
-  }
-  return sockets;
-}
-
 void SqlStore::granted(const std::string& name)
 {
   Named& n = m_named.at(name);

@@ -40,9 +40,6 @@ public:
   // A gate's waiter (wait, barrier, latch) is the gates' to forget; a lock waiter, nothing.
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
   lock::Coordination* coordination() noexcept override { return m_gates.get(); }
-  // The sockets of the sessions that hold locks: the command's guard keeps them open, so that
-  // the server frees a lock of a dlock killed with SIGKILL only once its command is dead.
-  std::vector<int> guarded_descriptors() const override;
 
   void watch(util::EventLoop& loop) override;
   // Keeps every session that holds a lock (ending it would free the lock under a running
