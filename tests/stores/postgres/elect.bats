@@ -117,3 +117,22 @@ elected() {
   cat "$T/watch.out"
   [ "$(wc -l <"$T/watch.out")" -eq 2 ]
 }
+
+@test "postgres elect: the leader's session is kept open by its command's guard too, so that a SIGKILLed dlock's lock is freed only once the command is dead" {
+  command -v ss >/dev/null || skip "needs ss (iproute2)"
+  elected kept kg "v1"
+  local pid=$BG_PID cmd guard
+  cmd=$(cat "$T/kept.pid")
+  guard=$(ps -o ppid= -p "$cmd" | tr -d ' ')
+  [ -n "$guard" ] && [ "$guard" != "$pid" ]
+  # the lock's connection to the server: dlock's, and the guard's copy (never the command's)
+  run -0 ss -tnpH state established "( dport = :$PG_PORT )"
+  echo "$output"
+  [[ $output == *"pid=$guard,"* ]]
+  [[ $output == *"pid=$pid,"* ]]
+  [[ $output != *"pid=$cmd,"* ]]
+  # dlock SIGKILLed: the guard kills the command, then exits, which ends the session
+  kill -KILL "$pid"
+  wait_for "gone $cmd" 10
+  wait_for '! "$DLOCK" leader kg >/dev/null' 10
+}
