@@ -1,7 +1,7 @@
 # bash completion for dlock(1)                                  -*- shell-script -*-
 # Installed as share/bash-completion/completions/dlock; also works when sourced on its own.
-# With the bash-completion package loaded, the words after "dlock run ... --" complete as
-# that command's own arguments.
+# With the bash-completion package loaded, the words after "dlock run ... --" (or
+# "dlock elect ... --") complete as that command's own arguments.
 
 # Whether option $1 takes a value (so the next word is neither a subcommand nor an option).
 _dlock_takes_value()
@@ -12,7 +12,7 @@ _dlock_takes_value()
             -E | --conflict-exit-code | -c | --command | --on-lost | --kill-after | --max-hold | \
             --limit | --wait-replicas | --wait-replicas-timeout | --token | --while-pid | \
             --parties | --count | --expire | --config | --metrics-dir | --min-hold | --lock-delay | \
-            --note)
+            --note | --value)
             return 0
             ;;
     esac
@@ -60,7 +60,7 @@ _dlock()
     local global_opts='-u --url --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-server-name
         --prefix --connect-timeout -v --verbose -q --quiet --syslog --config'
 
-    # Find the subcommand, and for run the "--" before the command.
+    # Find the subcommand, and for run and elect the "--" before the command.
     local i w sub= dashdash=0 skip=0
     for ((i = 1; i < cword; i++)); do
         w=${words[i]}
@@ -79,7 +79,7 @@ _dlock()
         [[ -z $sub ]] && sub=$w
     done
 
-    # After "dlock run ... --": the command and its arguments.
+    # After "dlock run ... --" (or elect's): the command and its arguments.
     if ((dashdash)); then
         if declare -F _command_offset >/dev/null; then
             _command_offset $((first[dashdash] + 1))
@@ -130,7 +130,7 @@ _dlock()
         --prefix | --connect-timeout | -k | --key | -t | --ttl | -w | --wait | --timeout | \
             -E | --conflict-exit-code | --kill-after | --max-hold | --limit | --wait-replicas | \
             --wait-replicas-timeout | --token | --while-pid | --parties | --count | --expire | \
-            --min-hold | --lock-delay | --note)
+            --min-hold | --lock-delay | --note | --value)
             return 0 # free text: nothing to offer
             ;;
     esac
@@ -141,7 +141,7 @@ _dlock()
             if [[ $cur == -* ]]; then
                 opts="-h --help --version $global_opts"
             else
-                opts='run status list acquire renew release wait barrier latch'
+                opts='run status list acquire renew release wait barrier latch elect leader'
             fi
             mapfile -t COMPREPLY < <(compgen -W "$opts" -- "$cur")
             return 0
@@ -153,8 +153,18 @@ _dlock()
                 --export-password --record-command --metrics-dir --min-hold --lock-delay
                 --replace --supersede --note'
             ;;
+        elect)
+            opts='-h --help -k --key -t --ttl -w --wait --timeout -n --no-wait -x --exclusive
+                -s --shared --limit --fair -E --conflict-exit-code --wait-replicas
+                --wait-replicas-timeout -c --command --on-lost --kill-after --max-hold
+                --export-password --record-command --metrics-dir --min-hold --lock-delay
+                --replace --supersede --note --value --keep-campaigning'
+            ;;
         status | list)
             opts='-h --help --json'
+            ;;
+        leader)
+            opts='-h --help --json --watch'
             ;;
         acquire)
             opts='-h --help -k --key -t --ttl -w --wait --timeout -n --no-wait -x --exclusive

@@ -23,8 +23,8 @@ function __fish_dlock_subcommand
     return 1
 end
 
-# Whether the subcommand is one of the arguments, and "--" (the start of run's command) has
-# not been typed yet.
+# Whether the subcommand is one of the arguments, and "--" (the start of run's or elect's
+# command) has not been typed yet.
 function __fish_dlock_using
     set -l sub (__fish_dlock_subcommand)
     or return 1
@@ -63,46 +63,55 @@ complete -c dlock -n 'not __fish_dlock_subcommand' -a release -d 'Release a lock
 complete -c dlock -n 'not __fish_dlock_subcommand' -a wait -d 'Block until a lock is free; take nothing'
 complete -c dlock -n 'not __fish_dlock_subcommand' -a barrier -d 'Block until N callers have arrived'
 complete -c dlock -n 'not __fish_dlock_subcommand' -a latch -d 'Set, count down or wait for a count-down latch'
+complete -c dlock -n 'not __fish_dlock_subcommand' -a elect -d 'Campaign for leadership; run a command while leader'
+complete -c dlock -n 'not __fish_dlock_subcommand' -a leader -d 'Show who leads'
 
 # Options shared by several subcommands.
-complete -c dlock -n '__fish_dlock_using run status list acquire renew release wait barrier latch' -s h -l help -d 'Print help and exit'
-complete -c dlock -n '__fish_dlock_using run acquire renew release' -s k -l key -x -d 'Lock name (repeat it for several)'
+complete -c dlock -n '__fish_dlock_using run status list acquire renew release wait barrier latch elect leader' -s h -l help -d 'Print help and exit'
+complete -c dlock -n '__fish_dlock_using run elect acquire renew release' -s k -l key -x -d 'Lock name (repeat it for several)'
 complete -c dlock -n '__fish_dlock_using wait barrier latch' -s k -l key -x -d 'Lock, barrier or latch name'
-complete -c dlock -n '__fish_dlock_using run acquire' -s t -l ttl -x -d 'Lease length (min 1s)'
-complete -c dlock -n '__fish_dlock_using run acquire wait barrier' -s w -l wait -x -d 'Give up after waiting D'
-complete -c dlock -n '__fish_dlock_using run acquire wait barrier' -l timeout -x -d 'Give up after waiting D (flock name of --wait)'
-complete -c dlock -n '__fish_dlock_using run acquire' -s n -l no-wait -d 'Give up at once if the lock is held'
-complete -c dlock -n '__fish_dlock_using run acquire' -s x -l exclusive -d 'Exclusive lock (the default; for flock compatibility)'
-complete -c dlock -n '__fish_dlock_using run acquire' -s s -l shared -d 'Shared (read) lock: many shared holders, or one exclusive'
-complete -c dlock -n '__fish_dlock_using run acquire' -l limit -x -d 'Semaphore: up to N holders at once (same N for all)'
-complete -c dlock -n '__fish_dlock_using run acquire' -l fair -d 'First come, first served among waiters (exclusive lock only)'
-complete -c dlock -n '__fish_dlock_using run acquire' -s E -l conflict-exit-code -x -d 'Exit status when the lock is not obtained'
+complete -c dlock -n '__fish_dlock_using run elect acquire' -s t -l ttl -x -d 'Lease length (min 1s)'
+complete -c dlock -n '__fish_dlock_using run elect acquire wait barrier' -s w -l wait -x -d 'Give up after waiting D'
+complete -c dlock -n '__fish_dlock_using run elect acquire wait barrier' -l timeout -x -d 'Give up after waiting D (flock name of --wait)'
+complete -c dlock -n '__fish_dlock_using run elect acquire' -s n -l no-wait -d 'Give up at once if the lock is held'
+complete -c dlock -n '__fish_dlock_using run elect acquire' -s x -l exclusive -d 'Exclusive lock (the default; for flock compatibility)'
+complete -c dlock -n '__fish_dlock_using run elect acquire' -s s -l shared -d 'Shared (read) lock: many shared holders, or one exclusive'
+complete -c dlock -n '__fish_dlock_using run elect acquire' -l limit -x -d 'Semaphore: up to N holders at once (same N for all)'
+complete -c dlock -n '__fish_dlock_using run elect acquire' -l fair -d 'First come, first served among waiters (exclusive lock only)'
+complete -c dlock -n '__fish_dlock_using run elect acquire' -s E -l conflict-exit-code -x -d 'Exit status when the lock is not obtained'
 complete -c dlock -n '__fish_dlock_using wait barrier latch' -s E -l conflict-exit-code -x -d 'Exit status when --wait runs out'
-complete -c dlock -n '__fish_dlock_using run acquire renew' -l wait-replicas -x -d 'Count the lock only once N replicas have it (Redis WAIT)'
-complete -c dlock -n '__fish_dlock_using run acquire renew' -l wait-replicas-timeout -x -d 'How long to wait for the replicas (default ttl/10)'
+complete -c dlock -n '__fish_dlock_using run elect acquire renew' -l wait-replicas -x -d 'Count the lock only once N replicas have it (Redis WAIT)'
+complete -c dlock -n '__fish_dlock_using run elect acquire renew' -l wait-replicas-timeout -x -d 'How long to wait for the replicas (default ttl/10)'
 complete -c dlock -n '__fish_dlock_using status list acquire latch' -l json -d 'One JSON document'
-complete -c dlock -n '__fish_dlock_using run acquire' -l min-hold -x -d 'Keep the lock taken at least D from acquisition (once per period)'
-complete -c dlock -n '__fish_dlock_using run acquire' -l lock-delay -x -d 'If this lease ends without a release, keep the lock closed D more'
-complete -c dlock -n '__fish_dlock_using run acquire' -l replace -d 'Take over: ask the holder to stop and release'
-complete -c dlock -n '__fish_dlock_using run acquire' -l supersede -d 'Newest waiter wins: older --supersede waiters give up'
-complete -c dlock -n '__fish_dlock_using run acquire' -l note -x -d 'Why it is held (shown by status, list and conflicts)'
+complete -c dlock -n '__fish_dlock_using leader' -l json -d 'One JSON document (one per change with --watch)'
+complete -c dlock -n '__fish_dlock_using run elect acquire' -l min-hold -x -d 'Keep the lock taken at least D from acquisition (once per period)'
+complete -c dlock -n '__fish_dlock_using run elect acquire' -l lock-delay -x -d 'If this lease ends without a release, keep the lock closed D more'
+complete -c dlock -n '__fish_dlock_using run elect acquire' -l replace -d 'Take over: ask the holder to stop and release'
+complete -c dlock -n '__fish_dlock_using run elect acquire' -l supersede -d 'Newest waiter wins: older --supersede waiters give up'
+complete -c dlock -n '__fish_dlock_using run elect acquire' -l note -x -d 'Why it is held (shown by status, list and conflicts)'
 
-# run
-complete -c dlock -n '__fish_dlock_using run' -s c -l command -x -a '(__fish_complete_command)' -d 'Run STRING with /bin/sh -c'
-complete -c dlock -n '__fish_dlock_using run' -l on-lost -x -a 'stop ignore' -d 'When the lease is lost: stop or ignore'
-complete -c dlock -n '__fish_dlock_using run' -l kill-after -x -d 'Grace between SIGTERM and SIGKILL'
-complete -c dlock -n '__fish_dlock_using run' -l max-hold -x -d 'Stop the command after D (exit 124)'
+# run (and elect)
+complete -c dlock -n '__fish_dlock_using run elect' -s c -l command -x -a '(__fish_complete_command)' -d 'Run STRING with /bin/sh -c'
+complete -c dlock -n '__fish_dlock_using run elect' -l on-lost -x -a 'stop ignore' -d 'When the lease is lost: stop or ignore'
+complete -c dlock -n '__fish_dlock_using run elect' -l kill-after -x -d 'Grace between SIGTERM and SIGKILL'
+complete -c dlock -n '__fish_dlock_using run elect' -l max-hold -x -d 'Stop the command after D (exit 124)'
 complete -c dlock -n '__fish_dlock_using acquire' -l keep -d 'A detached holder renews the lease until release or the script ends'
 complete -c dlock -n '__fish_dlock_using acquire' -l while-pid -x -a '(__fish_complete_pids)' -d 'With --keep: hold while process PID lives'
 complete -c dlock -n '__fish_dlock_using acquire' -l max-hold -x -d 'With --keep: release after D'
 complete -c dlock -n '__fish_dlock_using acquire' -l on-lost -x -a 'signal:TERM signal:INT signal:USR1' -d 'With --keep: signal the script if the lease is lost'
-complete -c dlock -n '__fish_dlock_using run' -l metrics-dir -x -a '(__fish_complete_directories)' -d 'Write a Prometheus text file per key there'
-complete -c dlock -n '__fish_dlock_using run' -l export-password -d 'Let the command see DLOCK_PASSWORD and a password in DLOCK_URL'
-complete -c dlock -n '__fish_dlock_using run' -l record-command -d 'Record the whole command line for status and list'
+complete -c dlock -n '__fish_dlock_using run elect' -l metrics-dir -x -a '(__fish_complete_directories)' -d 'Write a Prometheus text file per key there'
+complete -c dlock -n '__fish_dlock_using run elect' -l export-password -d 'Let the command see DLOCK_PASSWORD and a password in DLOCK_URL'
+complete -c dlock -n '__fish_dlock_using run elect' -l record-command -d 'Record the whole command line for status and list'
+
+# elect (besides run's options) and leader
+complete -c dlock -n '__fish_dlock_using elect' -l value -x -d "What the leader proclaims, shown by 'dlock leader'"
+complete -c dlock -n '__fish_dlock_using elect' -l keep-campaigning -d 'After the command exits or leadership is lost, campaign again'
+complete -c dlock -n '__fish_dlock_using leader' -l watch -d 'Print a line at each change of leader, until a signal'
+
 # After "--": the command, then its own arguments (completed as that command would be).
 function __fish_dlock_after_dashdash
     set -l tokens (commandline -opc)
-    test "$(__fish_dlock_subcommand)" = run
+    contains -- "$(__fish_dlock_subcommand)" run elect
     and contains -- -- $tokens
 end
 function __fish_dlock_complete_command

@@ -42,9 +42,14 @@ struct Leadership {
       return "no leader";
     }
     const lock::HolderInfo& h = status.holder;
-    std::string who = h.host.empty() && h.user.empty()
-                        ? h.describe()
-                        : fmt::format("{} pid {}", holder_name(h), h.pid);
+    // Another client's leader: what the store could say of it (etcd: "etcdctl lock (lease …)").
+    const bool foreign = h.host.empty() && h.user.empty();
+    const bool unnamed = h.command.empty() || h.command == lock::HolderInfo::not_dlock().command;
+    const bool says_so = h.command.starts_with("not dlock"); // etcd: "not dlock (lease …)"
+    std::string who = !foreign  ? fmt::format("{} pid {}", holder_name(h), h.pid)
+                      : unnamed ? std::string("not dlock")
+                      : says_so ? util::printable(h.command)
+                                : "not dlock: " + util::printable(h.command);
     std::string text = fmt::format("{} ({}", h.value.empty() ? "-" : util::printable(h.value), who);
     if (h.acquired_ms > 0) {
       text += ", since " + util::format_rfc3339(h.acquired_ms);

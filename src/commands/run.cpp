@@ -190,6 +190,7 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
     spec.unset.insert(spec.unset.end(), {"DLOCK_FENCING_TOKEN", "DLOCK_FENCING_TOKENS"});
   }
   spec.inherit = context.store.inherited_descriptors();
+  spec.hold = context.store.lease_descriptors();
   CommandEnd end;
   context.store.limit_blocking(policy.lease.request_timeout());
   Supervisor supervisor(context.store, hold::KeptLock{names, token, options.kind, options.ttl},

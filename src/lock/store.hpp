@@ -301,6 +301,10 @@ public:
   // Descriptors the command inherits while the locks are held: file://'s lock files, as
   // flock(1) gives them to its command; every other descriptor of dlock's is closed for it.
   virtual std::vector<int> inherited_descriptors() const { return {}; }
+  // Descriptors whose close ends a held lock (a database session's socket), which the guard
+  // keeps open till the command's tree is dead: a dlock killed outright must not free the lock
+  // while its command still runs. A lease's store has none.
+  virtual std::vector<int> lease_descriptors() const { return {}; }
 
   // One lock's state (blocking until deadline).
   virtual LockStatus status(const LockName& name, util::TimePoint deadline) = 0;

@@ -194,6 +194,13 @@ void ProcessGroup::spawn(const CommandSpec& spec)
   request.a = static_cast<std::int64_t>(payload.size());
   request.b = static_cast<std::int64_t>(spec.inherit.size());
 
+  if (!spec.hold.empty() && spec.hold.size() <= guard::most_inherited) {
+    guard::Message keep;
+    keep.kind = guard::hold;
+    keep.b = static_cast<std::int64_t>(spec.hold.size());
+    pass_descriptors(spec.hold); // queued before the request that says to expect them
+    send(&keep, sizeof keep);
+  }
   m_may_take_terminal = m_tty && !group_has_siblings();
   hand_terminal_over();
   pass_descriptors(spec.inherit); // queued before the request that says to expect them

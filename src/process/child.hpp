@@ -22,6 +22,10 @@ struct CommandSpec {
   // other descriptor but 0, 1 and 2: a command that drops privileges must not inherit
   // dlock's store session.
   std::vector<int> inherit;
+  // dlock's descriptors whose close ends the lock (a database session's socket): the guard
+  // keeps copies, never the command's, until the command's whole tree is dead, so that a
+  // dlock killed outright does not free the lock while its command still runs.
+  std::vector<int> hold;
 };
 
 // Something that happened to the command, as its guard reports it.

@@ -340,6 +340,12 @@ private:
     }
     if (message.kind == spawn) {
       do_spawn(message);
+    } else if (message.kind == hold) {
+      // Kept, close-on-exec, until the guard exits (after kill_tree): never the command's.
+      for (int fd : receive_descriptors(m_passing, message.b)) {
+        ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+        m_held.push_back(fd);
+      }
     } else if (message.kind == deadlines) {
       if (m_term_sent) {
         // Stopping has begun: a later renewal may not give the command more time.
@@ -395,7 +401,9 @@ private:
     for (int fd = 0; fd <= 2 && null >= 0; ++fd) {
       ::dup2(null, fd);
     }
-    close_all_except({0, 1, 2, m_requests, m_reports, m_passing, m_signals});
+    std::vector<int> keep{0, 1, 2, m_requests, m_reports, m_passing, m_signals};
+    keep.insert(keep.end(), m_held.begin(), m_held.end());
+    close_all_except(keep);
   }
 
   int m_requests;
@@ -403,6 +411,7 @@ private:
   int m_passing;
   sigset_t m_command_mask;
   int m_signals = -1;
+  std::vector<int> m_held; // Request hold's descriptors: the lock lives while the guard does
   pid_t m_command = -1;
   bool m_command_done = false;
   int m_status = 0;

@@ -22,6 +22,7 @@ enum Request : std::int32_t {
   spawn = 1,     // value: argc; a: bytes of NUL-terminated argv then environment that follow;
                  // b: descriptors for the command, sent before it on the passing socket
   deadlines = 2, // a, b: SIGTERM and SIGKILL times, steady_clock nanoseconds
+  hold = 3,      // b: descriptors the guard keeps till the command's tree is dead, sent before
 };
 
 // From the guard to dlock.

@@ -10,7 +10,7 @@ BASH_COMPLETION=$ROOT/completions/dlock.bash
 ZSH_COMPLETION=$ROOT/completions/_dlock
 FISH_COMPLETION=$ROOT/completions/dlock.fish
 
-SUBCOMMANDS=(run status list acquire renew release wait barrier latch)
+SUBCOMMANDS=(run status list acquire renew release wait barrier latch elect leader)
 
 # --help and the rendered man page, computed once for the file.
 setup_file() {
@@ -128,13 +128,19 @@ bash_complete() {
 }
 
 @test "the man page documents every subcommand and its options in its own subsection" {
-  local text section sub opt
+  local text section sub opt run_section
   text=$(render_man)
+  run_section=$(man_subsection "$text" run)
   for sub in $(help_subcommands); do
     section=$(man_subsection "$text" "$sub")
     [ -n "$section" ] || fail "COMMANDS has no subsection for $sub"
     for opt in $(help_options "$sub"); do
       [ "$opt" = -h ] || [ "$opt" = --help ] && continue # documented once, under OPTIONS
+      # elect's subsection refers to run's for the options they share
+      if [ "$sub" = elect ] && help_options run | grep -qxF -- "$opt"; then
+        has_option "$run_section" "$opt" || fail "the run subsection (for elect) lacks $opt"
+        continue
+      fi
       has_option "$section" "$opt" || fail "the $sub subsection lacks $opt"
     done
   done
@@ -234,11 +240,13 @@ bash_complete() {
 
 @test "bash completion: subcommands, --on-lost values, files, the command after --" {
   run -0 bash_complete "dlock "
-  assert_equal "$(echo $(sort <<<"$output"))" "acquire barrier latch list release renew run status wait"
+  assert_equal "$(echo $(sort <<<"$output"))" "acquire barrier elect latch leader list release renew run status wait"
   run -0 bash_complete "dlock -u redis://h:6379 run --on-lost "
   assert_equal "$(echo $(sort <<<"$output"))" "ignore stop"
   run -0 bash_complete "dlock --url=redis://h:6379 run --on-lost=i"
   assert_output ignore
+  run -0 bash_complete "dlock elect --value leader-1 --on-lost "
+  assert_equal "$(echo $(sort <<<"$output"))" "ignore stop"
   local tmp=$BATS_TEST_TMPDIR
   touch "$tmp/secret.pass" "$tmp/ca.pem"
   run -0 bash_complete "dlock --password-file $tmp/sec"
@@ -249,7 +257,11 @@ bash_complete() {
   done
   run -0 bash_complete "dlock --prefix run run -k x -- bas"
   assert_line bash
+  run -0 bash_complete "dlock elect -k x --value v --keep-campaigning -- bas"
+  assert_line bash
   run -0 bash_complete "dlock status "
+  assert_output ''
+  run -0 bash_complete "dlock leader --watch "
   assert_output ''
 }
 
@@ -268,6 +280,8 @@ bash_complete() {
     done
   done
   run -0 fish_complete "dlock run --on-lost "
+  assert_equal "$(echo $(sort <<<"$output"))" "ignore stop"
+  run -0 fish_complete "dlock elect --on-lost "
   assert_equal "$(echo $(sort <<<"$output"))" "ignore stop"
   touch "$BATS_TEST_TMPDIR/secret.pass"
   run -0 fish_complete "dlock --password-file $BATS_TEST_TMPDIR/sec"

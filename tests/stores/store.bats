@@ -1164,10 +1164,12 @@ leads() { wait_for "\"\$DLOCK\" leader '$2' 2>/dev/null | grep -q '^$1 '" 20; }
   [ "$(tail -n1 "$T/watch.out")" = "no leader" ]
   # --json: one document per change
   start_bg jwatch "$DLOCK" leader lw --watch --json
+  local jwatch=$BG_PID
   wait_for "grep -q '\"leader\":false' '$T/jwatch.out'" 10
   candidate c lw
   wait_for "grep -q '\"value\":\"c\"' '$T/jwatch.out'" 10
-  kill -TERM "$BG_PID"
+  kill -TERM "$jwatch"
+  wait "$jwatch" || true
   touch "$T/c.go"
   [ "$(wc -l <"$T/jwatch.out")" -eq 2 ]
 }

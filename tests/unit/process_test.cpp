@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -155,6 +156,45 @@ TEST(ProcessGroup, SigkillsACommandThatIgnoresSigterm)
   CommandEvent end = next_end_event(group);
   EXPECT_EQ(end.kind, CommandEvent::Kind::exited);
   EXPECT_EQ(end.signal, SIGKILL);
+}
+
+TEST(ProcessGroup, TheGuardKeepsALeaseDescriptorTillTheCommandIsDeadAndNeverGivesItToIt)
+{
+  int lease[2];
+  ASSERT_EQ(::pipe2(lease, O_CLOEXEC), 0);
+  std::string seen = temp_path("held-fds");
+  {
+    ProcessGroup group(current_mask());
+    CommandSpec spec;
+    // What the command's descriptors are, as it sees them.
+    spec.argv = {"/bin/sh", "-c",
+                 "for f in /proc/$$/fd/*; do readlink \"$f\"; done >\"$0\"; exec sleep 100", seen};
+    spec.hold = {lease[1]};
+    struct stat pipe_stat {};
+    ASSERT_EQ(::fstat(lease[1], &pipe_stat), 0);
+    const std::string lease_link = "pipe:[" + std::to_string(pipe_stat.st_ino) + "]";
+    group.spawn(spec);
+    ::close(lease[1]); // dlock's copy: the guard's is the one left
+    pollfd fd{.fd = lease[0], .events = POLLIN, .revents = 0};
+    EXPECT_EQ(::poll(&fd, 1, 200), 0) << "the guard let go of the lease while the command runs";
+    for (int i = 0; i < 500 && ::access(seen.c_str(), F_OK) != 0; ++i) {
+      std::this_thread::sleep_for(10ms);
+    }
+    std::this_thread::sleep_for(50ms); // the list is written whole
+    std::ifstream listed(seen);
+    std::string line;
+    int lines = 0;
+    while (std::getline(listed, line)) {
+      ++lines;
+      EXPECT_NE(line, lease_link) << "the command got the lease's descriptor";
+    }
+    EXPECT_GE(lines, 3);
+  } // dlock goes: the guard kills the command, then exits, and the lease goes with it
+  pollfd fd{.fd = lease[0], .events = POLLIN, .revents = 0};
+  EXPECT_EQ(::poll(&fd, 1, 5000), 1);
+  EXPECT_NE(fd.revents & POLLHUP, 0) << "the guard kept the lease after it ended";
+  ::close(lease[0]);
+  std::remove(seen.c_str());
 }
 
 TEST(ProcessGroup, ScriptsWithoutShebangRunThroughBinSh)

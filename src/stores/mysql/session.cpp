@@ -116,6 +116,11 @@ Session::~Session()
   mariadb().mysql_close(m_conn);
 }
 
+int Session::descriptor() const noexcept
+{
+  return m_conn == nullptr ? -1 : int(mariadb().mysql_get_socket(m_conn));
+}
+
 bool Session::over_tcp() const noexcept
 {
   if (m_conn == nullptr) {

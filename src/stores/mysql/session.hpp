@@ -73,6 +73,7 @@ public:
   void watch(util::EventLoop& loop) override;
   bool busy() const noexcept override { return m_step != Step::idle || !m_queue.empty(); }
   bool connecting() const noexcept override { return m_step == Step::connecting; }
+  int descriptor() const noexcept override;
   // Whether it runs over TCP (not a unix socket): the server's keepalives then apply.
   bool over_tcp() const noexcept;
 

@@ -118,6 +118,8 @@ void Session::query_blocking(std::string sql, Callback done)
   }
 }
 
+int Session::descriptor() const noexcept { return m_conn == nullptr ? -1 : pq().PQsocket(m_conn); }
+
 void Session::watch(util::EventLoop& loop)
 {
   if (watch_ended(loop)) {

@@ -91,6 +91,7 @@ public:
   void cancel() noexcept override;
   bool busy() const noexcept override { return m_in_flight || !m_queue.empty() || m_connecting; }
   bool connecting() const noexcept override { return m_connecting; }
+  int descriptor() const noexcept override;
   // Hands each notification the session receives (LISTEN) to notified, by channel.
   void on_notify(std::function<void(const std::string&)> notified)
   {

@@ -36,6 +36,8 @@ public:
   virtual void cancel() noexcept {}
   virtual bool busy() const noexcept = 0;
   virtual bool connecting() const noexcept = 0;
+  // The connection's socket (-1: none), whose close ends the session and its locks.
+  virtual int descriptor() const noexcept = 0;
 
   // Called once when the connection ends, before the answers it still owes (which fail).
   void on_end(std::function<void(const Error&)> ended) { m_on_end = std::move(ended); }

@@ -701,6 +701,17 @@ void SqlStore::apply_policy(lock::LockStatus& status, std::int64_t holder_sessio
   }
 }
 
+std::vector<int> SqlStore::lease_descriptors() const
+{
+  std::vector<int> fds;
+  for (const auto& [name, n] : m_named) {
+    if (n.held && n.session && !n.session->broken() && n.session->descriptor() >= 0) {
+      fds.push_back(n.session->descriptor());
+    }
+  }
+  return fds;
+}
+
 void SqlStore::watch(util::EventLoop& loop)
 {
   for (auto it = m_named.begin(); it != m_named.end();) {

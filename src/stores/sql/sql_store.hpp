@@ -42,6 +42,8 @@ public:
   lock::Coordination* coordination() noexcept override { return m_gates.get(); }
 
   void watch(util::EventLoop& loop) override;
+  // The sockets of the sessions that hold a lock.
+  std::vector<int> lease_descriptors() const override;
   // Keeps every session that holds a lock (ending it would free the lock under a running
   // command); the others are cancelled and closed, which ends a wait in the server.
   void abandon() noexcept override;
