@@ -282,18 +282,13 @@ void SqlStore::fenced(std::int64_t fence)
   answer(std::move(outcome));
 }
 
-void SqlStore::no_fencing(const std::string& why)
-{
-  m_fencing = false; // no right to create or write it, or a read-only server
-  util::log_verbose("no fencing token: {}", why);
-  fenced(0);
-}
+void SqlStore::no_fencing(const std::string& why) { no_fencing(std::string(), why); }
 
 void SqlStore::no_fencing(const std::string& name, const std::string& why)
 {
-  m_fencing = false;
+  m_fencing = false; // no right to create or write it, or a read-only server
   util::log_verbose("no fencing token: {}", why);
-  fenced(name, 0);
+  fenced(name, 0); // a name not taken here (none given): answered alone
 }
 
 void SqlStore::holders_found(const std::string& name, const lock::AcquireRequest& request,
