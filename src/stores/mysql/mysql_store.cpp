@@ -88,34 +88,12 @@ const char* create_policy_sql =
   "newest_waiter VARBINARY(64) NOT NULL DEFAULT '', newest VARBINARY(4096) NOT NULL DEFAULT '', "
   "newest_until BIGINT NOT NULL DEFAULT 0)";
 
-// The columns of dlock_policy (p) a side record is read from, each cut to what dlock writes.
+// sql::policy_columns in MySQL's words (read back with sql::policy_row).
 std::string policy_columns()
 {
-  auto cut = [](const char* column, std::size_t bytes) {
+  return sql::policy_columns([](const char* column, std::size_t bytes) {
     return fmt::format("LEFT(CAST(p.{} AS BINARY), {})", column, bytes);
-  };
-  std::size_t record = lock::max_holder_record_bytes + 1;
-  return fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", cut("token_fp", 65),
-                     cut("session_id", 21), cut("holder", record), cut("hold_until", 21),
-                     cut("released", 6), cut("delay_ms", 21), cut("ended_at", 21),
-                     cut("replace_by", record), cut("newest_waiter", 65), cut("newest", record),
-                     cut("newest_until", 21));
-}
-
-// The side record from policy_columns, from column first on.
-sql::PolicyRow policy_row(const Rows& rows, int row, int first)
-{
-  return sql::parse_policy_row(sql::PolicyText{.token_fp = rows.text(row, first),
-                                               .session = rows.text(row, first + 1),
-                                               .holder = rows.text(row, first + 2),
-                                               .hold_until = rows.text(row, first + 3),
-                                               .released = rows.text(row, first + 4),
-                                               .delay_ms = rows.text(row, first + 5),
-                                               .ended_at = rows.text(row, first + 6),
-                                               .replace_by = rows.text(row, first + 7),
-                                               .newest_waiter = rows.text(row, first + 8),
-                                               .newest = rows.text(row, first + 9),
-                                               .newest_until = rows.text(row, first + 10)});
+  });
 }
 
 // Errors that say dlock_fence cannot be used: no right to create or write it, a read-only
@@ -1006,7 +984,7 @@ void MysqlStore::read_policy(const std::string& name, bool control_session, bool
         PolicyRead read;
         read.now = a.rows.number(0, 0);
         if (a.rows.number(0, 1) == 1) {
-          read.row = policy_row(a.rows, 0, 2);
+          read.row = sql::policy_row(a.rows, 0, 2);
         }
         then(std::move(read));
       },
@@ -1139,7 +1117,7 @@ std::vector<sql::SqlStore::NamedPolicy> MysqlStore::list_policies(util::TimePoin
   for (int i = 0; i < a.rows.count(); ++i) {
     now = a.rows.number(i, 0);
     found.push_back(
-      NamedPolicy{a.rows.text(i, 1).substr(m_prefix.size()), policy_row(a.rows, i, 2)});
+      NamedPolicy{a.rows.text(i, 1).substr(m_prefix.size()), sql::policy_row(a.rows, i, 2)});
   }
   return found;
 }

@@ -88,30 +88,9 @@ std::string create_policy_table_sql(const std::string& home)
 
 std::string policy_columns()
 {
-  auto cut = [](const char* column, std::size_t bytes) {
+  return sql::policy_columns([](const char* column, std::size_t bytes) {
     return fmt::format("left(p.{}::pg_catalog.text, {})", column, bytes);
-  };
-  std::size_t record = lock::max_holder_record_bytes + 1;
-  return fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", cut("token_fp", 65),
-                     cut("session_id", 21), cut("holder", record), cut("hold_until", 21),
-                     cut("released", 6), cut("delay_ms", 21), cut("ended_at", 21),
-                     cut("replace_by", record), cut("newest_waiter", 65), cut("newest", record),
-                     cut("newest_until", 21));
-}
-
-sql::PolicyRow policy_row(const Rows& rows, int row, int first)
-{
-  return sql::parse_policy_row(sql::PolicyText{.token_fp = rows.text(row, first),
-                                               .session = rows.text(row, first + 1),
-                                               .holder = rows.text(row, first + 2),
-                                               .hold_until = rows.text(row, first + 3),
-                                               .released = rows.text(row, first + 4),
-                                               .delay_ms = rows.text(row, first + 5),
-                                               .ended_at = rows.text(row, first + 6),
-                                               .replace_by = rows.text(row, first + 7),
-                                               .newest_waiter = rows.text(row, first + 8),
-                                               .newest = rows.text(row, first + 9),
-                                               .newest_until = rows.text(row, first + 10)});
+  });
 }
 
 } // namespace dlock::postgres

@@ -35,10 +35,7 @@ std::string create_fence_table_sql(const std::string& home);
 std::string create_queue_table_sql(const std::string& home);
 // Creates dlock_policy (the side records of sql/policy.hpp) in home unless it is there.
 std::string create_policy_table_sql(const std::string& home);
-// The columns of dlock_policy (as p) a side record is read from, each cut to what dlock
-// writes, so that another tenant's huge value is never read whole.
+// sql::policy_columns in PostgreSQL's words (read back with sql::policy_row).
 std::string policy_columns();
-// The side record of those columns in rows, from column first on.
-sql::PolicyRow policy_row(const Rows& rows, int row, int first);
 
 } // namespace dlock::postgres

@@ -38,7 +38,7 @@ sql::SqlGates::Leadership leadership_of(const Rows& rows)
   std::int64_t acquired_ms = rows.null(0, 7) ? 0 : rows.number(0, 7);
   bool recorded = false;
   if (rows.truth(0, 8)) {
-    sql::PolicyRow row = policy_row(rows, 0, 9);
+    sql::PolicyRow row = sql::policy_row(rows, 0, 9);
     // the record is this session's holder's (not one it left when it ended)
     if (row.session == pid && row.holder && !row.token_fp.empty()) {
       leadership.holder = *row.holder;

@@ -973,7 +973,7 @@ void PostgresStore::select_policy(const std::string& name, bool control_session,
         PolicyRead read;
         read.now = a.rows.number(0, 0);
         if (a.rows.truth(0, 1)) {
-          read.row = policy_row(a.rows, 0, 2);
+          read.row = sql::policy_row(a.rows, 0, 2);
         }
         then(std::move(read));
       },
@@ -1105,7 +1105,7 @@ std::vector<sql::SqlStore::NamedPolicy> PostgresStore::list_policies(util::TimeP
   for (int i = 0; i < rows.rows.count(); ++i) {
     now = rows.rows.number(i, 0);
     found.push_back(
-      NamedPolicy{rows.rows.text(i, 1).substr(m_prefix.size()), policy_row(rows.rows, i, 2)});
+      NamedPolicy{rows.rows.text(i, 1).substr(m_prefix.size()), sql::policy_row(rows.rows, i, 2)});
   }
   return found;
 }

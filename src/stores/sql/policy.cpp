@@ -2,6 +2,8 @@
 
 #include "util/url.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 
@@ -81,6 +83,16 @@ std::optional<lock::HolderInfo> decode_holder(std::string_view text)
   }
   holder->note = parts[6];
   return holder;
+}
+
+std::string policy_columns(const std::function<std::string(const char*, std::size_t)>& cut)
+{
+  const std::size_t record = lock::max_holder_record_bytes + 1;
+  return fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", cut("token_fp", 65),
+                     cut("session_id", 21), cut("holder", record), cut("hold_until", 21),
+                     cut("released", 6), cut("delay_ms", 21), cut("ended_at", 21),
+                     cut("replace_by", record), cut("newest_waiter", 65), cut("newest", record),
+                     cut("newest_until", 21));
 }
 
 PolicyRow parse_policy_row(const PolicyText& text)

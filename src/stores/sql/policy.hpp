@@ -4,6 +4,7 @@
 #include "util/duration.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,6 +36,26 @@ struct PolicyText {
   std::string newest_waiter, newest, newest_until;
 };
 PolicyRow parse_policy_row(const PolicyText& text);
+
+// The columns of dlock_policy (as p) a side record is read from, in the order policy_row
+// takes them, each cut by cut(column, bytes) (the database's own SQL) to what dlock writes, so
+// that another tenant's huge value is never read whole.
+std::string policy_columns(const std::function<std::string(const char*, std::size_t)>& cut);
+// The side record of policy_columns' columns in rows (a database's answer), from column first.
+template<class Rows> PolicyRow policy_row(const Rows& rows, int row, int first)
+{
+  return parse_policy_row(PolicyText{.token_fp = rows.text(row, first),
+                                     .session = rows.text(row, first + 1),
+                                     .holder = rows.text(row, first + 2),
+                                     .hold_until = rows.text(row, first + 3),
+                                     .released = rows.text(row, first + 4),
+                                     .delay_ms = rows.text(row, first + 5),
+                                     .ended_at = rows.text(row, first + 6),
+                                     .replace_by = rows.text(row, first + 7),
+                                     .newest_waiter = rows.text(row, first + 8),
+                                     .newest = rows.text(row, first + 9),
+                                     .newest_until = rows.text(row, first + 10)});
+}
 
 // A holder as kept in one column: its fields joined by US (0x1f), '%' and US escaped; the
 // last, the value of dlock elect, is absent from the records of older dlocks.
