@@ -186,6 +186,10 @@ private:
   void gate_barrier(const std::string& name, const lock::GateRequest& request);
   void barrier_arrive(const std::string& name, const lock::GateRequest& request);
   void count_down_from(const std::string& name, int tries);
+  // Reads name's queue (its keys and their records) in one transaction for a gate, then calls
+  // seen with it and the revision read; a failure is the gate's outcome.
+  void read_queue_for_gate(const std::string& name,
+                           std::function<void(std::vector<Member>, std::int64_t revision)> seen);
   // Shut: the waiter waits on watched (deletions only, or every change) from revision on.
   void gate_shut(const std::string& name, lock::GateResult result, std::string watched, Wakes wakes,
                  std::int64_t revision);

@@ -133,43 +133,30 @@ void EtcdStore::gate_shut(const std::string& name, lock::GateResult result, std:
 // deletion of the oldest holder's key.
 void EtcdStore::gate_watch(const std::string& name, const lock::GateRequest& request)
 {
-  std::string prefix = lock_prefix(m_prefix, name);
-  std::string records = records_of(name);
   std::int64_t since = request.ticket.since;
   Millis cap = std::min(request.ticket.max_block, Millis(30'000));
-  m_client.post(
-    "/v3/kv/txn", queue_reads(prefix, records),
-    [this, name, prefix, records, since, cap](Answer& a) {
-      const Json* range = a.error ? nullptr : txn_range(a.body, 0);
-      if (!a.error && range == nullptr) {
-        a.error = Error(ExitCode::internal, "etcd at {} answered a transaction without its range",
-                        m_client.current());
-      }
-      if (a.error) {
-        m_answers.answer(Op::gate, a.error);
-        return;
-      }
-      std::vector<Member> queue = queue_of(*range, prefix, txn_range(a.body, 1), records);
-      std::size_t holding = holders_of(queue);
-      std::int64_t oldest = holding > 0 ? queue.front().kv.create_revision : 0;
-      std::int64_t newest = 0;
-      for (std::size_t i = 0; i < holding; ++i) {
-        newest = std::max(newest, queue[i].kv.create_revision);
-      }
-      if (holding == 0 || (since > 0 && oldest > since)) {
-        m_gates.erase(name);
-        Outcome open{.op = Op::gate};
-        open.gate.open = true;
-        m_answers.answer(std::move(open));
-        return;
-      }
-      lock::GateResult result;
-      result.since = since > 0 ? since : newest;
-      result.lock.holder = holder_of(queue.front().kv);
-      result.lock.holders = static_cast<std::int64_t>(holding);
-      result.block = std::max(cap, Millis(1));
-      gate_shut(name, result, queue.front().kv.key, Wakes::deletion, header_revision(a.body));
-    });
+  read_queue_for_gate(name,
+                      [this, name, since, cap](std::vector<Member> queue, std::int64_t revision) {
+                        std::size_t holding = holders_of(queue);
+                        std::int64_t oldest = holding > 0 ? queue.front().kv.create_revision : 0;
+                        std::int64_t newest = 0;
+                        for (std::size_t i = 0; i < holding; ++i) {
+                          newest = std::max(newest, queue[i].kv.create_revision);
+                        }
+                        if (holding == 0 || (since > 0 && oldest > since)) {
+                          m_gates.erase(name);
+                          Outcome open{.op = Op::gate};
+                          open.gate.open = true;
+                          m_answers.answer(std::move(open));
+                          return;
+                        }
+                        lock::GateResult result;
+                        result.since = since > 0 ? since : newest;
+                        result.lock.holder = holder_of(queue.front().kv);
+                        result.lock.holders = static_cast<std::int64_t>(holding);
+                        result.block = std::max(cap, Millis(1));
+                        gate_shut(name, result, queue.front().kv.key, Wakes::deletion, revision);
+                      });
 }
 
 // leader --watch: the term is the leader's (the queue's first key's) create revision, 0 when
@@ -180,12 +167,36 @@ void EtcdStore::gate_watch(const std::string& name, const lock::GateRequest& req
 void EtcdStore::gate_leader(const std::string& name, const lock::GateRequest& request)
 {
   std::string prefix = lock_prefix(m_prefix, name);
-  std::string records = records_of(name);
   std::int64_t seen = request.ticket.since;
   Millis cap = std::min(request.ticket.max_block, Millis(30'000));
+  read_queue_for_gate(name, [this, name, prefix, seen, cap](std::vector<Member> queue,
+                                                            std::int64_t revision) {
+    lock::GateResult result;
+    if (!queue.empty()) {
+      result.since = queue.front().kv.create_revision;
+      result.lock.holder = holder_of(queue.front().kv);
+      result.lock.holders = static_cast<std::int64_t>(holders_of(queue));
+    }
+    if (result.since != seen) {
+      m_gates.erase(name);
+      result.open = true;
+      m_answers.answer(Outcome{.op = Op::gate, .gate = result});
+      return;
+    }
+    result.block = std::max(cap, Millis(1));
+    const std::string& watched = queue.empty() ? prefix : queue.front().kv.key;
+    gate_shut(name, result, watched, queue.empty() ? Wakes::put_under : Wakes::deletion, revision);
+  });
+}
+
+void EtcdStore::read_queue_for_gate(
+  const std::string& name, std::function<void(std::vector<Member>, std::int64_t revision)> seen)
+{
+  std::string prefix = lock_prefix(m_prefix, name);
+  std::string records = records_of(name);
   m_client.post(
     "/v3/kv/txn", queue_reads(prefix, records),
-    [this, name, prefix, records, seen, cap](Answer& a) {
+    [this, prefix, records, seen = std::move(seen)](Answer& a) {
       const Json* range = a.error ? nullptr : txn_range(a.body, 0);
       if (!a.error && range == nullptr) {
         a.error = Error(ExitCode::internal, "etcd at {} answered a transaction without its range",
@@ -195,23 +206,7 @@ void EtcdStore::gate_leader(const std::string& name, const lock::GateRequest& re
         m_answers.answer(Op::gate, a.error);
         return;
       }
-      std::vector<Member> queue = queue_of(*range, prefix, txn_range(a.body, 1), records);
-      lock::GateResult result;
-      if (!queue.empty()) {
-        result.since = queue.front().kv.create_revision;
-        result.lock.holder = holder_of(queue.front().kv);
-        result.lock.holders = static_cast<std::int64_t>(holders_of(queue));
-      }
-      if (result.since != seen) {
-        m_gates.erase(name);
-        result.open = true;
-        m_answers.answer(Outcome{.op = Op::gate, .gate = result});
-        return;
-      }
-      result.block = std::max(cap, Millis(1));
-      const std::string& watched = queue.empty() ? prefix : queue.front().kv.key;
-      gate_shut(name, result, watched, queue.empty() ? Wakes::put_under : Wakes::deletion,
-                header_revision(a.body));
+      seen(queue_of(*range, prefix, txn_range(a.body, 1), records), header_revision(a.body));
     });
 }
 
