@@ -130,3 +130,19 @@ waiter_took() {
   echo "the waiter took the lock at +$((TAKEN - CUT)) ms"
   [ "$TAKEN" -gt "$LAST" ]
 }
+
+# An election's candidates in a partition test run `sh "$T/witness.sh" NAME` (elect_witness
+# writes it): the command appends "start NAME NS" to $T/witness as it starts, and "stop NAME
+# NS" once, at the first SIGTERM or SIGINT, or when $T/NAME.go appears (NS: date +%s%N).
+elect_witness() {
+  cat >"$T/witness.sh" <<'SCRIPT'
+echo "start $1 $(date +%s%N)" >>"$T/witness"
+trap 'trap "" TERM INT; echo "stop $1 $(date +%s%N)" >>"$T/witness"; exit 0' TERM INT
+until [ -e "$T/$1.go" ]; do sleep 0.02; done
+echo "stop $1 $(date +%s%N)" >>"$T/witness"
+SCRIPT
+}
+# witness_at EVENT NAME: the NS of the witness line "EVENT NAME NS", or nothing.
+witness_at() { awk -v e="$1" -v n="$2" '$1 == e && $2 == n { print $3; exit }' "$T/witness" 2>/dev/null; }
+# witness_order: the witness's events in the order of their times: "start a,stop a,start b,".
+witness_order() { sort -n -k3 "$T/witness" | cut -d' ' -f1,2 | tr '\n' ,; }

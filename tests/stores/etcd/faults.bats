@@ -208,16 +208,14 @@ new_leases() { comm -13 <(printf '%s\n' "$1") <(leases); }
 
 @test "partition of the leader: dlock elect's command in the namespace stops (76) before the standby's starts" {
   [ -z "${NETNS_SKIP:-}" ] || skip "$NETNS_SKIP"
-  # both commands append "start|stop WHO <ns>" to one witness; the leader's stops on SIGTERM
-  in_ns "$DLOCK" -u "$NS_URL" elect -k lead -t 4s --value in-ns -- sh -c '
-    trap '"'"'echo "stop ns $(date +%s%N)" >>"$0"; exit 0'"'"' TERM
-    echo "start ns $(date +%s%N)" >>"$0"; while :; do sleep 0.05; done' "$T/witness" \
+  elect_witness
+  touch "$T/root.go" # the standby's command ends once it has started
+  in_ns "$DLOCK" -u "$NS_URL" elect -k lead -t 4s --value in-ns -- sh "$T/witness.sh" ns \
     2>"$T/leader.err" 3>&- &
   local leader=$!
   echo "$leader" >>"$T/bg.pid"
   wait_for "grep -q 'start ns' '$T/witness'" 10
-  start_bg standby "$DLOCK" elect -k lead -t 4s --value in-root -w 30s -- sh -c '
-    echo "start root $(date +%s%N)" >>"$0"; echo "stop root $(date +%s%N)" >>"$0"' "$T/witness"
+  start_bg standby "$DLOCK" elect -k lead -t 4s --value in-root -w 30s -- sh "$T/witness.sh" root
   local standby=$BG_PID
   wait_for '[ "$(keys lead | wc -l)" = 2 ]' 10
   local cut
@@ -231,14 +229,12 @@ new_leases() { comm -13 <(printf '%s\n' "$1") <(leases); }
   wait "$standby"
   cat "$T/witness"
   local stopped started
-  # the first of each (a TERM from dlock and one from its guard may both reach the trap)
-  stopped=$(awk '$1 == "stop" && $2 == "ns" {print $3; exit}' "$T/witness")
-  started=$(awk '$1 == "start" && $2 == "root" {print $3; exit}' "$T/witness")
+  stopped=$(witness_at stop ns)
+  started=$(witness_at start root)
   echo "old leader's command stopped at +$(((stopped - cut) / 1000000)) ms, the standby's started at +$(((started - cut) / 1000000)) ms"
   [ -n "$stopped" ] && [ -n "$started" ]
   [ "$stopped" -lt "$started" ]
-  # in the witness's order too: the old leader's stop line comes before the standby's start
-  [ "$(grep -n '^stop ns' "$T/witness" | head -n 1 | cut -d: -f1)" -lt "$(grep -n '^start root' "$T/witness" | cut -d: -f1)" ]
+  [ "$(witness_order)" = "start ns,stop ns,start root,stop root," ]
 }
 
 # tenant_key NAME VALUE: another tenant of the store puts a key in dlock's lock NAME's queue

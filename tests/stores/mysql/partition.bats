@@ -43,20 +43,6 @@ waiting_sessions() {
   mysql_admin -e "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SELECT GET_LOCK(%' AND INFO NOT LIKE '%, 0)'"
 }
 
-# witness: writes $T/witness.sh, a command (sh witness.sh NAME) that appends "<ns> start NAME"
-# to $T/witness when it starts and "<ns> stop NAME" when SIGTERM ends it (date +%s%N), and runs
-# until then (a second SIGTERM to its group, the guard's, is ignored: date would die of it).
-witness() {
-  cat >"$T/witness.sh" <<'EOF'
-echo "$(date +%s%N) start $1" >>"$T/witness"
-trap 'trap "" TERM; echo "$(date +%s%N) stop $1" >>"$T/witness"; exit 0' TERM
-while :; do sleep 0.05; done
-EOF
-}
-
-# at EVENT: the time (ns) of the witness line "EVENT" ("start leader", "stop leader"), or nothing.
-at() { awk -v e="$1" '$2 " " $3 == e { print $1; exit }' "$T/witness" 2>/dev/null; }
-
 @test "partition: the holder's command is stopped (76) before the server frees the lock; a waiter gets it after" {
   ns_holder part 4s
   outside_waiter part 4s
@@ -69,12 +55,12 @@ at() { awk -v e="$1" '$2 " " $3 == e { print $1; exit }' "$T/witness" 2>/dev/nul
 }
 
 @test "partition of the leader: its command stops (76) before the standby's starts, once the server ended its session" {
-  witness
+  elect_witness
   in_ns "$DLOCK" -u "$NS_URL" elect -k lead -t 4s --value in-ns -- sh "$T/witness.sh" leader \
     2>"$T/leader.err" 3>&- &
   local leader=$!
   echo "$leader" >>"$T/bg.pid"
-  wait_for '[ -n "$(at "start leader")" ]' 10
+  wait_for '[ -n "$(witness_at start leader)" ]' 10
   run -0 "$DLOCK" leader lead
   [[ $output == *in-ns* ]]
   start_bg standby "$DLOCK" elect -k lead -t 4s --value outside -- sh "$T/witness.sh" standby
@@ -88,11 +74,11 @@ at() { awk -v e="$1" '$2 " " $3 == e { print $1; exit }' "$T/witness" 2>/dev/nul
   echo "the old leader's dlock exited $st at +$((($(date +%s%N) - cut) / 1000000)) ms"
   [ "$st" -eq 76 ]
   # the server ends the cut session (keepalives: about 5 s), then the standby leads
-  wait_for '[ -n "$(at "start standby")" ]' 30
+  wait_for '[ -n "$(witness_at start standby)" ]' 30
   cat "$T/witness"
   local stopped started
-  stopped=$(at "stop leader")
-  started=$(at "start standby")
+  stopped=$(witness_at stop leader)
+  started=$(witness_at start standby)
   [ -n "$stopped" ]
   echo "leader stopped at +$(((stopped - cut) / 1000000)) ms, standby started at +$(((started - cut) / 1000000)) ms"
   [ "$stopped" -lt "$started" ]

@@ -85,19 +85,14 @@ waiting_sessions() {
 }
 
 @test "partition of the leader: its command stops (76) before the standby's starts, once the server ended the cut session" {
-  # each command appends "start NAME NS" and "stop NAME NS" (date +%s%N) to the witness file;
-  # the stop line is written when dlock's SIGTERM comes (ignored from then on, by date too: a
-  # second SIGTERM to the group must not cut the line short)
-  local body='echo "start $1 $(date +%s%N)" >>"$T/witness"
-    trap '\''trap "" TERM; echo "stop $1 $(date +%s%N)" >>"$T/witness"; exit 0'\'' TERM
-    until [ -e "$T/$1.go" ]; do sleep 0.05; done; echo "stop $1 $(date +%s%N)" >>"$T/witness"'
-  in_ns "$DLOCK" -u "$NS_URL" elect -k pe -t 4s --value old -- sh -c "$body" sh old \
+  elect_witness
+  in_ns "$DLOCK" -u "$NS_URL" elect -k pe -t 4s --value old -- sh "$T/witness.sh" old \
     2>"$T/old.err" 3>&- &
   local old=$!
   echo "$old" >>"$T/bg.pid"
   wait_for "grep -qs '^start old' '$T/witness'" 10
   # the standby, in the root namespace (over loopback: not cut)
-  start_bg standby "$DLOCK" elect -k pe -t 4s --value new -- sh -c "$body" sh new
+  start_bg standby "$DLOCK" elect -k pe -t 4s --value new -- sh "$T/witness.sh" new
   local standby=$BG_PID
   wait_for '[ "$(waiting_sessions)" = 1 ]' 10
   partition
@@ -114,6 +109,5 @@ waiting_sessions() {
   wait "$standby"
   cat "$T/witness"
   # in the order of the events: old starts, old stops, new starts, new stops
-  run -0 sort -n -k3 "$T/witness"
-  [ "$(cut -d' ' -f1,2 <<<"$output" | tr '\n' ,)" = "start old,stop old,start new,stop new," ]
+  [ "$(witness_order)" = "start old,stop old,start new,stop new," ]
 }

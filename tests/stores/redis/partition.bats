@@ -70,17 +70,6 @@ teardown_file() {
   assert_output 0
 }
 
-# elect_witness WHO: the command of a candidate: appends "start WHO NS" to $T/witness when it
-# starts and "stop WHO NS" when it is stopped (the first SIGTERM or SIGINT: dlock may signal
-# both the command and its group), NS the time in ns.
-elect_witness() {
-  cat >"$T/witness.sh" <<'SCRIPT'
-echo "start $1 $(date +%s%N)" >>"$T/witness"
-trap 'trap "" TERM INT; echo "stop $1 $(date +%s%N)" >>"$T/witness"; exit 0' TERM INT
-while :; do sleep 0.02; done
-SCRIPT
-}
-
 @test "elect: a partition of the leader stops its command before the standby's starts, and it exits 76" {
   elect_witness
   in_ns "$DLOCK" -u "$NS_URL" elect -k lead -t 2s --value ns -- sh "$T/witness.sh" ns \
@@ -105,11 +94,11 @@ SCRIPT
   cat "$T/witness"
   # The old leader's command stopped before the new one started.
   local stopped started_at
-  stopped=$(sed -n 's/^stop ns //p' "$T/witness")
-  started_at=$(sed -n 's/^start root //p' "$T/witness")
+  stopped=$(witness_at stop ns)
+  started_at=$(witness_at start root)
   [ -n "$stopped" ] && [ "$stopped" -lt "$started_at" ]
   echo "the standby started $(((started_at - stopped) / 1000000)) ms after the leader stopped"
-  assert_equal "$(cut -d' ' -f1,2 "$T/witness" | tr '\n' ' ')" 'start ns stop ns start root '
+  assert_equal "$(witness_order)" 'start ns,stop ns,start root,'
   # The watcher saw the leadership pass to the standby (woken at the end of the lease).
   started watcher "grep -q '^root (' '$T/watcher.out'" "$watcher" 10
   cat "$T/watcher.out"

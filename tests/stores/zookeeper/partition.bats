@@ -38,18 +38,15 @@ teardown_file() {
 }
 
 @test "zookeeper partition of the elected leader: its command stops (76) before the standby's command starts" {
-  # Each command writes "start NAME NS" and "stop NAME NS" (date +%s%N) to the witness file.
+  elect_witness
   local witness=$T/witness
-  in_ns "$DLOCK" -u "$NS_URL" elect -k pel -t 3s --value ns-leader -- sh -c '
-    echo "start leader $(date +%s%N)" >>"$T/witness"
-    trap "trap \"\" TERM; echo \"stop leader \$(date +%s%N)\" >>\"\$T/witness\"; exit 143" TERM
-    while :; do sleep 0.05; done' 2>"$T/leader.err" 3>&- &
+  touch "$T/standby.go" # the standby's command ends once it has started
+  in_ns "$DLOCK" -u "$NS_URL" elect -k pel -t 3s --value ns-leader -- sh "$T/witness.sh" leader \
+    2>"$T/leader.err" 3>&- &
   local leader=$!
   echo "$leader" >>"$T/bg.pid"
   wait_for "grep -qs '^start leader' '$witness'" 10
-  start_bg standby "$DLOCK" elect -k pel -t 3s --value standby -w 60s -- sh -c '
-    echo "start standby $(date +%s%N)" >>"$T/witness"
-    echo "stop standby $(date +%s%N)" >>"$T/witness"'
+  start_bg standby "$DLOCK" elect -k pel -t 3s --value standby -w 60s -- sh "$T/witness.sh" standby
   local standby=$BG_PID
   wait_for "[ \"\$(waiters pel)\" = 1 ] || ! alive $standby" 10
   run -0 "$DLOCK" leader pel
@@ -64,10 +61,10 @@ teardown_file() {
   cat "$T/standby.err"
   [ "$st" -eq 0 ]
   cat "$witness"
-  [ "$(cut -d' ' -f1,2 "$witness" | tr '\n' ,)" = "start leader,stop leader,start standby,stop standby," ]
+  [ "$(witness_order)" = "start leader,stop leader,start standby,stop standby," ]
   local stopped started
-  stopped=$(awk '$1 == "stop" && $2 == "leader" { print $3 }' "$witness")
-  started=$(awk '$1 == "start" && $2 == "standby" { print $3 }' "$witness")
+  stopped=$(witness_at stop leader)
+  started=$(witness_at start standby)
   echo "the standby started $(((started - stopped) / 1000000)) ms after the old leader's command stopped"
   [ "$stopped" -lt "$started" ]
 }
