@@ -195,3 +195,18 @@ build_helper() {
   cc -O2 -static -o "$HELPER" "$BENCH_DIR/helper.c" 2>/dev/null || cc -O2 -o "$HELPER" "$BENCH_DIR/helper.c" ||
     die "could not compile bench/helper.c"
 }
+
+# start_every_store DIR [ZK_TICK_MS]: the servers of every store this dlock speaks, on free
+# loopback ports, data under DIR: redis-server (REDIS_PORT), PostgreSQL (PG_PORT), MariaDB and
+# ZooKeeper when this dlock has them (MYSQL_URL, ZK_URL: empty when not), and etcd.
+start_every_store() {
+  local dir=$1 tick=${2:-2000}
+  read -r REDIS_PORT PG_PORT MARIADB_PORT ETCD_PORT ETCD_PEER_PORT ZK_PORT < <(free_ports 6)
+  start_redis "$dir" "$REDIS_PORT"
+  start_postgres "$dir/pg" "$PG_PORT"
+  MYSQL_URL=""
+  if have_mariadb; then start_mariadb "$dir/mariadb" "$MARIADB_PORT"; fi
+  ZK_URL=""
+  if have_zookeeper; then start_zookeeper "$dir/zk" "$ZK_PORT" "$tick"; fi
+  start_etcd "$dir" "$ETCD_PORT" "$ETCD_PEER_PORT"
+}

@@ -83,17 +83,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'say "bench: stopped by SIGTERM" >&2; exit 143' TERM
 
-read -r REDIS_PORT PG_PORT MARIADB_PORT ETCD_PORT ETCD_PEER_PORT ZK_PORT < <(free_ports 6)
-
-start_redis "$TMP" "$REDIS_PORT"
-
-start_postgres "$TMP/pg" "$PG_PORT"
-MYSQL_URL=""
-if have_mariadb; then start_mariadb "$TMP/mariadb" "$MARIADB_PORT"; fi
-ZK_URL=""
-if have_zookeeper; then start_zookeeper "$TMP/zk" "$ZK_PORT"; fi
-
-start_etcd "$TMP" "$ETCD_PORT" "$ETCD_PEER_PORT"
+start_every_store "$TMP"
 
 copy_dlock
 unset DLOCK_URL DLOCK_PREFIX DLOCK_PASSWORD DLOCK_CONFIG
