@@ -156,44 +156,36 @@ curator_leader_of() {
   [ "$(most_held)" = 1 ]
 }
 
-@test "2 Curator LeaderLatches and 2 dlock candidates of 3 terms on one election at once: never two leaders" {
-  local p i pids=()
-  p=$(zpath l2)
-  for i in 1 2; do
-    curator "xc$i" latch "$p" "latch-$i" 50
+# mixed_election KEY RECIPE N: N Curator RECIPE (leader: LeaderSelector, latch: LeaderLatch)
+# clients and N dlock candidates of 3 terms each contend for KEY at once; every leadership is
+# logged to $T/events, and none may overlap another.
+mixed_election() {
+  local key=$1 recipe=$2 n=$3 p i pids=()
+  p=$(zpath "$key")
+  for ((i = 1; i <= n; i++)); do
+    curator "xc$i" "$recipe" "$p" "curator-$i" 50
     pids+=("$BG_PID")
     start_bg "xd$i" sh -c '
       for _ in 1 2 3; do
-        "$DLOCK" elect -k l2 --value "dlock-$1" -w 60s -- sh -c '\''
+        "$DLOCK" elect -k "$2" --value "dlock-$1" -w 60s -- sh -c '\''
           echo "$1 acquired" >>"$T/events"; sleep 0.05; echo "$1 releasing" >>"$T/events"'\'' \
           sh "xd$1" || exit
-      done' sh "$i"
+      done' sh "$i" "$key"
     pids+=("$BG_PID")
   done
   for i in "${pids[@]}"; do wait "$i"; done
-  [ "$(grep -c ' acquired$' "$T/events")" = 8 ]
   exclusion_ok
   [ "$(most_held)" = 1 ]
 }
 
+@test "2 Curator LeaderLatches and 2 dlock candidates of 3 terms on one election at once: never two leaders" {
+  mixed_election l2 latch 2
+  [ "$(grep -c ' acquired$' "$T/events")" = 8 ]
+}
+
 @test "3 Curator selectors and 3 dlock candidates of 3 terms on one election at once: never two leaders" {
-  local p i pids=()
-  p=$(zpath e4)
-  for i in 1 2 3; do
-    curator "xc$i" leader "$p" "curator-$i" 50
-    pids+=("$BG_PID")
-    start_bg "xd$i" sh -c '
-      for _ in 1 2 3; do
-        "$DLOCK" elect -k e4 --value "dlock-$1" -w 60s -- sh -c '\''
-          echo "$1 acquired" >>"$T/events"; sleep 0.05; echo "$1 releasing" >>"$T/events"'\'' \
-          sh "xd$1" || exit
-      done' sh "$i"
-    pids+=("$BG_PID")
-  done
-  for i in "${pids[@]}"; do wait "$i"; done
+  mixed_election e4 leader 3
   [ "$(grep -c ' acquired$' "$T/events")" = 12 ]
-  exclusion_ok
-  [ "$(most_held)" = 1 ]
 }
 
 @test "another tenant's node at the head of the election: an oversized or unprintable one has no value and is 'not a dlock holder'; leader exits 0, and 1 once it is gone" {
