@@ -8,6 +8,8 @@
 # The server ends an unreachable session after tcp_keepalive_time 3 s + interval 1 s x probes
 # 2 = 5 s without an answer, and frees its GET_LOCK names then; dlock accepts a --ttl up to
 # those 5 s over TCP (so every run here says -t 4s) and must have stopped its command by then.
+# Keepalives do not run while the server still retransmits an answer the cut swallowed (a
+# renewal's): wait_timeout 8 s ends that session too, once the server waits for its next query.
 
 load ../../lib/helpers
 load ../../lib/mysql_helpers
@@ -17,7 +19,7 @@ setup_file() {
   netns_start mypart
   [ -z "${STORE_SKIP:-}" ] || return 0
   MY_LISTEN="127.0.0.1,$SERVER_IP" MY_CLIENT_HOSTS="$CLIENT_IP" store_start_with \
-    --tcp-keepalive-time=3 --tcp-keepalive-interval=1 --tcp-keepalive-probes=2
+    --tcp-keepalive-time=3 --tcp-keepalive-interval=1 --tcp-keepalive-probes=2 --wait-timeout=8
   [ -z "${STORE_SKIP:-}" ] || return 0
   export NS_URL="mysql://dlock@$SERVER_IP:$MY_PORT/dlock"
   # the namespace reaches the server (a stray firewall would make every test below meaningless)
