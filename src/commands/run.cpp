@@ -134,7 +134,8 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
                                 options.wait_policy(context.request_timeout), names, request);
   acquisition.begin();
   try {
-    group.emplace(signals.original_mask()); // while the first attempt is in flight
+    // while the first attempt is in flight
+    group.emplace(signals.original_mask(), options.command.empty() ? "" : options.command.front());
   } catch (const Error&) {
     acquisition.cancel();
     throw;

@@ -84,7 +84,7 @@ void set_foreground(int tty, pid_t group) noexcept
 
 } // namespace
 
-ProcessGroup::ProcessGroup(const sigset_t& child_mask)
+ProcessGroup::ProcessGroup(const sigset_t& child_mask, const std::string& program)
 {
   int requests[2];
   int reports[2];
@@ -107,7 +107,8 @@ ProcessGroup::ProcessGroup(const sigset_t& child_mask)
   }
   pid_t guard = ::fork();
   if (guard == 0) {
-    util::run_forked([&] { guard::guard_main(requests[0], reports[1], passing[1], child_mask); });
+    util::run_forked(
+      [&] { guard::guard_main(requests[0], reports[1], passing[1], child_mask, program); });
   }
   ::close(requests[0]);
   ::close(reports[1]);

@@ -50,8 +50,9 @@ struct CommandEvent {
 // when dlock itself is frozen. The group gets the terminal while dlock is in the foreground.
 class ProcessGroup {
 public:
-  // Forks the guard; child_mask is the signal mask the command starts with.
-  explicit ProcessGroup(const sigset_t& child_mask);
+  // Forks the guard; child_mask is the signal mask the command starts with; program, the
+  // command's argv[0], which the guard looks up in $PATH while dlock waits for the lock.
+  ProcessGroup(const sigset_t& child_mask, const std::string& program);
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
   // Kills whatever is left of the command's tree and reaps the guard.

@@ -165,8 +165,10 @@ std::vector<int> receive_descriptors(int socket, std::int64_t count)
 
 class Guard {
 public:
-  Guard(int requests, int reports, int passing, const sigset_t& command_mask)
-    : m_requests(requests), m_reports(reports), m_passing(passing), m_command_mask(command_mask)
+  Guard(int requests, int reports, int passing, const sigset_t& command_mask,
+        const std::string& program)
+    : m_requests(requests), m_reports(reports), m_passing(passing), m_command_mask(command_mask),
+      m_program(program), m_program_path(find_in_path(program))
   {
   }
 
@@ -381,7 +383,15 @@ private:
     receive_descriptors(m_passing, message.b);
     SpawnAttributes attributes(m_command_mask);
     pid_t pid = -1;
-    int error = ::posix_spawnp(&pid, argv[0], nullptr, attributes.get(), argv.data(), envp.data());
+    // The program found in $PATH when the guard started: no search after the lock is taken.
+    // Gone since, it is searched for again, with execvp's errors.
+    const bool found = argv[0] == m_program && m_program_path != m_program;
+    int error = found ? ::posix_spawn(&pid, m_program_path.c_str(), nullptr, attributes.get(),
+                                      argv.data(), envp.data())
+                      : ENOENT;
+    if (!found || error == ENOENT || error == EACCES) {
+      error = ::posix_spawnp(&pid, argv[0], nullptr, attributes.get(), argv.data(), envp.data());
+    }
     if (error == ENOEXEC) {
       // A script without "#!": run it with /bin/sh, as execvp and flock(1) do.
       std::string path = find_in_path(argv[0]);
@@ -410,6 +420,8 @@ private:
   int m_reports;
   int m_passing;
   sigset_t m_command_mask;
+  std::string m_program;      // the command's argv[0] as dlock was given it
+  std::string m_program_path; // where $PATH finds it (m_program itself if nowhere, or a path)
   int m_signals = -1;
   std::vector<int> m_held; // Request hold's descriptors: the lock lives while the guard does
   pid_t m_command = -1;
@@ -423,13 +435,14 @@ private:
 
 } // namespace
 
-void guard_main(int requests_fd, int reports_fd, int passing_fd, const sigset_t& command_mask)
+void guard_main(int requests_fd, int reports_fd, int passing_fd, const sigset_t& command_mask,
+                const std::string& program)
 {
   // dlock's store sessions, lock files and terminal are no business of the guard's, nor of
   // the command's: the guard was forked with them all.
   close_all_except({0, 1, 2, requests_fd, reports_fd, passing_fd});
   try {
-    Guard(requests_fd, reports_fd, passing_fd, command_mask).run();
+    Guard(requests_fd, reports_fd, passing_fd, command_mask, program).run();
   } catch (...) {
     // Out of memory, say: nothing of the command may outlive its guard (dlock sees it gone).
     signal_descendants(SIGKILL);

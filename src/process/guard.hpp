@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace dlock::process::guard {
 
@@ -46,7 +47,9 @@ constexpr std::size_t most_inherited = 64;
 // happens to the command. Closes every descriptor inherited from dlock but 0, 1, 2 and its
 // three channels at once; the command gets only 0, 1, 2 and what dlock passes on passing_fd.
 // Exits once it has reported the command's end (everything is dead by then). Never returns.
+// program: the command's argv[0] as given, looked up in $PATH here, while dlock still waits for
+// the store, rather than after the lock is taken.
 [[noreturn]] void guard_main(int requests_fd, int reports_fd, int passing_fd,
-                             const sigset_t& command_mask);
+                             const sigset_t& command_mask, const std::string& program);
 
 } // namespace dlock::process::guard

@@ -2,7 +2,6 @@
 
 #include "util/error.hpp"
 
-#include <charconv>
 #include <cmath>
 
 namespace dlock::util {
@@ -78,21 +77,27 @@ Millis parse_duration(std::string_view text, std::string_view option_name)
       throw bad();
     }
     bare_number = bare_number && unit.empty();
+    // Digits and at most one dot, read here: the C++ library's parser of doubles would bring
+    // libm into every dlock process (0.3 MB). Too many digits end as infinity: too large below.
     double value = 0;
-    auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), value,
-                                        std::chars_format::fixed);
-    if (error == std::errc::result_out_of_range) {
-      throw too_large();
-    }
-    if (error != std::errc() || end != number.data() + number.size()) {
-      throw bad();
+    double scale = 1;
+    bool fraction = false;
+    for (char c : number) {
+      if (c == '.') {
+        fraction = true;
+      } else if (fraction) {
+        scale /= 10;
+        value += (c - '0') * scale;
+      } else {
+        value = value * 10 + (c - '0');
+      }
     }
     total += value * per_unit;
   }
   if (!std::isfinite(total) || total > static_cast<double>(max_duration.count())) {
     throw too_large();
   }
-  return Millis(static_cast<long long>(std::llround(total)));
+  return Millis(static_cast<long long>(total + 0.5)); // total >= 0: rounded half up, without libm
 }
 
 std::string format_duration(Millis duration)

@@ -22,6 +22,17 @@ TEST(Duration, AcceptsContractForms)
   EXPECT_EQ(parse_duration("1d12h", "--ttl"), Millis(129'600'000));
 }
 
+TEST(Duration, FractionsRoundToTheNearestMillisecond)
+{
+  EXPECT_EQ(parse_duration("0.1s", "--ttl"), Millis(100));
+  EXPECT_EQ(parse_duration("2.675s", "--ttl"), Millis(2'675));
+  EXPECT_EQ(parse_duration("1.005s", "--ttl"), Millis(1'005));
+  EXPECT_EQ(parse_duration("0.0005s", "--ttl"), Millis(1));
+  EXPECT_EQ(parse_duration("0.0004s", "--ttl"), Millis(0));
+  EXPECT_EQ(parse_duration("0.12345678901234567890s", "--ttl"), Millis(123));
+  EXPECT_EQ(parse_duration("007.50s", "--ttl"), Millis(7'500));
+}
+
 TEST(Duration, AcceptsUpToTheMaximum)
 {
   EXPECT_EQ(parse_duration("36500d", "--ttl"), dlock::util::max_duration);

@@ -1,5 +1,6 @@
 #include "process/child.hpp"
 #include "process/process_table.hpp"
+#include "util/error.hpp"
 #include "util/forked.hpp"
 
 #include <gtest/gtest.h>
@@ -103,7 +104,7 @@ TEST(LiveDescendants, FindsChildrenAndGrandchildrenButNotZombies)
 TEST(ProcessGroup, ReportsTheExitStatusAfterKillingADescendantThatCalledSetsid)
 {
   std::string pid_file = temp_path("setsid");
-  ProcessGroup group(current_mask());
+  ProcessGroup group(current_mask(), "");
   CommandSpec spec;
   spec.argv = {"/bin/sh", "-c",
                "setsid sleep 100 </dev/null >/dev/null 2>&1 & echo $! >\"$0\"; exit 7", pid_file};
@@ -120,7 +121,7 @@ TEST(ProcessGroup, ReportsTheExitStatusAfterKillingADescendantThatCalledSetsid)
 
 TEST(ProcessGroup, TheGuardEnforcesDeadlinesOnItsOwn)
 {
-  ProcessGroup group(current_mask());
+  ProcessGroup group(current_mask(), "");
   CommandSpec spec;
   spec.argv = {"sleep", "100"};
   group.spawn(spec);
@@ -137,7 +138,7 @@ TEST(ProcessGroup, TheGuardEnforcesDeadlinesOnItsOwn)
 
 TEST(ProcessGroup, SigkillsACommandThatIgnoresSigterm)
 {
-  ProcessGroup group(current_mask());
+  ProcessGroup group(current_mask(), "");
   CommandSpec spec;
   std::string ready = temp_path("trapped");
   std::remove(ready.c_str());
@@ -164,7 +165,7 @@ TEST(ProcessGroup, TheGuardKeepsALeaseDescriptorTillTheCommandIsDeadAndNeverGive
   ASSERT_EQ(::pipe2(lease, O_CLOEXEC), 0);
   std::string seen = temp_path("held-fds");
   {
-    ProcessGroup group(current_mask());
+    ProcessGroup group(current_mask(), "");
     CommandSpec spec;
     // What the command's descriptors are, as it sees them.
     spec.argv = {"/bin/sh", "-c",
@@ -204,7 +205,7 @@ TEST(ProcessGroup, ScriptsWithoutShebangRunThroughBinSh)
     std::ofstream(script) << "exit 42\n";
   }
   ::chmod(script.c_str(), 0755);
-  ProcessGroup group(current_mask());
+  ProcessGroup group(current_mask(), "");
   CommandSpec spec;
   spec.argv = {script};
   group.spawn(spec);
@@ -212,6 +213,50 @@ TEST(ProcessGroup, ScriptsWithoutShebangRunThroughBinSh)
   EXPECT_EQ(end.kind, CommandEvent::Kind::exited);
   EXPECT_EQ(end.value, 42);
   std::remove(script.c_str());
+}
+
+// The guard looks the program up in $PATH while dlock waits for the lock; what it runs is still
+// what $PATH holds at the spawn: a script without "#!" through /bin/sh, one gone since, not at all.
+TEST(ProcessGroup, RunsWhatPathFindsAndNothingThatWentAwayMeanwhile)
+{
+  std::string dir = temp_path("bin");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  std::string tool = dir + "/dlock-test-tool";
+  std::string bare = dir + "/dlock-test-bare";
+  std::ofstream(tool) << "#!/bin/sh\nexit 3\n";
+  std::ofstream(bare) << "exit 42\n";
+  ::chmod(tool.c_str(), 0755);
+  ::chmod(bare.c_str(), 0755);
+  const char* old_path = std::getenv("PATH");
+  std::string saved = old_path != nullptr ? old_path : "/usr/bin:/bin";
+  ::setenv("PATH", (dir + ":" + saved).c_str(), 1);
+  auto status_of = [](const std::string& program) {
+    ProcessGroup group(current_mask(), program);
+    CommandSpec spec;
+    spec.argv = {program};
+    group.spawn(spec);
+    CommandEvent end = next_end_event(group);
+    EXPECT_EQ(end.kind, CommandEvent::Kind::exited);
+    return end.value;
+  };
+  EXPECT_EQ(status_of("dlock-test-tool"), 3);
+  EXPECT_EQ(status_of("dlock-test-bare"), 42);
+  {
+    ProcessGroup group(current_mask(), "dlock-test-tool");
+    std::this_thread::sleep_for(50ms); // most likely looked up by now; the outcome is the same
+    std::remove(tool.c_str());
+    CommandSpec spec;
+    spec.argv = {"dlock-test-tool"};
+    try {
+      group.spawn(spec);
+      ADD_FAILURE() << "a program removed before the spawn was started";
+    } catch (const dlock::Error& error) {
+      EXPECT_EQ(error.code(), dlock::ExitCode::not_found);
+    }
+  }
+  ::setenv("PATH", saved.c_str(), 1);
+  std::remove(bare.c_str());
+  ::rmdir(dir.c_str());
 }
 
 // A forked child that throws ends with _exit: the destructors of the frames it was forked

@@ -44,7 +44,7 @@ Ran supervise(FakeStore& store, const std::string& command, WatchdogPolicy polic
               std::vector<LockName> names = {LockName::parse("unit")})
 {
   SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGCONT});
-  ProcessGroup group(signals.original_mask());
+  ProcessGroup group(signals.original_mask(), "");
   TimePoint start = dlock::util::monotonic_now();
   Supervisor supervisor(store,
                         dlock::hold::KeptLock{std::move(names), "token",

@@ -194,6 +194,15 @@ void Connection::send(const std::vector<std::string>& argv)
     connect();
   }
   append(argv, Expect::user);
+  if (m_connecting) {
+    // A connection to a near server (loopback) is often made by now: the first command then
+    // leaves at once, and dlock's work meanwhile (forking the guard) overlaps its round trip.
+    // A refused one is left to the event loop, which reports it as it always did.
+    pollfd ready{m_context->fd, POLLOUT, 0};
+    if (::poll(&ready, 1, 0) == 1 && ready.revents == POLLOUT) {
+      process_io(POLLOUT);
+    }
+  }
   if (!m_connecting) {
     process_io(POLLOUT); // write at once; the socket buffer takes small commands
   }
