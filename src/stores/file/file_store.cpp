@@ -1126,12 +1126,10 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
     if (request.ticket.mode == lock::WaitMode::fair && !n.ticket) {
       make_ticket(n, request);
     }
-    // Every dlock lets earlier --fair waiters go first (flock(1) cannot know of them). Watched
-    // before the queue is read, by a --fair waiter or once a ticket is ahead (read again): a
-    // change after the read wakes the wait.
-    if (request.ticket.mode == lock::WaitMode::fair) {
-      watch_meta();
-    }
+    // Every dlock lets earlier --fair waiters go first (flock(1) cannot know of them). Once a
+    // ticket is ahead, the queue is watched and read again: a change after that read wakes the
+    // wait. (None ahead: the first in line waits in flock(2), and a ticket made later is
+    // behind it.)
     n.queued = queue_ahead(n);
     if (n.queued && m_watch_meta < 0) {
       watch_meta();
