@@ -47,6 +47,12 @@ constexpr Millis after_close{100};
 // this long: a dlock between its flock and its record (the fencing counter's fdatasync on the
 // way) is not a leader of its own, and its record's arrival wakes the watcher at once.
 constexpr Millis unrecorded_grace{1'000};
+// A holder checks that its lock file and record are still its own, and looks for a --replace
+// request, this often (stat calls, no inotify) until it has held the lock watch_held_after;
+// then inotify watches them. Closing an inotify descriptor that had watches waits for the
+// kernel's SRCU grace period (6-16 ms), which a short command would pay at its exit.
+constexpr Millis hold_check_every{50};
+constexpr Millis watch_held_after{500};
 // --limit N waits with a thread per slot in the helper: more would be a thread army.
 constexpr int most_slots = 1024;
 
@@ -912,34 +918,69 @@ bool FileStore::take(Named& n, int i, const lock::AcquireRequest& request)
   n.held = true;
   n.loss_reported = false;
   n.replace_told = false;
-  if (!m_inotify) {
-    m_inotify.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-  }
-  // The inodes held, through their descriptors: no path is resolved again.
-  constexpr std::uint32_t gone = IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF;
-  auto watch = [&](int fd) {
-    std::string self = "/proc/self/fd/" + std::to_string(fd);
-    return m_inotify ? ::inotify_add_watch(m_inotify.get(), self.c_str(), gone) : -1;
-  };
-  // Watched before anything else is done: a removal (release --force) from now on is seen
-  // at once, and one before it by the check below, so no second holder can start unseen
-  // while the fence and the record are written.
-  n.watch_lock = watch(n.lock.get());
-  watch_meta(); // a --replace acquirer's request is seen at once, not at the next renewal
+  n.watched = false;
   n.fence = m_fencing ? next_fence(n.layout) : 0;
   struct stat st {};
   ::fstat(n.lock.get(), &st);
   if (m_records) {
     write_record(n, request, st.st_ino);
   }
-  if (n.record) {
-    n.watch_record = watch(n.record.get());
-  }
+  // Checked once the fence and the record are written: a removal (release --force) before
+  // now is seen here, so no second holder can start unseen; one after, by the checks that
+  // follow (check_hold, then inotify).
   if (!still_ours(n)) {
     drop_hold(n);
     return false;
   }
+  n.taken_at = util::monotonic_now();
+  n.next_check = n.taken_at + hold_check_every;
   return true;
+}
+
+bool FileStore::watch_hold(Named& n)
+{
+  if (!m_inotify) {
+    m_inotify.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  }
+  if (!m_inotify) {
+    return false;
+  }
+  // The inodes held, through their descriptors: no path is resolved again.
+  constexpr std::uint32_t gone = IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF;
+  auto watch = [&](int fd) {
+    std::string self = "/proc/self/fd/" + std::to_string(fd);
+    return ::inotify_add_watch(m_inotify.get(), self.c_str(), gone);
+  };
+  n.watch_lock = watch(n.lock.get());
+  n.watch_record = n.record ? watch(n.record.get()) : -1;
+  watch_meta(); // a --replace acquirer's request
+  return n.watch_lock >= 0 && (!n.record || n.watch_record >= 0)
+         && (!m_metafd || m_watch_meta >= 0);
+}
+
+void FileStore::check_hold(Named& n, bool replace_changed)
+{
+  if (!n.held) {
+    return;
+  }
+  const std::string replace = n.layout.replace_name(token_fingerprint(n.token));
+  if (replace_changed && !n.replace_told) {
+    if (std::optional<Announcement> asked = read_replace_request(m_metafd.get(), replace)) {
+      // The holder renews at once, and its renewal answers replaced_by.
+      n.replace_told = true;
+      m_answers.answer(
+        Outcome{.op = Op::disconnected, .lease_ended = true, .replaced_by = holder_of(asked->who)});
+    }
+  }
+  if (!n.loss_reported && !still_ours(n)) {
+    n.loss_reported = true;
+    Outcome lost{
+      .op = Op::disconnected,
+      .error = Error(ExitCode::lost, "the lock file {} was removed or replaced", n.path),
+      .lease_ended = true, // the holder confirms at once, and finds it lost
+    };
+    m_answers.answer(std::move(lost));
+  }
 }
 
 std::int64_t FileStore::next_fence(const Layout& layout)
@@ -1085,9 +1126,15 @@ void FileStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
     if (request.ticket.mode == lock::WaitMode::fair && !n.ticket) {
       make_ticket(n, request);
     }
-    // Every dlock lets earlier --fair waiters go first (flock(1) cannot know of them).
-    watch_meta(); // before the queue is read: a change after the read wakes the wait
+    // Every dlock lets earlier --fair waiters go first (flock(1) cannot know of them). Once a
+    // ticket is ahead, the queue is watched and read again: a change after that read wakes the
+    // wait. (None ahead: the first in line waits in flock(2), and a ticket made later is
+    // behind it.)
     n.queued = queue_ahead(n);
+    if (n.queued && m_watch_meta < 0) {
+      watch_meta();
+      n.queued = queue_ahead(n);
+    }
     if (n.queued) {
       drop_candidates(n); // no helper blocks in flock(2) out of turn
     } else if (try_candidates(n, request)) {
@@ -1155,8 +1202,20 @@ bool FileStore::closed_by_policy(Named& n, const lock::AcquireRequest& request)
   if (!m_metafd || n.kind.mode == lock::LockKind::Mode::limit) {
     return false;
   }
+  // Watched before they are read, once one keeps it closed (read again): a change after the
+  // read wakes the wait that follows.
+  bool closed = closed_by_policies(n, request);
+  if (closed && m_watch_meta < 0) {
+    watch_meta();
+    closed = closed_by_policies(n, request);
+  }
+  return closed;
+}
+
+bool FileStore::closed_by_policies(Named& n, const lock::AcquireRequest& request)
+{
+  n.closed_until_ms = 0;
   const int meta = m_metafd.get();
-  watch_meta(); // before they are read: a change after the read wakes the wait that follows
   std::vector<std::string> garbage;
   std::vector<FoundPolicy> found = read_policies(meta, n.layout, &garbage);
   for (const std::string& name : garbage) {
@@ -1839,15 +1898,6 @@ void FileStore::on_inotify()
     } else if (look && !n.held) {
       n.side_changed = true;
     }
-    const std::string replace = n.layout.replace_name(token_fingerprint(n.token));
-    if (n.held && !n.replace_told && (overflow || changed.contains(replace))) {
-      if (std::optional<Announcement> asked = read_replace_request(m_metafd.get(), replace)) {
-        // The holder renews at once, and its renewal answers replaced_by.
-        n.replace_told = true;
-        m_answers.answer(Outcome{
-          .op = Op::disconnected, .lease_ended = true, .replaced_by = holder_of(asked->who)});
-      }
-    }
   }
   for (auto& [name, g] : m_gates) {
     const Layout& layout = g.layout;
@@ -1887,15 +1937,8 @@ void FileStore::on_inotify()
     }
   }
   for (auto& [name, n] : m_named) {
-    if (n.held && !n.loss_reported && !still_ours(n)) {
-      n.loss_reported = true;
-      Outcome lost{
-        .op = Op::disconnected,
-        .error = Error(ExitCode::lost, "the lock file {} was removed or replaced", n.path),
-        .lease_ended = true, // the holder confirms at once, and finds it lost
-      };
-      m_answers.answer(std::move(lost));
-    }
+    const std::string replace = n.layout.replace_name(token_fingerprint(n.token));
+    check_hold(n, overflow || changed.contains(replace));
   }
 }
 
@@ -1905,6 +1948,9 @@ void FileStore::watch(util::EventLoop& loop)
   bool holding = false;
   for (auto& [name, n] : m_named) {
     holding = holding || n.held || n.wait_pending;
+    if (n.held && !n.watched) {
+      loop.wake_at(n.next_check);
+    }
     if (n.helper_pipe) {
       std::string key = name;
       loop.watch(n.helper_pipe.get(), POLLIN, [this, key](short) { on_helper(key); });
@@ -1928,6 +1974,12 @@ std::optional<Outcome> FileStore::next_outcome()
 {
   util::TimePoint now = util::monotonic_now();
   for (auto& [name, n] : m_named) {
+    if (n.held && !n.watched && now >= n.next_check) {
+      // Watched from now on (if inotify can), then checked: nothing falls between.
+      n.watched = now - n.taken_at >= watch_held_after && watch_hold(n);
+      check_hold(n, true);
+      n.next_check = now + hold_check_every;
+    }
     if (n.wait_pending && now >= n.block_until) {
       n.wait_pending = false; // not woken within the block: the caller asks again
       m_answers.answer(Op::wait_for_wake);

@@ -19,21 +19,24 @@ namespace dlock::file {
 // (man dlock, FILE STORE). The lease is the holding process: the kernel frees the lock when
 // dlock and its command (which inherits the descriptor, as under flock(1)) have exited, on any
 // path, SIGKILL included. A renewal confirms that the lock file's path still names the inode
-// dlock locked (release --force unlinks it), and inotify reports its removal at once. Waiting
-// blocks in flock(2) in a helper process that shares the descriptor, so the kernel wakes it on
-// release; giving up kills the helper and unlocks the descriptor, so nothing is taken late.
+// dlock locked (release --force unlinks it); between renewals the holder checks it every 50 ms
+// (stat calls) for its first 0.5 s, then inotify reports a removal at once. (Closing an
+// inotify descriptor that had watches waits for the kernel's SRCU grace period, 6-16 ms, at
+// exit too: a short command makes none, nor does a plain waiter.) Waiting blocks in flock(2)
+// in a helper process that shares the descriptor, so the kernel wakes it on release; giving up
+// kills the helper and unlocks the descriptor, so nothing is taken late.
 // The cron and CI policies, which must outlive the descriptor, are side files in DIR/.dlock
 // that every dlock honours (flock(1) cannot), one per holder or waiter (in a sticky .dlock each
 // user replaces only its own): --min-hold and --lock-delay in ENC+policy+FP (the end of a lease
 // stamped there, or in ENC+ended+FP by another user), checked right after the flock is taken
 // and given back while it closes the lock (the waiter then blocks until its end, or until
-// inotify reports a change); --replace in ENC+replace+FP, read by the holder FP at once
-// (inotify) or at its renewal; --supersede in ENC+waiter+ID, flocked by each waiter while it
-// lives, whose appearance wakes the older ones (inotify). --fair: a queue of tickets,
-// ENC+ticket+ID, each flocked by its waiter (a waiter gone leaves it free), in the order of
-// their ctime, which no user can set back; every dlock lets earlier tickets go first, a waiter
-// behind one waits on inotify (a ticket removed, or closed by its dying waiter) and only the
-// first blocks in flock(2). Times are this host's CLOCK_REALTIME: file:// is one host.
+// inotify reports a change); --replace in ENC+replace+FP, read by the holder FP as a removal is
+// found (its checks, then inotify) or at its renewal; --supersede in ENC+waiter+ID, flocked by
+// each waiter while it lives, whose appearance wakes the older ones (inotify). --fair: a queue
+// of tickets, ENC+ticket+ID, each flocked by its waiter (a waiter gone leaves it free), in the
+// order of their ctime, which no user can set back; every dlock lets earlier tickets go first,
+// a waiter behind one waits on inotify (a ticket removed, or closed by its dying waiter) and
+// only the first blocks in flock(2). Times are this host's CLOCK_REALTIME: file:// is one host.
 class FileStore final : public lock::Store, public lock::Coordination {
 public:
   explicit FileStore(std::string directory);
@@ -94,6 +97,11 @@ private:
     util::UniqueFd record;
     std::string record_file; // the name in .dlock of the record
     std::int64_t fence = 0;
+    // Checked by stat calls every hold_check_every (next_check) until watched by inotify,
+    // watch_held_after from taken_at (a short command makes no inotify instance).
+    util::TimePoint taken_at{};
+    util::TimePoint next_check{};
+    bool watched = false;
     int watch_lock = -1, watch_record = -1;
     bool loss_reported = false;
     // Waiting: the descriptions waited on (the lock file, or every slot), and the helper
@@ -176,9 +184,15 @@ private:
   void open_candidates(Named& n);
   // DIR/ENC+queue, for --shared holders and exclusive waiters (none: no writer preference).
   void open_turnstile(Named& n);
-  // Makes candidate i the held lock: the inotify watches, the fence, the record; false (and
-  // nothing held) if its file was removed or replaced meanwhile.
+  // Makes candidate i the held lock: the fence, the record; false (and nothing held) if its
+  // file was removed or replaced meanwhile.
   bool take(Named& n, int i, const lock::AcquireRequest& request);
+  // inotify on the held lock file, its record and .dlock (a --replace request); false if one
+  // of them could not be watched (the checks go on).
+  bool watch_hold(Named& n);
+  // Reports (Op::disconnected) a held lock whose file or record was removed or replaced, and,
+  // if replace_changed, a --replace request for it; each once.
+  void check_hold(Named& n, bool replace_changed);
   std::int64_t next_fence(const Layout& layout);
   void write_record(Named& n, const lock::AcquireRequest& request, std::uint64_t inode);
   void start_helper(Named& n);
@@ -194,6 +208,8 @@ private:
   // locked is closed by it: sets n.closed_* (and stamps ended_at when its lease is first seen
   // ended); removes it when it is over or is not dlock's.
   bool closed_by_policy(Named& n, const lock::AcquireRequest& request);
+  // closed_by_policy's one look at the side records.
+  bool closed_by_policies(Named& n, const lock::AcquireRequest& request);
   // Once taken: the side record of this holder's --min-hold and --lock-delay, and no request
   // to stand down left from an earlier holder. Error if the side record cannot be written.
   void arm_policy(Named& n, const lock::AcquireRequest& request);

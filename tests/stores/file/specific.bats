@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
 # What only the file:// store has: interoperation with flock(1) on the same files, a lock the
 # kernel frees when its process dies, shared locks and slot files, the fencing counter, release
-# --force seen at once through inotify, waiting in the kernel's flock(2) without polling, and
-# the errors of an unusable directory.
+# --force seen at once (checks, then inotify), waiting in the kernel's flock(2) without
+# polling, and the errors of an unusable directory.
 
 load ../../lib/helpers
 
@@ -217,6 +217,65 @@ hold_file() {
   grep -q 'removed or replaced' "$T/holder.err"
   # the lock is free again (a fresh file)
   run -0 "$DLOCK" run -n -k k -- true
+}
+
+# has_inotify PID: process PID has an inotify descriptor open.
+has_inotify() { ls -l "/proc/$1/fd" 2>/dev/null | grep -q inotify; }
+
+@test "a short run makes no inotify instance (its close waits for the kernel's SRCU grace period)" {
+  command -v strace >/dev/null || skip "strace is not installed"
+  run -0 strace -f -o "$T/trace" -e trace=inotify_init1,inotify_add_watch "$DLOCK" run -k k -- true
+  cat "$T/trace"
+  ! grep -q inotify "$T/trace"
+}
+
+@test "a holder checks its files until inotify watches them: release --force and --replace stop it in either phase" {
+  local phase
+  for phase in checked watched; do
+    rm -f "$T/cmd.pid"
+    start_bg holder "$DLOCK" run -k k -t 300s -- sh -c 'echo $$ >"$0"; exec sleep 60' "$T/cmd.pid"
+    local holder=$BG_PID
+    wait_for "[ -s '$T/cmd.pid' ]" 10
+    # watched: once it held the lock a while, inotify tells it (no more checks)
+    [ "$phase" = checked ] || wait_for "has_inotify $holder" 10
+    run -0 "$DLOCK" release -k k --force
+    # long before the holder's renewal, 100 s on (a few ms unloaded)
+    wait_for "gone $holder" 30
+    local st=0
+    wait "$holder" || st=$?
+    cat "$T/holder.err"
+    [ "$st" -eq 76 ]
+    grep -q 'removed or replaced' "$T/holder.err"
+  done
+  for phase in checked watched; do
+    rm -f "$T/cmd.pid" "$T/new"
+    start_bg holder "$DLOCK" run -k r -t 300s -- sh -c 'echo $$ >"$0"; exec sleep 60' "$T/cmd.pid"
+    local holder=$BG_PID
+    wait_for "[ -s '$T/cmd.pid' ]" 10
+    [ "$phase" = checked ] || wait_for "has_inotify $holder" 10
+    # long before the holder's renewal, 100 s on
+    run -0 "$DLOCK" run -k r --replace -w 30s -- touch "$T/new"
+    local st=0
+    wait "$holder" || st=$?
+    cat "$T/holder.err"
+    [ "$st" -eq 76 ]
+    grep -q 'replaced by' "$T/holder.err"
+    [ -e "$T/new" ]
+  done
+}
+
+@test "an idle holder makes almost no system calls once inotify watches its files (no polling)" {
+  command -v strace >/dev/null || skip "strace is not installed"
+  start_bg holder "$DLOCK" run -k k -t 60s -- sleep 60
+  local holder=$BG_PID
+  wait_for "has_inotify $holder" 10
+  run timeout -s INT 2 strace -f -c -p "$holder"
+  echo "$output"
+  local calls
+  calls=$(printf '%s\n' "$output" | awk '$NF == "total" {print $4}')
+  calls=${calls:-0}
+  echo "system calls in 2 s: $calls"
+  [ "$calls" -lt 10 ]
 }
 
 @test "release --force while the holder still writes its fence: it starts again, never beside the next holder" {
