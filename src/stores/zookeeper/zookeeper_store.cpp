@@ -1641,7 +1641,6 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
       n->request.policy.min_hold > Millis(0) || n->request.policy.lock_delay > Millis(0);
     bool asked = !n->replace_clear;
     bool alive = m_client && m_client->owned() && !m_dead && m_client->session_id() == n->session;
-    std::int64_t session = n->session;
     m_named.erase(key);
     if (!alive) {
       m_answers.answer(Op::release); // the session ended: the server deleted the node
@@ -1660,11 +1659,6 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
         m_answers.answer(std::move(outcome));
       });
     };
-    if (held && !semaphore && !policy && !asked && m_named.empty() && m_gates.empty()
-        && !m_client->busy()) {
-      release_by_close(key, node, partner, session);
-      return;
-    }
     if (!held || semaphore || (!policy && !asked)) {
       remove_node(Millis(0));
       return;
@@ -1733,50 +1727,6 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
     // releases finds its lock-delay already running (forced), a waiter finds it settled.
     settle_release(dir, fingerprint, node, drop);
   });
-}
-
-void ZookeeperStore::release_by_close(const std::string& key, const std::string& node,
-                                      const std::vector<std::string>& others, std::int64_t session)
-{
-  // Confirmed as a renewal is (the session's own nodes, all there): the answer says whether it
-  // was still held; the nodes go with the session either way.
-  auto whole = std::make_shared<bool>(true);
-  for (const std::string& other : others) {
-    m_client->exists(other, false, [whole, session](Reply& reply) {
-      *whole = *whole && reply.rc == ZOK && reply.stat && reply.stat->ephemeralOwner == session;
-    });
-  }
-  m_client->exists(node, false, [this, key, node, others, whole, session](Reply& reply) {
-    Outcome outcome{.op = Op::release};
-    if (reply.rc == ZOK && reply.stat) {
-      outcome.held = reply.stat->ephemeralOwner == session && *whole;
-    } else if (reply.rc != ZNONODE && reply.rc != ZSESSIONEXPIRED && reply.rc != ZINVALIDSTATE) {
-      outcome.error = error_of(reply.rc, "confirm lock '" + key + "'");
-    }
-    m_closing = Closing{std::move(outcome), node, others};
-  });
-}
-
-void ZookeeperStore::close_released()
-{
-  Closing closing = std::move(*m_closing);
-  m_closing.reset();
-  if (!m_client || !m_client->owned()) {
-    m_answers.answer(std::move(closing.outcome)); // no session, no node
-    return;
-  }
-  if (m_named.empty() && m_gates.empty()) {
-    // zookeeper_close: closeSession, whose transaction deletes the session's ephemeral nodes
-    // (and wakes the watchers of each); it returns once the server answered.
-    m_client.reset();
-    m_answers.answer(std::move(closing.outcome));
-    return;
-  }
-  // Something else began meanwhile on this session: the nodes go as any release's.
-  remove_contender(closing.node, closing.others,
-                   [this, outcome = std::move(closing.outcome)](Reply&) mutable {
-                     m_answers.answer(std::move(outcome));
-                   });
 }
 
 void ZookeeperStore::remove_contender(const std::string& node, std::vector<std::string> others,
@@ -1896,9 +1846,6 @@ std::optional<Outcome> ZookeeperStore::next_outcome()
   if (m_client && m_client->owned()) {
     m_client->drain();
   }
-  if (m_closing) {
-    close_released(); // out of drain: it ends the client whose answers drain runs
-  }
   util::TimePoint now = util::monotonic_now();
   for (auto& [key, n] : m_named) {
     if (n.wake_by && *n.wake_by <= now) {
@@ -1917,7 +1864,6 @@ std::optional<Outcome> ZookeeperStore::next_outcome()
 
 void ZookeeperStore::abandon() noexcept
 {
-  m_closing.reset(); // its session is closed below (it holds nothing)
   m_on_ready.clear();
   m_answers.clear();
   bool holds = false;

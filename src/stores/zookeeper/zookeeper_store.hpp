@@ -229,15 +229,6 @@ private:
   void inspect(const std::string& dir, std::function<void(Inspection&)> then);
   void read_holders(const std::string& dir, std::shared_ptr<Inspection> found,
                     std::function<void(Inspection&)> then);
-  // The release of the last lock this process has (no other lock, gate or request on the
-  // session) whose holder left no side node: the session's close deletes its nodes in the
-  // transaction that ends it, one write where a delete and then the close at exit were two.
-  // Confirms the nodes (the answer's held) and leaves the close to close_released.
-  void release_by_close(const std::string& key, const std::string& node,
-                        const std::vector<std::string>& others, std::int64_t session);
-  // Closes the session for release_by_close (or, if anything began on it meanwhile, deletes
-  // the nodes), then answers.
-  void close_released();
   // Deletes a contender's node and its others (others_of: in one transaction when all are
   // there, else each alone); then gets the node's answer.
   void remove_contender(const std::string& node, std::vector<std::string> others,
@@ -269,13 +260,6 @@ private:
   std::map<std::string, Named> m_named; // by lock name
   std::map<std::string, Gate> m_gates;  // by lock name
   lock::OutcomeQueue m_answers;
-  // A release_by_close confirmed, its close due once drain() returns.
-  struct Closing {
-    lock::Outcome outcome;
-    std::string node;
-    std::vector<std::string> others;
-  };
-  std::optional<Closing> m_closing;
 };
 
 } // namespace dlock::zookeeper
