@@ -122,6 +122,10 @@ Client::Client(const std::string& hosts, util::Millis session_timeout, OnEvent o
     throw Error(ExitCode::unavailable, "ZooKeeper at {}: cannot start its client: {}", hosts,
                 saved == EINVAL ? "a host name does not resolve" : std::strerror(saved));
   }
+  // The hosts were resolved just now; by default the client resolves them again before each
+  // wait of its IO thread (a netlink query and a read of /dev/urandom ahead of every request it
+  // sends). Only a lost connection resolves them again.
+  lib.zoo_set_servers_resolution_delay(m_handle, -1);
 }
 
 Client::~Client()

@@ -11,7 +11,7 @@ const LibZookeeper& zoo()
 {
   static const LibZookeeper loaded = [] {
     LibZookeeper zk = util::load_library<LibZookeeper>(
-      {"libzookeeper_mt.so.2", "zk://", "the ZooKeeper C client", "libzookeeper-mt2", "3.5"},
+      {"libzookeeper_mt.so.2", "zk://", "the ZooKeeper C client", "libzookeeper-mt2", "3.6"},
       [](LibZookeeper& lib, util::SharedLibrary& library) {
         DLOCK_ZOO_FUNCTIONS(DLOCK_LIBRARY_RESOLVE)
 #define DLOCK_ZOO_READ(name)                                                                       \

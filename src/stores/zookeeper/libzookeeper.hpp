@@ -27,6 +27,7 @@ namespace dlock::zookeeper {
   X(zoo_delete_op_init)                                                                            \
   X(zoo_add_auth)                                                                                  \
   X(zoo_set_debug_level)                                                                           \
+  X(zoo_set_servers_resolution_delay)                                                              \
   X(zerror)
 
 // The library's constants, which it exports as data rather than macros.

@@ -240,6 +240,9 @@ void ZookeeperStore::on_event(const WatchEvent& event)
     }
   }
   for (auto& [key, n] : m_named) {
+    if (event.path == side_path(n.dir, replace_node)) {
+      n.replace_clear = false; // a release looks at it again
+    }
     if (n.held && event.path == side_path(n.dir, replace_node)
         && event.type != lib.ZOO_DELETED_EVENT) {
       // A --replace asked: the holder confirms at once, and its renewal says who.
@@ -482,7 +485,8 @@ void ZookeeperStore::create(const std::string& key)
     }
   }
   n.creating = true;
-  m_client->multi(std::move(ops), [this, key](Reply& reply) {
+  auto made = std::make_shared<bool>(false); // the listing sent with it judges
+  m_client->multi(std::move(ops), [this, key, made](Reply& reply) {
     auto found = m_named.find(key);
     if (found == m_named.end()) {
       return;
@@ -494,15 +498,8 @@ void ZookeeperStore::create(const std::string& key)
       e.partner = reply.children.size() > 1 ? reply.children[1] : "";
       e.latch = reply.children.size() > 2 ? reply.children[2] : "";
       e.session = m_client->session_id();
-      // Its czxid, the fencing token (a transaction's creates do not say it).
-      m_client->exists(e.node, false, [this, key](Reply& seen) {
-        auto again = m_named.find(key);
-        if (again == m_named.end()) {
-          return;
-        }
-        again->second.fence = seen.rc == ZOK && seen.stat ? seen.stat->czxid : 0;
-        judge(key);
-      });
+      e.fence = 0; // its czxid (a transaction's creates do not say it): watch_held reads it
+      *made = true;
       return;
     }
     if (reply.rc == ZNONODE) {
@@ -524,17 +521,66 @@ void ZookeeperStore::create(const std::string& key)
     }
     m_answers.answer(Op::acquire, error_of(reply.rc, "create a node for lock '" + key + "'"));
   });
+  // The queue, asked in the same round trip: ZooKeeper answers a session's requests in the
+  // order sent, so this listing is taken after the transaction and has our nodes.
+  m_client->get_children(queue_dir(n), [this, key, made](Reply& listed) {
+    if (*made && m_named.contains(key)) {
+      judge_listed(key, listed);
+    }
+  });
 }
 
 void ZookeeperStore::judge(const std::string& key)
 {
   Named& n = m_named.at(key);
-  m_client->get_children(queue_dir(n), [this, key](Reply& reply) {
-    auto found = m_named.find(key);
-    if (found == m_named.end()) {
+  if (n.kind.mode == lock::LockKind::Mode::limit) {
+    m_client->get_children(queue_dir(n), [this, key](Reply& reply) {
+      if (m_named.contains(key)) {
+        judge_listed(key, reply);
+      }
+    });
+    return;
+  }
+  // A waiter woken by the deletion of the node before it is most often the head now: the
+  // head's reads (admit's) go in the same round trip as the listing, and are used when it
+  // makes this contender the head (else passed over).
+  auto ahead = std::make_shared<bool>(false);
+  m_client->get_children(queue_dir(n), [this, key, ahead](Reply& reply) {
+    if (!m_named.contains(key)) {
       return;
     }
-    Named& e = found->second;
+    if (!heads(key, reply)) {
+      judge_listed(key, reply);
+      return;
+    }
+    *ahead = step_admit(key);
+  });
+  head_reads(key, ahead);
+}
+
+bool ZookeeperStore::heads(const std::string& key, const Reply& reply) const
+{
+  const Named& e = m_named.at(key);
+  if (reply.rc != ZOK || e.kind.mode == lock::LockKind::Mode::limit
+      || std::find(reply.children.begin(), reply.children.end(), leases_node)
+           != reply.children.end()) {
+    return false;
+  }
+  std::vector<Contender> queue = sorted_contenders(reply.children);
+  std::string ours = basename_of(e.node);
+  for (std::size_t i = 0; i < queue.size(); ++i) {
+    if (queue[i].name == ours) {
+      return queue[i].partner == basename_of(e.partner) && queue[i].latch == basename_of(e.latch)
+             && zookeeper::judge(queue, i).holds;
+    }
+  }
+  return false;
+}
+
+void ZookeeperStore::judge_listed(const std::string& key, Reply& reply)
+{
+  {
+    Named& e = m_named.at(key);
     if (reply.rc != ZOK && reply.rc != ZNONODE) {
       m_answers.answer(Op::acquire,
                        error_of(reply.rc, "list the contenders of lock '" + key + "'"));
@@ -568,7 +614,7 @@ void ZookeeperStore::judge(const std::string& key)
         refuse_kind(key, lock::LockKind::semaphore(limit >= 2 ? limit : std::max(2, count)));
       });
     });
-  });
+  }
 }
 
 void ZookeeperStore::judge_queue(const std::string& key, const std::vector<Contender>& queue)
@@ -930,16 +976,52 @@ void ZookeeperStore::server_now(const std::string& dir, std::function<void(std::
 
 void ZookeeperStore::admit(const std::string& key)
 {
+  if (!step_admit(key)) {
+    return;
+  }
+  head_reads(key, nullptr);
+}
+
+bool ZookeeperStore::step_admit(const std::string& key)
+{
   Named& n = m_named.at(key);
   if (++n.attempts > max_steps) {
     m_answers.answer(Op::acquire,
                      Error(ExitCode::unavailable,
                            "ZooKeeper at {}: the policy node of lock '{}' kept changing",
                            m_url.shown, key));
-    return;
+    return false;
   }
+  return true;
+}
+
+void ZookeeperStore::head_reads(const std::string& key, std::shared_ptr<bool> ahead)
+{
+  Named& n = m_named.at(key);
   std::string path = side_path(n.dir, policy_node);
-  m_client->get(path, side_cap, [this, key, path](Reply& reply) {
+  // The holder's look at its nodes (their watches, the fence) and at a --replace request goes
+  // in the same round trip, answered after the policy node's (ZooKeeper answers a session's
+  // requests in order): the usual head, which finds no policy node and writes none, holds
+  // from them.
+  auto policy = std::make_shared<Reply>();
+  m_client->get(path, side_cap, [policy](Reply& reply) { *policy = std::move(reply); });
+  const lock::LockPolicy& own = n.request.policy;
+  bool writes = own.min_hold > Millis(0) || own.lock_delay > Millis(0);
+  watch_held(key, [this, key, path, policy, writes, ahead] {
+    if (ahead && !*ahead) {
+      return false; // sent ahead of a listing that did not make it the head
+    }
+    if (policy->rc == ZNONODE && !writes) {
+      return true;
+    }
+    honour_policy(key, path, *policy);
+    return false;
+  });
+}
+
+void ZookeeperStore::honour_policy(const std::string& key, const std::string& path, Reply& reply)
+{
+  {
     auto found = m_named.find(key);
     if (found == m_named.end()) {
       return;
@@ -1021,7 +1103,7 @@ void ZookeeperStore::admit(const std::string& key)
                       refuse(key, lease, left, holder);
                     });
     });
-  });
+  }
 }
 
 void ZookeeperStore::refuse(const std::string& key, lock::AcquireResult::Lease lease, Millis left,
@@ -1101,16 +1183,25 @@ void ZookeeperStore::settle_in(const std::string& key)
                    });
 }
 
-void ZookeeperStore::watch_held(const std::string& key)
+void ZookeeperStore::watch_held(const std::string& key, std::function<bool()> first)
 {
   Named& n = m_named.at(key);
+  // All in one round trip; the answers come in this order.
+  auto going = std::make_shared<bool>(true); // our node's answer made it the holder
   // Watch our own node: its deletion (release --force, the session's end) is the lock's loss.
-  m_client->exists(n.node, true, [this, key](Reply& seen) {
+  m_client->exists(n.node, true, [this, key, first, going](Reply& seen) {
+    *going = false;
     auto again = m_named.find(key);
     if (again == m_named.end()) {
       return;
     }
     Named& h = again->second;
+    if (seen.rc == ZOK && seen.stat) {
+      h.fence = seen.stat->czxid;
+    }
+    if (first && !first()) {
+      return;
+    }
     if (seen.rc == ZNONODE) {
       if (h.kind.mode == lock::LockKind::Mode::limit) {
         h.node.clear(); // our lease went: queue again
@@ -1123,40 +1214,46 @@ void ZookeeperStore::watch_held(const std::string& key)
       return;
     }
     h.held = true;
-    h.fence = seen.stat->czxid;
     h.watching.clear();
-    for (const std::string* other : {&h.partner, &h.latch}) {
-      if (!other->empty()) {
-        // Its other nodes too: without them, Curator's readers or LeaderLatch would not wait.
-        m_client->exists(*other, true, [](Reply&) {});
-      }
+    *going = true;
+  });
+  for (const std::string* other : {&n.partner, &n.latch}) {
+    if (!other->empty()) {
+      // Its other nodes too: without them, Curator's readers or LeaderLatch would not wait.
+      m_client->exists(*other, true, [](Reply&) {});
     }
-    // A --replace's request comes to the watch on its node sooner than to the next renewal; one
-    // left against another holder's node goes.
-    std::string request = side_path(h.dir, replace_node);
-    std::string ours = basename_of(h.node);
-    m_client->exists(request, true, [this, key, request, ours](Reply& asked) {
-      if (asked.rc == ZOK) {
-        m_client->get(request, side_cap, [this, request, ours](Reply& got) {
-          std::optional<SideRecord> record;
-          if (got.rc == ZOK) {
-            record = parse_side_record(got.value);
-          }
-          if (got.rc == ZOK && got.stat && (!record || record->node != ours)) {
-            m_client->remove(
-              request, [](Reply&) {}, got.stat->version);
-          }
-        });
-      }
-      auto found = m_named.find(key);
-      Outcome outcome{.op = Op::acquire};
-      outcome.acquire.acquired = true;
-      outcome.acquire.fence = found != m_named.end() ? found->second.fence : 0;
-      if (found != m_named.end() && m_client->session_timeout() != found->second.request.ttl) {
-        outcome.acquire.validity = m_client->session_timeout(); // the session the server granted
-      }
-      m_answers.answer(std::move(outcome));
-    });
+  }
+  // A --replace's request comes to the watch on its node sooner than to the next renewal; one
+  // left against another holder's node goes.
+  std::string request = side_path(n.dir, replace_node);
+  m_client->exists(request, true, [this, key, request, going](Reply& asked) {
+    if (!*going) {
+      return; // not the holder (yet): it looks again
+    }
+    auto found = m_named.find(key);
+    if (found != m_named.end()) {
+      found->second.replace_clear = asked.rc == ZNONODE;
+    }
+    if (asked.rc == ZOK) {
+      std::string ours = found != m_named.end() ? basename_of(found->second.node) : "";
+      m_client->get(request, side_cap, [this, request, ours](Reply& got) {
+        std::optional<SideRecord> record;
+        if (got.rc == ZOK) {
+          record = parse_side_record(got.value);
+        }
+        if (got.rc == ZOK && got.stat && (!record || record->node != ours)) {
+          m_client->remove(
+            request, [](Reply&) {}, got.stat->version);
+        }
+      });
+    }
+    Outcome outcome{.op = Op::acquire};
+    outcome.acquire.acquired = true;
+    outcome.acquire.fence = found != m_named.end() ? found->second.fence : 0;
+    if (found != m_named.end() && m_client->session_timeout() != found->second.request.ttl) {
+      outcome.acquire.validity = m_client->session_timeout(); // the session the server granted
+    }
+    m_answers.answer(std::move(outcome));
   });
 }
 
@@ -1248,7 +1345,7 @@ void ZookeeperStore::announce(const std::string& key, std::function<void()> then
 
 void ZookeeperStore::settle_release(const std::string& dir, const std::string& fingerprint,
                                     const std::string& node, std::function<void(Millis, bool)> then,
-                                    int tries)
+                                    int tries, bool policy_too)
 {
   bool forced = fingerprint.empty();
   std::string request = side_path(dir, replace_node);
@@ -1274,6 +1371,10 @@ void ZookeeperStore::settle_release(const std::string& dir, const std::string& f
         }
       });
     }
+    if (!policy_too && !forced) {
+      then(Millis(0), false); // this holder wrote none
+      return;
+    }
     m_client->get(policy, side_cap, [=, this](Reply& got) {
       if (got.rc != ZOK || !got.stat) {
         then(Millis(0), false);
@@ -1283,7 +1384,7 @@ void ZookeeperStore::settle_release(const std::string& dir, const std::string& f
       std::optional<SideRecord> record = parse_side_record(got.value);
       auto again = [=, this](Reply& done) {
         if (done.rc == ZBADVERSION && tries < 3) {
-          settle_release(dir, fingerprint, node, then, tries + 1);
+          settle_release(dir, fingerprint, node, then, tries + 1, policy_too);
           return true;
         }
         return false;
@@ -1481,6 +1582,9 @@ void ZookeeperStore::start_renew(const lock::LockName& name, const lock::RenewRe
       std::string asking = side_path(e.dir, replace_node);
       std::string ours = basename_of(e.node);
       m_client->exists(asking, true, [this, key, asking, ours, outcome](Reply& asked) mutable {
+        if (auto still = m_named.find(key); still != m_named.end()) {
+          still->second.replace_clear = asked.rc == ZNONODE;
+        }
         if (asked.rc != ZOK) {
           m_answers.answer(std::move(outcome));
           return;
@@ -1530,6 +1634,12 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
     std::vector<std::string> partner = others_of(*n);
     std::string dir = n->dir;
     bool semaphore = n->kind.mode == lock::LockKind::Mode::limit;
+    // Whether it may have left side nodes to settle: a policy node (only a holder with
+    // --min-hold or --lock-delay writes one with its token), a --replace request (one made
+    // since the watch on its node was set would have fired it).
+    bool policy =
+      n->request.policy.min_hold > Millis(0) || n->request.policy.lock_delay > Millis(0);
+    bool asked = !n->replace_clear;
     bool alive = m_client && m_client->owned() && !m_dead && m_client->session_id() == n->session;
     m_named.erase(key);
     if (!alive) {
@@ -1549,13 +1659,14 @@ void ZookeeperStore::start_release(const lock::LockName& name, const std::string
         m_answers.answer(std::move(outcome));
       });
     };
-    if (!held || semaphore) {
+    if (!held || semaphore || (!policy && !asked)) {
       remove_node(Millis(0));
       return;
     }
     // The policy node first: a waiter woken by our node's deletion finds it settled.
-    settle_release(dir, token_fingerprint(token), basename_of(node),
-                   [remove_node](Millis kept, bool) { remove_node(kept); });
+    settle_release(
+      dir, token_fingerprint(token), basename_of(node),
+      [remove_node](Millis kept, bool) { remove_node(kept); }, 0, policy);
     return;
   }
   // --force (no token), or a token another process holds: delete the holders' nodes; each

@@ -102,6 +102,7 @@ private:
     std::optional<util::TimePoint> wake_by; // a wait_for_wake in progress ends then
     int attempts = 0;                       // steps of the current acquisition (bounds its retries)
     std::vector<std::string> side_watches;  // side nodes watched while waiting (policy, newest)
+    bool replace_clear = false; // held: no replace node since the last look set its watch
   };
 
   // One waiter that takes nothing (wait, barrier, latch --wait, leader --watch) on a lock name.
@@ -160,6 +161,11 @@ private:
   void place(const std::string& key);
   void create(const std::string& key);
   void judge(const std::string& key);
+  // judge's step once the queue's listing came (reply).
+  void judge_listed(const std::string& key, Reply& reply);
+  // Whether the listing (reply) makes our contender the head of a lock's queue (not a
+  // semaphore's), with every node of it in place: what judge_listed would admit.
+  bool heads(const std::string& key, const Reply& reply) const;
   void report_holder(const std::string& key, const std::vector<Contender>& queue);
   // The queue of a lock's node, after the check that no semaphore holds the key.
   void judge_queue(const std::string& key, const std::vector<Contender>& queue);
@@ -179,6 +185,11 @@ private:
   // The head of the queue honours the last holder's policy node (give back while it closes the
   // lock), then writes its own, watches and answers.
   void admit(const std::string& key);
+  // Counts admit's step (bounds its retries); false when there were too many (answered).
+  bool step_admit(const std::string& key);
+  // admit's reads: the policy node, then watch_held's; ahead, when sent ahead of the listing
+  // that decides, is whether it made this contender the head (false: they are passed over).
+  void head_reads(const std::string& key, std::shared_ptr<bool> ahead);
   // Gives the head back and answers closed for left (a waiter watches the policy node, which
   // release --force deletes, and blocks at most left).
   void refuse(const std::string& key, lock::AcquireResult::Lease lease, util::Millis left,
@@ -186,7 +197,11 @@ private:
   // Writes this holder's policy node (--min-hold, --lock-delay), if it has one.
   void settle_in(const std::string& key);
   // Watches our node (its loss) and the replace node (a request), then answers acquired.
-  void watch_held(const std::string& key);
+  // first, if any, runs on our node's answer (the fence read): false when the caller goes
+  // another way, and the rest of the answers are passed over.
+  void watch_held(const std::string& key, std::function<bool()> first = {});
+  // admit's step once the policy node's answer came (reply).
+  void honour_policy(const std::string& key, const std::string& path, Reply& reply);
   // --replace: asks the holder of the head node to stand down, then answers per not_acquired.
   void ask_replace(const std::string& key, const std::string& head, std::function<void(bool)> then,
                    int tries = 0);
@@ -195,9 +210,11 @@ private:
   // Releases (by fingerprint, or forced if empty) the policy and replace nodes' part: then gets
   // how long the lock stays taken for the holder's --min-hold, and whether a forced release
   // freed a lock held only by it.
+  // policy_too: false when the releasing holder wrote no policy node (only the replace node is
+  // read then).
   void settle_release(const std::string& dir, const std::string& fingerprint,
                       const std::string& node, std::function<void(util::Millis, bool)> then,
-                      int tries = 0);
+                      int tries = 0, bool policy_too = true);
   // The server's time (ms): the ctime of a node made for it (this host's clock if it cannot).
   void server_now(const std::string& dir, std::function<void(std::int64_t)> then);
   // Creates path's missing ancestors and itself (the lock's node as a container, which the
