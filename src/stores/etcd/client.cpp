@@ -514,8 +514,9 @@ void Client::send_plain(Transfer& t)
   std::string authorization = m_token && t.path != auth_path ? *m_token : "";
   t.out = http1::post_request(m_url.endpoints[m_endpoint], t.path, t.body, authorization);
   t.deadline = util::monotonic_now() + m_timeout;
-  // A kept connection first (a stream keeps the one it gets till it ends: never a kept one).
-  while (!t.streaming && !m_idle.empty()) {
+  // A kept connection first; a stream, which keeps its connection till it ends, takes one only
+  // when another is left for the requests.
+  while (!m_idle.empty() && (!t.streaming || m_idle.size() > 1)) {
     int fd = m_idle.back();
     m_idle.pop_back();
     char byte = 0;

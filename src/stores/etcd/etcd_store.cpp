@@ -162,8 +162,23 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
     m_answers.answer(std::move(outcome));
     return;
   }
-  // Queued: keep our place (the lease alive), then see who is first now.
-  m_client.post("/v3/lease/keepalive", lease_request(mine.lease), [this, key, request](Answer& a) {
+  // Queued: keep our place (the lease alive) and see who is first now, both at once (on two
+  // connections): a waiter woken by its predecessor's deletion takes over after one round trip.
+  std::string prefix = mine.prefix;
+  std::vector<Json> ops{range_prefix_op(prefix)};
+  for (const std::string& side : side_keys(key)) {
+    ops.push_back(range_op(side));
+  }
+  ops.push_back(range_prefix_op(records_of(key)));
+  struct Both {
+    std::optional<Answer> kept, read;
+  };
+  auto both = std::make_shared<Both>();
+  auto decide_when_both = [this, key, request, prefix, both]() {
+    if (!both->kept || !both->read) {
+      return;
+    }
+    Answer& a = *both->kept;
     if (a.error && !lease_not_found(a.body)) {
       fail(Op::acquire, *a.error);
       return;
@@ -177,26 +192,28 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
       grant(key, request);
       return;
     }
-    std::string prefix = queued->second.prefix;
-    std::vector<Json> ops{range_prefix_op(prefix)};
-    for (const std::string& side : side_keys(key)) {
-      ops.push_back(range_op(side));
+    Answer& r = *both->read;
+    const Json* range = txn_range(r.body, 0);
+    if (!r.error && range == nullptr) {
+      r.error = Error(ExitCode::internal, "etcd at {} answered a transaction without its range",
+                      m_client.current());
     }
-    ops.push_back(range_prefix_op(records_of(key)));
-    m_client.post("/v3/kv/txn", reads(ops), [this, key, request, prefix](Answer& r) {
-      const Json* range = txn_range(r.body, 0);
-      if (!r.error && range == nullptr) {
-        r.error = Error(ExitCode::internal, "etcd at {} answered a transaction without its range",
-                        m_client.current());
-      }
-      if (r.error) {
-        fail(Op::acquire, *r.error);
-        return;
-      }
-      decide(key, request,
-             queue_of(*range, prefix, txn_range(r.body, 1 + side_count), records_of(key)),
-             sides_of(r.body, 1), header_revision(r.body));
-    });
+    if (r.error) {
+      fail(Op::acquire, *r.error);
+      return;
+    }
+    decide(key, request,
+           queue_of(*range, prefix, txn_range(r.body, 1 + side_count), records_of(key)),
+           sides_of(r.body, 1), header_revision(r.body));
+  };
+  m_client.post("/v3/lease/keepalive", lease_request(mine.lease),
+                [both, decide_when_both](Answer& a) {
+                  both->kept = std::move(a);
+                  decide_when_both();
+                });
+  m_client.post("/v3/kv/txn", reads(ops), [both, decide_when_both](Answer& r) {
+    both->read = std::move(r);
+    decide_when_both();
   });
 }
 
@@ -1025,6 +1042,29 @@ void EtcdStore::start_release(const lock::LockName& name, const std::string& tok
     m_client.cancel(mine.side_watch);
     std::string replace = side_key(m_prefix, key, "replace");
     std::string records = records_of(key);
+    if (mine.owner && mine.hold_lease == 0 && mine.delay_lease == 0 && !mine.on_hold) {
+      // No --min-hold to keep it, no --lock-delay to disarm: the key (with its record) goes in
+      // one transaction if it is still ours, which hands the lock over at once; then its lease.
+      Json deletes = Json::array({delete_op(mine.key), delete_op(record_key(records, mine.key))});
+      m_client.post(
+        "/v3/kv/txn",
+        txn_request(Json::array({create_revision_is(mine.key, mine.revision)}), deletes),
+        [this, mine](Answer& a) {
+          bool held = !a.error && txn_succeeded(a.body);
+          std::vector<KeyValue> deleted = held ? txn_deleted(a.body, 0) : std::vector<KeyValue>{};
+          // The key's lease: its own, unless another process's `renew --ttl` moved it.
+          std::int64_t lease =
+            deleted.size() == 1 && deleted.front().lease != 0 ? deleted.front().lease : mine.lease;
+          Outcome outcome{.op = Op::release, .error = a.error, .held = held};
+          revoke(lease, [this, outcome, held](Answer& r) mutable {
+            if (held && r.error && !lease_not_found(r.body)) {
+              outcome.error = r.error;
+            }
+            m_answers.answer(outcome);
+          });
+        });
+      return;
+    }
     // Whether the key is still ours and was asked to stand down (a read), then the release.
     m_client.post(
       "/v3/kv/txn",
