@@ -2,6 +2,7 @@
 
 #include "stores/etcd/http1.hpp"
 #include "stores/etcd/libcurl.hpp"
+#include "util/fd.hpp"
 #include "util/log.hpp"
 
 #include <fcntl.h>
@@ -39,7 +40,7 @@ struct Client::Transfer {
   bool waiting_for_token = false;
   // Plain HTTP/1.1 (etcd://): the connection, what is left to send, the answer as it comes.
   enum class Phase { connecting, sending, receiving, finished };
-  int fd = -1;
+  util::UniqueFd fd;
   Phase phase = Phase::connecting;
   bool reused = false;     // on a kept connection
   std::size_t address = 0; // which of the endpoint's addresses it connects to
@@ -54,10 +55,7 @@ struct Client::Transfer {
   ~Transfer() { release(); }
   void release() noexcept
   {
-    if (fd >= 0) {
-      ::close(fd);
-      fd = -1;
-    }
+    fd.reset();
     if (easy != nullptr) {
       curl().curl_easy_cleanup(easy);
       easy = nullptr;
@@ -142,9 +140,7 @@ Client::Client(EtcdUrl url, std::optional<std::string> password, stores::TlsFile
 Client::~Client()
 {
   cancel_requests();
-  for (int fd : m_idle) {
-    ::close(fd);
-  }
+  m_idle.clear();
   if (m_multi != nullptr) {
     curl().curl_multi_cleanup(m_multi);
   }
@@ -425,10 +421,7 @@ void Client::complete(std::uint64_t id, std::optional<Error> error, bool unreach
   if (error && unreachable && t.endpoints_tried < m_url.endpoints.size()) {
     util::log_verbose("{}; trying the next endpoint", error->what());
     m_endpoint = (m_endpoint + 1) % m_url.endpoints.size();
-    for (int fd : m_idle) { // connections to the endpoint left
-      ::close(fd);
-    }
-    m_idle.clear();
+    m_idle.clear(); // connections to the endpoint left
     ++t.endpoints_tried;
     send(t);
     return;
@@ -500,10 +493,7 @@ const std::vector<Client::Address>& Client::addresses(std::size_t endpoint)
 
 void Client::send_plain(Transfer& t)
 {
-  if (t.fd >= 0) {
-    ::close(t.fd);
-    t.fd = -1;
-  }
+  t.fd.reset();
   t.in.clear();
   t.received.clear();
   t.too_long = false;
@@ -517,18 +507,18 @@ void Client::send_plain(Transfer& t)
   // A kept connection first; a stream, which keeps its connection till it ends, takes one only
   // when another is left for the requests.
   while (!m_idle.empty() && (!t.streaming || m_idle.size() > 1)) {
-    int fd = m_idle.back();
+    util::UniqueFd fd = std::move(m_idle.back());
     m_idle.pop_back();
     char byte = 0;
-    if (::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) < 0
+    if (::recv(fd.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) < 0
         && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      t.fd = fd;
+      t.fd = std::move(fd);
       t.reused = true;
       t.phase = Transfer::Phase::sending;
       write_plain(t);
       return;
     }
-    ::close(fd); // closed by the server (or it sent what nobody asked for)
+    // closed by the server (or it sent what nobody asked for): fd closes here
   }
   t.reused = false;
   t.address = 0;
@@ -548,22 +538,21 @@ void Client::connect_plain(Transfer& t)
   int error = 0;
   for (; t.address < list.size(); ++t.address) {
     const Address& a = list[t.address];
-    int fd = ::socket(a.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
+    util::UniqueFd fd(::socket(a.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd) {
       error = errno;
       continue;
     }
-    tune_socket(fd);
-    if (::connect(fd, reinterpret_cast<const sockaddr*>(a.bytes.data()),
+    tune_socket(fd.get());
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(a.bytes.data()),
                   static_cast<socklen_t>(a.bytes.size()))
           == 0
         || errno == EINPROGRESS) {
-      t.fd = fd;
+      t.fd = std::move(fd);
       t.phase = Transfer::Phase::connecting;
       return;
     }
     error = errno;
-    ::close(fd);
   }
   t.failure = Error(ExitCode::unavailable, "{}: cannot connect: {}", where, std::strerror(error));
   t.unreachable = true;
@@ -573,8 +562,7 @@ void Client::connect_plain(Transfer& t)
 void Client::lost_plain(Transfer& t, const std::string& what)
 {
   if (t.reused && !t.decoder.started()) {
-    ::close(t.fd);
-    t.fd = -1;
+    t.fd.reset();
     t.reused = false;
     t.address = 0;
     t.sent = 0;
@@ -582,8 +570,7 @@ void Client::lost_plain(Transfer& t, const std::string& what)
     connect_plain(t); // the same request on a new connection
     return;
   }
-  ::close(t.fd);
-  t.fd = -1;
+  t.fd.reset();
   t.failure = Error(ExitCode::unavailable, "etcd at {}: {}", current(), what);
   t.phase = Transfer::Phase::finished;
 }
@@ -591,7 +578,7 @@ void Client::lost_plain(Transfer& t, const std::string& what)
 void Client::write_plain(Transfer& t)
 {
   while (t.sent < t.out.size()) {
-    ssize_t n = ::send(t.fd, t.out.data() + t.sent, t.out.size() - t.sent, MSG_NOSIGNAL);
+    ssize_t n = ::send(t.fd.get(), t.out.data() + t.sent, t.out.size() - t.sent, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) {
         continue;
@@ -611,7 +598,7 @@ void Client::read_plain(Transfer& t)
 {
   char buffer[16384];
   while (true) {
-    ssize_t n = ::recv(t.fd, buffer, sizeof buffer, 0);
+    ssize_t n = ::recv(t.fd.get(), buffer, sizeof buffer, 0);
     if (n < 0 && errno == EINTR) {
       continue;
     }
@@ -638,8 +625,7 @@ void Client::read_plain(Transfer& t)
       continue;
     }
     if (state == http1::AnswerDecoder::State::bad) {
-      ::close(t.fd);
-      t.fd = -1;
+      t.fd.reset();
       std::string where = "etcd at " + current();
       t.failure = t.too_long
                     ? too_long_error(where)
@@ -649,11 +635,9 @@ void Client::read_plain(Transfer& t)
     }
     // Done: the connection serves the next request if the answer left it clean.
     if (n > 0 && !t.streaming && t.decoder.reusable() && t.in.empty() && m_idle.size() < max_idle) {
-      m_idle.push_back(t.fd);
-    } else {
-      ::close(t.fd);
+      m_idle.push_back(std::move(t.fd));
     }
-    t.fd = -1;
+    t.fd.reset();
     t.phase = Transfer::Phase::finished;
     return;
   }
@@ -662,22 +646,21 @@ void Client::read_plain(Transfer& t)
 void Client::on_plain_ready(std::uint64_t id, short revents)
 {
   auto found = m_transfers.find(id);
-  if (found == m_transfers.end() || found->second->fd < 0) {
+  if (found == m_transfers.end() || !found->second->fd) {
     return;
   }
   Transfer& t = *found->second;
   if (t.phase == Transfer::Phase::connecting) {
     int error = 0;
     socklen_t size = sizeof error;
-    if (::getsockopt(t.fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0) {
+    if (::getsockopt(t.fd.get(), SOL_SOCKET, SO_ERROR, &error, &size) != 0) {
       error = errno;
     }
     if (error == 0 && (revents & (POLLERR | POLLHUP)) != 0) {
       error = ECONNREFUSED;
     }
     if (error != 0) {
-      ::close(t.fd);
-      t.fd = -1;
+      t.fd.reset();
       ++t.address;
       const std::vector<Address>& list = addresses(m_endpoint);
       if (t.address < list.size()) {
@@ -715,10 +698,7 @@ void Client::pump()
       if (t->phase != Transfer::Phase::finished && !t->waiting_for_token && timed
           && now >= t->deadline) {
         bool connecting = t->phase == Transfer::Phase::connecting;
-        if (t->fd >= 0) {
-          ::close(t->fd);
-          t->fd = -1;
-        }
+        t->fd.reset();
         t->failure = Error(ExitCode::unavailable, "etcd at {}: no answer within {} ms", current(),
                            m_timeout.count());
         t->unreachable = connecting;
@@ -810,7 +790,7 @@ void Client::watch(util::EventLoop& loop)
     }
     short events = t->phase == Transfer::Phase::receiving ? POLLIN : POLLOUT;
     std::uint64_t transfer = id;
-    loop.watch(t->fd, events,
+    loop.watch(t->fd.get(), events,
                [this, transfer](short revents) { on_plain_ready(transfer, revents); });
   }
 }

@@ -5,6 +5,7 @@
 #include "util/clock.hpp"
 #include "util/duration.hpp"
 #include "util/event_loop.hpp"
+#include "util/fd.hpp"
 
 #include <cstdint>
 #include <functional>
@@ -102,9 +103,9 @@ private:
   std::optional<std::string> m_password;
   stores::TlsFiles m_tls;
   util::Millis m_timeout;
-  bool m_plain;            // etcd:// (no TLS): no libcurl
-  void* m_multi = nullptr; // libcurl's, for etcds:// only
-  std::vector<int> m_idle; // kept-alive connections to the current endpoint
+  bool m_plain;                       // etcd:// (no TLS): no libcurl
+  void* m_multi = nullptr;            // libcurl's, for etcds:// only
+  std::vector<util::UniqueFd> m_idle; // kept-alive connections to the current endpoint
   std::map<std::size_t, std::vector<Address>> m_addresses; // by endpoint
   std::size_t m_endpoint = 0;
   std::optional<std::string> m_token; // etcd's auth token, once authenticated
