@@ -162,6 +162,29 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
     m_answers.answer(std::move(outcome));
     return;
   }
+  if (mine.takes_over && mine.before.empty()) {
+    // Every key before ours is gone (the watch saw them go): ours is the oldest. The keepalive
+    // says that our key is still there (it goes only with its lease, or its deletion was seen).
+    m_client.post("/v3/lease/keepalive", lease_request(mine.lease),
+                  [this, key, request](Answer& a) {
+                    if (a.error && !lease_not_found(a.body)) {
+                      fail(Op::acquire, *a.error);
+                      return;
+                    }
+                    auto queued = m_mine.find(key);
+                    if (queued == m_mine.end()) {
+                      return;
+                    }
+                    if (a.error || kept_ttl(a.body) <= 0) { // our key went with its lease
+                      m_mine.erase(queued);
+                      grant(key, request);
+                      return;
+                    }
+                    queued->second.takes_over = false;
+                    arm(key, request);
+                  });
+    return;
+  }
   // Queued: keep our place (the lease alive) and see who is first now, both at once (on two
   // connections): a waiter woken by its predecessor's deletion takes over after one round trip.
   std::string prefix = mine.prefix;
@@ -206,15 +229,16 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
            queue_of(*range, prefix, txn_range(r.body, 1 + side_count), records_of(key)),
            sides_of(r.body, 1), header_revision(r.body));
   };
+  // The read, the longer of the two, goes first: it gets the kept connection.
+  m_client.post("/v3/kv/txn", reads(ops), [both, decide_when_both](Answer& r) {
+    both->read = std::move(r);
+    decide_when_both();
+  });
   m_client.post("/v3/lease/keepalive", lease_request(mine.lease),
                 [both, decide_when_both](Answer& a) {
                   both->kept = std::move(a);
                   decide_when_both();
                 });
-  m_client.post("/v3/kv/txn", reads(ops), [both, decide_when_both](Answer& r) {
-    both->read = std::move(r);
-    decide_when_both();
-  });
 }
 
 void EtcdStore::grant(const std::string& name, const lock::AcquireRequest& request)
@@ -385,6 +409,16 @@ void EtcdStore::decide(const std::string& name, const lock::AcquireRequest& requ
   result.holders = static_cast<std::int64_t>(holding);
   mine.watch_from = revision + 1;
   mine.watch_range = false;
+  mine.takes_over =
+    mine.kind.mode == lock::LockKind::Mode::exclusive && !request.policy.replace
+    && !request.policy.supersede && !live_side(sides.delay)
+    && (request.ticket.mode == lock::WaitMode::wait || request.ticket.mode == lock::WaitMode::fair);
+  mine.before.clear();
+  if (mine.takes_over) {
+    for (auto member = queue.begin(); member != ours; ++member) {
+      mine.before.insert(member->kv.key);
+    }
+  }
   if (mine.kind.mode == lock::LockKind::Mode::limit) {
     mine.predecessor = mine.prefix;
     mine.watch_range = true;
@@ -659,6 +693,46 @@ void EtcdStore::start_wait_for_wake(const lock::LockName& name, const lock::Wait
   Mine& mine = found->second;
   m_client.cancel(mine.wake_watch);
   mine.wake_by = util::monotonic_now() + block;
+  if (mine.takes_over) {
+    Json request = watch_prefix_deletes_request(mine.prefix, mine.watch_from);
+    request["create_request"]["prev_kv"] = true;
+    mine.wake_watch = m_client.stream(
+      "/v3/watch", request,
+      [this, key](const Json& result) {
+        auto queued = m_mine.find(key);
+        if (queued == m_mine.end()) {
+          return;
+        }
+        Mine& waiting = queued->second;
+        if (int_field(result, "compact_revision") > 0 || bool_field(result, "canceled")) {
+          waiting.takes_over = false;
+          end_wait(key);
+          return;
+        }
+        if (result.contains("events") && result["events"].is_array()) {
+          for (const Json& event : result["events"]) {
+            if (!event.is_object() || !event.contains("kv")) {
+              continue;
+            }
+            std::string gone = key_value(event["kv"]).key;
+            if (gone == waiting.key) { // ours (not by its lease: the keepalive would tell)
+              waiting.takes_over = false;
+            } else if (waiting.before.erase(gone) > 0 && event.contains("prev_kv")
+                       && int_field(record_of(key_value(event["prev_kv"])), "delay_ms") > 0) {
+              waiting.takes_over = false; // a --lock-delay may have begun: read it
+            }
+          }
+        }
+        if (!waiting.takes_over || waiting.before.empty()) {
+          end_wait(key);
+        }
+      },
+      [this, key](const Error& why) {
+        util::log_verbose("the watch of lock '{}' ended ({}); asking again", key, why.what());
+        end_wait(key);
+      });
+    return;
+  }
   mine.wake_watch = m_client.stream(
     "/v3/watch",
     mine.watch_range ? watch_prefix_deletes_request(mine.predecessor, mine.watch_from)

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 namespace dlock::etcd {
 
@@ -116,6 +117,13 @@ private:
     bool replaced = false;        // a renewal found a --replace request against this token
     std::uint64_t side_watch = 0; // queued --supersede: the watch of the name's #newest key
     bool supersede = false;       // queued: a --supersede waiter (it watches #newest too)
+    // Queued, exclusive, no --replace or --supersede, no #delay key seen: it watches the
+    // deletions of every key before its own (before, as the read that queued it found them:
+    // no key can come before it later) and takes the lock once they are gone, with a lease
+    // keepalive and no read. A deleted key whose record armed a --lock-delay, or its own key's
+    // deletion, ends it (the next attempt reads the queue).
+    bool takes_over = false;
+    std::set<std::string> before;
   };
   // What of a gate's watched key wakes its waiter: its deletion, any change of it, or (watched
   // is a prefix) a put of a key under it.
