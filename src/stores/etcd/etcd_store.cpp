@@ -717,9 +717,16 @@ void EtcdStore::start_wait_for_wake(const lock::LockName& name, const lock::Wait
             std::string gone = key_value(event["kv"]).key;
             if (gone == waiting.key) { // ours (not by its lease: the keepalive would tell)
               waiting.takes_over = false;
-            } else if (waiting.before.erase(gone) > 0 && event.contains("prev_kv")
-                       && int_field(record_of(key_value(event["prev_kv"])), "delay_ms") > 0) {
-              waiting.takes_over = false; // a --lock-delay may have begun: read it
+            } else if (waiting.before.erase(gone) > 0) {
+              // Gone cleanly: etcdctl lock's empty key, or a dlock record that armed no
+              // --lock-delay; anything else (a value not read, a candidate's whose record
+              // lies elsewhere) and a --lock-delay may have begun: read the queue.
+              KeyValue was = event.contains("prev_kv") ? key_value(event["prev_kv"]) : KeyValue{};
+              Json record = record_of(was);
+              bool clean = !was.key.empty()
+                           && (was.value.empty()
+                               || (record.is_object() && int_field(record, "delay_ms") == 0));
+              waiting.takes_over = waiting.takes_over && clean;
             }
           }
         }
