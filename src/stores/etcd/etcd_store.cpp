@@ -163,10 +163,22 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
     return;
   }
   if (mine.takes_over && mine.before.empty()) {
-    // Every key before ours is gone (the watch saw them go): ours is the oldest. The keepalive
-    // says that our key is still there (it goes only with its lease, or its deletion was seen).
+    // Every key before ours is gone (the watch saw them go): ours is the oldest, and our key is
+    // still there (it goes only with its lease, or the watch would have seen it go). What is
+    // left of the lease since this waiter last kept it alive is the lease taken (the holder
+    // renews it by then), with no round trip; when that is under half of it, a keepalive first.
+    Millis ttl(mine.ttl_s * 1000);
+    auto left = std::chrono::duration_cast<Millis>(mine.kept_at + ttl - util::monotonic_now());
+    if (request.policy.min_hold <= Millis(0) && request.policy.lock_delay <= Millis(0)
+        && left >= ttl / 2) {
+      mine.takes_over = false;
+      mine.validity = left;
+      become_owner(key);
+      return;
+    }
+    util::TimePoint sent = util::monotonic_now();
     m_client.post("/v3/lease/keepalive", lease_request(mine.lease),
-                  [this, key, request](Answer& a) {
+                  [this, key, request, sent](Answer& a) {
                     if (a.error && !lease_not_found(a.body)) {
                       fail(Op::acquire, *a.error);
                       return;
@@ -181,6 +193,7 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
                       return;
                     }
                     queued->second.takes_over = false;
+                    queued->second.kept_at = sent;
                     arm(key, request);
                   });
     return;
@@ -197,7 +210,8 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
     std::optional<Answer> kept, read;
   };
   auto both = std::make_shared<Both>();
-  auto decide_when_both = [this, key, request, prefix, both]() {
+  util::TimePoint sent = util::monotonic_now();
+  auto decide_when_both = [this, key, request, prefix, both, sent]() {
     if (!both->kept || !both->read) {
       return;
     }
@@ -215,6 +229,7 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
       grant(key, request);
       return;
     }
+    queued->second.kept_at = sent;
     Answer& r = *both->read;
     const Json* range = txn_range(r.body, 0);
     if (!r.error && range == nullptr) {
@@ -243,31 +258,33 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
 
 void EtcdStore::grant(const std::string& name, const lock::AcquireRequest& request)
 {
-  m_client.post(
-    "/v3/lease/grant", grant_request(lease_seconds(request.ttl)), [this, name, request](Answer& a) {
-      if (a.error) {
-        fail(Op::acquire, *a.error);
-        return;
-      }
-      Mine mine;
-      mine.token = request.token;
-      mine.prefix = lock_prefix(m_prefix, name);
-      mine.lease = int_field(a.body, "ID");
-      mine.ttl_s = int_field(a.body, "TTL");
-      mine.kind = request.kind;
-      mine.key = request.kind.mode == lock::LockKind::Mode::shared
-                   ? read_key(mine.prefix, mine.lease)
-                   : lock_key(mine.prefix, mine.lease);
-      mine.fingerprint = token_fingerprint(request.token);
-      mine.policy = request.policy;
-      if (mine.lease == 0) {
-        fail(Op::acquire,
-             Error(ExitCode::internal, "etcd at {} granted no lease", m_client.current()));
-        return;
-      }
-      m_mine[name] = std::move(mine);
-      put_key(name, request);
-    });
+  util::TimePoint sent = util::monotonic_now();
+  m_client.post("/v3/lease/grant", grant_request(lease_seconds(request.ttl)),
+                [this, name, request, sent](Answer& a) {
+                  if (a.error) {
+                    fail(Op::acquire, *a.error);
+                    return;
+                  }
+                  Mine mine;
+                  mine.token = request.token;
+                  mine.prefix = lock_prefix(m_prefix, name);
+                  mine.lease = int_field(a.body, "ID");
+                  mine.ttl_s = int_field(a.body, "TTL");
+                  mine.kept_at = sent;
+                  mine.kind = request.kind;
+                  mine.key = request.kind.mode == lock::LockKind::Mode::shared
+                               ? read_key(mine.prefix, mine.lease)
+                               : lock_key(mine.prefix, mine.lease);
+                  mine.fingerprint = token_fingerprint(request.token);
+                  mine.policy = request.policy;
+                  if (mine.lease == 0) {
+                    fail(Op::acquire, Error(ExitCode::internal, "etcd at {} granted no lease",
+                                            m_client.current()));
+                    return;
+                  }
+                  m_mine[name] = std::move(mine);
+                  put_key(name, request);
+                });
 }
 
 void EtcdStore::put_key(const std::string& name, const lock::AcquireRequest& request)
@@ -639,6 +656,7 @@ void EtcdStore::become_owner(const std::string& name)
   Outcome outcome{.op = Op::acquire};
   outcome.acquire.acquired = true;
   outcome.acquire.fence = mine.revision;
+  outcome.acquire.validity = std::exchange(mine.validity, std::nullopt);
   m_answers.answer(std::move(outcome));
 }
 

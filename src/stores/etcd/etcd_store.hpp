@@ -119,11 +119,17 @@ private:
     bool supersede = false;       // queued: a --supersede waiter (it watches #newest too)
     // Queued, exclusive, no --replace or --supersede, no #delay key seen: it watches the
     // deletions of every key before its own (before, as the read that queued it found them:
-    // no key can come before it later) and takes the lock once they are gone, with a lease
-    // keepalive and no read. A deleted key whose record armed a --lock-delay, or its own key's
-    // deletion, ends it (the next attempt reads the queue).
+    // no key can come before it later) and takes the lock once they are gone with no read:
+    // with no round trip at all while half its lease is left since it last kept it alive
+    // (AcquireResult::validity says what is left), else after a keepalive. A deleted key whose
+    // record armed a --lock-delay, or its own key's deletion, ends it (the next attempt reads the
+    // queue).
     bool takes_over = false;
     std::set<std::string> before;
+    // When the last grant or keepalive of lease was sent: it runs at least ttl_s from then.
+    util::TimePoint kept_at{};
+    // A take-over with no keepalive: what is left of the lease (AcquireResult::validity).
+    std::optional<util::Millis> validity;
   };
   // What of a gate's watched key wakes its waiter: its deletion, any change of it, or (watched
   // is a prefix) a put of a key under it.
