@@ -20,10 +20,13 @@ std::unique_ptr<lock::Store> open(const std::string& url, const stores::StoreCon
 
 // Locks in etcd v3, the same recipe as `etcdctl lock` (clientv3/concurrency.Mutex), so that
 // the two contend on one name: a lease of the TTL, a key PFX/<lease in hex> put under it, the
-// owner is the key of PFX with the lowest create revision, and a waiter watches the deletion
-// of the key just before its own (a FIFO queue: no herd, fair by construction). The fencing
-// token is the key's create revision. A renewal is a lease keepalive and a check of the key; a
-// watch of the holder's own key reports its deletion (lease revoked) at once.
+// owner is the key of PFX with the lowest create revision, and a waiter watches the deletions
+// of the keys before its own (a FIFO queue, fair by construction, with no herd of requests):
+// an exclusive one every deletion under PFX/, taking the lock when the last earlier key is
+// gone with no read (Mine::takes_over). A release deletes the key if it is still ours, then
+// revokes its lease. The fencing token is the key's create revision. A renewal is a lease
+// keepalive and a check of the key; a watch of the holder's own key reports its deletion
+// (lease revoked) at once.
 // --shared puts PFX/read/<lease hex> (the recipes' RWMutex readers), which holds while no
 // exclusive key (etcdctl's, dlock's, the recipes' PFX/write/…) is older, and waits on the last
 // such key; --limit N puts PFX/<lease hex> saying "limit:N" (the N oldest hold), whose waiter
