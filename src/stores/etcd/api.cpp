@@ -538,6 +538,31 @@ Json put_op(const std::string& key, const std::string& value, std::int64_t lease
 
 Json range_op(const std::string& key) { return {{"request_range", range_key_request(key)}}; }
 
+Json delete_op(const std::string& key)
+{
+  return {{"request_delete_range", {{"key", base64_encode(key)}, {"prev_kv", true}}}};
+}
+
+std::vector<KeyValue> txn_deleted(const Json& txn_response, std::size_t i)
+{
+  if (!txn_response.is_object() || !txn_response.contains("responses")) {
+    return {};
+  }
+  const Json& responses = txn_response["responses"];
+  if (!responses.is_array() || i >= responses.size() || !responses[i].is_object()
+      || !responses[i].contains("response_delete_range")) {
+    return {};
+  }
+  const Json& deleted = responses[i]["response_delete_range"];
+  std::vector<KeyValue> out;
+  if (deleted.is_object() && deleted.contains("prev_kvs") && deleted["prev_kvs"].is_array()) {
+    for (const Json& kv : deleted["prev_kvs"]) {
+      out.push_back(key_value(kv));
+    }
+  }
+  return out;
+}
+
 Json create_revision_is(const std::string& key, std::int64_t revision)
 {
   return {{"key", base64_encode(key)},

@@ -173,6 +173,10 @@ KeyValue with_record(KeyValue kv, const std::vector<KeyValue>& records,
 // One operation of a transaction, and a comparison guarding it.
 Json put_op(const std::string& key, const std::string& value, std::int64_t lease);
 Json range_op(const std::string& key);
+// Deletes key; the answer keeps what it was (txn_deleted).
+Json delete_op(const std::string& key);
+// The keys that a transaction's delete (response i of responses) removed, as they were.
+std::vector<KeyValue> txn_deleted(const Json& txn_response, std::size_t i);
 // key's create revision is revision (0: the key does not exist).
 Json create_revision_is(const std::string& key, std::int64_t revision);
 // A transaction: when every compare holds, success runs, else failure.

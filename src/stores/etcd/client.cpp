@@ -1,13 +1,23 @@
 #include "stores/etcd/client.hpp"
 
+#include "stores/etcd/http1.hpp"
 #include "stores/etcd/libcurl.hpp"
+#include "util/fd.hpp"
 #include "util/log.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace dlock::etcd {
@@ -28,10 +38,24 @@ struct Client::Transfer {
   std::size_t endpoints_tried = 1;
   bool reauthenticated = false;
   bool waiting_for_token = false;
+  // Plain HTTP/1.1 (etcd://): the connection, what is left to send, the answer as it comes.
+  enum class Phase { connecting, sending, receiving, finished };
+  util::UniqueFd fd;
+  Phase phase = Phase::connecting;
+  bool reused = false;     // on a kept connection
+  std::size_t address = 0; // which of the endpoint's addresses it connects to
+  std::string out;         // the request
+  std::size_t sent = 0;    // of out
+  std::string in;          // bytes received, not yet decoded
+  http1::AnswerDecoder decoder;
+  util::TimePoint deadline;     // of the whole request (of a stream: of its connection)
+  std::optional<Error> failure; // finished: the transport's error
+  bool unreachable = false;     // finished: the endpoint could not be reached
 
   ~Transfer() { release(); }
   void release() noexcept
   {
+    fd.reset();
     if (easy != nullptr) {
       curl().curl_easy_cleanup(easy);
       easy = nullptr;
@@ -48,6 +72,19 @@ struct Client::Transfer {
 namespace {
 
 constexpr const char* auth_path = "/v3/auth/authenticate";
+
+// How many idle connections are kept: the requests' one, and one a stream gave back.
+constexpr std::size_t max_idle = 2;
+
+// The TCP options libcurl sets: no Nagle delay, keepalive probes after 60 s idle.
+void tune_socket(int fd)
+{
+  int on = 1, idle = 60;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof idle);
+}
 
 // Keeps libcurl's sockets out of the command dlock runs (libcurl opens them without
 // SOCK_CLOEXEC).
@@ -81,10 +118,14 @@ bool unreachable(CURLcode result, CURL* easy)
 Client::Client(EtcdUrl url, std::optional<std::string> password, stores::TlsFiles tls,
                util::Millis request_timeout)
   : m_url(std::move(url)), m_password(std::move(password)), m_tls(std::move(tls)),
-    m_timeout(request_timeout)
+    m_timeout(request_timeout), m_plain(!m_url.tls)
 {
   if (!m_password) {
     m_password = m_url.password;
+  }
+  m_plain = !m_url.tls;
+  if (m_plain) {
+    return;
   }
   m_multi = curl().curl_multi_init();
   if (m_multi == nullptr) {
@@ -99,7 +140,10 @@ Client::Client(EtcdUrl url, std::optional<std::string> password, stores::TlsFile
 Client::~Client()
 {
   cancel_requests();
-  curl().curl_multi_cleanup(m_multi);
+  m_idle.clear();
+  if (m_multi != nullptr) {
+    curl().curl_multi_cleanup(m_multi);
+  }
 }
 
 // Keeps what arrives, up to max_answer_bytes not yet delivered (a whole answer, or a stream's
@@ -219,6 +263,15 @@ void Client::authenticate_then(std::uint64_t id)
 
 void Client::send(Transfer& t)
 {
+  if (m_plain) {
+    send_plain(t);
+  } else {
+    send_curl(t);
+  }
+}
+
+void Client::send_curl(Transfer& t)
+{
   const LibCurl& c = curl();
   t.release();
   t.received.clear();
@@ -241,6 +294,7 @@ void Client::send(Transfer& t)
   c.curl_easy_setopt(e, CURLOPT_URL, url.c_str());
   c.curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, t.body.c_str());
   t.headers = c.curl_slist_append(t.headers, "Content-Type: application/json");
+  t.headers = c.curl_slist_append(t.headers, "Expect:"); // no 100-continue round trip
   if (m_token && t.path != auth_path) {
     t.headers = c.curl_slist_append(t.headers, ("Authorization: " + *m_token).c_str());
   }
@@ -277,7 +331,7 @@ void Client::cancel(std::uint64_t id) noexcept
   if (found->second->easy != nullptr) {
     curl().curl_multi_remove_handle(m_multi, found->second->easy);
   }
-  m_transfers.erase(found);
+  m_transfers.erase(found); // a plain transfer's connection closes with it
 }
 
 void Client::cancel_requests_except(const std::vector<std::uint64_t>& keep) noexcept
@@ -323,6 +377,15 @@ void Client::deliver_lines(std::uint64_t id)
   }
 }
 
+// The error of an answer longer than max_answer_bytes.
+Error too_long_error(const std::string& where)
+{
+  return Error(ExitCode::unavailable,
+               "{} sent more than {} MiB in one answer: not read "
+               "(another tenant's keys under dlock's prefix?)",
+               where, max_answer_bytes >> 20);
+}
+
 void Client::finish(std::uint64_t id, int code)
 {
   auto found = m_transfers.find(id);
@@ -332,16 +395,38 @@ void Client::finish(std::uint64_t id, int code)
   Transfer& t = *found->second;
   auto result = static_cast<CURLcode>(code);
   curl().curl_multi_remove_handle(m_multi, t.easy);
-  if (result != CURLE_OK && unreachable(result, t.easy)
-      && t.endpoints_tried < m_url.endpoints.size()) {
-    util::log_verbose("etcd at {} cannot be reached ({}); trying the next endpoint", current(),
-                      curl().curl_easy_strerror(result));
+  long status = 0;
+  curl().curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
+  std::string where = "etcd at " + current();
+  std::optional<Error> error;
+  if (result == CURLE_WRITE_ERROR && t.too_long) {
+    error = too_long_error(where);
+  } else if (result != CURLE_OK) {
+    ExitCode exit = result == CURLE_SSL_CERTPROBLEM || result == CURLE_SSL_CACERT_BADFILE
+                        || result == CURLE_READ_ERROR
+                      ? ExitCode::config
+                      : ExitCode::unavailable;
+    error = Error(exit, "{}: {}", where, curl().curl_easy_strerror(result));
+  }
+  complete(id, std::move(error), result != CURLE_OK && unreachable(result, t.easy), status);
+}
+
+void Client::complete(std::uint64_t id, std::optional<Error> error, bool unreachable, long status)
+{
+  auto found = m_transfers.find(id);
+  if (found == m_transfers.end()) {
+    return;
+  }
+  Transfer& t = *found->second;
+  if (error && unreachable && t.endpoints_tried < m_url.endpoints.size()) {
+    util::log_verbose("{}; trying the next endpoint", error->what());
     m_endpoint = (m_endpoint + 1) % m_url.endpoints.size();
+    m_idle.clear(); // connections to the endpoint left
     ++t.endpoints_tried;
     send(t);
     return;
   }
-  if (result == CURLE_OK && t.streaming && !t.received.empty()) {
+  if (!error && t.streaming && !t.received.empty()) {
     t.received += '\n';
     deliver_lines(id);
     found = m_transfers.find(id);
@@ -349,23 +434,10 @@ void Client::finish(std::uint64_t id, int code)
       return;
     }
   }
-  long status = 0;
-  curl().curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
   std::string where = "etcd at " + current();
-  Answer answer;
-  if (result == CURLE_WRITE_ERROR && t.too_long) {
-    answer.error = Error(ExitCode::unavailable,
-                         "{} sent more than {} MiB in one answer: not read "
-                         "(another tenant's keys under dlock's prefix?)",
-                         where, max_answer_bytes >> 20);
-  } else if (result != CURLE_OK) {
-    ExitCode exit = result == CURLE_SSL_CERTPROBLEM || result == CURLE_SSL_CACERT_BADFILE
-                        || result == CURLE_READ_ERROR
-                      ? ExitCode::config
-                      : ExitCode::unavailable;
-    answer.error = Error(exit, "{}: {}", where, curl().curl_easy_strerror(result));
-  } else {
-    answer.body = Json::parse(t.received, nullptr, false);
+  Answer answer{std::move(error), {}};
+  if (!answer.error) {
+    answer.body = Json::parse(found->second->received, nullptr, false);
     if (m_url.user && !t.reauthenticated && t.path != auth_path && token_invalid(answer.body)) {
       t.reauthenticated = true; // the server restarted or the token expired: log in again
       m_token.reset();
@@ -386,12 +458,253 @@ void Client::finish(std::uint64_t id, int code)
   }
 }
 
+const std::vector<Client::Address>& Client::addresses(std::size_t endpoint)
+{
+  auto known = m_addresses.find(endpoint);
+  if (known != m_addresses.end()) {
+    return known->second;
+  }
+  const std::string& text = m_url.endpoints[endpoint]; // "host:port", "[v6]:port"
+  std::size_t colon = text.rfind(':');
+  std::string host = text.substr(0, colon);
+  std::string port = text.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  std::vector<Address> list;
+  if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &found) == 0) {
+    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+      const auto* bytes = reinterpret_cast<const unsigned char*>(a->ai_addr);
+      list.push_back(Address{a->ai_family, {bytes, bytes + a->ai_addrlen}});
+    }
+    ::freeaddrinfo(found);
+  }
+  if (list.empty()) { // not kept: the name may resolve later
+    static const std::vector<Address> none;
+    return none;
+  }
+  return m_addresses[endpoint] = std::move(list);
+}
+
+void Client::send_plain(Transfer& t)
+{
+  t.fd.reset();
+  t.in.clear();
+  t.received.clear();
+  t.too_long = false;
+  t.decoder = http1::AnswerDecoder();
+  t.sent = 0;
+  t.failure.reset();
+  t.unreachable = false;
+  std::string authorization = m_token && t.path != auth_path ? *m_token : "";
+  t.out = http1::post_request(m_url.endpoints[m_endpoint], t.path, t.body, authorization);
+  t.deadline = util::monotonic_now() + m_timeout;
+  // A kept connection first; a stream, which keeps its connection till it ends, takes one only
+  // when another is left for the requests.
+  while (!m_idle.empty() && (!t.streaming || m_idle.size() > 1)) {
+    util::UniqueFd fd = std::move(m_idle.back());
+    m_idle.pop_back();
+    char byte = 0;
+    if (::recv(fd.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) < 0
+        && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      t.fd = std::move(fd);
+      t.reused = true;
+      t.phase = Transfer::Phase::sending;
+      write_plain(t);
+      return;
+    }
+    // closed by the server (or it sent what nobody asked for): fd closes here
+  }
+  t.reused = false;
+  t.address = 0;
+  connect_plain(t);
+}
+
+void Client::connect_plain(Transfer& t)
+{
+  const std::vector<Address>& list = addresses(m_endpoint);
+  std::string where = "etcd at " + current();
+  if (list.empty()) {
+    t.failure = Error(ExitCode::unavailable, "{}: could not resolve its host", where);
+    t.unreachable = true;
+    t.phase = Transfer::Phase::finished;
+    return;
+  }
+  int error = 0;
+  for (; t.address < list.size(); ++t.address) {
+    const Address& a = list[t.address];
+    util::UniqueFd fd(::socket(a.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd) {
+      error = errno;
+      continue;
+    }
+    tune_socket(fd.get());
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(a.bytes.data()),
+                  static_cast<socklen_t>(a.bytes.size()))
+          == 0
+        || errno == EINPROGRESS) {
+      t.fd = std::move(fd);
+      t.phase = Transfer::Phase::connecting;
+      return;
+    }
+    error = errno;
+  }
+  t.failure = Error(ExitCode::unavailable, "{}: cannot connect: {}", where, std::strerror(error));
+  t.unreachable = true;
+  t.phase = Transfer::Phase::finished;
+}
+
+void Client::lost_plain(Transfer& t, const std::string& what)
+{
+  if (t.reused && !t.decoder.started()) {
+    t.fd.reset();
+    t.reused = false;
+    t.address = 0;
+    t.sent = 0;
+    t.in.clear();
+    connect_plain(t); // the same request on a new connection
+    return;
+  }
+  t.fd.reset();
+  t.failure = Error(ExitCode::unavailable, "etcd at {}: {}", current(), what);
+  t.phase = Transfer::Phase::finished;
+}
+
+void Client::write_plain(Transfer& t)
+{
+  while (t.sent < t.out.size()) {
+    ssize_t n = ::send(t.fd.get(), t.out.data() + t.sent, t.out.size() - t.sent, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        lost_plain(t, fmt::format("connection lost: {}", std::strerror(errno)));
+      }
+      return;
+    }
+    t.sent += static_cast<std::size_t>(n);
+  }
+  t.out.clear();
+  t.phase = Transfer::Phase::receiving;
+}
+
+void Client::read_plain(Transfer& t)
+{
+  char buffer[16384];
+  while (true) {
+    ssize_t n = ::recv(t.fd.get(), buffer, sizeof buffer, 0);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return;
+    }
+    http1::AnswerDecoder::State state;
+    if (n > 0) {
+      t.in.append(buffer, static_cast<std::size_t>(n));
+      state = t.decoder.feed(t.in, t.received);
+    } else {
+      if (n < 0 || t.decoder.end_of_input() != http1::AnswerDecoder::State::done) {
+        lost_plain(t, n < 0 ? fmt::format("connection lost: {}", std::strerror(errno))
+                            : std::string("it closed the connection before its answer ended"));
+        return;
+      }
+      state = http1::AnswerDecoder::State::done;
+    }
+    if (t.received.size() + t.in.size() > max_answer_bytes) {
+      t.too_long = true;
+      state = http1::AnswerDecoder::State::bad;
+    }
+    if (state == http1::AnswerDecoder::State::more) {
+      continue;
+    }
+    if (state == http1::AnswerDecoder::State::bad) {
+      t.fd.reset();
+      std::string where = "etcd at " + current();
+      t.failure = t.too_long
+                    ? too_long_error(where)
+                    : Error(ExitCode::unavailable, "{} answered what is not HTTP/1.1", where);
+      t.phase = Transfer::Phase::finished;
+      return;
+    }
+    // Done: the connection serves the next request if the answer left it clean.
+    if (n > 0 && !t.streaming && t.decoder.reusable() && t.in.empty() && m_idle.size() < max_idle) {
+      m_idle.push_back(std::move(t.fd));
+    }
+    t.fd.reset();
+    t.phase = Transfer::Phase::finished;
+    return;
+  }
+}
+
+void Client::on_plain_ready(std::uint64_t id, short revents)
+{
+  auto found = m_transfers.find(id);
+  if (found == m_transfers.end() || !found->second->fd) {
+    return;
+  }
+  Transfer& t = *found->second;
+  if (t.phase == Transfer::Phase::connecting) {
+    int error = 0;
+    socklen_t size = sizeof error;
+    if (::getsockopt(t.fd.get(), SOL_SOCKET, SO_ERROR, &error, &size) != 0) {
+      error = errno;
+    }
+    if (error == 0 && (revents & (POLLERR | POLLHUP)) != 0) {
+      error = ECONNREFUSED;
+    }
+    if (error != 0) {
+      t.fd.reset();
+      ++t.address;
+      const std::vector<Address>& list = addresses(m_endpoint);
+      if (t.address < list.size()) {
+        connect_plain(t);
+        return;
+      }
+      t.failure = Error(ExitCode::unavailable, "etcd at {}: cannot connect: {}", current(),
+                        std::strerror(error));
+      t.unreachable = true;
+      t.phase = Transfer::Phase::finished;
+      return;
+    }
+    t.phase = Transfer::Phase::sending;
+  }
+  if (t.phase == Transfer::Phase::sending) {
+    write_plain(t);
+    return;
+  }
+  if (t.phase == Transfer::Phase::receiving) {
+    read_plain(t);
+  }
+}
+
 void Client::pump()
 {
   int running = 0;
-  if (m_timer && util::monotonic_now() >= *m_timer) {
+  util::TimePoint now = util::monotonic_now();
+  if (m_timer && now >= *m_timer) {
     m_timer.reset();
     curl().curl_multi_socket_action(m_multi, CURL_SOCKET_TIMEOUT, 0, &running);
+  }
+  if (m_plain) {
+    for (auto& [id, t] : m_transfers) {
+      bool timed = !t->streaming || t->phase == Transfer::Phase::connecting;
+      if (t->phase != Transfer::Phase::finished && !t->waiting_for_token && timed
+          && now >= t->deadline) {
+        bool connecting = t->phase == Transfer::Phase::connecting;
+        t->fd.reset();
+        t->failure = Error(ExitCode::unavailable, "etcd at {}: no answer within {} ms", current(),
+                           m_timeout.count());
+        t->unreachable = connecting;
+        t->phase = Transfer::Phase::finished;
+      }
+    }
   }
   std::vector<std::uint64_t> streams;
   for (auto& [id, t] : m_transfers) {
@@ -401,6 +714,23 @@ void Client::pump()
   }
   for (std::uint64_t id : streams) {
     deliver_lines(id);
+  }
+  if (m_plain) {
+    std::vector<std::uint64_t> ended;
+    for (auto& [id, t] : m_transfers) {
+      if (t->phase == Transfer::Phase::finished && !t->waiting_for_token) {
+        ended.push_back(id);
+      }
+    }
+    for (std::uint64_t id : ended) {
+      auto found = m_transfers.find(id);
+      if (found != m_transfers.end()) {
+        bool unreachable = found->second->unreachable;
+        std::optional<Error> failure = std::move(found->second->failure);
+        complete(id, std::move(failure), unreachable, found->second->decoder.status());
+      }
+    }
+    return;
   }
   std::vector<std::pair<std::uint64_t, int>> finished;
   int left = 0;
@@ -446,6 +776,22 @@ void Client::watch(util::EventLoop& loop)
   }
   if (m_timer) {
     loop.wake_at(*m_timer);
+  }
+  for (auto& [id, t] : m_transfers) {
+    if (!m_plain || t->waiting_for_token) {
+      continue;
+    }
+    if (t->phase == Transfer::Phase::finished) {
+      loop.wake_at(util::monotonic_now()); // pump() answers it
+      continue;
+    }
+    if (!t->streaming || t->phase == Transfer::Phase::connecting) {
+      loop.wake_at(t->deadline);
+    }
+    short events = t->phase == Transfer::Phase::receiving ? POLLIN : POLLOUT;
+    std::uint64_t transfer = id;
+    loop.watch(t->fd.get(), events,
+               [this, transfer](short revents) { on_plain_ready(transfer, revents); });
   }
 }
 

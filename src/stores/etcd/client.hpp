@@ -5,6 +5,7 @@
 #include "util/clock.hpp"
 #include "util/duration.hpp"
 #include "util/event_loop.hpp"
+#include "util/fd.hpp"
 
 #include <cstdint>
 #include <functional>
@@ -22,10 +23,11 @@ struct Answer {
   Json body;
 };
 
-// etcd's JSON gateway over libcurl's multi interface, driven by dlock's EventLoop: requests
-// are started at once and answered by callbacks run from pump(); several endpoints are tried
-// in turn when one cannot be reached; an authenticated URL gets a token first (and again when
-// the server forgets it).
+// etcd's JSON gateway, driven by dlock's EventLoop: over plain TCP with HTTP/1.1 (http1.hpp)
+// for etcd://, over libcurl's multi interface for etcds:// (TLS). Requests are started at once
+// and answered by callbacks run from pump(); they share one kept-alive connection, a stream
+// (a watch) has its own; several endpoints are tried in turn when one cannot be reached; an
+// authenticated URL gets a token first (and again when the server forgets it).
 class Client {
 public:
   using Done = std::function<void(Answer&)>;
@@ -65,11 +67,32 @@ public:
 private:
   struct Transfer;
   using Handle = std::unique_ptr<Transfer>;
+  // One of an endpoint's addresses, as resolved once.
+  struct Address {
+    int family = 0;
+    std::vector<unsigned char> bytes; // a sockaddr of that family
+  };
 
   std::uint64_t start(const std::string& path, const Json& body, Done done, Message message,
                       Ended ended);
   void send(Transfer& t);
+  // The answer of transfer id: the transport's error (unreachable: the endpoint could not be
+  // reached, another may be), else the HTTP status of the body received.
+  void complete(std::uint64_t id, std::optional<Error> error, bool unreachable, long status);
+  // libcurl's transfers (etcds://).
+  void send_curl(Transfer& t);
   void finish(std::uint64_t id, int result);
+  // Plain HTTP/1.1 transfers (etcd://): a kept connection or a new one, then the request and
+  // the answer as the socket allows; failure ends the transfer (pump() answers it).
+  void send_plain(Transfer& t);
+  void connect_plain(Transfer& t);
+  void write_plain(Transfer& t);
+  void read_plain(Transfer& t);
+  void on_plain_ready(std::uint64_t id, short revents);
+  // A kept connection that failed before any byte of its answer is tried once more on a new
+  // one (the server may have closed it while idle); any other failure is the transfer's.
+  void lost_plain(Transfer& t, const std::string& what);
+  const std::vector<Address>& addresses(std::size_t endpoint);
   void deliver_lines(std::uint64_t id);
   void authenticate_then(std::uint64_t id);
   static std::size_t on_data(char* data, std::size_t size, std::size_t count, void* transfer);
@@ -80,7 +103,10 @@ private:
   std::optional<std::string> m_password;
   stores::TlsFiles m_tls;
   util::Millis m_timeout;
-  void* m_multi = nullptr;
+  bool m_plain;                       // etcd:// (no TLS): no libcurl
+  void* m_multi = nullptr;            // libcurl's, for etcds:// only
+  std::vector<util::UniqueFd> m_idle; // kept-alive connections to the current endpoint
+  std::map<std::size_t, std::vector<Address>> m_addresses; // by endpoint
   std::size_t m_endpoint = 0;
   std::optional<std::string> m_token; // etcd's auth token, once authenticated
   bool m_authenticating = false;

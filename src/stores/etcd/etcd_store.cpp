@@ -162,8 +162,60 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
     m_answers.answer(std::move(outcome));
     return;
   }
-  // Queued: keep our place (the lease alive), then see who is first now.
-  m_client.post("/v3/lease/keepalive", lease_request(mine.lease), [this, key, request](Answer& a) {
+  if (mine.takes_over && mine.before.empty()) {
+    // Every key before ours is gone (the watch saw them go): ours is the oldest, and our key is
+    // still there (it goes only with its lease, or the watch would have seen it go). What is
+    // left of the lease since this waiter last kept it alive is the lease taken (the holder
+    // renews it by then), with no round trip; when that is under half of it, a keepalive first.
+    Millis ttl(mine.ttl_s * 1000);
+    auto left = std::chrono::duration_cast<Millis>(mine.kept_at + ttl - util::monotonic_now());
+    if (request.policy.min_hold <= Millis(0) && request.policy.lock_delay <= Millis(0)
+        && left >= ttl / 2) {
+      mine.takes_over = false;
+      mine.validity = left;
+      become_owner(key);
+      return;
+    }
+    util::TimePoint sent = util::monotonic_now();
+    m_client.post("/v3/lease/keepalive", lease_request(mine.lease),
+                  [this, key, request, sent](Answer& a) {
+                    if (a.error && !lease_not_found(a.body)) {
+                      fail(Op::acquire, *a.error);
+                      return;
+                    }
+                    auto queued = m_mine.find(key);
+                    if (queued == m_mine.end()) {
+                      return;
+                    }
+                    if (a.error || kept_ttl(a.body) <= 0) { // our key went with its lease
+                      m_mine.erase(queued);
+                      grant(key, request);
+                      return;
+                    }
+                    queued->second.takes_over = false;
+                    queued->second.kept_at = sent;
+                    arm(key, request);
+                  });
+    return;
+  }
+  // Queued: keep our place (the lease alive) and see who is first now, both at once (on two
+  // connections): a waiter woken by its predecessor's deletion takes over after one round trip.
+  std::string prefix = mine.prefix;
+  std::vector<Json> ops{range_prefix_op(prefix)};
+  for (const std::string& side : side_keys(key)) {
+    ops.push_back(range_op(side));
+  }
+  ops.push_back(range_prefix_op(records_of(key)));
+  struct Both {
+    std::optional<Answer> kept, read;
+  };
+  auto both = std::make_shared<Both>();
+  util::TimePoint sent = util::monotonic_now();
+  auto decide_when_both = [this, key, request, prefix, both, sent]() {
+    if (!both->kept || !both->read) {
+      return;
+    }
+    Answer& a = *both->kept;
     if (a.error && !lease_not_found(a.body)) {
       fail(Op::acquire, *a.error);
       return;
@@ -177,56 +229,62 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
       grant(key, request);
       return;
     }
-    std::string prefix = queued->second.prefix;
-    std::vector<Json> ops{range_prefix_op(prefix)};
-    for (const std::string& side : side_keys(key)) {
-      ops.push_back(range_op(side));
+    queued->second.kept_at = sent;
+    Answer& r = *both->read;
+    const Json* range = txn_range(r.body, 0);
+    if (!r.error && range == nullptr) {
+      r.error = Error(ExitCode::internal, "etcd at {} answered a transaction without its range",
+                      m_client.current());
     }
-    ops.push_back(range_prefix_op(records_of(key)));
-    m_client.post("/v3/kv/txn", reads(ops), [this, key, request, prefix](Answer& r) {
-      const Json* range = txn_range(r.body, 0);
-      if (!r.error && range == nullptr) {
-        r.error = Error(ExitCode::internal, "etcd at {} answered a transaction without its range",
-                        m_client.current());
-      }
-      if (r.error) {
-        fail(Op::acquire, *r.error);
-        return;
-      }
-      decide(key, request,
-             queue_of(*range, prefix, txn_range(r.body, 1 + side_count), records_of(key)),
-             sides_of(r.body, 1), header_revision(r.body));
-    });
+    if (r.error) {
+      fail(Op::acquire, *r.error);
+      return;
+    }
+    decide(key, request,
+           queue_of(*range, prefix, txn_range(r.body, 1 + side_count), records_of(key)),
+           sides_of(r.body, 1), header_revision(r.body));
+  };
+  // The read, the longer of the two, goes first: it gets the kept connection.
+  m_client.post("/v3/kv/txn", reads(ops), [both, decide_when_both](Answer& r) {
+    both->read = std::move(r);
+    decide_when_both();
   });
+  m_client.post("/v3/lease/keepalive", lease_request(mine.lease),
+                [both, decide_when_both](Answer& a) {
+                  both->kept = std::move(a);
+                  decide_when_both();
+                });
 }
 
 void EtcdStore::grant(const std::string& name, const lock::AcquireRequest& request)
 {
-  m_client.post(
-    "/v3/lease/grant", grant_request(lease_seconds(request.ttl)), [this, name, request](Answer& a) {
-      if (a.error) {
-        fail(Op::acquire, *a.error);
-        return;
-      }
-      Mine mine;
-      mine.token = request.token;
-      mine.prefix = lock_prefix(m_prefix, name);
-      mine.lease = int_field(a.body, "ID");
-      mine.ttl_s = int_field(a.body, "TTL");
-      mine.kind = request.kind;
-      mine.key = request.kind.mode == lock::LockKind::Mode::shared
-                   ? read_key(mine.prefix, mine.lease)
-                   : lock_key(mine.prefix, mine.lease);
-      mine.fingerprint = token_fingerprint(request.token);
-      mine.policy = request.policy;
-      if (mine.lease == 0) {
-        fail(Op::acquire,
-             Error(ExitCode::internal, "etcd at {} granted no lease", m_client.current()));
-        return;
-      }
-      m_mine[name] = std::move(mine);
-      put_key(name, request);
-    });
+  util::TimePoint sent = util::monotonic_now();
+  m_client.post("/v3/lease/grant", grant_request(lease_seconds(request.ttl)),
+                [this, name, request, sent](Answer& a) {
+                  if (a.error) {
+                    fail(Op::acquire, *a.error);
+                    return;
+                  }
+                  Mine mine;
+                  mine.token = request.token;
+                  mine.prefix = lock_prefix(m_prefix, name);
+                  mine.lease = int_field(a.body, "ID");
+                  mine.ttl_s = int_field(a.body, "TTL");
+                  mine.kept_at = sent;
+                  mine.kind = request.kind;
+                  mine.key = request.kind.mode == lock::LockKind::Mode::shared
+                               ? read_key(mine.prefix, mine.lease)
+                               : lock_key(mine.prefix, mine.lease);
+                  mine.fingerprint = token_fingerprint(request.token);
+                  mine.policy = request.policy;
+                  if (mine.lease == 0) {
+                    fail(Op::acquire, Error(ExitCode::internal, "etcd at {} granted no lease",
+                                            m_client.current()));
+                    return;
+                  }
+                  m_mine[name] = std::move(mine);
+                  put_key(name, request);
+                });
 }
 
 void EtcdStore::put_key(const std::string& name, const lock::AcquireRequest& request)
@@ -368,6 +426,16 @@ void EtcdStore::decide(const std::string& name, const lock::AcquireRequest& requ
   result.holders = static_cast<std::int64_t>(holding);
   mine.watch_from = revision + 1;
   mine.watch_range = false;
+  mine.takes_over =
+    mine.kind.mode == lock::LockKind::Mode::exclusive && !request.policy.replace
+    && !request.policy.supersede && !live_side(sides.delay)
+    && (request.ticket.mode == lock::WaitMode::wait || request.ticket.mode == lock::WaitMode::fair);
+  mine.before.clear();
+  if (mine.takes_over) {
+    for (auto member = queue.begin(); member != ours; ++member) {
+      mine.before.insert(member->kv.key);
+    }
+  }
   if (mine.kind.mode == lock::LockKind::Mode::limit) {
     mine.predecessor = mine.prefix;
     mine.watch_range = true;
@@ -588,6 +656,7 @@ void EtcdStore::become_owner(const std::string& name)
   Outcome outcome{.op = Op::acquire};
   outcome.acquire.acquired = true;
   outcome.acquire.fence = mine.revision;
+  outcome.acquire.validity = std::exchange(mine.validity, std::nullopt);
   m_answers.answer(std::move(outcome));
 }
 
@@ -642,6 +711,53 @@ void EtcdStore::start_wait_for_wake(const lock::LockName& name, const lock::Wait
   Mine& mine = found->second;
   m_client.cancel(mine.wake_watch);
   mine.wake_by = util::monotonic_now() + block;
+  if (mine.takes_over) {
+    Json request = watch_prefix_deletes_request(mine.prefix, mine.watch_from);
+    request["create_request"]["prev_kv"] = true;
+    mine.wake_watch = m_client.stream(
+      "/v3/watch", request,
+      [this, key](const Json& result) {
+        auto queued = m_mine.find(key);
+        if (queued == m_mine.end()) {
+          return;
+        }
+        Mine& waiting = queued->second;
+        if (int_field(result, "compact_revision") > 0 || bool_field(result, "canceled")) {
+          waiting.takes_over = false;
+          end_wait(key);
+          return;
+        }
+        if (result.contains("events") && result["events"].is_array()) {
+          for (const Json& event : result["events"]) {
+            if (!event.is_object() || !event.contains("kv")) {
+              continue;
+            }
+            std::string gone = key_value(event["kv"]).key;
+            if (gone == waiting.key) { // ours (not by its lease: the keepalive would tell)
+              waiting.takes_over = false;
+            } else if (waiting.before.erase(gone) > 0) {
+              // Gone cleanly: etcdctl lock's empty key, or a dlock record that armed no
+              // --lock-delay; anything else (a value not read, a candidate's whose record
+              // lies elsewhere) and a --lock-delay may have begun: read the queue.
+              KeyValue was = event.contains("prev_kv") ? key_value(event["prev_kv"]) : KeyValue{};
+              Json record = record_of(was);
+              bool clean = !was.key.empty()
+                           && (was.value.empty()
+                               || (record.is_object() && int_field(record, "delay_ms") == 0));
+              waiting.takes_over = waiting.takes_over && clean;
+            }
+          }
+        }
+        if (!waiting.takes_over || waiting.before.empty()) {
+          end_wait(key);
+        }
+      },
+      [this, key](const Error& why) {
+        util::log_verbose("the watch of lock '{}' ended ({}); asking again", key, why.what());
+        end_wait(key);
+      });
+    return;
+  }
   mine.wake_watch = m_client.stream(
     "/v3/watch",
     mine.watch_range ? watch_prefix_deletes_request(mine.predecessor, mine.watch_from)
@@ -1025,6 +1141,29 @@ void EtcdStore::start_release(const lock::LockName& name, const std::string& tok
     m_client.cancel(mine.side_watch);
     std::string replace = side_key(m_prefix, key, "replace");
     std::string records = records_of(key);
+    if (mine.owner && mine.hold_lease == 0 && mine.delay_lease == 0 && !mine.on_hold) {
+      // No --min-hold to keep it, no --lock-delay to disarm: the key (with its record) goes in
+      // one transaction if it is still ours, which hands the lock over at once; then its lease.
+      Json deletes = Json::array({delete_op(mine.key), delete_op(record_key(records, mine.key))});
+      m_client.post(
+        "/v3/kv/txn",
+        txn_request(Json::array({create_revision_is(mine.key, mine.revision)}), deletes),
+        [this, mine](Answer& a) {
+          bool held = !a.error && txn_succeeded(a.body);
+          std::vector<KeyValue> deleted = held ? txn_deleted(a.body, 0) : std::vector<KeyValue>{};
+          // The key's lease: its own, unless another process's `renew --ttl` moved it.
+          std::int64_t lease =
+            deleted.size() == 1 && deleted.front().lease != 0 ? deleted.front().lease : mine.lease;
+          Outcome outcome{.op = Op::release, .error = a.error, .held = held};
+          revoke(lease, [this, outcome, held](Answer& r) mutable {
+            if (held && r.error && !lease_not_found(r.body)) {
+              outcome.error = r.error;
+            }
+            m_answers.answer(outcome);
+          });
+        });
+      return;
+    }
     // Whether the key is still ours and was asked to stand down (a read), then the release.
     m_client.post(
       "/v3/kv/txn",

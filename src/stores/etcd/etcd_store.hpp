@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 namespace dlock::etcd {
 
@@ -19,10 +20,13 @@ std::unique_ptr<lock::Store> open(const std::string& url, const stores::StoreCon
 
 // Locks in etcd v3, the same recipe as `etcdctl lock` (clientv3/concurrency.Mutex), so that
 // the two contend on one name: a lease of the TTL, a key PFX/<lease in hex> put under it, the
-// owner is the key of PFX with the lowest create revision, and a waiter watches the deletion
-// of the key just before its own (a FIFO queue: no herd, fair by construction). The fencing
-// token is the key's create revision. A renewal is a lease keepalive and a check of the key; a
-// watch of the holder's own key reports its deletion (lease revoked) at once.
+// owner is the key of PFX with the lowest create revision, and a waiter watches the deletions
+// of the keys before its own (a FIFO queue, fair by construction, with no herd of requests):
+// an exclusive one every deletion under PFX/, taking the lock when the last earlier key is
+// gone with no read (Mine::takes_over). A release deletes the key if it is still ours, then
+// revokes its lease. The fencing token is the key's create revision. A renewal is a lease
+// keepalive and a check of the key; a watch of the holder's own key reports its deletion
+// (lease revoked) at once.
 // --shared puts PFX/read/<lease hex> (the recipes' RWMutex readers), which holds while no
 // exclusive key (etcdctl's, dlock's, the recipes' PFX/write/…) is older, and waits on the last
 // such key; --limit N puts PFX/<lease hex> saying "limit:N" (the N oldest hold), whose waiter
@@ -116,6 +120,19 @@ private:
     bool replaced = false;        // a renewal found a --replace request against this token
     std::uint64_t side_watch = 0; // queued --supersede: the watch of the name's #newest key
     bool supersede = false;       // queued: a --supersede waiter (it watches #newest too)
+    // Queued, exclusive, no --replace or --supersede, no #delay key seen: it watches the
+    // deletions of every key before its own (before, as the read that queued it found them:
+    // no key can come before it later) and takes the lock once they are gone with no read:
+    // with no round trip at all while half its lease is left since it last kept it alive
+    // (AcquireResult::validity says what is left), else after a keepalive. A deleted key whose
+    // record armed a --lock-delay, or its own key's deletion, ends it (the next attempt reads the
+    // queue).
+    bool takes_over = false;
+    std::set<std::string> before;
+    // When the last grant or keepalive of lease was sent: it runs at least ttl_s from then.
+    util::TimePoint kept_at{};
+    // A take-over with no keepalive: what is left of the lease (AcquireResult::validity).
+    std::optional<util::Millis> validity;
   };
   // What of a gate's watched key wakes its waiter: its deletion, any change of it, or (watched
   // is a prefix) a put of a key under it.
