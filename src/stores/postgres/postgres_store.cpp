@@ -69,6 +69,14 @@ Semaphore semaphore_of(const std::string& prefixed, const lock::LockKind& kind)
   return Semaphore{AdvisoryKey::of(prefixed), kind.limit};
 }
 
+// A condition that is always true and makes the commit of the statement's transaction
+// asynchronous (no wait for the WAL flush), for a write whose loss in a server crash only
+// keeps a lock closed longer (a release's record), or that a synchronous write flushes
+// anyway before any command runs (the holder's record before its fencing token: the WAL is
+// flushed in order). Evaluated for each row written, so whenever the statement writes.
+constexpr const char* async_commit =
+  "pg_catalog.set_config('synchronous_commit', 'off', true) = 'off'";
+
 std::string now_ms_sql() { return "floor(extract(epoch from clock_timestamp()) * 1000)::bigint"; }
 
 // A timestamptz column of dlock_fence in Unix ms, NULL when another tenant of the database
@@ -635,11 +643,11 @@ void PostgresStore::take_fence(const std::string& name, bool looked_again)
   }
   if (m_fence->table.empty()) {
     if (looked_again) {
-      no_fencing(name, "the table dlock_fence cannot be found after it was created or dropped");
+      without_fence(name, "the table dlock_fence cannot be found after it was created or dropped");
       return;
     }
     if (m_fence->home.empty()) {
-      no_fencing(name, "no schema of the search path to create the table dlock_fence in");
+      without_fence(name, "no schema of the search path to create the table dlock_fence in");
       return;
     }
     // No table yet: make it where the role's path puts new tables, then look again (whoever
@@ -649,7 +657,7 @@ void PostgresStore::take_fence(const std::string& name, bool looked_again)
       [this, name, failed](Answer& created) {
         // 23505, 42P07: another dlock made it at the same moment
         if (created.error && created.sqlstate != "23505" && created.sqlstate != "42P07") {
-          no_fencing(
+          without_fence(
             name, fmt::format("cannot create the table dlock_fence ({})", created.error->what()));
           return;
         }
@@ -675,7 +683,7 @@ void PostgresStore::take_fence(const std::string& name, bool looked_again)
         return;
       }
       if (a.error && (a.sqlstate == "42501" || a.sqlstate == "25006" || a.sqlstate == "42P01")) {
-        no_fencing(name, a.error->what());
+        without_fence(name, a.error->what());
         return;
       }
       if (a.error) {
@@ -689,9 +697,32 @@ void PostgresStore::take_fence(const std::string& name, bool looked_again)
                               name, key.key));
         return;
       }
+      m_unflushed.erase(name); // flushed with the token
       fenced(name, a.rows.number(0, 0));
     },
     true);
+}
+
+void PostgresStore::without_fence(const std::string& name, const std::string& why)
+{
+  auto unflushed = m_unflushed.find(name);
+  if (unflushed == m_unflushed.end()) {
+    no_fencing(name, why);
+    return;
+  }
+  // the holder's record was written asynchronously: written again, synchronously (which
+  // flushes the WAL up to it), before the lock is answered
+  PolicyWrite claim = unflushed->second;
+  m_unflushed.erase(unflushed);
+  m_fencing = false;
+  write_policy(name, false, claim,
+               [this, name, why](const std::optional<Error>& error, std::int64_t) {
+                 if (error) {
+                   give_back(name, *error);
+                   return;
+                 }
+                 no_fencing(name, why);
+               });
 }
 
 void PostgresStore::give_back(const std::string& name, const Error& error)
@@ -997,27 +1028,33 @@ void PostgresStore::write_policy(const std::string& name, bool control_session,
   std::string key = std::to_string(AdvisoryKey::of(m_prefix + name).key);
   std::string sql;
   std::vector<std::string> params{key};
+  bool async = false;
   using Kind = PolicyWrite::Kind;
   switch (write.kind) {
   case Kind::claim:
   case Kind::force:
+    // a claim is flushed by the fencing token's synchronous write that follows, or by
+    // flush_claim when none does
+    async = write.kind == Kind::claim && m_fencing;
     if (write.kind == Kind::force && write.delay_ms <= 0) {
       sql = "DELETE FROM " + table + " WHERE lock_key = $1";
       break;
     }
     // force: an armed lock-delay, counted from when the holder ended (now, if not known yet)
-    sql = "INSERT INTO " + table
-          + " AS p (lock_key, name, token_fp, session_id, holder, hold_until, released, "
-            "delay_ms, ended_at, replace_by) VALUES ($1, $2, $3, "
-          + (write.kind == Kind::claim ? "pg_catalog.pg_backend_pid()" : "0")
-          + ", $4, $5::pg_catalog.int8, false, $6::pg_catalog.int8, "
-          + (write.kind == Kind::claim ? std::string("0")
-             : write.ended_at > 0      ? std::to_string(write.ended_at)
-                                       : now_ms_sql())
-          + ", '') ON CONFLICT (lock_key) DO UPDATE SET name = EXCLUDED.name, "
-            "token_fp = EXCLUDED.token_fp, session_id = EXCLUDED.session_id, "
-            "holder = EXCLUDED.holder, hold_until = EXCLUDED.hold_until, released = false, "
-            "delay_ms = EXCLUDED.delay_ms, ended_at = EXCLUDED.ended_at, replace_by = ''";
+    sql =
+      "INSERT INTO " + table
+      + " AS p (lock_key, name, token_fp, session_id, holder, hold_until, released, "
+        "delay_ms, ended_at, replace_by) VALUES ($1, $2, $3, "
+      + (write.kind == Kind::claim ? "pg_catalog.pg_backend_pid()" : "0")
+      + ", $4, $5::pg_catalog.int8, false, $6::pg_catalog.int8, "
+      + (write.kind == Kind::claim ? std::string("0")
+         : write.ended_at > 0      ? std::to_string(write.ended_at)
+                                   : now_ms_sql())
+      + (async ? fmt::format(", CASE WHEN {} THEN '' END)", async_commit) : std::string(", '')"))
+      + " ON CONFLICT (lock_key) DO UPDATE SET name = EXCLUDED.name, "
+        "token_fp = EXCLUDED.token_fp, session_id = EXCLUDED.session_id, "
+        "holder = EXCLUDED.holder, hold_until = EXCLUDED.hold_until, released = false, "
+        "delay_ms = EXCLUDED.delay_ms, ended_at = EXCLUDED.ended_at, replace_by = ''";
     params.insert(params.end(), {m_prefix + name, write.token_fp, write.holder,
                                  std::to_string(write.hold_until), std::to_string(write.delay_ms)});
     break;
@@ -1027,19 +1064,21 @@ void PostgresStore::write_policy(const std::string& name, bool control_session,
     params.push_back(write.token_fp);
     break;
   case Kind::keep:
+    // lost in a crash: the record of a holder that did not release (a longer lock-delay)
     sql = "UPDATE " + table
-          + " SET released = true, delay_ms = 0 WHERE lock_key = $1 AND token_fp = $2";
+          + " SET released = true, delay_ms = 0 WHERE lock_key = $1 AND token_fp = $2 AND "
+          + async_commit;
     params.push_back(write.token_fp);
     break;
   case Kind::drop:
-    // the newest --supersede waiter's record stays while it lasts
+    // the newest --supersede waiter's record stays while it lasts; lost in a crash: as keep
     sql = "WITH gone AS (DELETE FROM " + table
           + " WHERE lock_key = $1 AND token_fp = $2 AND (newest_waiter = '' OR newest_until < "
-          + now_ms_sql() + ") RETURNING 1) UPDATE " + table
+          + now_ms_sql() + ") AND " + async_commit + " RETURNING 1) UPDATE " + table
           + " SET token_fp = '', session_id = 0, holder = '', hold_until = 0, released = false, "
             "delay_ms = 0, ended_at = 0, replace_by = '' WHERE lock_key = $1 AND token_fp = $2 "
             "AND NOT (newest_waiter = '' OR newest_until < "
-          + now_ms_sql() + ")";
+          + now_ms_sql() + ") AND " + async_commit;
     params.push_back(write.token_fp);
     break;
   case Kind::sweep:
@@ -1051,7 +1090,8 @@ void PostgresStore::write_policy(const std::string& name, bool control_session,
           + now_ms_sql() + " - p.delay_ms)) AND p.newest_until < " + now_ms_sql()
           + " AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_locks l WHERE l.locktype = 'advisory' "
             "AND l.objsubid = 1 AND ((l.classid::pg_catalog.int8 << 32) | "
-            "l.objid::pg_catalog.int8) = p.lock_key)";
+            "l.objid::pg_catalog.int8) = p.lock_key) AND "
+          + async_commit; // lost in a crash: rows the next sweep takes
     break;
   case Kind::newest:
     sql = "INSERT INTO " + table
@@ -1071,6 +1111,22 @@ void PostgresStore::write_policy(const std::string& name, bool control_session,
             "$4::pg_catalog.int8 AND NOT released RETURNING 1";
     params.insert(params.end(), {write.token_fp, write.holder, std::to_string(write.session)});
     break;
+  }
+  if (write.kind == Kind::claim) {
+    m_unflushed.erase(name);
+  }
+  if (async) {
+    policy_session(name, control_session)
+      .query(
+        sql, params,
+        [this, name, write, done](Answer& a) {
+          if (!a.error) {
+            m_unflushed[name] = write;
+          }
+          done(a);
+        },
+        true);
+    return;
   }
   policy_session(name, control_session).query(sql, params, done, true);
 }

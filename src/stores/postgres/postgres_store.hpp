@@ -83,6 +83,9 @@ private:
   // the lock's row.
   void find_policy(const std::string& name, bool control, bool create, PolicyThen then);
   void select_policy(const std::string& name, bool control, bool create, PolicyThen then);
+  // no_fencing(name, why), once the holder's record written asynchronously (m_unflushed) is
+  // flushed: no lock is answered before its holder's record is durable.
+  void without_fence(const std::string& name, const std::string& why);
   // Lets go of a lock just taken and answers the acquisition with error.
   void give_back(const std::string& name, const Error& error);
   // Blocking query on the control session (status, list).
@@ -133,6 +136,9 @@ private:
   std::optional<FenceTable> m_fence;  // where dlock_fence is, once looked for
   std::optional<FenceTable> m_policy; // where dlock_policy is, once looked for
   std::optional<FenceTable> m_queue;  // where dlock_queue is, once looked for
+  // The holder records written asynchronously that the fencing token's write has not yet
+  // flushed, by lock name (write_policy, without_fence).
+  std::map<std::string, PolicyWrite> m_unflushed;
   lock::StoreTraits m_traits =
     session_traits("PostgreSQL (postgres://)", lock::features_of(lock::StoreKind::postgres));
 };
