@@ -63,6 +63,46 @@ std::string marker_rows()
          + " >= " + std::to_string((std::int64_t(1) << 32) - Semaphore::max_limit);
 }
 
+std::vector<std::string> key_params(const AdvisoryKey& key)
+{
+  return {std::to_string(key.classid()), std::to_string(key.objid())};
+}
+
+// The kind markers of semaphores of key ($1, $2 as key_rows) that pg_locks shows, as offsets.
+std::string markers_sql()
+{
+  return "SELECT " + Semaphore::offset_sql("l.objid") + " FROM pg_catalog.pg_locks l WHERE "
+         + marker_rows();
+}
+
+// sql (of ours) with key's numbers in place of its parameters $1 and $2 (as key_params), for
+// a message of several statements, which cannot have parameters.
+std::string with_key(std::string sql, const AdvisoryKey& key)
+{
+  std::vector<std::string> values = key_params(key);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    std::string param = "$" + std::to_string(i + 1);
+    for (std::size_t at = sql.find(param); at != std::string::npos;
+         at = sql.find(param, at + values[i].size())) {
+      sql.replace(at, param.size(), values[i]);
+    }
+  }
+  return sql;
+}
+
+// The settings after which the server may end a session (session_lifetime.hpp).
+constexpr const char* session_settings[] = {"idle_session_timeout", "tcp_user_timeout",
+                                            "tcp_keepalives_idle", "tcp_keepalives_interval",
+                                            "tcp_keepalives_count"};
+
+// A one-row subquery that sets lock_timeout to ms for the rest of its transaction (its
+// message): a wait that selects from it ends by then (55P03), and no RESET is needed after.
+// Not flattened into the query (its target is volatile), so it runs before the wait.
+std::string lock_timeout_sql(std::int64_t ms)
+{
+  return fmt::format("(SELECT pg_catalog.set_config('lock_timeout', '{}', true)) t", ms);
+}
+
 // The semaphore of a name whose kind is kind.
 Semaphore semaphore_of(const std::string& prefixed, const lock::LockKind& kind)
 {
@@ -86,11 +126,6 @@ std::string acquired_ms_sql(const char* column)
   return fmt::format("CASE WHEN isfinite({0}) THEN floor(extract(epoch from {0}) * 1000)::bigint "
                      "END",
                      column);
-}
-
-std::vector<std::string> key_params(const AdvisoryKey& key)
-{
-  return {std::to_string(key.classid()), std::to_string(key.objid())};
 }
 
 // The holders of a key, from rows of (pid, granted, mode, application_name, role, client).
@@ -246,20 +281,52 @@ std::unique_ptr<sql::Session> PostgresStore::open_control()
 
 void PostgresStore::read_limit(const std::string& name, const lock::AcquireRequest& request)
 {
+  // In the same round trip (and the session's pin, session.hpp): where dlock_fence and
+  // dlock_policy are, for find_fence and find_policy to take in their turn.
+  // current_setting, not the view pg_settings, which makes a row of every setting first;
+  // NULL: a setting this server does not have (idle_session_timeout before PostgreSQL 14)
+  std::string sql = "SELECT inet_client_addr() IS NOT NULL";
+  for (const char* setting : session_settings) {
+    sql += fmt::format(", pg_catalog.current_setting('{}', true)", setting);
+  }
+  bool fence = !m_fence && m_fencing && !m_found_fence;
+  bool policy = !m_policy && !m_no_policy && !m_found_policy;
+  if (fence) {
+    sql += "; " + find_fence_table_sql();
+  }
+  if (policy) {
+    sql += "; " + find_fence_table_sql("dlock_policy");
+  }
   session(name).query(
-    "SELECT name, setting, inet_client_addr() IS NOT NULL FROM pg_settings WHERE name IN "
-    "('idle_session_timeout', 'tcp_user_timeout', 'tcp_keepalives_idle', "
-    "'tcp_keepalives_interval', 'tcp_keepalives_count')",
-    {},
-    [this, name, request](Answer& a) {
-      if (a.error) {
-        answer(Op::acquire, *a.error);
+    sql, {},
+    [this, name, request, fence, policy](Answer& a) {
+      if (a.results.empty()) {
+        answer(Op::acquire,
+               a.error.value_or(Error(ExitCode::internal, "PostgreSQL at {}: no answer", m_shown)));
         return;
       }
+      // a table's query that failed is asked again, alone, where its answer is handled
+      std::size_t next = 1;
+      if (fence && next < a.results.size()) {
+        m_found_fence = a.results[next++];
+      }
+      if (policy && next < a.results.size()) {
+        m_found_policy = a.results[next];
+      }
+      const Rows& rows = a.results.front();
       SessionSettings settings;
-      for (int i = 0; i < a.rows.count(); ++i) {
-        settings.over_tcp = a.rows.truth(i, 2);
-        settings.take(a.rows.text(i, 0), a.rows.number(i, 1));
+      try {
+        for (int i = 0; i < rows.count(); ++i) {
+          settings.over_tcp = rows.truth(i, 0);
+          for (std::size_t s = 0; s < std::size(session_settings); ++s) {
+            if (!rows.null(i, int(s) + 1)) {
+              settings.take_shown(session_settings[s], rows.text(i, int(s) + 1));
+            }
+          }
+        }
+      } catch (const Error& error) {
+        answer(Op::acquire, error);
+        return;
       }
       limit_found(name, request, session_limit(settings));
     },
@@ -279,26 +346,31 @@ void PostgresStore::find_fence(Session& session, std::function<void()> then,
     then();
     return;
   }
-  session.query(
-    find_fence_table_sql(), {},
-    [this, then, failed](Answer& a) {
-      if (a.error) {
-        failed(*a.error);
-        return;
-      }
-      try {
-        m_fence = fence_table_from(a.rows, m_params.shown);
-      } catch (const Error& error) {
-        failed(error);
-        return;
-      }
-      then();
-    },
-    true);
+  auto found = [this, then, failed](Answer& a) {
+    if (a.error) {
+      failed(*a.error);
+      return;
+    }
+    try {
+      m_fence = fence_table_from(a.rows, m_params.shown);
+    } catch (const Error& error) {
+      failed(error);
+      return;
+    }
+    then();
+  };
+  if (m_found_fence) { // read with the session's limits
+    Answer a{.rows = *m_found_fence};
+    m_found_fence.reset();
+    found(a);
+    return;
+  }
+  session.query(find_fence_table_sql(), {}, found, true);
 }
 
 void PostgresStore::try_lock(const std::string& name, const lock::AcquireRequest& request)
 {
+  m_prefetched.reset();
   if (request.kind.mode == lock::LockKind::Mode::limit) {
     try_semaphore(name, request);
     return;
@@ -342,15 +414,38 @@ void PostgresStore::try_lock(const std::string& name, const lock::AcquireRequest
     return;
   }
   bool shared = request.kind.mode == lock::LockKind::Mode::shared;
+  AdvisoryKey key = key_of(name);
+  // What after_taken and check_policy read right after the lock is taken goes in the same
+  // round trip, after it (the statements of one message run in order): the semaphore
+  // markers, and the side record once dlock_policy is known.
+  std::string sql = fmt::format("SELECT pg_try_advisory_lock{}({}); {}", shared ? "_shared" : "",
+                                key.key, with_key(markers_sql(), key));
+  adopt_found_policy();
+  bool policy = !m_no_policy && m_policy && !m_policy->table.empty();
+  if (policy) {
+    sql += "; " + policy_read_sql(std::to_string(key.key));
+  }
   session(name).query(
-    fmt::format("SELECT pg_try_advisory_lock{}($1)", shared ? "_shared" : ""),
-    {std::to_string(key_of(name).key)},
-    [this, name, request](Answer& a) {
-      if (a.error) {
-        answer(Op::acquire, *a.error);
+    sql, {},
+    [this, name, request, policy](Answer& a) {
+      if (a.results.empty()) {
+        answer(Op::acquire,
+               a.error.value_or(Error(ExitCode::internal, "PostgreSQL at {}: no answer", m_shown)));
         return;
       }
-      tried(name, request, a.rows.count() == 1 && a.rows.truth(0, 0));
+      const Rows& tried_rows = a.results.front();
+      bool taken = tried_rows.count() == 1 && tried_rows.truth(0, 0);
+      if (taken) { // a read that failed is asked again, alone, where its answer is handled
+        Prefetched read{.name = name};
+        if (a.results.size() > 1) {
+          read.markers = a.results[1];
+        }
+        if (policy && a.results.size() > 2) {
+          read.policy = Answer{.rows = a.results[2]};
+        }
+        m_prefetched = std::move(read);
+      }
+      tried(name, request, taken);
     },
     true);
 }
@@ -489,28 +584,31 @@ void PostgresStore::after_taken(const std::string& name, std::function<void()> t
     return;
   }
   // taken first, then looked at: a semaphore holder that takes its marker meanwhile sees it
-  session(name).query(
-    "SELECT " + Semaphore::offset_sql("l.objid") + " FROM pg_catalog.pg_locks l WHERE "
-      + marker_rows(),
-    key_params(key_of(name)),
-    [this, name, then](Answer& a) {
-      if (a.error) {
-        give_back(name, *a.error);
+  auto looked = [this, name, then](Answer& a) {
+    if (a.error) {
+      give_back(name, *a.error);
+      return;
+    }
+    for (int i = 0; i < a.rows.count(); ++i) {
+      if (std::optional<int> n = Semaphore::limit_of_marker(a.rows.number(i, 0))) {
+        m_prefetched.reset();
+        Outcome outcome = Outcome::of(Op::acquire);
+        outcome.acquire.kind_in_use = lock::LockKind::semaphore(*n);
+        m_named.at(name).held = false;
+        let_go(name);
+        answer(std::move(outcome));
         return;
       }
-      for (int i = 0; i < a.rows.count(); ++i) {
-        if (std::optional<int> n = Semaphore::limit_of_marker(a.rows.number(i, 0))) {
-          Outcome outcome = Outcome::of(Op::acquire);
-          outcome.acquire.kind_in_use = lock::LockKind::semaphore(*n);
-          m_named.at(name).held = false;
-          let_go(name);
-          answer(std::move(outcome));
-          return;
-        }
-      }
-      then();
-    },
-    true);
+    }
+    then();
+  };
+  if (m_prefetched && m_prefetched->name == name && m_prefetched->markers) {
+    Answer a{.rows = *m_prefetched->markers}; // read with the try (try_lock)
+    m_prefetched->markers.reset();
+    looked(a);
+    return;
+  }
+  session(name).query(markers_sql(), key_params(key_of(name)), looked, true);
 }
 
 void PostgresStore::try_semaphore(const std::string& name, const lock::AcquireRequest& request)
@@ -758,9 +856,9 @@ void PostgresStore::wait_in_server(const std::string& name, Millis block)
     Held& held = held_of(name);
     int slot = held.turn++ % n.kind.limit;
     session(name).query_blocking(
-      fmt::format("SET lock_timeout = {}; SELECT pg_catalog.pg_advisory_lock({}, {})",
-                  std::max<std::int64_t>(1, std::min(block, slot_block).count()), sem.class_arg(),
-                  sem.slot_arg(slot)),
+      fmt::format("SELECT pg_catalog.pg_advisory_lock({}, {}) FROM {}", sem.class_arg(),
+                  sem.slot_arg(slot),
+                  lock_timeout_sql(std::max<std::int64_t>(1, std::min(block, slot_block).count()))),
       [this, name, slot](Answer& a) {
         if (!a.error) {
           held_of(name).slot = slot;
@@ -772,41 +870,49 @@ void PostgresStore::wait_in_server(const std::string& name, Millis block)
           woken();
         }
       });
-    session(name).query("RESET lock_timeout", {}, nullptr);
     return;
   }
   // Blocks until the holder lets go (the server grants it to this session then) or
-  // lock_timeout ends the wait (55P03); the simple protocol sends both statements at once.
+  // lock_timeout ends the wait (55P03).
   if (std::optional<std::int64_t> ahead = held_of(name).ahead) {
     // a --fair waiter behind another: woken when that one leaves the queue (it took the lock,
     // gave up, or its session ended); the ticket lock it gets is let go at once
     session(name).query_blocking(
-      fmt::format("SET lock_timeout = {}; SELECT pg_catalog.pg_advisory_lock({}, {}); SELECT "
+      fmt::format("SELECT pg_catalog.pg_advisory_lock({}, {}) FROM {}; SELECT "
                   "pg_catalog.pg_advisory_unlock({}, {})",
-                  std::max<std::int64_t>(1, block.count()), fair_class, ticket_arg(*ahead),
-                  fair_class, ticket_arg(*ahead)),
+                  fair_class, ticket_arg(*ahead),
+                  lock_timeout_sql(std::max<std::int64_t>(1, block.count())), fair_class,
+                  ticket_arg(*ahead)),
       [this](Answer& a) {
         woken(a.error && a.sqlstate != "55P03" && a.sqlstate != "57014" ? a.error : std::nullopt);
       });
-    session(name).query("RESET lock_timeout", {}, nullptr);
     return;
   }
-  session(name).query_blocking(
-    fmt::format("SET lock_timeout = {}; SELECT pg_advisory_lock{}({})",
-                std::max<std::int64_t>(1, block.count()),
-                n.kind.mode == lock::LockKind::Mode::shared ? "_shared" : "",
-                AdvisoryKey::of(n.prefixed).key),
-    [this, name](Answer& a) {
-      if (!a.error) {
-        granted(name);
-        leave_queue(name, [this] { woken(); });
-      } else if (a.sqlstate != "55P03" && a.sqlstate != "57014") {
-        woken(a.error); // not a lock or statement timeout
-      } else {
-        woken();
+  // once granted, the side record that check_policy reads next, in the same round trip
+  AdvisoryKey key = AdvisoryKey::of(n.prefixed);
+  std::string sql =
+    fmt::format("SELECT pg_advisory_lock{}({}) FROM {}",
+                n.kind.mode == lock::LockKind::Mode::shared ? "_shared" : "", key.key,
+                lock_timeout_sql(std::max<std::int64_t>(1, block.count())));
+  adopt_found_policy();
+  bool policy = !m_no_policy && m_policy && !m_policy->table.empty();
+  if (policy) {
+    sql += "; " + policy_read_sql(std::to_string(key.key));
+  }
+  session(name).query_blocking(sql, [this, name, policy](Answer& a) {
+    if (!a.results.empty()) { // granted (a read after it that failed is asked again)
+      m_prefetched.reset();
+      if (policy && a.results.size() > 1) {
+        m_prefetched = Prefetched{.name = name, .policy = Answer{.rows = a.results[1]}};
       }
-    });
-  session(name).query("RESET lock_timeout", {}, nullptr);
+      granted(name);
+      leave_queue(name, [this] { woken(); });
+    } else if (a.sqlstate != "55P03" && a.sqlstate != "57014") {
+      woken(a.error); // not a lock or statement timeout
+    } else {
+      woken();
+    }
+  });
 }
 
 void PostgresStore::confirm_held(const std::string& name)
@@ -855,14 +961,19 @@ void PostgresStore::unlock(const std::string& name)
     session(name).query(unlock_semaphore_sql(name), {}, [this, name](Answer& a) {
       released(name, a.error, a.sqlstate.empty(), a.rows.count() == 1 && a.rows.truth(0, 0));
     });
-    return;
+  } else {
+    session(name).query(fmt::format("SELECT pg_advisory_unlock{}($1)",
+                                    n.kind.mode == lock::LockKind::Mode::shared ? "_shared" : ""),
+                        {std::to_string(AdvisoryKey::of(n.prefixed).key)}, [this, name](Answer& a) {
+                          released(name, a.error, a.sqlstate.empty(),
+                                   a.rows.count() == 1 && a.rows.truth(0, 0));
+                        });
   }
-  session(name).query(fmt::format("SELECT pg_advisory_unlock{}($1)",
-                                  n.kind.mode == lock::LockKind::Mode::shared ? "_shared" : ""),
-                      {std::to_string(AdvisoryKey::of(n.prefixed).key)}, [this, name](Answer& a) {
-                        released(name, a.error, a.sqlstate.empty(),
-                                 a.rows.count() == 1 && a.rows.truth(0, 0));
-                      });
+  // then the sweep (write_policy), which no answer waits for
+  if (auto sweep = m_sweeps.find(name); sweep != m_sweeps.end()) {
+    session(name).query(sweep->second.first, sweep->second.second, nullptr);
+    m_sweeps.erase(sweep);
+  }
 }
 
 void PostgresStore::end_holder(const lock::LockName& name, const std::string& token)
@@ -909,6 +1020,13 @@ Session& PostgresStore::policy_session(const std::string& name, bool control_ses
 void PostgresStore::read_policy(const std::string& name, bool control_session, bool create,
                                 PolicyThen then)
 {
+  std::optional<Prefetched> prefetched = std::move(m_prefetched);
+  m_prefetched.reset(); // good for the read right after the lock is taken only
+  if (prefetched && prefetched->policy && prefetched->name == name && !control_session && create
+      && m_policy && !m_policy->table.empty()) {
+    policy_read(name, control_session, create, then, *prefetched->policy);
+    return;
+  }
   if (m_policy) {
     select_policy(name, control_session, create, std::move(then));
     return;
@@ -919,43 +1037,70 @@ void PostgresStore::read_policy(const std::string& name, bool control_session, b
 void PostgresStore::find_policy(const std::string& name, bool control_session, bool create,
                                 PolicyThen then)
 {
+  auto found = [this, name, control_session, create, then](Answer& a) {
+    if (a.error) {
+      then(PolicyRead{.error = a.error});
+      return;
+    }
+    try {
+      m_policy = fence_table_from(a.rows, m_params.shown);
+    } catch (const Error& error) {
+      then(PolicyRead{.unavailable = error});
+      return;
+    }
+    if (!m_policy->table.empty() || !create) {
+      select_policy(name, control_session, false, then);
+      return;
+    }
+    if (m_policy->home.empty()) {
+      then(PolicyRead{.unavailable =
+                        Error(ExitCode::config, "no schema of the search path to create it in")});
+      return;
+    }
+    policy_session(name, control_session)
+      .query(
+        create_policy_table_sql(m_policy->home), {},
+        [this, name, control_session, then](Answer& created) {
+          if (created.error && created.sqlstate != "23505" && created.sqlstate != "42P07") {
+            then(PolicyRead{.unavailable = created.error});
+            return;
+          }
+          m_policy.reset();
+          find_policy(name, control_session, false, then);
+        },
+        true);
+  };
+  if (m_found_policy) { // read with the session's limits (read_limit)
+    Answer a{.rows = *m_found_policy};
+    m_found_policy.reset();
+    found(a);
+    return;
+  }
   policy_session(name, control_session)
-    .query(
-      find_fence_table_sql("dlock_policy"), {},
-      [this, name, control_session, create, then](Answer& a) {
-        if (a.error) {
-          then(PolicyRead{.error = a.error});
-          return;
-        }
-        try {
-          m_policy = fence_table_from(a.rows, m_params.shown);
-        } catch (const Error& error) {
-          then(PolicyRead{.unavailable = error});
-          return;
-        }
-        if (!m_policy->table.empty() || !create) {
-          select_policy(name, control_session, false, then);
-          return;
-        }
-        if (m_policy->home.empty()) {
-          then(PolicyRead{.unavailable = Error(ExitCode::config,
-                                               "no schema of the search path to create it in")});
-          return;
-        }
-        policy_session(name, control_session)
-          .query(
-            create_policy_table_sql(m_policy->home), {},
-            [this, name, control_session, then](Answer& created) {
-              if (created.error && created.sqlstate != "23505" && created.sqlstate != "42P07") {
-                then(PolicyRead{.unavailable = created.error});
-                return;
-              }
-              m_policy.reset();
-              find_policy(name, control_session, false, then);
-            },
-            true);
-      },
-      true);
+    .query(find_fence_table_sql("dlock_policy"), {}, found, true);
+}
+
+void PostgresStore::adopt_found_policy()
+{
+  if (m_policy || !m_found_policy) {
+    return;
+  }
+  try {
+    FenceTable found = fence_table_from(*m_found_policy, m_params.shown);
+    if (!found.table.empty()) {
+      m_policy = found;
+      m_found_policy.reset();
+    }
+  } catch (const Error&) {
+    // not trusted: find_policy says so in its turn
+  }
+}
+
+std::string PostgresStore::policy_read_sql(const std::string& key) const
+{
+  return fmt::format("SELECT {}, p.lock_key IS NOT NULL, {} FROM (SELECT 1) one LEFT JOIN {} p "
+                     "ON p.lock_key = {}",
+                     now_ms_sql(), policy_columns(), m_policy->table, key);
 }
 
 void PostgresStore::select_policy(const std::string& name, bool control_session, bool create,
@@ -976,39 +1121,42 @@ void PostgresStore::select_policy(const std::string& name, bool control_session,
         true);
     return;
   }
-  std::string sql = fmt::format("SELECT {}, p.lock_key IS NOT NULL, {} FROM (SELECT 1) one "
-                                "LEFT JOIN {} p ON p.lock_key = $1",
-                                now_ms_sql(), policy_columns(), m_policy->table);
   AdvisoryKey key = AdvisoryKey::of(m_prefix + name);
   policy_session(name, control_session)
     .query(
-      sql, {std::to_string(key.key)},
+      policy_read_sql("$1"), {std::to_string(key.key)},
       [this, name, control_session, create, then](Answer& a) {
-        if (a.error && a.sqlstate == "42P01") { // dropped since: look again
-          m_policy.reset();
-          if (create) {
-            find_policy(name, control_session, false, then);
-          } else {
-            then(PolicyRead{});
-          }
-          return;
-        }
-        if (a.error && a.sqlstate == "42501") {
-          then(PolicyRead{.unavailable = a.error});
-          return;
-        }
-        if (a.error || a.rows.count() != 1) {
-          then(PolicyRead{.error = a.error});
-          return;
-        }
-        PolicyRead read;
-        read.now = a.rows.number(0, 0);
-        if (a.rows.truth(0, 1)) {
-          read.row = sql::policy_row(a.rows, 0, 2);
-        }
-        then(std::move(read));
+        policy_read(name, control_session, create, then, a);
       },
       true);
+}
+
+void PostgresStore::policy_read(const std::string& name, bool control_session, bool create,
+                                const PolicyThen& then, const Answer& a)
+{
+  if (a.error && a.sqlstate == "42P01") { // dropped since: look again
+    m_policy.reset();
+    if (create) {
+      find_policy(name, control_session, false, then);
+    } else {
+      then(PolicyRead{});
+    }
+    return;
+  }
+  if (a.error && a.sqlstate == "42501") {
+    then(PolicyRead{.unavailable = a.error});
+    return;
+  }
+  if (a.error || a.rows.count() != 1) {
+    then(PolicyRead{.error = a.error});
+    return;
+  }
+  PolicyRead read;
+  read.now = a.rows.number(0, 0);
+  if (a.rows.truth(0, 1)) {
+    read.row = sql::policy_row(a.rows, 0, 2);
+  }
+  then(std::move(read));
 }
 
 void PostgresStore::write_policy(const std::string& name, bool control_session,
@@ -1111,6 +1259,13 @@ void PostgresStore::write_policy(const std::string& name, bool control_session,
             "$4::pg_catalog.int8 AND NOT released RETURNING 1";
     params.insert(params.end(), {write.token_fp, write.holder, std::to_string(write.session)});
     break;
+  }
+  if (write.kind == Kind::sweep) {
+    // sent after the unlock that follows it (unlock): the next holder need not wait for it
+    m_sweeps[name] = {sql, params};
+    Answer later;
+    done(later);
+    return;
   }
   if (write.kind == Kind::claim) {
     m_unflushed.erase(name);
