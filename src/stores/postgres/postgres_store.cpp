@@ -90,6 +90,13 @@ std::string with_key(std::string sql, const AdvisoryKey& key)
   return sql;
 }
 
+// A claim's statement (write_policy) with how it ends in place of its mark.
+std::string with_replace_by(std::string sql, const std::string& end)
+{
+  std::size_t at = sql.find("@replace_by@");
+  return at == std::string::npos ? sql : sql.replace(at, 12, end);
+}
+
 // The settings after which the server may end a session (session_lifetime.hpp).
 constexpr const char* session_settings[] = {"idle_session_timeout", "tcp_user_timeout",
                                             "tcp_keepalives_idle", "tcp_keepalives_interval",
@@ -766,39 +773,47 @@ void PostgresStore::take_fence(const std::string& name, bool looked_again)
       true);
     return;
   }
-  session(name).query(
-    "INSERT INTO " + m_fence->table
-      + " AS f (lock_key, name, fence, acquired_at) "
-        "VALUES ($1, $2, 1, pg_catalog.clock_timestamp()) ON CONFLICT (lock_key) DO UPDATE "
-        "SET fence = f.fence + 1, acquired_at = EXCLUDED.acquired_at WHERE f.name = EXCLUDED.name "
-        "RETURNING fence",
-    {std::to_string(key.key), n.prefixed},
-    [this, name, key, looked_again, failed](Answer& a) {
-      if (a.error && a.sqlstate == "42P01" && !looked_again) { // dropped since: look again
-        m_fence.reset();
-        find_fence(
-          session(name), [this, name] { fence(name, true); }, failed);
-        return;
-      }
-      if (a.error && (a.sqlstate == "42501" || a.sqlstate == "25006" || a.sqlstate == "42P01")) {
-        without_fence(name, a.error->what());
-        return;
-      }
-      if (a.error) {
-        answer(Op::acquire, *a.error);
-        return;
-      }
-      if (a.rows.count() == 0) { // the key is another name's
-        give_back(name, Error(ExitCode::internal,
-                              "lock name '{}' has the same PostgreSQL advisory key ({}) as "
-                              "another name in dlock_fence; choose another name or --prefix",
-                              name, key.key));
-        return;
-      }
-      m_unflushed.erase(name); // flushed with the token
-      fenced(name, a.rows.number(0, 0));
-    },
-    true);
+  auto taken = [this, name, key, looked_again, failed](Answer& a) {
+    if (a.error && a.sqlstate == "42P01" && !looked_again) { // dropped since: look again
+      m_fence.reset();
+      find_fence(
+        session(name), [this, name] { fence(name, true); }, failed);
+      return;
+    }
+    if (a.error && (a.sqlstate == "42501" || a.sqlstate == "25006" || a.sqlstate == "42P01")) {
+      without_fence(name, a.error->what());
+      return;
+    }
+    if (a.error) {
+      answer(Op::acquire, *a.error);
+      return;
+    }
+    if (a.rows.count() == 0) { // the key is another name's
+      give_back(name, Error(ExitCode::internal,
+                            "lock name '{}' has the same PostgreSQL advisory key ({}) as "
+                            "another name in dlock_fence; choose another name or --prefix",
+                            name, key.key));
+      return;
+    }
+    m_unflushed.erase(name); // flushed with the token
+    fenced(name, a.rows.number(0, 0));
+  };
+  if (auto with_claim = m_fenced_with_claim.find(name); with_claim != m_fenced_with_claim.end()) {
+    Answer a = std::move(with_claim->second); // taken with the holder's record (write_policy)
+    m_fenced_with_claim.erase(with_claim);
+    taken(a);
+    return;
+  }
+  session(name).query(fence_sql(), {std::to_string(key.key), n.prefixed}, taken, true);
+}
+
+std::string PostgresStore::fence_sql() const
+{
+  return "INSERT INTO " + m_fence->table
+         + " AS f (lock_key, name, fence, acquired_at) "
+           "VALUES ($1, $2, 1, pg_catalog.clock_timestamp()) ON CONFLICT (lock_key) DO UPDATE "
+           "SET fence = f.fence + 1, acquired_at = EXCLUDED.acquired_at WHERE f.name = "
+           "EXCLUDED.name RETURNING fence";
 }
 
 void PostgresStore::without_fence(const std::string& name, const std::string& why)
@@ -1162,6 +1177,12 @@ void PostgresStore::policy_read(const std::string& name, bool control_session, b
 void PostgresStore::write_policy(const std::string& name, bool control_session,
                                  const PolicyWrite& write, WriteThen then)
 {
+  write_record(name, control_session, write, std::move(then), true);
+}
+
+void PostgresStore::write_record(const std::string& name, bool control_session,
+                                 const PolicyWrite& write, WriteThen then, bool with_fence)
+{
   auto done = [then](Answer& a) {
     if (then) {
       then(a.error, a.error ? 0 : std::int64_t(a.rows.count()));
@@ -1175,6 +1196,7 @@ void PostgresStore::write_policy(const std::string& name, bool control_session,
   const std::string& table = m_policy->table;
   std::string key = std::to_string(AdvisoryKey::of(m_prefix + name).key);
   std::string sql;
+  std::string sql_sync; // a claim's, committed synchronously
   std::vector<std::string> params{key};
   bool async = false;
   using Kind = PolicyWrite::Kind;
@@ -1189,22 +1211,24 @@ void PostgresStore::write_policy(const std::string& name, bool control_session,
       break;
     }
     // force: an armed lock-delay, counted from when the holder ended (now, if not known yet)
-    sql =
-      "INSERT INTO " + table
-      + " AS p (lock_key, name, token_fp, session_id, holder, hold_until, released, "
-        "delay_ms, ended_at, replace_by) VALUES ($1, $2, $3, "
-      + (write.kind == Kind::claim ? "pg_catalog.pg_backend_pid()" : "0")
-      + ", $4, $5::pg_catalog.int8, false, $6::pg_catalog.int8, "
-      + (write.kind == Kind::claim ? std::string("0")
-         : write.ended_at > 0      ? std::to_string(write.ended_at)
-                                   : now_ms_sql())
-      + (async ? fmt::format(", CASE WHEN {} THEN '' END)", async_commit) : std::string(", '')"))
-      + " ON CONFLICT (lock_key) DO UPDATE SET name = EXCLUDED.name, "
-        "token_fp = EXCLUDED.token_fp, session_id = EXCLUDED.session_id, "
-        "holder = EXCLUDED.holder, hold_until = EXCLUDED.hold_until, released = false, "
-        "delay_ms = EXCLUDED.delay_ms, ended_at = EXCLUDED.ended_at, replace_by = ''";
+    sql = "INSERT INTO " + table
+          + " AS p (lock_key, name, token_fp, session_id, holder, hold_until, released, "
+            "delay_ms, ended_at, replace_by) VALUES ($1, $2, $3, "
+          + (write.kind == Kind::claim ? "pg_catalog.pg_backend_pid()" : "0")
+          + ", $4, $5::pg_catalog.int8, false, $6::pg_catalog.int8, "
+          + (write.kind == Kind::claim ? std::string("0")
+             : write.ended_at > 0      ? std::to_string(write.ended_at)
+                                       : now_ms_sql())
+          + "@replace_by@"
+          + " ON CONFLICT (lock_key) DO UPDATE SET name = EXCLUDED.name, "
+            "token_fp = EXCLUDED.token_fp, session_id = EXCLUDED.session_id, "
+            "holder = EXCLUDED.holder, hold_until = EXCLUDED.hold_until, released = false, "
+            "delay_ms = EXCLUDED.delay_ms, ended_at = EXCLUDED.ended_at, replace_by = ''";
     params.insert(params.end(), {m_prefix + name, write.token_fp, write.holder,
                                  std::to_string(write.hold_until), std::to_string(write.delay_ms)});
+    sql_sync = with_replace_by(sql, ", '')");
+    sql = async ? with_replace_by(sql, fmt::format(", CASE WHEN {} THEN '' END)", async_commit))
+                : sql_sync;
     break;
   case Kind::stamp:
     sql = "UPDATE " + table + " SET ended_at = " + now_ms_sql()
@@ -1269,6 +1293,29 @@ void PostgresStore::write_policy(const std::string& name, bool control_session,
   }
   if (write.kind == Kind::claim) {
     m_unflushed.erase(name);
+  }
+  m_fenced_with_claim.erase(name);
+  if (async && with_fence && m_fence && !m_fence->table.empty()) {
+    // One statement, one transaction: the record, then the fencing token (its synchronous
+    // commit makes both durable), answered to take_fence; if it fails, each goes alone, as
+    // below, where its error is handled.
+    std::string both = "WITH claim AS (" + sql_sync + " RETURNING 1) " + fence_sql()
+                       + ", (SELECT count(*) FROM claim)";
+    policy_session(name, control_session)
+      .query(
+        both, params,
+        [this, name, control_session, write, then](Answer& a) {
+          if (a.error || a.rows.count() > 1) {
+            write_record(name, control_session, write, then, false);
+            return;
+          }
+          m_fenced_with_claim[name] = a;
+          if (then) {
+            then(std::nullopt, 1);
+          }
+        },
+        true);
+    return;
   }
   if (async) {
     policy_session(name, control_session)

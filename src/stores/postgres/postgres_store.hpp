@@ -91,6 +91,12 @@ private:
   // Takes dlock_policy from m_found_policy when that shows a trusted table (else find_policy
   // looks at it in its turn).
   void adopt_found_policy();
+  // write_policy; with_fence: a claim that a fencing token follows goes with it, in one
+  // statement (take_fence then answers with its token), or alone if that one fails.
+  void write_record(const std::string& name, bool control, const PolicyWrite& write, WriteThen then,
+                    bool with_fence);
+  // The statement that counts the fencing token up ($1: the key, $2: the prefixed name).
+  std::string fence_sql() const;
   // no_fencing(name, why), once the holder's record written asynchronously (m_unflushed) is
   // flushed: no lock is answered before its holder's record is durable.
   void without_fence(const std::string& name, const std::string& why);
@@ -147,6 +153,9 @@ private:
   // The holder records written asynchronously that the fencing token's write has not yet
   // flushed, by lock name (write_policy, without_fence).
   std::map<std::string, PolicyWrite> m_unflushed;
+  // The fencing token taken in the statement of the holder's record (write_record), by lock
+  // name, for take_fence to answer with.
+  std::map<std::string, Answer> m_fenced_with_claim;
   // What read_limit read of dlock_fence and dlock_policy (fence_table_from's rows), for
   // find_fence and find_policy to take.
   std::optional<Rows> m_found_fence;
