@@ -95,6 +95,28 @@ TEST(SessionLifetime, TheSoonestSettingBoundsTheTtl)
   }
 }
 
+TEST(SessionLifetime, SettingsAreReadAsCurrentSettingShowsThem)
+{
+  // with the unit the server adds, or none: the unit pg_settings reports it in
+  EXPECT_EQ(postgres::shown_setting("0", false), 0);
+  EXPECT_EQ(postgres::shown_setting("1500ms", false), 1'500);
+  EXPECT_EQ(postgres::shown_setting("90s", false), 90'000);
+  EXPECT_EQ(postgres::shown_setting("2min", false), 120'000);
+  EXPECT_EQ(postgres::shown_setting("1h", true), 3'600);
+  EXPECT_EQ(postgres::shown_setting("1d", false), 86'400'000);
+  EXPECT_EQ(postgres::shown_setting("7200", true), 7'200); // a keepalive's own display
+  EXPECT_THROW(postgres::shown_setting("5kB", false), Error);
+  EXPECT_THROW(postgres::shown_setting("", false), Error);
+  EXPECT_THROW(postgres::shown_setting("99999999999999999h", false), Error);
+  postgres::SessionSettings settings;
+  settings.take_shown("idle_session_timeout", "20s");
+  settings.take_shown("tcp_keepalives_idle", "10");
+  settings.take_shown("tcp_keepalives_count", "3");
+  EXPECT_EQ(settings.idle_session_timeout, 20s);
+  EXPECT_EQ(settings.keepalives_idle_s, 10);
+  EXPECT_EQ(settings.keepalives_count, 3);
+}
+
 TEST(SessionLifetime, AUnixSocketHasNoKeepalives)
 {
   postgres::SessionSettings settings;

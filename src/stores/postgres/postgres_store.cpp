@@ -63,11 +63,66 @@ std::string marker_rows()
          + " >= " + std::to_string((std::int64_t(1) << 32) - Semaphore::max_limit);
 }
 
+std::vector<std::string> key_params(const AdvisoryKey& key)
+{
+  return {std::to_string(key.classid()), std::to_string(key.objid())};
+}
+
+// The kind markers of semaphores of key ($1, $2 as key_rows) that pg_locks shows, as offsets.
+std::string markers_sql()
+{
+  return "SELECT " + Semaphore::offset_sql("l.objid") + " FROM pg_catalog.pg_locks l WHERE "
+         + marker_rows();
+}
+
+// sql (of ours) with key's numbers in place of its parameters $1 and $2 (as key_params), for
+// a message of several statements, which cannot have parameters.
+std::string with_key(std::string sql, const AdvisoryKey& key)
+{
+  std::vector<std::string> values = key_params(key);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    std::string param = "$" + std::to_string(i + 1);
+    for (std::size_t at = sql.find(param); at != std::string::npos;
+         at = sql.find(param, at + values[i].size())) {
+      sql.replace(at, param.size(), values[i]);
+    }
+  }
+  return sql;
+}
+
+// A claim's statement (write_policy) with how it ends in place of its mark.
+std::string with_replace_by(std::string sql, const std::string& end)
+{
+  std::size_t at = sql.find("@replace_by@");
+  return at == std::string::npos ? sql : sql.replace(at, 12, end);
+}
+
+// The settings after which the server may end a session (session_lifetime.hpp).
+constexpr const char* session_settings[] = {"idle_session_timeout", "tcp_user_timeout",
+                                            "tcp_keepalives_idle", "tcp_keepalives_interval",
+                                            "tcp_keepalives_count"};
+
+// A one-row subquery that sets lock_timeout to ms for the rest of its transaction (its
+// message): a wait that selects from it ends by then (55P03), and no RESET is needed after.
+// Not flattened into the query (its target is volatile), so it runs before the wait.
+std::string lock_timeout_sql(std::int64_t ms)
+{
+  return fmt::format("(SELECT pg_catalog.set_config('lock_timeout', '{}', true)) t", ms);
+}
+
 // The semaphore of a name whose kind is kind.
 Semaphore semaphore_of(const std::string& prefixed, const lock::LockKind& kind)
 {
   return Semaphore{AdvisoryKey::of(prefixed), kind.limit};
 }
+
+// A condition that is always true and makes the commit of the statement's transaction
+// asynchronous (no wait for the WAL flush), for a write whose loss in a server crash only
+// keeps a lock closed longer (a release's record), or that a synchronous write flushes
+// anyway before any command runs (the holder's record before its fencing token: the WAL is
+// flushed in order). Evaluated for each row written, so whenever the statement writes.
+constexpr const char* async_commit =
+  "pg_catalog.set_config('synchronous_commit', 'off', true) = 'off'";
 
 std::string now_ms_sql() { return "floor(extract(epoch from clock_timestamp()) * 1000)::bigint"; }
 
@@ -78,11 +133,6 @@ std::string acquired_ms_sql(const char* column)
   return fmt::format("CASE WHEN isfinite({0}) THEN floor(extract(epoch from {0}) * 1000)::bigint "
                      "END",
                      column);
-}
-
-std::vector<std::string> key_params(const AdvisoryKey& key)
-{
-  return {std::to_string(key.classid()), std::to_string(key.objid())};
 }
 
 // The holders of a key, from rows of (pid, granted, mode, application_name, role, client).
@@ -238,20 +288,52 @@ std::unique_ptr<sql::Session> PostgresStore::open_control()
 
 void PostgresStore::read_limit(const std::string& name, const lock::AcquireRequest& request)
 {
+  // In the same round trip (and the session's pin, session.hpp): where dlock_fence and
+  // dlock_policy are, for find_fence and find_policy to take in their turn.
+  // current_setting, not the view pg_settings, which makes a row of every setting first;
+  // NULL: a setting this server does not have (idle_session_timeout before PostgreSQL 14)
+  std::string sql = "SELECT inet_client_addr() IS NOT NULL";
+  for (const char* setting : session_settings) {
+    sql += fmt::format(", pg_catalog.current_setting('{}', true)", setting);
+  }
+  bool fence = !m_fence && m_fencing && !m_found_fence;
+  bool policy = !m_policy && !m_no_policy && !m_found_policy;
+  if (fence) {
+    sql += "; " + find_fence_table_sql();
+  }
+  if (policy) {
+    sql += "; " + find_fence_table_sql("dlock_policy");
+  }
   session(name).query(
-    "SELECT name, setting, inet_client_addr() IS NOT NULL FROM pg_settings WHERE name IN "
-    "('idle_session_timeout', 'tcp_user_timeout', 'tcp_keepalives_idle', "
-    "'tcp_keepalives_interval', 'tcp_keepalives_count')",
-    {},
-    [this, name, request](Answer& a) {
-      if (a.error) {
-        answer(Op::acquire, *a.error);
+    sql, {},
+    [this, name, request, fence, policy](Answer& a) {
+      if (a.results.empty()) {
+        answer(Op::acquire,
+               a.error.value_or(Error(ExitCode::internal, "PostgreSQL at {}: no answer", m_shown)));
         return;
       }
+      // a table's query that failed is asked again, alone, where its answer is handled
+      std::size_t next = 1;
+      if (fence && next < a.results.size()) {
+        m_found_fence = a.results[next++];
+      }
+      if (policy && next < a.results.size()) {
+        m_found_policy = a.results[next];
+      }
+      const Rows& rows = a.results.front();
       SessionSettings settings;
-      for (int i = 0; i < a.rows.count(); ++i) {
-        settings.over_tcp = a.rows.truth(i, 2);
-        settings.take(a.rows.text(i, 0), a.rows.number(i, 1));
+      try {
+        for (int i = 0; i < rows.count(); ++i) {
+          settings.over_tcp = rows.truth(i, 0);
+          for (std::size_t s = 0; s < std::size(session_settings); ++s) {
+            if (!rows.null(i, int(s) + 1)) {
+              settings.take_shown(session_settings[s], rows.text(i, int(s) + 1));
+            }
+          }
+        }
+      } catch (const Error& error) {
+        answer(Op::acquire, error);
+        return;
       }
       limit_found(name, request, session_limit(settings));
     },
@@ -271,26 +353,31 @@ void PostgresStore::find_fence(Session& session, std::function<void()> then,
     then();
     return;
   }
-  session.query(
-    find_fence_table_sql(), {},
-    [this, then, failed](Answer& a) {
-      if (a.error) {
-        failed(*a.error);
-        return;
-      }
-      try {
-        m_fence = fence_table_from(a.rows, m_params.shown);
-      } catch (const Error& error) {
-        failed(error);
-        return;
-      }
-      then();
-    },
-    true);
+  auto found = [this, then, failed](Answer& a) {
+    if (a.error) {
+      failed(*a.error);
+      return;
+    }
+    try {
+      m_fence = fence_table_from(a.rows, m_params.shown);
+    } catch (const Error& error) {
+      failed(error);
+      return;
+    }
+    then();
+  };
+  if (m_found_fence) { // read with the session's limits
+    Answer a{.rows = *m_found_fence};
+    m_found_fence.reset();
+    found(a);
+    return;
+  }
+  session.query(find_fence_table_sql(), {}, found, true);
 }
 
 void PostgresStore::try_lock(const std::string& name, const lock::AcquireRequest& request)
 {
+  m_prefetched.reset();
   if (request.kind.mode == lock::LockKind::Mode::limit) {
     try_semaphore(name, request);
     return;
@@ -334,15 +421,38 @@ void PostgresStore::try_lock(const std::string& name, const lock::AcquireRequest
     return;
   }
   bool shared = request.kind.mode == lock::LockKind::Mode::shared;
+  AdvisoryKey key = key_of(name);
+  // What after_taken and check_policy read right after the lock is taken goes in the same
+  // round trip, after it (the statements of one message run in order): the semaphore
+  // markers, and the side record once dlock_policy is known.
+  std::string sql = fmt::format("SELECT pg_try_advisory_lock{}({}); {}", shared ? "_shared" : "",
+                                key.key, with_key(markers_sql(), key));
+  adopt_found_policy();
+  bool policy = !m_no_policy && m_policy && !m_policy->table.empty();
+  if (policy) {
+    sql += "; " + policy_read_sql(std::to_string(key.key));
+  }
   session(name).query(
-    fmt::format("SELECT pg_try_advisory_lock{}($1)", shared ? "_shared" : ""),
-    {std::to_string(key_of(name).key)},
-    [this, name, request](Answer& a) {
-      if (a.error) {
-        answer(Op::acquire, *a.error);
+    sql, {},
+    [this, name, request, policy](Answer& a) {
+      if (a.results.empty()) {
+        answer(Op::acquire,
+               a.error.value_or(Error(ExitCode::internal, "PostgreSQL at {}: no answer", m_shown)));
         return;
       }
-      tried(name, request, a.rows.count() == 1 && a.rows.truth(0, 0));
+      const Rows& tried_rows = a.results.front();
+      bool taken = tried_rows.count() == 1 && tried_rows.truth(0, 0);
+      if (taken) { // a read that failed is asked again, alone, where its answer is handled
+        Prefetched read{.name = name};
+        if (a.results.size() > 1) {
+          read.markers = a.results[1];
+        }
+        if (policy && a.results.size() > 2) {
+          read.policy = Answer{.rows = a.results[2]};
+        }
+        m_prefetched = std::move(read);
+      }
+      tried(name, request, taken);
     },
     true);
 }
@@ -481,28 +591,31 @@ void PostgresStore::after_taken(const std::string& name, std::function<void()> t
     return;
   }
   // taken first, then looked at: a semaphore holder that takes its marker meanwhile sees it
-  session(name).query(
-    "SELECT " + Semaphore::offset_sql("l.objid") + " FROM pg_catalog.pg_locks l WHERE "
-      + marker_rows(),
-    key_params(key_of(name)),
-    [this, name, then](Answer& a) {
-      if (a.error) {
-        give_back(name, *a.error);
+  auto looked = [this, name, then](Answer& a) {
+    if (a.error) {
+      give_back(name, *a.error);
+      return;
+    }
+    for (int i = 0; i < a.rows.count(); ++i) {
+      if (std::optional<int> n = Semaphore::limit_of_marker(a.rows.number(i, 0))) {
+        m_prefetched.reset();
+        Outcome outcome = Outcome::of(Op::acquire);
+        outcome.acquire.kind_in_use = lock::LockKind::semaphore(*n);
+        m_named.at(name).held = false;
+        let_go(name);
+        answer(std::move(outcome));
         return;
       }
-      for (int i = 0; i < a.rows.count(); ++i) {
-        if (std::optional<int> n = Semaphore::limit_of_marker(a.rows.number(i, 0))) {
-          Outcome outcome = Outcome::of(Op::acquire);
-          outcome.acquire.kind_in_use = lock::LockKind::semaphore(*n);
-          m_named.at(name).held = false;
-          let_go(name);
-          answer(std::move(outcome));
-          return;
-        }
-      }
-      then();
-    },
-    true);
+    }
+    then();
+  };
+  if (m_prefetched && m_prefetched->name == name && m_prefetched->markers) {
+    Answer a{.rows = *m_prefetched->markers}; // read with the try (try_lock)
+    m_prefetched->markers.reset();
+    looked(a);
+    return;
+  }
+  session(name).query(markers_sql(), key_params(key_of(name)), looked, true);
 }
 
 void PostgresStore::try_semaphore(const std::string& name, const lock::AcquireRequest& request)
@@ -635,11 +748,11 @@ void PostgresStore::take_fence(const std::string& name, bool looked_again)
   }
   if (m_fence->table.empty()) {
     if (looked_again) {
-      no_fencing(name, "the table dlock_fence cannot be found after it was created or dropped");
+      without_fence(name, "the table dlock_fence cannot be found after it was created or dropped");
       return;
     }
     if (m_fence->home.empty()) {
-      no_fencing(name, "no schema of the search path to create the table dlock_fence in");
+      without_fence(name, "no schema of the search path to create the table dlock_fence in");
       return;
     }
     // No table yet: make it where the role's path puts new tables, then look again (whoever
@@ -649,7 +762,7 @@ void PostgresStore::take_fence(const std::string& name, bool looked_again)
       [this, name, failed](Answer& created) {
         // 23505, 42P07: another dlock made it at the same moment
         if (created.error && created.sqlstate != "23505" && created.sqlstate != "42P07") {
-          no_fencing(
+          without_fence(
             name, fmt::format("cannot create the table dlock_fence ({})", created.error->what()));
           return;
         }
@@ -660,38 +773,69 @@ void PostgresStore::take_fence(const std::string& name, bool looked_again)
       true);
     return;
   }
-  session(name).query(
-    "INSERT INTO " + m_fence->table
-      + " AS f (lock_key, name, fence, acquired_at) "
-        "VALUES ($1, $2, 1, pg_catalog.clock_timestamp()) ON CONFLICT (lock_key) DO UPDATE "
-        "SET fence = f.fence + 1, acquired_at = EXCLUDED.acquired_at WHERE f.name = EXCLUDED.name "
-        "RETURNING fence",
-    {std::to_string(key.key), n.prefixed},
-    [this, name, key, looked_again, failed](Answer& a) {
-      if (a.error && a.sqlstate == "42P01" && !looked_again) { // dropped since: look again
-        m_fence.reset();
-        find_fence(
-          session(name), [this, name] { fence(name, true); }, failed);
-        return;
-      }
-      if (a.error && (a.sqlstate == "42501" || a.sqlstate == "25006" || a.sqlstate == "42P01")) {
-        no_fencing(name, a.error->what());
-        return;
-      }
-      if (a.error) {
-        answer(Op::acquire, *a.error);
-        return;
-      }
-      if (a.rows.count() == 0) { // the key is another name's
-        give_back(name, Error(ExitCode::internal,
-                              "lock name '{}' has the same PostgreSQL advisory key ({}) as "
-                              "another name in dlock_fence; choose another name or --prefix",
-                              name, key.key));
-        return;
-      }
-      fenced(name, a.rows.number(0, 0));
-    },
-    true);
+  auto taken = [this, name, key, looked_again, failed](Answer& a) {
+    if (a.error && a.sqlstate == "42P01" && !looked_again) { // dropped since: look again
+      m_fence.reset();
+      find_fence(
+        session(name), [this, name] { fence(name, true); }, failed);
+      return;
+    }
+    if (a.error && (a.sqlstate == "42501" || a.sqlstate == "25006" || a.sqlstate == "42P01")) {
+      without_fence(name, a.error->what());
+      return;
+    }
+    if (a.error) {
+      answer(Op::acquire, *a.error);
+      return;
+    }
+    if (a.rows.count() == 0) { // the key is another name's
+      give_back(name, Error(ExitCode::internal,
+                            "lock name '{}' has the same PostgreSQL advisory key ({}) as "
+                            "another name in dlock_fence; choose another name or --prefix",
+                            name, key.key));
+      return;
+    }
+    m_unflushed.erase(name); // flushed with the token
+    fenced(name, a.rows.number(0, 0));
+  };
+  if (auto with_claim = m_fenced_with_claim.find(name); with_claim != m_fenced_with_claim.end()) {
+    Answer a = std::move(with_claim->second); // taken with the holder's record (write_policy)
+    m_fenced_with_claim.erase(with_claim);
+    taken(a);
+    return;
+  }
+  session(name).query(fence_sql(), {std::to_string(key.key), n.prefixed}, taken, true);
+}
+
+std::string PostgresStore::fence_sql() const
+{
+  return "INSERT INTO " + m_fence->table
+         + " AS f (lock_key, name, fence, acquired_at) "
+           "VALUES ($1, $2, 1, pg_catalog.clock_timestamp()) ON CONFLICT (lock_key) DO UPDATE "
+           "SET fence = f.fence + 1, acquired_at = EXCLUDED.acquired_at WHERE f.name = "
+           "EXCLUDED.name RETURNING fence";
+}
+
+void PostgresStore::without_fence(const std::string& name, const std::string& why)
+{
+  auto unflushed = m_unflushed.find(name);
+  if (unflushed == m_unflushed.end()) {
+    no_fencing(name, why);
+    return;
+  }
+  // the holder's record was written asynchronously: written again, synchronously (which
+  // flushes the WAL up to it), before the lock is answered
+  PolicyWrite claim = unflushed->second;
+  m_unflushed.erase(unflushed);
+  m_fencing = false;
+  write_policy(name, false, claim,
+               [this, name, why](const std::optional<Error>& error, std::int64_t) {
+                 if (error) {
+                   give_back(name, *error);
+                   return;
+                 }
+                 no_fencing(name, why);
+               });
 }
 
 void PostgresStore::give_back(const std::string& name, const Error& error)
@@ -727,9 +871,9 @@ void PostgresStore::wait_in_server(const std::string& name, Millis block)
     Held& held = held_of(name);
     int slot = held.turn++ % n.kind.limit;
     session(name).query_blocking(
-      fmt::format("SET lock_timeout = {}; SELECT pg_catalog.pg_advisory_lock({}, {})",
-                  std::max<std::int64_t>(1, std::min(block, slot_block).count()), sem.class_arg(),
-                  sem.slot_arg(slot)),
+      fmt::format("SELECT pg_catalog.pg_advisory_lock({}, {}) FROM {}", sem.class_arg(),
+                  sem.slot_arg(slot),
+                  lock_timeout_sql(std::max<std::int64_t>(1, std::min(block, slot_block).count()))),
       [this, name, slot](Answer& a) {
         if (!a.error) {
           held_of(name).slot = slot;
@@ -741,41 +885,49 @@ void PostgresStore::wait_in_server(const std::string& name, Millis block)
           woken();
         }
       });
-    session(name).query("RESET lock_timeout", {}, nullptr);
     return;
   }
   // Blocks until the holder lets go (the server grants it to this session then) or
-  // lock_timeout ends the wait (55P03); the simple protocol sends both statements at once.
+  // lock_timeout ends the wait (55P03).
   if (std::optional<std::int64_t> ahead = held_of(name).ahead) {
     // a --fair waiter behind another: woken when that one leaves the queue (it took the lock,
     // gave up, or its session ended); the ticket lock it gets is let go at once
     session(name).query_blocking(
-      fmt::format("SET lock_timeout = {}; SELECT pg_catalog.pg_advisory_lock({}, {}); SELECT "
+      fmt::format("SELECT pg_catalog.pg_advisory_lock({}, {}) FROM {}; SELECT "
                   "pg_catalog.pg_advisory_unlock({}, {})",
-                  std::max<std::int64_t>(1, block.count()), fair_class, ticket_arg(*ahead),
-                  fair_class, ticket_arg(*ahead)),
+                  fair_class, ticket_arg(*ahead),
+                  lock_timeout_sql(std::max<std::int64_t>(1, block.count())), fair_class,
+                  ticket_arg(*ahead)),
       [this](Answer& a) {
         woken(a.error && a.sqlstate != "55P03" && a.sqlstate != "57014" ? a.error : std::nullopt);
       });
-    session(name).query("RESET lock_timeout", {}, nullptr);
     return;
   }
-  session(name).query_blocking(
-    fmt::format("SET lock_timeout = {}; SELECT pg_advisory_lock{}({})",
-                std::max<std::int64_t>(1, block.count()),
-                n.kind.mode == lock::LockKind::Mode::shared ? "_shared" : "",
-                AdvisoryKey::of(n.prefixed).key),
-    [this, name](Answer& a) {
-      if (!a.error) {
-        granted(name);
-        leave_queue(name, [this] { woken(); });
-      } else if (a.sqlstate != "55P03" && a.sqlstate != "57014") {
-        woken(a.error); // not a lock or statement timeout
-      } else {
-        woken();
+  // once granted, the side record that check_policy reads next, in the same round trip
+  AdvisoryKey key = AdvisoryKey::of(n.prefixed);
+  std::string sql =
+    fmt::format("SELECT pg_advisory_lock{}({}) FROM {}",
+                n.kind.mode == lock::LockKind::Mode::shared ? "_shared" : "", key.key,
+                lock_timeout_sql(std::max<std::int64_t>(1, block.count())));
+  adopt_found_policy();
+  bool policy = !m_no_policy && m_policy && !m_policy->table.empty();
+  if (policy) {
+    sql += "; " + policy_read_sql(std::to_string(key.key));
+  }
+  session(name).query_blocking(sql, [this, name, policy](Answer& a) {
+    if (!a.results.empty()) { // granted (a read after it that failed is asked again)
+      m_prefetched.reset();
+      if (policy && a.results.size() > 1) {
+        m_prefetched = Prefetched{.name = name, .policy = Answer{.rows = a.results[1]}};
       }
-    });
-  session(name).query("RESET lock_timeout", {}, nullptr);
+      granted(name);
+      leave_queue(name, [this] { woken(); });
+    } else if (a.sqlstate != "55P03" && a.sqlstate != "57014") {
+      woken(a.error); // not a lock or statement timeout
+    } else {
+      woken();
+    }
+  });
 }
 
 void PostgresStore::confirm_held(const std::string& name)
@@ -824,14 +976,19 @@ void PostgresStore::unlock(const std::string& name)
     session(name).query(unlock_semaphore_sql(name), {}, [this, name](Answer& a) {
       released(name, a.error, a.sqlstate.empty(), a.rows.count() == 1 && a.rows.truth(0, 0));
     });
-    return;
+  } else {
+    session(name).query(fmt::format("SELECT pg_advisory_unlock{}($1)",
+                                    n.kind.mode == lock::LockKind::Mode::shared ? "_shared" : ""),
+                        {std::to_string(AdvisoryKey::of(n.prefixed).key)}, [this, name](Answer& a) {
+                          released(name, a.error, a.sqlstate.empty(),
+                                   a.rows.count() == 1 && a.rows.truth(0, 0));
+                        });
   }
-  session(name).query(fmt::format("SELECT pg_advisory_unlock{}($1)",
-                                  n.kind.mode == lock::LockKind::Mode::shared ? "_shared" : ""),
-                      {std::to_string(AdvisoryKey::of(n.prefixed).key)}, [this, name](Answer& a) {
-                        released(name, a.error, a.sqlstate.empty(),
-                                 a.rows.count() == 1 && a.rows.truth(0, 0));
-                      });
+  // then the sweep (write_policy), which no answer waits for
+  if (auto sweep = m_sweeps.find(name); sweep != m_sweeps.end()) {
+    session(name).query(sweep->second.first, sweep->second.second, nullptr);
+    m_sweeps.erase(sweep);
+  }
 }
 
 void PostgresStore::end_holder(const lock::LockName& name, const std::string& token)
@@ -878,6 +1035,13 @@ Session& PostgresStore::policy_session(const std::string& name, bool control_ses
 void PostgresStore::read_policy(const std::string& name, bool control_session, bool create,
                                 PolicyThen then)
 {
+  std::optional<Prefetched> prefetched = std::move(m_prefetched);
+  m_prefetched.reset(); // good for the read right after the lock is taken only
+  if (prefetched && prefetched->policy && prefetched->name == name && !control_session && create
+      && m_policy && !m_policy->table.empty()) {
+    policy_read(name, control_session, create, then, *prefetched->policy);
+    return;
+  }
   if (m_policy) {
     select_policy(name, control_session, create, std::move(then));
     return;
@@ -888,43 +1052,70 @@ void PostgresStore::read_policy(const std::string& name, bool control_session, b
 void PostgresStore::find_policy(const std::string& name, bool control_session, bool create,
                                 PolicyThen then)
 {
+  auto found = [this, name, control_session, create, then](Answer& a) {
+    if (a.error) {
+      then(PolicyRead{.error = a.error});
+      return;
+    }
+    try {
+      m_policy = fence_table_from(a.rows, m_params.shown);
+    } catch (const Error& error) {
+      then(PolicyRead{.unavailable = error});
+      return;
+    }
+    if (!m_policy->table.empty() || !create) {
+      select_policy(name, control_session, false, then);
+      return;
+    }
+    if (m_policy->home.empty()) {
+      then(PolicyRead{.unavailable =
+                        Error(ExitCode::config, "no schema of the search path to create it in")});
+      return;
+    }
+    policy_session(name, control_session)
+      .query(
+        create_policy_table_sql(m_policy->home), {},
+        [this, name, control_session, then](Answer& created) {
+          if (created.error && created.sqlstate != "23505" && created.sqlstate != "42P07") {
+            then(PolicyRead{.unavailable = created.error});
+            return;
+          }
+          m_policy.reset();
+          find_policy(name, control_session, false, then);
+        },
+        true);
+  };
+  if (m_found_policy) { // read with the session's limits (read_limit)
+    Answer a{.rows = *m_found_policy};
+    m_found_policy.reset();
+    found(a);
+    return;
+  }
   policy_session(name, control_session)
-    .query(
-      find_fence_table_sql("dlock_policy"), {},
-      [this, name, control_session, create, then](Answer& a) {
-        if (a.error) {
-          then(PolicyRead{.error = a.error});
-          return;
-        }
-        try {
-          m_policy = fence_table_from(a.rows, m_params.shown);
-        } catch (const Error& error) {
-          then(PolicyRead{.unavailable = error});
-          return;
-        }
-        if (!m_policy->table.empty() || !create) {
-          select_policy(name, control_session, false, then);
-          return;
-        }
-        if (m_policy->home.empty()) {
-          then(PolicyRead{.unavailable = Error(ExitCode::config,
-                                               "no schema of the search path to create it in")});
-          return;
-        }
-        policy_session(name, control_session)
-          .query(
-            create_policy_table_sql(m_policy->home), {},
-            [this, name, control_session, then](Answer& created) {
-              if (created.error && created.sqlstate != "23505" && created.sqlstate != "42P07") {
-                then(PolicyRead{.unavailable = created.error});
-                return;
-              }
-              m_policy.reset();
-              find_policy(name, control_session, false, then);
-            },
-            true);
-      },
-      true);
+    .query(find_fence_table_sql("dlock_policy"), {}, found, true);
+}
+
+void PostgresStore::adopt_found_policy()
+{
+  if (m_policy || !m_found_policy) {
+    return;
+  }
+  try {
+    FenceTable found = fence_table_from(*m_found_policy, m_params.shown);
+    if (!found.table.empty()) {
+      m_policy = found;
+      m_found_policy.reset();
+    }
+  } catch (const Error&) {
+    // not trusted: find_policy says so in its turn
+  }
+}
+
+std::string PostgresStore::policy_read_sql(const std::string& key) const
+{
+  return fmt::format("SELECT {}, p.lock_key IS NOT NULL, {} FROM (SELECT 1) one LEFT JOIN {} p "
+                     "ON p.lock_key = {}",
+                     now_ms_sql(), policy_columns(), m_policy->table, key);
 }
 
 void PostgresStore::select_policy(const std::string& name, bool control_session, bool create,
@@ -945,43 +1136,52 @@ void PostgresStore::select_policy(const std::string& name, bool control_session,
         true);
     return;
   }
-  std::string sql = fmt::format("SELECT {}, p.lock_key IS NOT NULL, {} FROM (SELECT 1) one "
-                                "LEFT JOIN {} p ON p.lock_key = $1",
-                                now_ms_sql(), policy_columns(), m_policy->table);
   AdvisoryKey key = AdvisoryKey::of(m_prefix + name);
   policy_session(name, control_session)
     .query(
-      sql, {std::to_string(key.key)},
+      policy_read_sql("$1"), {std::to_string(key.key)},
       [this, name, control_session, create, then](Answer& a) {
-        if (a.error && a.sqlstate == "42P01") { // dropped since: look again
-          m_policy.reset();
-          if (create) {
-            find_policy(name, control_session, false, then);
-          } else {
-            then(PolicyRead{});
-          }
-          return;
-        }
-        if (a.error && a.sqlstate == "42501") {
-          then(PolicyRead{.unavailable = a.error});
-          return;
-        }
-        if (a.error || a.rows.count() != 1) {
-          then(PolicyRead{.error = a.error});
-          return;
-        }
-        PolicyRead read;
-        read.now = a.rows.number(0, 0);
-        if (a.rows.truth(0, 1)) {
-          read.row = sql::policy_row(a.rows, 0, 2);
-        }
-        then(std::move(read));
+        policy_read(name, control_session, create, then, a);
       },
       true);
 }
 
+void PostgresStore::policy_read(const std::string& name, bool control_session, bool create,
+                                const PolicyThen& then, const Answer& a)
+{
+  if (a.error && a.sqlstate == "42P01") { // dropped since: look again
+    m_policy.reset();
+    if (create) {
+      find_policy(name, control_session, false, then);
+    } else {
+      then(PolicyRead{});
+    }
+    return;
+  }
+  if (a.error && a.sqlstate == "42501") {
+    then(PolicyRead{.unavailable = a.error});
+    return;
+  }
+  if (a.error || a.rows.count() != 1) {
+    then(PolicyRead{.error = a.error});
+    return;
+  }
+  PolicyRead read;
+  read.now = a.rows.number(0, 0);
+  if (a.rows.truth(0, 1)) {
+    read.row = sql::policy_row(a.rows, 0, 2);
+  }
+  then(std::move(read));
+}
+
 void PostgresStore::write_policy(const std::string& name, bool control_session,
                                  const PolicyWrite& write, WriteThen then)
+{
+  write_record(name, control_session, write, std::move(then), true);
+}
+
+void PostgresStore::write_record(const std::string& name, bool control_session,
+                                 const PolicyWrite& write, WriteThen then, bool with_fence)
 {
   auto done = [then](Answer& a) {
     if (then) {
@@ -996,11 +1196,16 @@ void PostgresStore::write_policy(const std::string& name, bool control_session,
   const std::string& table = m_policy->table;
   std::string key = std::to_string(AdvisoryKey::of(m_prefix + name).key);
   std::string sql;
+  std::string sql_sync; // a claim's, committed synchronously
   std::vector<std::string> params{key};
+  bool async = false;
   using Kind = PolicyWrite::Kind;
   switch (write.kind) {
   case Kind::claim:
   case Kind::force:
+    // a claim is flushed by the fencing token's synchronous write that follows, or by
+    // flush_claim when none does
+    async = write.kind == Kind::claim && m_fencing;
     if (write.kind == Kind::force && write.delay_ms <= 0) {
       sql = "DELETE FROM " + table + " WHERE lock_key = $1";
       break;
@@ -1014,12 +1219,16 @@ void PostgresStore::write_policy(const std::string& name, bool control_session,
           + (write.kind == Kind::claim ? std::string("0")
              : write.ended_at > 0      ? std::to_string(write.ended_at)
                                        : now_ms_sql())
-          + ", '') ON CONFLICT (lock_key) DO UPDATE SET name = EXCLUDED.name, "
+          + "@replace_by@"
+          + " ON CONFLICT (lock_key) DO UPDATE SET name = EXCLUDED.name, "
             "token_fp = EXCLUDED.token_fp, session_id = EXCLUDED.session_id, "
             "holder = EXCLUDED.holder, hold_until = EXCLUDED.hold_until, released = false, "
             "delay_ms = EXCLUDED.delay_ms, ended_at = EXCLUDED.ended_at, replace_by = ''";
     params.insert(params.end(), {m_prefix + name, write.token_fp, write.holder,
                                  std::to_string(write.hold_until), std::to_string(write.delay_ms)});
+    sql_sync = with_replace_by(sql, ", '')");
+    sql = async ? with_replace_by(sql, fmt::format(", CASE WHEN {} THEN '' END)", async_commit))
+                : sql_sync;
     break;
   case Kind::stamp:
     sql = "UPDATE " + table + " SET ended_at = " + now_ms_sql()
@@ -1027,19 +1236,21 @@ void PostgresStore::write_policy(const std::string& name, bool control_session,
     params.push_back(write.token_fp);
     break;
   case Kind::keep:
+    // lost in a crash: the record of a holder that did not release (a longer lock-delay)
     sql = "UPDATE " + table
-          + " SET released = true, delay_ms = 0 WHERE lock_key = $1 AND token_fp = $2";
+          + " SET released = true, delay_ms = 0 WHERE lock_key = $1 AND token_fp = $2 AND "
+          + async_commit;
     params.push_back(write.token_fp);
     break;
   case Kind::drop:
-    // the newest --supersede waiter's record stays while it lasts
+    // the newest --supersede waiter's record stays while it lasts; lost in a crash: as keep
     sql = "WITH gone AS (DELETE FROM " + table
           + " WHERE lock_key = $1 AND token_fp = $2 AND (newest_waiter = '' OR newest_until < "
-          + now_ms_sql() + ") RETURNING 1) UPDATE " + table
+          + now_ms_sql() + ") AND " + async_commit + " RETURNING 1) UPDATE " + table
           + " SET token_fp = '', session_id = 0, holder = '', hold_until = 0, released = false, "
             "delay_ms = 0, ended_at = 0, replace_by = '' WHERE lock_key = $1 AND token_fp = $2 "
             "AND NOT (newest_waiter = '' OR newest_until < "
-          + now_ms_sql() + ")";
+          + now_ms_sql() + ") AND " + async_commit;
     params.push_back(write.token_fp);
     break;
   case Kind::sweep:
@@ -1051,7 +1262,8 @@ void PostgresStore::write_policy(const std::string& name, bool control_session,
           + now_ms_sql() + " - p.delay_ms)) AND p.newest_until < " + now_ms_sql()
           + " AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_locks l WHERE l.locktype = 'advisory' "
             "AND l.objsubid = 1 AND ((l.classid::pg_catalog.int8 << 32) | "
-            "l.objid::pg_catalog.int8) = p.lock_key)";
+            "l.objid::pg_catalog.int8) = p.lock_key) AND "
+          + async_commit; // lost in a crash: rows the next sweep takes
     break;
   case Kind::newest:
     sql = "INSERT INTO " + table
@@ -1071,6 +1283,52 @@ void PostgresStore::write_policy(const std::string& name, bool control_session,
             "$4::pg_catalog.int8 AND NOT released RETURNING 1";
     params.insert(params.end(), {write.token_fp, write.holder, std::to_string(write.session)});
     break;
+  }
+  if (write.kind == Kind::sweep) {
+    // sent after the unlock that follows it (unlock): the next holder need not wait for it
+    m_sweeps[name] = {sql, params};
+    Answer later;
+    done(later);
+    return;
+  }
+  if (write.kind == Kind::claim) {
+    m_unflushed.erase(name);
+  }
+  m_fenced_with_claim.erase(name);
+  if (async && with_fence && m_fence && !m_fence->table.empty()) {
+    // One statement, one transaction: the record, then the fencing token (its synchronous
+    // commit makes both durable), answered to take_fence; if it fails, each goes alone, as
+    // below, where its error is handled.
+    std::string both = "WITH claim AS (" + sql_sync + " RETURNING 1) " + fence_sql()
+                       + ", (SELECT count(*) FROM claim)";
+    policy_session(name, control_session)
+      .query(
+        both, params,
+        [this, name, control_session, write, then](Answer& a) {
+          if (a.error || a.rows.count() > 1) {
+            write_record(name, control_session, write, then, false);
+            return;
+          }
+          m_fenced_with_claim[name] = a;
+          if (then) {
+            then(std::nullopt, 1);
+          }
+        },
+        true);
+    return;
+  }
+  if (async) {
+    policy_session(name, control_session)
+      .query(
+        sql, params,
+        [this, name, write, done](Answer& a) {
+          if (!a.error) {
+            m_unflushed[name] = write;
+          }
+          done(a);
+        },
+        true);
+    return;
   }
   policy_session(name, control_session).query(sql, params, done, true);
 }

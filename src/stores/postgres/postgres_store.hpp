@@ -83,6 +83,23 @@ private:
   // the lock's row.
   void find_policy(const std::string& name, bool control, bool create, PolicyThen then);
   void select_policy(const std::string& name, bool control, bool create, PolicyThen then);
+  // select_policy's answer a, read on its own or with the try (m_prefetched), into then.
+  void policy_read(const std::string& name, bool control, bool create, const PolicyThen& then,
+                   const Answer& a);
+  // The query of the side record of key (a parameter, or a number).
+  std::string policy_read_sql(const std::string& key) const;
+  // Takes dlock_policy from m_found_policy when that shows a trusted table (else find_policy
+  // looks at it in its turn).
+  void adopt_found_policy();
+  // write_policy; with_fence: a claim that a fencing token follows goes with it, in one
+  // statement (take_fence then answers with its token), or alone if that one fails.
+  void write_record(const std::string& name, bool control, const PolicyWrite& write, WriteThen then,
+                    bool with_fence);
+  // The statement that counts the fencing token up ($1: the key, $2: the prefixed name).
+  std::string fence_sql() const;
+  // no_fencing(name, why), once the holder's record written asynchronously (m_unflushed) is
+  // flushed: no lock is answered before its holder's record is durable.
+  void without_fence(const std::string& name, const std::string& why);
   // Lets go of a lock just taken and answers the acquisition with error.
   void give_back(const std::string& name, const Error& error);
   // Blocking query on the control session (status, list).
@@ -133,6 +150,25 @@ private:
   std::optional<FenceTable> m_fence;  // where dlock_fence is, once looked for
   std::optional<FenceTable> m_policy; // where dlock_policy is, once looked for
   std::optional<FenceTable> m_queue;  // where dlock_queue is, once looked for
+  // The holder records written asynchronously that the fencing token's write has not yet
+  // flushed, by lock name (write_policy, without_fence).
+  std::map<std::string, PolicyWrite> m_unflushed;
+  // The fencing token taken in the statement of the holder's record (write_record), by lock
+  // name, for take_fence to answer with.
+  std::map<std::string, Answer> m_fenced_with_claim;
+  // What read_limit read of dlock_fence and dlock_policy (fence_table_from's rows), for
+  // find_fence and find_policy to take.
+  std::optional<Rows> m_found_fence;
+  std::optional<Rows> m_found_policy;
+  // What try_lock read right after it took the name's lock, for after_taken and check_policy.
+  struct Prefetched {
+    std::string name;
+    std::optional<Rows> markers{};  // the semaphore markers of its key
+    std::optional<Answer> policy{}; // its side record
+  };
+  std::optional<Prefetched> m_prefetched;
+  // The sweep of the side records (write_policy), sent after the name's unlock: sql, params.
+  std::map<std::string, std::pair<std::string, std::vector<std::string>>> m_sweeps;
   lock::StoreTraits m_traits =
     session_traits("PostgreSQL (postgres://)", lock::features_of(lock::StoreKind::postgres));
 };

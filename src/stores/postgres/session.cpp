@@ -172,11 +172,7 @@ void Session::advance_connect()
   m_connecting = false;
   pq().PQsetnonblocking(m_conn, 1);
   pq().PQsetNoticeProcessor(m_conn, ignore_notice, nullptr);
-  m_queue.push_front(Query{pin_search_path, {}, [this](Answer& pinned) {
-                             if (pinned.error) {
-                               fail(*pinned.error); // nothing runs unpinned
-                             }
-                           }});
+  m_unpinned = true;
   send_next();
 }
 
@@ -201,11 +197,27 @@ void Session::send_next()
   if (m_queue.empty() || m_broken || m_in_flight) {
     return;
   }
+  std::string pin;
+  if (m_unpinned) {
+    m_unpinned = false;
+    const Query& first = m_queue.front();
+    if (first.params.empty() && !first.blocks) {
+      pin = std::string(pin_search_path) + "; "; // its two results come first
+      m_pin_results = 2;
+    } else {
+      m_queue.push_front(Query{pin_search_path, {}, [this](Answer& pinned) {
+                                 if (pinned.error) {
+                                   fail(*pinned.error); // nothing runs unpinned
+                                 }
+                               }});
+    }
+  }
   m_current = std::move(m_queue.front());
   m_queue.pop_front();
   int sent = 0;
   if (m_current->params.empty()) {
-    sent = pq().PQsendQuery(m_conn, m_current->sql.c_str()); // may hold several statements
+    // may hold several statements
+    sent = pq().PQsendQuery(m_conn, (pin + m_current->sql).c_str());
   } else {
     std::vector<const char*> values;
     for (const std::string& param : m_current->params) {
@@ -240,9 +252,16 @@ void Session::read_answers()
   while (m_in_flight && pq().PQisBusy(m_conn) == 0) {
     PGresult* result = pq().PQgetResult(m_conn);
     if (result == nullptr) { // the query is answered
-      m_in_flight = false;
       Answer answer = std::move(m_answer);
       m_answer = Answer{};
+      if (m_pin_failed) { // nothing runs unpinned
+        m_pin_failed = false;
+        m_pin_results = 0;
+        fail(*answer.error);
+        return;
+      }
+      m_in_flight = false;
+      m_pin_results = 0;
       finish(answer);
       if (m_broken) {
         return;
@@ -254,12 +273,18 @@ void Session::read_answers()
       continue;
     }
     ExecStatusType status = pq().PQresultStatus(result);
+    bool pinning = m_pin_results > 0;
+    if (pinning) {
+      --m_pin_results;
+    }
     if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
-      if (!m_answer.error) {
+      if (!m_answer.error && !pinning) {
         m_answer.rows = Rows(result);
+        m_answer.results.push_back(m_answer.rows);
         continue;
       }
     } else if (!m_answer.error) {
+      m_pin_failed = pinning;
       const char* state = pq().PQresultErrorField(result, PG_DIAG_SQLSTATE);
       m_answer.sqlstate = state != nullptr ? state : "";
       // The primary message and its detail; not the statement or a caret under it.

@@ -44,9 +44,12 @@ private:
 
 // What a query came to: its last result's rows, or the error and its SQLSTATE.
 struct Answer {
-  Rows rows;
-  std::optional<Error> error;
-  std::string sqlstate; // e.g. "55P03" (lock_not_available); empty without one
+  Rows rows{};
+  // Every statement's rows, in order, of a query of several statements; those before an
+  // error (which ends the query) are kept.
+  std::vector<Rows> results{};
+  std::optional<Error> error{};
+  std::string sqlstate{}; // e.g. "55P03" (lock_not_available); empty without one
 };
 
 // How to reach the server, for libpq (PQconnectStartParams' keywords and values).
@@ -69,7 +72,8 @@ struct Query {
 // Before any of them, the session notes the role's search path (the setting dlock.home_path,
 // for fence_table.hpp) and pins its own to pg_catalog, pg_temp: no function, operator or
 // table another role put in a schema of the path (a writable public) is used for PostgreSQL's
-// own; a session that cannot pin it ends.
+// own; a session that cannot pin it ends. The pin goes in one round trip with the first
+// query when that one has no parameters (statements of one message run in order).
 class Session final : public sql::QueuedSession<Query, Answer> {
 public:
   using Callback = std::function<void(Answer&)>;
@@ -117,6 +121,9 @@ private:
   PostgresPollingStatusType m_poll = PGRES_POLLING_WRITING;
   bool m_in_flight = false;
   bool m_flushing = false;
+  bool m_unpinned = false; // connected, the search path not yet pinned
+  int m_pin_results = 0;   // results of the query in flight that are the pin's
+  bool m_pin_failed = false;
   Answer m_answer; // of the query in flight, while its results come in
   std::function<void(const std::string&)> m_notified;
 };

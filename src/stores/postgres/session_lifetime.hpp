@@ -25,7 +25,14 @@ struct SessionSettings {
   // Takes one row of pg_settings (setting: in ms or s, as the server reports it); the names
   // dlock does not read are ignored.
   void take(std::string_view name, std::int64_t setting);
+  // The same from the setting as current_setting() shows it ("0", "90s", "7200": a unit
+  // when the server adds one); Error(internal) when it is not a whole number of a time unit.
+  void take_shown(std::string_view name, std::string_view shown);
 };
+
+// A setting as current_setting() shows it, in ms, or in s when seconds (the unit pg_settings
+// reports it in); no unit: already that one. Error(internal) if it is not one.
+std::int64_t shown_setting(std::string_view shown, bool seconds);
 
 // The soonest the server could end an unreachable or idle session, and the setting that says
 // so ("idle_session_timeout 1m"); nullopt if nothing ends it. With keepalives, 0 is Linux's
