@@ -20,6 +20,9 @@ namespace dlock::mysql {
   X(mysql_real_query_cont)                                                                         \
   X(mysql_store_result_start)                                                                      \
   X(mysql_store_result_cont)                                                                       \
+  X(mysql_more_results)                                                                            \
+  X(mysql_next_result_start)                                                                       \
+  X(mysql_next_result_cont)                                                                        \
   X(mysql_free_result)                                                                             \
   X(mysql_num_fields)                                                                              \
   X(mysql_fetch_row)                                                                               \

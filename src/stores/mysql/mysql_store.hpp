@@ -92,6 +92,8 @@ private:
     std::optional<std::int64_t> ticket;
     std::optional<std::string> ahead;
     bool first = false;
+    // the release's side record write cleared the command line of dlock_fence already
+    bool forgotten = false;
   };
   // --fair (first come, first served): a ticket in dlock_queue, ordered by its counter; each
   // waiter holds its waiter's GET_LOCK name while it waits, which makes its row live (rows
@@ -104,6 +106,10 @@ private:
   // the writer's name and waits for the readers in (waited: answers the wait, else the
   // attempt); a shared holder takes the writer's name for a moment, then a free reader name.
   void check_readers(const std::string& name, const lock::AcquireRequest& request, bool waited);
+  // The statement that check_readers sends, and what it does with the answer.
+  std::string readers_and_slots_sql(const std::string& name);
+  void readers_found(const std::string& name, const lock::AcquireRequest& request, bool waited,
+                     Answer& a);
   void try_shared(const std::string& name, const lock::AcquireRequest& request);
   // Takes the first free reader name, then gives back the writer's name (then: taken).
   void take_reader(const std::string& name,

@@ -525,9 +525,9 @@ void SqlStore::start_release(const lock::LockName& name, const std::string& toke
         util::log_verbose("the side record was not cleared: {}", error->what());
       }
       // best effort, before the lock is let go: what crashed holders of other locks left,
-      // once nothing keeps it
-      write_policy(key, false, PolicyWrite{.kind = PolicyWrite::Kind::sweep},
-                   [this, key](const std::optional<Error>&, std::int64_t) { unlock(key); });
+      // once nothing keeps it (queued before the unlock; nobody waits for its answer)
+      write_policy(key, false, PolicyWrite{.kind = PolicyWrite::Kind::sweep}, nullptr);
+      unlock(key);
     });
   });
 }
