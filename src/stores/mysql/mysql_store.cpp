@@ -41,8 +41,9 @@ std::string readers_sql(const std::string& prefixed)
 {
   std::string sql = "SELECT ";
   for (int i = 0; i < reader_slots; ++i) {
-    sql += fmt::format("{}IS_USED_LOCK({})", i == 0 ? "" : ", ",
-                       sql_bytes(reader_lock_name(prefixed, i)));
+    // named: the answer carries each column's name, else the whole expression
+    sql += fmt::format("{}IS_USED_LOCK({}) r{}", i == 0 ? "" : ", ",
+                       sql_bytes(reader_lock_name(prefixed, i)), i);
   }
   return sql;
 }
@@ -363,7 +364,8 @@ std::string MysqlStore::readers_and_slots_sql(const std::string& name)
 {
   std::string sql = readers_sql(m_named.at(name).prefixed);
   for (int i = 0; i < status_slots; ++i) {
-    sql += ", IS_USED_LOCK(" + sql_bytes(slot_lock_name(m_named.at(name).prefixed, i)) + ")";
+    sql += fmt::format(", IS_USED_LOCK({}) s{}",
+                       sql_bytes(slot_lock_name(m_named.at(name).prefixed, i)), i);
   }
   return sql;
 }
@@ -818,24 +820,27 @@ void MysqlStore::unlock(const std::string& name)
     session(name).query(forget_command_sql(server_name, "CONNECTION_ID()"), nullptr);
   }
   std::string lock = held_lock(name);
+  std::string sweep = std::move(held_of(name).sweep);
   held_of(name) = Held{};
   // the sleeps of the lock's watchers, which the release ends (released tells them), are
-  // looked up in the same round trip, right after it
+  // looked up in the same round trip, right after it, and the sweep (write_policy) goes last
   auto& gates = static_cast<MysqlGates&>(*m_gates);
-  session(name).query_all({"SELECT RELEASE_LOCK(" + lock + ")", gates.freed_sql(name)},
-                          [this, name, &gates](std::vector<Answer>& all) {
-                            Answer& a = all.at(0);
-                            Named& n = m_named.at(name);
-                            // Ending the session lets go of the token's lock too, and of any
-                            // count GET_LOCK kept.
-                            n.closing = true;
-                            bool let_go =
-                              !a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1;
-                            if (let_go && !all.at(1).error) {
-                              gates.sleepers_found(name, session(name), all.at(1));
-                            }
-                            released(name, a.error, n.session->broken(), let_go);
-                          });
+  std::vector<std::string> statements{"SELECT RELEASE_LOCK(" + lock + ")", gates.freed_sql(name)};
+  if (!sweep.empty()) {
+    statements.push_back(std::move(sweep));
+  }
+  session(name).query_all(std::move(statements), [this, name, &gates](std::vector<Answer>& all) {
+    Answer& a = all.at(0);
+    Named& n = m_named.at(name);
+    // Ending the session lets go of the token's lock too, and of any
+    // count GET_LOCK kept.
+    n.closing = true;
+    bool let_go = !a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1;
+    if (let_go && !all.at(1).error) {
+      gates.sleepers_found(name, session(name), all.at(1));
+    }
+    released(name, a.error, n.session->broken(), let_go);
+  });
 }
 
 void MysqlStore::end_holder(const lock::LockName& name, const std::string& token)
@@ -1103,6 +1108,12 @@ void MysqlStore::write_policy(const std::string& name, bool control_session,
     count = fmt::format("SELECT COUNT(*) FROM dlock_policy WHERE lock_name = {} AND token_fp = {} "
                         "AND session_id = {} AND replace_by = {}",
                         lock, fp, write.session, sql_bytes(write.holder));
+  }
+  if (write.kind == Kind::sweep && !control_session && !then) {
+    // best effort and nobody waits: it goes in the release's round trip, after the release,
+    // which it does not hold up
+    held_of(name).sweep = sql;
+    return;
   }
   Session& s = policy_session(name, control_session);
   std::vector<std::string> statements{sql};

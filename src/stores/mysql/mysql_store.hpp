@@ -94,6 +94,8 @@ private:
     bool first = false;
     // the release's side record write cleared the command line of dlock_fence already
     bool forgotten = false;
+    // the release's sweep of other locks' records, which unlock sends after the release
+    std::string sweep;
   };
   // --fair (first come, first served): a ticket in dlock_queue, ordered by its counter; each
   // waiter holds its waiter's GET_LOCK name while it waits, which makes its row live (rows

@@ -56,6 +56,10 @@ std::int64_t Rows::number(int row, int column) const
 Session::Session(const ConnectParams& params) : QueuedSession(params.shown)
 {
   const LibMariaDb& lib = mariadb();
+  bool tls = !params.tls_ca.empty() || !params.tls_cert.empty() || !params.tls_key.empty();
+  if (!tls) {
+    skip_tls_config();
+  }
   m_conn = lib.mysql_init(nullptr);
   if (m_conn == nullptr) {
     m_step = Step::broken;
