@@ -821,11 +821,13 @@ void MysqlStore::unlock(const std::string& name)
   }
   std::string lock = held_lock(name);
   std::string sweep = std::move(held_of(name).sweep);
+  std::vector<std::string> after = std::move(held_of(name).after_release);
   held_of(name) = Held{};
   // the sleeps of the lock's watchers, which the release ends (released tells them), are
   // looked up in the same round trip, right after it, and the sweep (write_policy) goes last
   auto& gates = static_cast<MysqlGates&>(*m_gates);
   std::vector<std::string> statements{"SELECT RELEASE_LOCK(" + lock + ")", gates.freed_sql(name)};
+  statements.insert(statements.end(), after.begin(), after.end());
   if (!sweep.empty()) {
     statements.push_back(std::move(sweep));
   }
@@ -1115,10 +1117,30 @@ void MysqlStore::write_policy(const std::string& name, bool control_session,
     held_of(name).sweep = sql;
     return;
   }
+  if (write.kind == Kind::claim && !control_session) {
+    held_of(name).armed = write.hold_until > 0 || write.delay_ms > 0;
+  }
   Session& s = policy_session(name, control_session);
   std::vector<std::string> statements{sql};
   if (!count.empty()) {
     statements.push_back(count);
+  }
+  if (write.kind == Kind::drop && !control_session && !held_of(name).armed) {
+    // A record that arms nothing (no min-hold, no lock-delay) tells the next holder nothing
+    // (its claim overwrites it; this token's delete does not match then): it goes after the
+    // release, in its round trip, so that a waiter is not held up by its write.
+    if (m_fencing) {
+      statements.insert(statements.begin(), "START TRANSACTION");
+      statements.push_back(
+        forget_command_sql(server_lock_name(m_prefix + name), "CONNECTION_ID()"));
+      statements.push_back("COMMIT");
+      held_of(name).forgotten = true;
+    }
+    held_of(name).after_release = std::move(statements);
+    if (then) {
+      then(std::nullopt, 0);
+    }
+    return;
   }
   // Each write that changes a row waits for the server's log to reach the disk (an fsync with
   // the default innodb_flush_log_at_trx_commit), which costs more than a round trip: the

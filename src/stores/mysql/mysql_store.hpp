@@ -96,6 +96,10 @@ private:
     bool forgotten = false;
     // the release's sweep of other locks' records, which unlock sends after the release
     std::string sweep;
+    // the holder's record (its claim) arms a min-hold or a lock-delay
+    bool armed = false;
+    // the release's statements that unlock sends after the release (an unarmed record's)
+    std::vector<std::string> after_release;
   };
   // --fair (first come, first served): a ticket in dlock_queue, ordered by its counter; each
   // waiter holds its waiter's GET_LOCK name while it waits, which makes its row live (rows
