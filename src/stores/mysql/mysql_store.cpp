@@ -227,8 +227,14 @@ void MysqlStore::try_lock(const std::string& name, const lock::AcquireRequest& r
   held_of(name).first = false;
   // the writer's name, and then (in the same round trip: read for nothing if it is not got)
   // the names of the shared and semaphore holders it must wait for
+  // and the side record, which the next step reads right after the lock is taken
+  std::vector<std::string> statements{"SELECT GET_LOCK(" + lock_bytes(name) + ", 0)",
+                                      readers_and_slots_sql(name)};
+  if (std::optional<std::string> policy = prefetch_policy_sql(name)) {
+    statements.push_back(std::move(*policy));
+  }
   session(name).query_all(
-    {"SELECT GET_LOCK(" + lock_bytes(name) + ", 0)", readers_and_slots_sql(name)},
+    std::move(statements),
     [this, name, request](std::vector<Answer>& all) {
       Answer& a = all.at(0);
       if (a.error) {
@@ -245,6 +251,7 @@ void MysqlStore::try_lock(const std::string& name, const lock::AcquireRequest& r
         return;
       }
       held_of(name).writer = true;
+      prefetched_policy(name, true, all, 2);
       readers_found(name, request, false, all.at(1));
     },
     true);
@@ -417,6 +424,7 @@ void MysqlStore::readers_found(const std::string& name, const lock::AcquireReque
         }
         return;
       }
+      held.policy.reset(); // not taken: read again once it is
       if (waited) {
         woken();
         return;
@@ -591,9 +599,9 @@ void MysqlStore::after_taken(const std::string& name, std::function<void()> then
   }
   // Without it another process given the token could not find this session; the lock
   // itself is held either way. Nobody waits for its answer: it goes in one round trip with
-  // the next step, before it.
-  session(name).query("DO GET_LOCK(" + sql_bytes(token_lock_name(m_named.at(name).token)) + ", 0)",
-                      nullptr, true);
+  // the next step (the acquisition's answer comes after it), before it.
+  session(name).later("DO GET_LOCK(" + sql_bytes(token_lock_name(m_named.at(name).token)) + ", 0)",
+                      true);
   then();
 }
 
@@ -719,8 +727,11 @@ void MysqlStore::wait_in_server(const std::string& name, Millis block)
   double seconds = double(std::max<std::int64_t>(1, block.count())) / 1000.0;
   std::vector<std::string> statements{fmt::format("SELECT GET_LOCK({}, {:.3f})", lock, seconds)};
   bool writer = !slot && !other && !is_shared(n.kind);
-  if (writer) { // the writer's name: who it waits for then, in the same round trip
+  if (writer) { // the writer's name: who it waits for then, and the side record
     statements.push_back(readers_and_slots_sql(name));
+    if (std::optional<std::string> policy = prefetch_policy_sql(name)) {
+      statements.push_back(std::move(*policy));
+    }
   }
   session(name).query_all(
     std::move(statements), [this, name, slot, other, writer](std::vector<Answer>& all) {
@@ -747,6 +758,7 @@ void MysqlStore::wait_in_server(const std::string& name, Millis block)
       }
       if (got && writer) { // the writer's name: the lock, once no shared holder is in
         held_of(name).writer = true;
+        prefetched_policy(name, true, all, 2);
         readers_found(name, lock::AcquireRequest{}, true, all.at(1));
         return;
       }
@@ -980,17 +992,58 @@ Session& MysqlStore::policy_session(const std::string& name, bool control_sessio
   return control_session ? control() : session(name);
 }
 
+std::string MysqlStore::policy_sql(const std::string& name)
+{
+  return fmt::format("SELECT {}, p.lock_name IS NOT NULL, {} FROM (SELECT 1) one "
+                     "LEFT JOIN dlock_policy p ON p.lock_name = {}",
+                     now_ms_sql, policy_columns(), sql_bytes(server_lock_name(m_prefix + name)));
+}
+
+std::optional<std::string> MysqlStore::prefetch_policy_sql(const std::string& name)
+{
+  if (m_no_policy) {
+    return std::nullopt;
+  }
+  return policy_sql(name);
+}
+
+void MysqlStore::prefetched_policy(const std::string& name, bool got, std::vector<Answer>& all,
+                                   std::size_t at)
+{
+  Held& held = held_of(name);
+  held.policy.reset();
+  if (got && all.size() > at) {
+    held.policy = std::move(all.at(at));
+  }
+}
+
 void MysqlStore::read_policy(const std::string& name, bool control_session, bool create,
                              PolicyThen then)
 {
-  std::string sql =
-    fmt::format("SELECT {}, p.lock_name IS NOT NULL, {} FROM (SELECT 1) one "
-                "LEFT JOIN dlock_policy p ON p.lock_name = {}",
-                now_ms_sql, policy_columns(), sql_bytes(server_lock_name(m_prefix + name)));
+  if (!control_session && create && held_of(name).policy) {
+    // read in the round trip that took the lock, right after it (prefetched_policy)
+    Answer a = std::move(*held_of(name).policy);
+    held_of(name).policy.reset();
+    if (!a.error) {
+      policy_read(name, control_session, create, then, a);
+      return;
+    }
+  }
   policy_session(name, control_session)
     .query(
-      sql,
+      policy_sql(name),
       [this, name, control_session, create, then](Answer& a) {
+        policy_read(name, control_session, create, then, a);
+      },
+      true);
+}
+
+void MysqlStore::policy_read(const std::string& name, bool control_session, bool create,
+                             const PolicyThen& then, Answer& a)
+{
+  {
+    {
+      {
         if (a.error && a.errnum == ER_NO_SUCH_TABLE && create && !m_policy_made) {
           m_policy_made = true;
           policy_session(name, control_session)
@@ -1024,8 +1077,9 @@ void MysqlStore::read_policy(const std::string& name, bool control_session, bool
           read.row = sql::policy_row(a.rows, 0, 2);
         }
         then(std::move(read));
-      },
-      true);
+      }
+    }
+  }
 }
 
 void MysqlStore::write_policy(const std::string& name, bool control_session,

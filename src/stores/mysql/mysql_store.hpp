@@ -63,6 +63,16 @@ private:
   std::string lock_bytes(const std::string& name);
   // with_fence: read the holder's dlock_fence row too (else the server's view alone).
   void report_holder(const std::string& name, const lock::AcquireRequest& request, bool with_fence);
+  // The statement that reads the name's side record, with the server's clock.
+  std::string policy_sql(const std::string& name);
+  // The same, to send in the round trip that takes the lock (none: no table to read).
+  std::optional<std::string> prefetch_policy_sql(const std::string& name);
+  // Keeps answer at of all for the acquisition's read of the side record, if got (the lock).
+  void prefetched_policy(const std::string& name, bool got, std::vector<Answer>& all,
+                         std::size_t at);
+  // What read_policy does with the answer.
+  void policy_read(const std::string& name, bool control_session, bool create,
+                   const PolicyThen& then, Answer& a);
   // The session for the name's side record: its own, or control.
   Session& policy_session(const std::string& name, bool control);
   // release --force of a name held as shared or a semaphore: ends every holder's connection
@@ -100,6 +110,8 @@ private:
     bool armed = false;
     // the release's statements that unlock sends after the release (an unarmed record's)
     std::vector<std::string> after_release;
+    // the side record, read in the round trip that took the lock (read_policy's next answer)
+    std::optional<Answer> policy;
   };
   // --fair (first come, first served): a ticket in dlock_queue, ordered by its counter; each
   // waiter holds its waiter's GET_LOCK name while it waits, which makes its row live (rows

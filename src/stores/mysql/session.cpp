@@ -10,6 +10,8 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+
 namespace dlock::mysql {
 
 namespace {
@@ -165,6 +167,13 @@ void Session::query(std::string sql, Callback done, bool first)
   send_next();
 }
 
+void Session::later(std::string sql, bool first)
+{
+  Query q{std::move(sql), nullptr};
+  q.lazy = true;
+  enqueue(std::move(q), first);
+}
+
 void Session::query_all(std::vector<std::string> statements,
                         std::function<void(std::vector<Answer>&)> done, bool first)
 {
@@ -205,6 +214,7 @@ void Session::watch(util::EventLoop& loop)
   if (watch_ended(loop)) {
     return;
   }
+  send_next(true); // lazy statements that no other followed
   if ((m_wait & MYSQL_WAIT_TIMEOUT) != 0 && util::monotonic_now() >= m_timeout_at) {
     resume(MYSQL_WAIT_TIMEOUT);
     loop.wake_at(util::monotonic_now()); // its answer may be ready for the caller
@@ -344,10 +354,14 @@ void Session::connected(bool ok)
   send_next();
 }
 
-void Session::send_next()
+void Session::send_next(bool flush)
 {
   if (m_queue.empty() || m_broken || m_step != Step::idle || m_dispatching) {
     return;
+  }
+  if (!flush
+      && std::all_of(m_queue.begin(), m_queue.end(), [](const Query& q) { return q.lazy; })) {
+    return; // for the next statement, or the next watch
   }
   // the front statement, and those after it while the one before has no callback (nobody
   // waits for its answer) or is bundled with them

@@ -52,6 +52,9 @@ struct Query {
   // Part of a query_all: goes in one round trip with the next statement, which an error here
   // does not skip but answers with the same error.
   bool bundled = false;
+  // Nobody waits for it, and it need not go before the next statement queued: it waits for
+  // that one, or for the next watch (a round trip of its own saved).
+  bool lazy = false;
 };
 
 // One connection, that is one MySQL session (which owns the user-level locks it takes),
@@ -76,6 +79,9 @@ public:
   // Queues a query (one statement); first: before whatever was queued before the callback
   // that runs (an op's next steps, in the order they are queued).
   void query(std::string sql, Callback done, bool first = false);
+  // Queues a statement nobody waits for, which goes with the next one queued (or at the next
+  // watch at the latest).
+  void later(std::string sql, bool first = false);
   // Queues statements that go in one round trip; done has an answer for each, in order
   // (those after an error: that error).
   void query_all(std::vector<std::string> statements,
@@ -100,7 +106,8 @@ private:
   // The library's answer to a *_start or *_cont call: what it waits for now (0: done).
   void waiting_for(int status);
   void connected(bool ok);
-  void send_next();
+  // Sends what is queued, unless it is all lazy and not flush.
+  void send_next(bool flush = false);
   void sent(int failed);
   // The next statement's result is there (ret: 0), or its error (ret > 0).
   void next_sent(int ret);
