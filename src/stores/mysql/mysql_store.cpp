@@ -1020,8 +1020,8 @@ void MysqlStore::prefetched_policy(const std::string& name, bool got, std::vecto
 void MysqlStore::read_policy(const std::string& name, bool control_session, bool create,
                              PolicyThen then)
 {
-  if (!control_session && !create && held_of(name).claimed && !held_of(name).armed
-      && !m_named.at(name).held) {
+  const Held& held = held_of(name);
+  if (!control_session && !create && held.claimed && !held.armed && !m_named.at(name).held) {
     // The release's read (the one read of a session that wrote its holder's record and holds
     // the lock no more): a record that arms nothing is dropped whatever it holds now (the drop
     // goes after the release and touches this token's record alone), so it is not read.
