@@ -1020,17 +1020,6 @@ void MysqlStore::prefetched_policy(const std::string& name, bool got, std::vecto
 void MysqlStore::read_policy(const std::string& name, bool control_session, bool create,
                              PolicyThen then)
 {
-  const Held& held = held_of(name);
-  if (!control_session && !create && held.claimed && !held.armed && !m_named.at(name).held) {
-    // The release's read (the one read of a session that wrote its holder's record and holds
-    // the lock no more): a record that arms nothing is dropped whatever it holds now (the drop
-    // goes after the release and touches this token's record alone), so it is not read.
-    PolicyRead read;
-    read.row = sql::PolicyRow{};
-    read.row->token_fp = lock::token_fingerprint(m_named.at(name).token);
-    then(std::move(read));
-    return;
-  }
   if (!control_session && create && held_of(name).policy) {
     // read in the round trip that took the lock, right after it (prefetched_policy)
     Answer a = std::move(*held_of(name).policy);
@@ -1183,7 +1172,6 @@ void MysqlStore::write_policy(const std::string& name, bool control_session,
     return;
   }
   if (write.kind == Kind::claim && !control_session) {
-    held_of(name).claimed = true;
     held_of(name).armed = write.hold_until > 0 || write.delay_ms > 0;
   }
   Session& s = policy_session(name, control_session);

@@ -106,8 +106,7 @@ private:
     bool forgotten = false;
     // the release's sweep of other locks' records, which unlock sends after the release
     std::string sweep;
-    // the holder's record (its claim) was written, and arms a min-hold or a lock-delay
-    bool claimed = false;
+    // the holder's record (its claim) arms a min-hold or a lock-delay
     bool armed = false;
     // the release's statements that unlock sends after the release (an unarmed record's)
     std::vector<std::string> after_release;
