@@ -1076,6 +1076,10 @@ void MysqlStore::policy_read(const std::string& name, bool control_session, bool
         if (a.rows.number(0, 1) == 1) {
           read.row = sql::policy_row(a.rows, 0, 2);
         }
+        if (!control_session) { // what the record arms now, whoever wrote it (write_policy)
+          held_of(name).read_armed =
+            read.row && (read.row->delay_ms > 0 || read.row->hold_until > read.now);
+        }
         then(std::move(read));
       }
     }
@@ -1179,8 +1183,10 @@ void MysqlStore::write_policy(const std::string& name, bool control_session,
   if (!count.empty()) {
     statements.push_back(count);
   }
-  if (write.kind == Kind::drop && !control_session && !held_of(name).armed) {
-    // A record that arms nothing (no min-hold, no lock-delay) tells the next holder nothing
+  if (write.kind == Kind::drop && !control_session && !held_of(name).armed
+      && !held_of(name).read_armed) {
+    // A record that arms nothing (no min-hold, no lock-delay: as this holder wrote it, and as
+    // the release's read found it) tells the next holder nothing
     // (its claim overwrites it; this token's delete does not match then): it goes after the
     // release, in its round trip, so that a waiter is not held up by its write.
     if (m_fencing) {

@@ -108,6 +108,8 @@ private:
     std::string sweep;
     // the holder's record (its claim) arms a min-hold or a lock-delay
     bool armed = false;
+    // the last read of the record found it arming a min-hold or a lock-delay
+    bool read_armed = false;
     // the release's statements that unlock sends after the release (an unarmed record's)
     std::vector<std::string> after_release;
     // the side record, read in the round trip that took the lock (read_policy's next answer)
