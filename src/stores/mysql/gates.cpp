@@ -450,19 +450,39 @@ void MysqlGates::ring(Session& s, const std::string& marker, std::function<void(
   // wait for them: MariaDB 10.11 was seen to keep a KILL QUERY of a sleeping session waiting
   // for seconds, and the sleeper's look at the end of its sleep is the safety net.
   s.query(
-    fmt::format("SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() "
-                "AND INFO LIKE 'SELECT IF(%{}%' LIMIT 1000",
-                marker),
+    ring_sql(marker),
     [&s, then](Answer& a) {
-      for (int i = 0; !a.error && i < a.rows.count(); ++i) {
-        try {
-          s.query(fmt::format("KILL QUERY {}", a.rows.number(i, 0)), nullptr, true);
-        } catch (const Error&) {
-        }
-      }
+      kill_sleeps(s, a);
       then();
     },
     true);
+}
+
+std::string MysqlGates::ring_sql(const std::string& marker)
+{
+  return fmt::format("SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() "
+                     "AND INFO LIKE 'SELECT IF(%{}%' LIMIT 1000",
+                     marker);
+}
+
+void MysqlGates::kill_sleeps(Session& s, const Answer& a)
+{
+  for (int i = 0; !a.error && i < a.rows.count(); ++i) {
+    try {
+      s.query(fmt::format("KILL QUERY {}", a.rows.number(i, 0)), nullptr, true);
+    } catch (const Error&) {
+    }
+  }
+}
+
+std::string MysqlGates::freed_sql(const std::string& name)
+{
+  return ring_sql(marker_of(m_prefix + name));
+}
+
+void MysqlGates::sleepers_found(const std::string& name, const Session& on, const Answer& a)
+{
+  m_sleepers.insert_or_assign(name, std::make_pair(&on, a));
 }
 
 void MysqlGates::watch(util::EventLoop& loop)
@@ -493,6 +513,18 @@ void MysqlGates::elected(const std::string& name, sql::Session& on, std::functio
 
 void MysqlGates::freed(const std::string& name, sql::Session& on, std::function<void()> then)
 {
+  auto found = m_sleepers.find(name);
+  if (found != m_sleepers.end()) {
+    std::pair<const Session*, Answer> sleepers = std::move(found->second);
+    m_sleepers.erase(found);
+    if (sleepers.first == &on) { // looked up in the release's round trip, on this session
+      if (!on.broken() && on.owned()) {
+        kill_sleeps(static_cast<Session&>(on), sleepers.second);
+      }
+      then();
+      return;
+    }
+  }
   if (on.broken() || !on.owned()) {
     then();
     return;

@@ -53,8 +53,13 @@ public:
                      util::Millis block) override;
   void watch(util::EventLoop& loop) override;
   void abandon() noexcept override;
-  // Ends the sleeps of the lock's watchers, on the session that let it go.
+  // Ends the sleeps of the lock's watchers, on the session that let it go (those that
+  // sleepers_found noted, if it did).
   void freed(const std::string& name, sql::Session& on, std::function<void()> then) override;
+  // The statement that finds the sleeps a release of the lock ends, which unlock sends in the
+  // round trip of the release, right after it; and what it found, for freed.
+  std::string freed_sql(const std::string& name);
+  void sleepers_found(const std::string& name, const Session& on, const Answer& a);
 
 private:
   const Dialect& dialect() override { return m_dialect; }
@@ -75,6 +80,10 @@ private:
            std::shared_ptr<Read> got, std::function<void(Read)> then);
   // Ends the sleeps of the gate of the prefixed lock name's waiters, on session s.
   static void ring(Session& s, const std::string& marker, std::function<void()> then);
+  // The statement that finds the sleeps of the marker's waiters, and the KILL QUERY of each
+  // (not waited for) on s.
+  static std::string ring_sql(const std::string& marker);
+  static void kill_sleeps(Session& s, const Answer& a);
   // The text that marks the sleeps of a prefixed lock name's waiters (the leader watchers'
   // have it followed by leader_mark).
   static std::string marker_of(const std::string& prefixed);
@@ -109,6 +118,8 @@ private:
     std::optional<std::string> fence;
   };
   std::map<std::string, LeaderSeen> m_leader;
+  // by lock name: the sleeps that the release in progress ends (sleepers_found)
+  std::map<std::string, std::pair<const Session*, Answer>> m_sleepers;
 };
 
 } // namespace dlock::mysql

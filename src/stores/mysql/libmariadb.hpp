@@ -20,6 +20,9 @@ namespace dlock::mysql {
   X(mysql_real_query_cont)                                                                         \
   X(mysql_store_result_start)                                                                      \
   X(mysql_store_result_cont)                                                                       \
+  X(mysql_more_results)                                                                            \
+  X(mysql_next_result_start)                                                                       \
+  X(mysql_next_result_cont)                                                                        \
   X(mysql_free_result)                                                                             \
   X(mysql_num_fields)                                                                              \
   X(mysql_fetch_row)                                                                               \
@@ -30,7 +33,8 @@ namespace dlock::mysql {
   X(mysql_get_timeout_value_ms)                                                                    \
   X(mysql_thread_id)                                                                               \
   X(mysql_close)                                                                                   \
-  X(mysql_get_client_info)
+  X(mysql_get_client_info)                                                                         \
+  X(mysql_get_client_version)
 
 // MariaDB Connector/C, loaded on first use (dlopen of libmariadb.so.3) rather than linked,
 // as libpq is (stores/postgres/libpq.hpp): it pulls in OpenSSL, zlib and GnuTLS or the like,
@@ -41,6 +45,12 @@ struct LibMariaDb {
 
 // Loads the library once; throws Error(config) naming the package to install when missing.
 const LibMariaDb& mariadb();
+
+// Before the first session of a process that asks for no TLS: the library (before 3.4, which
+// asks for TLS by default) starts OpenSSL at its first use all the same, which reads the
+// system's openssl.cnf (a third of a millisecond): it is told not to. Nothing when the library
+// uses another TLS library, or TLS was asked for.
+void skip_tls_config();
 
 // "libmariadb 3.3.20", or why it cannot be loaded, for --version.
 std::string libmariadb_version();

@@ -41,8 +41,9 @@ std::string readers_sql(const std::string& prefixed)
 {
   std::string sql = "SELECT ";
   for (int i = 0; i < reader_slots; ++i) {
-    sql += fmt::format("{}IS_USED_LOCK({})", i == 0 ? "" : ", ",
-                       sql_bytes(reader_lock_name(prefixed, i)));
+    // named: the answer carries each column's name, else the whole expression
+    sql += fmt::format("{}IS_USED_LOCK({}) r{}", i == 0 ? "" : ", ",
+                       sql_bytes(reader_lock_name(prefixed, i)), i);
   }
   return sql;
 }
@@ -181,32 +182,24 @@ std::string MysqlStore::lock_bytes(const std::string& name)
 void MysqlStore::read_limit(const std::string& name, const lock::AcquireRequest& request)
 {
   // The session is the lease: an idle one must outlive any TTL, so dlock raises its
-  // wait_timeout (the server keeps the largest it allows), then reads what it got.
+  // wait_timeout (the server keeps the largest it allows), then reads what it got: one round
+  // trip (a failed SET leaves the setting as it was, which the SHOW reads).
+  session(name).query(fmt::format("SET SESSION wait_timeout = {}", wanted_wait_timeout_s), nullptr);
   session(name).query(
-    fmt::format("SET SESSION wait_timeout = {}", wanted_wait_timeout_s),
-    [this, name, request](Answer& set) {
-      if (set.error && session(name).broken()) {
-        answer(Op::acquire, *set.error);
+    "SHOW SESSION VARIABLES WHERE Variable_name IN ('wait_timeout', 'tcp_keepalive_time', "
+    "'tcp_keepalive_interval', 'tcp_keepalive_probes')",
+    [this, name, request](Answer& a) {
+      if (a.error) {
+        answer(Op::acquire, *a.error);
         return;
       }
-      session(name).query(
-        "SHOW SESSION VARIABLES WHERE Variable_name IN ('wait_timeout', 'tcp_keepalive_time', "
-        "'tcp_keepalive_interval', 'tcp_keepalive_probes')",
-        [this, name, request](Answer& a) {
-          if (a.error) {
-            answer(Op::acquire, *a.error);
-            return;
-          }
-          SessionSettings settings;
-          settings.over_tcp = session(name).over_tcp();
-          for (int i = 0; i < a.rows.count(); ++i) {
-            settings.take(a.rows.text(i, 0), a.rows.number(i, 1));
-          }
-          limit_found(name, request, session_limit(settings));
-        },
-        true);
-    },
-    true);
+      SessionSettings settings;
+      settings.over_tcp = session(name).over_tcp();
+      for (int i = 0; i < a.rows.count(); ++i) {
+        settings.take(a.rows.text(i, 0), a.rows.number(i, 1));
+      }
+      limit_found(name, request, session_limit(settings));
+    });
 }
 
 void MysqlStore::try_lock(const std::string& name, const lock::AcquireRequest& request)
@@ -232,9 +225,18 @@ void MysqlStore::try_lock(const std::string& name, const lock::AcquireRequest& r
     return;
   }
   held_of(name).first = false;
-  session(name).query(
-    "SELECT GET_LOCK(" + lock_bytes(name) + ", 0)",
-    [this, name, request](Answer& a) {
+  // the writer's name, and then (in the same round trip: read for nothing if it is not got)
+  // the names of the shared and semaphore holders it must wait for
+  // and the side record, which the next step reads right after the lock is taken
+  std::vector<std::string> statements{"SELECT GET_LOCK(" + lock_bytes(name) + ", 0)",
+                                      readers_and_slots_sql(name)};
+  if (std::optional<std::string> policy = prefetch_policy_sql(name)) {
+    statements.push_back(std::move(*policy));
+  }
+  session(name).query_all(
+    std::move(statements),
+    [this, name, request](std::vector<Answer>& all) {
+      Answer& a = all.at(0);
       if (a.error) {
         answer(Op::acquire, *a.error);
         return;
@@ -249,7 +251,8 @@ void MysqlStore::try_lock(const std::string& name, const lock::AcquireRequest& r
         return;
       }
       held_of(name).writer = true;
-      check_readers(name, request, false);
+      prefetched_policy(name, true, all, 2);
+      readers_found(name, request, false, all.at(1));
     },
     true);
 }
@@ -364,19 +367,32 @@ void MysqlStore::try_fair(const std::string& name, const lock::AcquireRequest& r
     true);
 }
 
+std::string MysqlStore::readers_and_slots_sql(const std::string& name)
+{
+  std::string sql = readers_sql(m_named.at(name).prefixed);
+  for (int i = 0; i < status_slots; ++i) {
+    sql += fmt::format(", IS_USED_LOCK({}) s{}",
+                       sql_bytes(slot_lock_name(m_named.at(name).prefixed, i)), i);
+  }
+  return sql;
+}
+
 void MysqlStore::check_readers(const std::string& name, const lock::AcquireRequest& request,
                                bool waited)
+{
+  session(name).query(
+    readers_and_slots_sql(name),
+    [this, name, request, waited](Answer& a) { readers_found(name, request, waited, a); }, true);
+}
+
+void MysqlStore::readers_found(const std::string& name, const lock::AcquireRequest& request,
+                               bool waited, Answer& a)
 {
   // the writer's name is this session's: no new shared holder (or semaphore holder) comes;
   // those in stay until they let go, and the first of them is waited for. A semaphore's
   // holders are seen in its first status_slots slots, which its holders fill first.
-  std::string sql = readers_sql(m_named.at(name).prefixed);
-  for (int i = 0; i < status_slots; ++i) {
-    sql += ", IS_USED_LOCK(" + sql_bytes(slot_lock_name(m_named.at(name).prefixed, i)) + ")";
-  }
-  session(name).query(
-    sql,
-    [this, name, request, waited](Answer& a) {
+  {
+    {
       if (a.error) {
         if (waited) {
           woken(a.error);
@@ -408,6 +424,7 @@ void MysqlStore::check_readers(const std::string& name, const lock::AcquireReque
         }
         return;
       }
+      held.policy.reset(); // not taken: read again once it is
       if (waited) {
         woken();
         return;
@@ -415,8 +432,8 @@ void MysqlStore::check_readers(const std::string& name, const lock::AcquireReque
       lock::HolderInfo first = holder_of_session(
         SessionRow{.connection = in.front(), .user = {}, .client_host = {}, .written = {}});
       holders_found(name, request, &first, std::int64_t(in.size()));
-    },
-    true);
+    }
+  }
 }
 
 void MysqlStore::try_shared(const std::string& name, const lock::AcquireRequest& request)
@@ -576,15 +593,16 @@ void MysqlStore::after_taken(const std::string& name, std::function<void()> then
     session(name).query(fmt::format("DELETE FROM dlock_queue WHERE ticket = {}", ticket), nullptr,
                         true);
     session(name).query(
-      "DO RELEASE_LOCK(" + sql_bytes(queue_lock_name(m_named.at(name).token)) + ")",
-      [this, name, then](Answer&) { after_taken(name, then); }, true);
+      "DO RELEASE_LOCK(" + sql_bytes(queue_lock_name(m_named.at(name).token)) + ")", nullptr);
+    after_taken(name, then);
     return;
   }
   // Without it another process given the token could not find this session; the lock
-  // itself is held either way.
-  session(name).query(
-    "SELECT GET_LOCK(" + sql_bytes(token_lock_name(m_named.at(name).token)) + ", 0)",
-    [then](Answer&) { then(); }, true);
+  // itself is held either way. Nobody waits for its answer: it goes in one round trip with
+  // the next step (the acquisition's answer comes after it), before it.
+  session(name).later("DO GET_LOCK(" + sql_bytes(token_lock_name(m_named.at(name).token)) + ", 0)",
+                      true);
+  then();
 }
 
 void MysqlStore::take_fence(const std::string& name, bool created_table)
@@ -603,9 +621,15 @@ void MysqlStore::take_fence(const std::string& name, bool created_table)
     "command = VALUES(command)",
     sql_bytes(server_lock_name(n.prefixed)), sql_bytes(n.prefixed), now_ms_sql,
     sql_bytes(n.holder.user), sql_bytes(n.holder.host), n.holder.pid, sql_bytes(n.holder.command));
-  session(name).query(
-    sql,
-    [this, name, created_table, unavailable](Answer& a) {
+  // COMMIT: of the transaction in which the holder's record was written (write_policy), if
+  // any; the token is answered once it is kept.
+  session(name).query_all(
+    {sql, "SELECT LAST_INSERT_ID()", "COMMIT"},
+    [this, name, created_table, unavailable](std::vector<Answer>& all) {
+      Answer& a = all.at(0);
+      if (a.error || all.at(1).error || all.at(2).error) { // the transaction ends first
+        session(name).query("COMMIT", nullptr, true);
+      }
       if (a.error && a.errnum == ER_NO_SUCH_TABLE && !created_table) { // no table yet: make it
         session(name).query(
           create_fence_sql,
@@ -632,17 +656,13 @@ void MysqlStore::take_fence(const std::string& name, bool created_table)
         answer(Op::acquire, *a.error);
         return;
       }
-      session(name).query(
-        "SELECT LAST_INSERT_ID()",
-        [this, name](Answer& id) {
-          if (id.error) {
-            answer(Op::acquire, *id.error);
-            return;
-          }
-          // a candidate's leader watchers are told: its rows are all written
-          fenced(name, id.rows.count() == 1 ? id.rows.number(0, 0) : 0);
-        },
-        true);
+      Answer& id = all.at(1);
+      if (id.error || all.at(2).error) {
+        answer(Op::acquire, id.error ? *id.error : *all.at(2).error);
+        return;
+      }
+      // a candidate's leader watchers are told: its rows are all written
+      fenced(name, id.rows.count() == 1 ? id.rows.number(0, 0) : 0);
     },
     true);
 }
@@ -705,9 +725,17 @@ void MysqlStore::wait_in_server(const std::string& name, Millis block)
     block = std::min(block, slot_block);
   }
   double seconds = double(std::max<std::int64_t>(1, block.count())) / 1000.0;
-  session(name).query(
-    fmt::format("SELECT GET_LOCK({}, {:.3f})", lock, seconds),
-    [this, name, slot, other](Answer& a) {
+  std::vector<std::string> statements{fmt::format("SELECT GET_LOCK({}, {:.3f})", lock, seconds)};
+  bool writer = !slot && !other && !is_shared(n.kind);
+  if (writer) { // the writer's name: who it waits for then, and the side record
+    statements.push_back(readers_and_slots_sql(name));
+    if (std::optional<std::string> policy = prefetch_policy_sql(name)) {
+      statements.push_back(std::move(*policy));
+    }
+  }
+  session(name).query_all(
+    std::move(statements), [this, name, slot, other, writer](std::vector<Answer>& all) {
+      Answer& a = all.at(0);
       bool got = !a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1;
       const Named& waiting = m_named.at(name);
       if (got && other) {
@@ -728,7 +756,13 @@ void MysqlStore::wait_in_server(const std::string& name, Millis block)
         });
         return;
       }
-      if (got && !slot) { // the writer's name: the lock, once no shared holder is in
+      if (got && writer) { // the writer's name: the lock, once no shared holder is in
+        held_of(name).writer = true;
+        prefetched_policy(name, true, all, 2);
+        readers_found(name, lock::AcquireRequest{}, true, all.at(1));
+        return;
+      }
+      if (got && !slot) {
         held_of(name).writer = true;
         check_readers(name, lock::AcquireRequest{}, true);
         return;
@@ -792,19 +826,34 @@ void MysqlStore::confirm_other(const lock::LockName& name, const std::string& to
 void MysqlStore::unlock(const std::string& name)
 {
   std::string server_name = server_lock_name(m_named.at(name).prefixed);
-  if (m_fencing) {
+  if (m_fencing && !held_of(name).forgotten) {
     // The row outlives the lock (its fencing token must): the command line goes first,
     // while the lock is still this session's. Best effort: a failure does not keep the lock.
     session(name).query(forget_command_sql(server_name, "CONNECTION_ID()"), nullptr);
   }
   std::string lock = held_lock(name);
+  std::string sweep = std::move(held_of(name).sweep);
+  std::vector<std::string> after = std::move(held_of(name).after_release);
   held_of(name) = Held{};
-  session(name).query("SELECT RELEASE_LOCK(" + lock + ")", [this, name](Answer& a) {
+  // the sleeps of the lock's watchers, which the release ends (released tells them), are
+  // looked up in the same round trip, right after it, and the sweep (write_policy) goes last
+  auto& gates = static_cast<MysqlGates&>(*m_gates);
+  std::vector<std::string> statements{"SELECT RELEASE_LOCK(" + lock + ")", gates.freed_sql(name)};
+  statements.insert(statements.end(), after.begin(), after.end());
+  if (!sweep.empty()) {
+    statements.push_back(std::move(sweep));
+  }
+  session(name).query_all(std::move(statements), [this, name, &gates](std::vector<Answer>& all) {
+    Answer& a = all.at(0);
     Named& n = m_named.at(name);
     // Ending the session lets go of the token's lock too, and of any
     // count GET_LOCK kept.
     n.closing = true;
-    released(name, a.error, n.session->broken(), a.rows.count() == 1 && a.rows.number(0, 0) == 1);
+    bool let_go = !a.error && a.rows.count() == 1 && a.rows.number(0, 0) == 1;
+    if (let_go && !all.at(1).error) {
+      gates.sleepers_found(name, session(name), all.at(1));
+    }
+    released(name, a.error, n.session->broken(), let_go);
   });
 }
 
@@ -943,17 +992,58 @@ Session& MysqlStore::policy_session(const std::string& name, bool control_sessio
   return control_session ? control() : session(name);
 }
 
+std::string MysqlStore::policy_sql(const std::string& name)
+{
+  return fmt::format("SELECT {}, p.lock_name IS NOT NULL, {} FROM (SELECT 1) one "
+                     "LEFT JOIN dlock_policy p ON p.lock_name = {}",
+                     now_ms_sql, policy_columns(), sql_bytes(server_lock_name(m_prefix + name)));
+}
+
+std::optional<std::string> MysqlStore::prefetch_policy_sql(const std::string& name)
+{
+  if (m_no_policy) {
+    return std::nullopt;
+  }
+  return policy_sql(name);
+}
+
+void MysqlStore::prefetched_policy(const std::string& name, bool got, std::vector<Answer>& all,
+                                   std::size_t at)
+{
+  Held& held = held_of(name);
+  held.policy.reset();
+  if (got && all.size() > at) {
+    held.policy = std::move(all.at(at));
+  }
+}
+
 void MysqlStore::read_policy(const std::string& name, bool control_session, bool create,
                              PolicyThen then)
 {
-  std::string sql =
-    fmt::format("SELECT {}, p.lock_name IS NOT NULL, {} FROM (SELECT 1) one "
-                "LEFT JOIN dlock_policy p ON p.lock_name = {}",
-                now_ms_sql, policy_columns(), sql_bytes(server_lock_name(m_prefix + name)));
+  if (!control_session && create && held_of(name).policy) {
+    // read in the round trip that took the lock, right after it (prefetched_policy)
+    Answer a = std::move(*held_of(name).policy);
+    held_of(name).policy.reset();
+    if (!a.error) {
+      policy_read(name, control_session, create, then, a);
+      return;
+    }
+  }
   policy_session(name, control_session)
     .query(
-      sql,
+      policy_sql(name),
       [this, name, control_session, create, then](Answer& a) {
+        policy_read(name, control_session, create, then, a);
+      },
+      true);
+}
+
+void MysqlStore::policy_read(const std::string& name, bool control_session, bool create,
+                             const PolicyThen& then, Answer& a)
+{
+  {
+    {
+      {
         if (a.error && a.errnum == ER_NO_SUCH_TABLE && create && !m_policy_made) {
           m_policy_made = true;
           policy_session(name, control_session)
@@ -986,9 +1076,14 @@ void MysqlStore::read_policy(const std::string& name, bool control_session, bool
         if (a.rows.number(0, 1) == 1) {
           read.row = sql::policy_row(a.rows, 0, 2);
         }
+        if (!control_session) { // what the record arms now, whoever wrote it (write_policy)
+          held_of(name).read_armed =
+            read.row && (read.row->delay_ms > 0 || read.row->hold_until > read.now);
+        }
         then(std::move(read));
-      },
-      true);
+      }
+    }
+  }
 }
 
 void MysqlStore::write_policy(const std::string& name, bool control_session,
@@ -1074,27 +1169,83 @@ void MysqlStore::write_policy(const std::string& name, bool control_session,
                         "AND session_id = {} AND replace_by = {}",
                         lock, fp, write.session, sql_bytes(write.holder));
   }
-  policy_session(name, control_session)
-    .query(
-      sql,
-      [this, name, control_session, count, then](Answer& a) {
-        if (a.error || count.empty()) {
-          if (then) {
-            then(a.error, 0);
-          }
-          return;
-        }
-        policy_session(name, control_session)
-          .query(
-            count,
-            [then](Answer& c) {
-              if (then) {
-                then(c.error, c.error || c.rows.count() != 1 ? 0 : c.rows.number(0, 0));
-              }
-            },
-            true);
-      },
-      true);
+  if (write.kind == Kind::sweep && !control_session && !then) {
+    // best effort and nobody waits: it goes in the release's round trip, after the release,
+    // which it does not hold up
+    held_of(name).sweep = sql;
+    return;
+  }
+  if (write.kind == Kind::claim && !control_session) {
+    held_of(name).armed = write.hold_until > 0 || write.delay_ms > 0;
+  }
+  Session& s = policy_session(name, control_session);
+  std::vector<std::string> statements{sql};
+  if (!count.empty()) {
+    statements.push_back(count);
+  }
+  if (write.kind == Kind::drop && !control_session && !held_of(name).armed
+      && !held_of(name).read_armed) {
+    // A record that arms nothing (no min-hold, no lock-delay: as this holder wrote it, and as
+    // the release's read found it) tells the next holder nothing
+    // (its claim overwrites it; this token's delete does not match then): it goes after the
+    // release, in its round trip, so that a waiter is not held up by its write.
+    if (m_fencing) {
+      statements.insert(statements.begin(), "START TRANSACTION");
+      statements.push_back(
+        forget_command_sql(server_lock_name(m_prefix + name), "CONNECTION_ID()"));
+      statements.push_back("COMMIT");
+      held_of(name).forgotten = true;
+    }
+    held_of(name).after_release = std::move(statements);
+    if (then) {
+      then(std::nullopt, 0);
+    }
+    return;
+  }
+  // Each write that changes a row waits for the server's log to reach the disk (an fsync with
+  // the default innodb_flush_log_at_trx_commit), which costs more than a round trip: the
+  // holder's record goes in one transaction with its fencing row (take_fence commits it), and
+  // a release's with the clearing of the command line that unlock would do.
+  bool transaction =
+    !control_session && m_fencing
+    && (write.kind == Kind::claim || write.kind == Kind::drop || write.kind == Kind::keep);
+  if (transaction) {
+    statements.insert(statements.begin(), "START TRANSACTION");
+    if (write.kind != Kind::claim) {
+      statements.push_back(
+        forget_command_sql(server_lock_name(m_prefix + name), "CONNECTION_ID()"));
+      statements.push_back("COMMIT");
+      held_of(name).forgotten = true;
+    }
+  }
+  if (!then && !transaction && statements.size() == 1) {
+    s.query(sql, nullptr, true); // nobody waits: it goes in one round trip with the next one
+    return;
+  }
+  std::size_t first = transaction ? 1 : 0;
+  bool counted = !count.empty();
+  s.query_all(
+    std::move(statements),
+    [this, name, control_session, then, first, counted, transaction](std::vector<Answer>& all) {
+      bool failed = std::any_of(all.begin(), all.end(), [](const Answer& a) { return a.error; });
+      if (transaction && failed) {
+        // what the error skipped: the transaction ends before the next step (a failed
+        // statement's changes are undone; the rest of what it did is kept, as without one)
+        policy_session(name, control_session).query("COMMIT", nullptr, true);
+      }
+      if (!then) {
+        return;
+      }
+      const Answer& a = all.at(first);
+      if (!counted) {
+        then(a.error, 0);
+        return;
+      }
+      const Answer& c = all.at(first + 1);
+      then(a.error ? a.error : c.error,
+           a.error || c.error || c.rows.count() != 1 ? 0 : c.rows.number(0, 0));
+    },
+    true);
 }
 
 std::vector<sql::SqlStore::NamedPolicy> MysqlStore::list_policies(util::TimePoint deadline,

@@ -63,6 +63,16 @@ private:
   std::string lock_bytes(const std::string& name);
   // with_fence: read the holder's dlock_fence row too (else the server's view alone).
   void report_holder(const std::string& name, const lock::AcquireRequest& request, bool with_fence);
+  // The statement that reads the name's side record, with the server's clock.
+  std::string policy_sql(const std::string& name);
+  // The same, to send in the round trip that takes the lock (none: no table to read).
+  std::optional<std::string> prefetch_policy_sql(const std::string& name);
+  // Keeps answer at of all for the acquisition's read of the side record, if got (the lock).
+  void prefetched_policy(const std::string& name, bool got, std::vector<Answer>& all,
+                         std::size_t at);
+  // What read_policy does with the answer.
+  void policy_read(const std::string& name, bool control_session, bool create,
+                   const PolicyThen& then, Answer& a);
   // The session for the name's side record: its own, or control.
   Session& policy_session(const std::string& name, bool control);
   // release --force of a name held as shared or a semaphore: ends every holder's connection
@@ -92,6 +102,18 @@ private:
     std::optional<std::int64_t> ticket;
     std::optional<std::string> ahead;
     bool first = false;
+    // the release's side record write cleared the command line of dlock_fence already
+    bool forgotten = false;
+    // the release's sweep of other locks' records, which unlock sends after the release
+    std::string sweep;
+    // the holder's record (its claim) arms a min-hold or a lock-delay
+    bool armed = false;
+    // the last read of the record found it arming a min-hold or a lock-delay
+    bool read_armed = false;
+    // the release's statements that unlock sends after the release (an unarmed record's)
+    std::vector<std::string> after_release;
+    // the side record, read in the round trip that took the lock (read_policy's next answer)
+    std::optional<Answer> policy;
   };
   // --fair (first come, first served): a ticket in dlock_queue, ordered by its counter; each
   // waiter holds its waiter's GET_LOCK name while it waits, which makes its row live (rows
@@ -104,6 +126,10 @@ private:
   // the writer's name and waits for the readers in (waited: answers the wait, else the
   // attempt); a shared holder takes the writer's name for a moment, then a free reader name.
   void check_readers(const std::string& name, const lock::AcquireRequest& request, bool waited);
+  // The statement that check_readers sends, and what it does with the answer.
+  std::string readers_and_slots_sql(const std::string& name);
+  void readers_found(const std::string& name, const lock::AcquireRequest& request, bool waited,
+                     Answer& a);
   void try_shared(const std::string& name, const lock::AcquireRequest& request);
   // Takes the first free reader name, then gives back the writer's name (then: taken).
   void take_reader(const std::string& name,

@@ -5,11 +5,22 @@
 
 #include <errmsg.h>
 #include <fcntl.h>
+#include <mariadb_com.h>
 #include <mysqld_error.h>
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+
 namespace dlock::mysql {
+
+namespace {
+
+// The most text sent in one round trip (the server's max_allowed_packet is 16 MB by default):
+// a batch stops before the statement that would pass it.
+constexpr std::size_t batch_bytes = 256 * 1024;
+
+} // namespace
 
 ExitCode error_code(unsigned errnum)
 {
@@ -47,6 +58,10 @@ std::int64_t Rows::number(int row, int column) const
 Session::Session(const ConnectParams& params) : QueuedSession(params.shown)
 {
   const LibMariaDb& lib = mariadb();
+  bool tls = !params.tls_ca.empty() || !params.tls_cert.empty() || !params.tls_key.empty();
+  if (!tls) {
+    skip_tls_config();
+  }
   m_conn = lib.mysql_init(nullptr);
   if (m_conn == nullptr) {
     m_step = Step::broken;
@@ -81,7 +96,7 @@ Session::Session(const ConnectParams& params) : QueuedSession(params.shown)
   int status = lib.mysql_real_connect_start(
     &ret, m_conn, params.host.c_str(), params.user.empty() ? nullptr : params.user.c_str(),
     password, params.database.c_str(), params.port,
-    params.socket.empty() ? nullptr : params.socket.c_str(), 0);
+    params.socket.empty() ? nullptr : params.socket.c_str(), CLIENT_MULTI_STATEMENTS);
   if (int fd = int(lib.mysql_get_socket(m_conn)); fd >= 0) {
     // The library opens its socket without close-on-exec: no command may inherit the session.
     ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
@@ -135,11 +150,62 @@ bool Session::over_tcp() const noexcept
   return address.ss_family != AF_UNIX;
 }
 
+void Session::enqueue(Query q, bool first)
+{
+  if (!first) {
+    m_queue.push_back(std::move(q));
+    return;
+  }
+  m_firsts = std::min(m_firsts, m_queue.size());
+  m_queue.insert(m_queue.begin() + std::ptrdiff_t(m_firsts), std::move(q));
+  ++m_firsts;
+}
+
 void Session::query(std::string sql, Callback done, bool first)
 {
-  add(Query{std::move(sql), std::move(done)}, first);
-  if (m_step == Step::idle) {
-    send_next();
+  enqueue(Query{std::move(sql), std::move(done)}, first);
+  send_next();
+}
+
+void Session::later(std::string sql, bool first)
+{
+  Query q{std::move(sql), nullptr};
+  q.lazy = true;
+  enqueue(std::move(q), first);
+}
+
+void Session::query_all(std::vector<std::string> statements,
+                        std::function<void(std::vector<Answer>&)> done, bool first)
+{
+  if (statements.empty()) {
+    std::vector<Answer> none;
+    done(none);
+    return;
+  }
+  auto answers = std::make_shared<std::vector<Answer>>();
+  std::size_t count = statements.size();
+  std::vector<Query> parts;
+  for (std::size_t i = 0; i < count; ++i) {
+    parts.push_back(Query{std::move(statements[i]),
+                          [answers, count, done](Answer& a) {
+                            answers->push_back(std::move(a));
+                            if (answers->size() == count) {
+                              done(*answers);
+                            }
+                          },
+                          i + 1 < count});
+  }
+  for (Query& q : parts) {
+    enqueue(std::move(q), first);
+  }
+  send_next();
+}
+
+void Session::forget_queries() noexcept
+{
+  QueuedSession::forget_queries();
+  for (Query& q : m_batch) {
+    q.done = nullptr;
   }
 }
 
@@ -148,6 +214,7 @@ void Session::watch(util::EventLoop& loop)
   if (watch_ended(loop)) {
     return;
   }
+  send_next(true); // lazy statements that no other followed
   if ((m_wait & MYSQL_WAIT_TIMEOUT) != 0 && util::monotonic_now() >= m_timeout_at) {
     resume(MYSQL_WAIT_TIMEOUT);
     loop.wake_at(util::monotonic_now()); // its answer may be ready for the caller
@@ -230,6 +297,16 @@ void Session::resume(int ready)
     }
     return;
   }
+  case Step::next: {
+    int ret = 0;
+    int status = lib.mysql_next_result_cont(&ret, m_conn, ready);
+    if (status == 0) {
+      next_sent(ret);
+    } else {
+      waiting_for(status);
+    }
+    return;
+  }
   case Step::storing: {
     MYSQL_RES* result = nullptr;
     int status = lib.mysql_store_result_cont(&result, m_conn, ready);
@@ -277,17 +354,32 @@ void Session::connected(bool ok)
   send_next();
 }
 
-void Session::send_next()
+void Session::send_next(bool flush)
 {
-  if (m_queue.empty() || m_broken || m_step != Step::idle) {
+  if (m_queue.empty() || m_broken || m_step != Step::idle || m_dispatching) {
     return;
   }
-  m_current = std::move(m_queue.front());
-  m_queue.pop_front();
+  if (!flush
+      && std::all_of(m_queue.begin(), m_queue.end(), [](const Query& q) { return q.lazy; })) {
+    return; // for the next statement, or the next watch
+  }
+  // the front statement, and those after it while the one before has no callback (nobody
+  // waits for its answer) or is bundled with them
+  m_batch.clear();
+  m_sent.clear();
+  m_firsts = 0;
+  do {
+    if (!m_batch.empty()) {
+      m_sent += ';';
+    }
+    m_sent += m_queue.front().sql;
+    m_batch.push_back(std::move(m_queue.front()));
+    m_queue.pop_front();
+  } while (!m_queue.empty() && (m_batch.back().bundled || !m_batch.back().done)
+           && m_sent.size() + m_queue.front().sql.size() < batch_bytes);
   m_step = Step::querying;
   int failed = 0;
-  int status =
-    mariadb().mysql_real_query_start(&failed, m_conn, m_current->sql.data(), m_current->sql.size());
+  int status = mariadb().mysql_real_query_start(&failed, m_conn, m_sent.data(), m_sent.size());
   if (status == 0) {
     sent(failed);
   } else {
@@ -310,6 +402,18 @@ void Session::sent(int failed)
   } else {
     waiting_for(status);
   }
+}
+
+void Session::next_sent(int ret)
+{
+  m_wait = 0;
+  if (ret < 0) { // no more results after all (cannot be: more were announced)
+    Answer a;
+    a.error = Error(ExitCode::internal, "MySQL at {}: fewer answers than statements", m_shown);
+    answer(a);
+    return;
+  }
+  sent(ret);
 }
 
 Error Session::query_error() const
@@ -349,15 +453,66 @@ void Session::stored(MYSQL_RES* result)
       return;
     }
   }
-  m_step = Step::idle;
   answer(a);
+}
+
+void Session::dispatch(Query& q, Answer& a)
+{
+  if (!q.done) {
+    return;
+  }
+  bool outer = m_dispatching;
+  m_dispatching = true;
+  m_firsts = 0;
+  q.done(a);
+  m_dispatching = outer;
 }
 
 void Session::answer(Answer& a)
 {
-  finish(a);
-  if (!m_broken) {
-    send_next();
+  const LibMariaDb& lib = mariadb();
+  if (m_batch.empty()) { // a result nobody asked for (a statement with a ';' of its own)
+    m_batch.emplace_back();
+  }
+  Query q = std::move(m_batch.front());
+  m_batch.pop_front();
+  bool more = !a.error && lib.mysql_more_results(m_conn) != 0;
+  if (!more) {
+    // the statements after an error did not run: those bundled with it share it, the rest go
+    // back to the front of the queue (and their callbacks' follow-ups before them)
+    std::vector<Query> sharing;
+    bool bundled = q.bundled;
+    while (a.error && bundled && !m_batch.empty()) {
+      bundled = m_batch.front().bundled;
+      sharing.push_back(std::move(m_batch.front()));
+      m_batch.pop_front();
+    }
+    while (!m_batch.empty()) {
+      m_queue.push_front(std::move(m_batch.back()));
+      m_batch.pop_back();
+    }
+    m_step = Step::idle;
+    dispatch(q, a);
+    for (Query& shared : sharing) {
+      Answer copy = a;
+      dispatch(shared, copy);
+    }
+    if (!m_broken) {
+      send_next();
+    }
+    return;
+  }
+  m_step = Step::next;
+  dispatch(q, a);
+  if (m_broken || m_step != Step::next) {
+    return;
+  }
+  int ret = 0;
+  int status = lib.mysql_next_result_start(&ret, m_conn);
+  if (status == 0) {
+    next_sent(ret);
+  } else {
+    waiting_for(status);
   }
 }
 
@@ -366,6 +521,10 @@ void Session::fail(const Error& error)
   ended(error); // busy() still says whether a query in flight will hear of it
   m_step = Step::broken;
   m_wait = 0;
+  while (!m_batch.empty()) { // owed an answer, in order, before what is queued
+    m_queue.push_front(std::move(m_batch.back()));
+    m_batch.pop_back();
+  }
   Answer failed;
   failed.error = *m_broken;
   failed.errnum = CR_SERVER_LOST;
