@@ -97,7 +97,9 @@ Millis parse_duration(std::string_view text, std::string_view option_name)
   if (!std::isfinite(total) || total > static_cast<double>(max_duration.count())) {
     throw too_large();
   }
-  return Millis(static_cast<long long>(total + 0.5)); // total >= 0: rounded half up, without libm
+  // Rounded half up (total >= 0), without libm's llround.
+  auto whole = static_cast<long long>(total);
+  return Millis(total - static_cast<double>(whole) >= 0.5 ? whole + 1 : whole);
 }
 
 std::string format_duration(Millis duration)
