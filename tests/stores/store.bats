@@ -1145,11 +1145,11 @@ leads() { wait_for "\"\$DLOCK\" leader '$2' 2>/dev/null | grep -q '^$1 '" 20; }
   local watch=$BG_PID
   wait_for "grep -qx 'no leader' '$T/watch.out'" 10
   candidate a lw
-  wait_for "grep -q '^a ' '$T/watch.out'" 10
+  wait_for "grep -q '^a ' '$T/watch.out'" 10 || { cat "$T/watch.out" "$T/watch.err"; false; }
   candidate b lw
   sleep 1 # b is queued
   touch "$T/a.go"
-  wait_for "grep -q '^b ' '$T/watch.out'" 10
+  wait_for "grep -q '^b ' '$T/watch.out'" 10 || { cat "$T/watch.out" "$T/watch.err"; false; }
   touch "$T/b.go"
   wait_for "[ \"\$(grep -cx 'no leader' '$T/watch.out')\" -ge 2 ]" 10
   sleep 1 # nothing more comes while nothing changes
