@@ -54,6 +54,7 @@ int dispatch(const cli::Subcommands& sub, const cli::Arguments& args)
     {sub.latch, resolve_and_run<commands::latch, cli::resolve_latch>},
     {sub.elect, resolve_and_run<commands::elect, cli::resolve_elect>},
     {sub.leader, resolve_and_run<commands::leader, cli::resolve_leader>},
+    {sub.history, resolve_and_run<commands::history, cli::resolve_history>},
   };
   for (const auto& [subcommand, runner] : runners) {
     if (subcommand->parsed()) {

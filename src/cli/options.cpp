@@ -204,6 +204,14 @@ void add_leader_options(CLI::App& leader, Arguments& args)
   leader.add_flag("--watch", args.watch, "print a line at each change of leader, until a signal");
 }
 
+void add_history_options(CLI::App& history, Arguments& args)
+{
+  shown_required(history.add_option("key", args.key, "lock name"), "TEXT");
+  history.add_flag("--json", args.json, "one JSON document");
+  history.add_option("--limit", args.limit, "show the newest N events (default 20, at most 100)")
+    ->type_name("N");
+}
+
 void add_status_options(CLI::App& status, Arguments& args)
 {
   shown_required(status.add_option("key", args.key, "lock name"), "TEXT");
@@ -331,6 +339,8 @@ Subcommands define_command_line(CLI::App& app, Arguments& args)
     app, args, "elect", "campaign for leadership; run a command while leader", add_elect_options);
   sub.leader = add_subcommand(app, args, "leader", "show who leads (exit 0 a leader, 1 none)",
                               add_leader_options);
+  sub.history = add_subcommand(app, args, "history", "show a lock's last events, newest first",
+                               add_history_options);
   return sub;
 }
 

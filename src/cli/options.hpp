@@ -23,6 +23,7 @@ struct Subcommands {
   CLI::App* latch = nullptr;
   CLI::App* elect = nullptr;
   CLI::App* leader = nullptr;
+  CLI::App* history = nullptr;
 };
 
 // Declares every option and subcommand of dlock on app, bound to args.

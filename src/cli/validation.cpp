@@ -326,6 +326,20 @@ commands::LeaderOptions resolve_leader(const Arguments& args)
   return commands::LeaderOptions{resolve_key(args, "the election KEY"), args.json, args.watch};
 }
 
+commands::HistoryOptions resolve_history(const Arguments& args)
+{
+  commands::HistoryOptions options{resolve_key(args, "the lock KEY")};
+  options.json = args.json;
+  if (args.limit) {
+    if (*args.limit < 1 || static_cast<std::size_t>(*args.limit) > lock::max_history_events) {
+      throw Error(ExitCode::usage, "--limit: {} events at most are kept; give 1 to {}",
+                  lock::max_history_events, lock::max_history_events);
+    }
+    options.limit = static_cast<std::size_t>(*args.limit);
+  }
+  return options;
+}
+
 commands::StatusOptions resolve_status(const Arguments& args)
 {
   return commands::StatusOptions{resolve_key(args, "the lock KEY"), args.json};

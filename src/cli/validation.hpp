@@ -5,6 +5,7 @@
 #include "commands/acquire.hpp"
 #include "commands/barrier.hpp"
 #include "commands/elect.hpp"
+#include "commands/history.hpp"
 #include "commands/latch.hpp"
 #include "commands/leader.hpp"
 #include "commands/list.hpp"
@@ -41,5 +42,7 @@ commands::BarrierOptions resolve_barrier(const Arguments& args);
 commands::LatchOptions resolve_latch(const Arguments& args);
 commands::ElectOptions resolve_elect(const Arguments& args, const GlobalOptions& global);
 commands::LeaderOptions resolve_leader(const Arguments& args);
+// history: the key, and --limit within 1 to lock::max_history_events.
+commands::HistoryOptions resolve_history(const Arguments& args);
 
 } // namespace dlock::cli

@@ -1,6 +1,7 @@
 #include "commands/acquire.hpp"
 
 #include "commands/acquire_keep.hpp"
+#include "commands/history.hpp"
 #include "hold/acquisition.hpp"
 #include "process/process_table.hpp"
 #include "util/json.hpp"
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 
 namespace dlock::commands {
@@ -39,10 +41,24 @@ int acquire(Context& context, const AcquireOptions& options)
   lock::HolderInfo me = lock::HolderInfo::current(caller_name());
   me.pid = ::getppid();
   lock::AcquireRequest request = options.acquire_request(token, me);
+  const lock::HolderInfo holder = request.holder; // for the history
+  const util::TimePoint started = util::monotonic_now();
   hold::WaitPolicy policy = options.wait_policy(context.request_timeout);
   // --keep: the keep process takes the lock and is its holder, for as long as the script lives.
   std::optional<KeepProcess> keeper;
   hold::Taken outcome;
+  // The history is written here when this process took the lock (not a keep process's).
+  auto record = [&](lock::HistoryEvent::Kind kind, std::int64_t fence, std::string detail) {
+    if (keeper) {
+      return;
+    }
+    lock::HistoryEvent event = lock::HistoryEvent::now(kind, holder);
+    event.holder.fence = fence;
+    event.waited_ms =
+      std::chrono::duration_cast<util::Millis>(util::monotonic_now() - started).count();
+    event.detail = std::move(detail);
+    record_event(context.store, names, event, util::deadline_after(context.request_timeout));
+  };
   if (options.keep) {
     pid_t owner = options.keep->while_pid.value_or(process::calling_script(::getppid()));
     if (::kill(owner, 0) != 0 && errno == ESRCH) {
@@ -69,6 +85,12 @@ int acquire(Context& context, const AcquireOptions& options)
                                                       : "wait_ran_out"},
                         {"held_by", outcome.held_by},
                         {"by", "acquire"}});
+    record(lock::HistoryEvent::Kind::skipped, 0,
+           fmt::format("{}; held by {}",
+                       outcome.superseded ? "superseded"
+                       : options.no_wait  ? "no_wait"
+                                          : "wait_ran_out",
+                       outcome.held_by.empty() ? "?" : outcome.held_by));
     return options.conflict_exit_code;
   }
   std::string out;
@@ -101,6 +123,7 @@ int acquire(Context& context, const AcquireOptions& options)
     throw Error(ExitCode::internal, "could not write the token to stdout; lock released");
   }
   util::log_verbose("acquired lock '{}' (fencing token {})", shown, outcome.fence);
+  record(lock::HistoryEvent::Kind::acquired, outcome.fence, "dlock acquire");
   util::syslog_event(util::EventLevel::info, "acquired",
                      {{"key", shown},
                       {"kind", options.kind.code()},

@@ -1,5 +1,6 @@
 #include "commands/release.hpp"
 
+#include "commands/history.hpp"
 #include "commands/keep_record.hpp"
 #include "util/log.hpp"
 #include "util/syslog.hpp"
@@ -20,6 +21,14 @@ void release_by_force(Context& context, const lock::LockName& name)
                                   util::deadline_after(context.request_timeout))
                 .held;
   if (held) {
+    lock::HistoryEvent event =
+      lock::HistoryEvent::now(lock::HistoryEvent::Kind::forced, lock::HolderInfo::current(""));
+    event.holder.fence = before.holder.fence;
+    event.detail = "evicted "
+                   + (before.slots.size() > 1 ? fmt::format("{} holders ({})", before.slots.size(),
+                                                            before.kind.describe())
+                                              : before.holder.identity());
+    record_event(context.store, {name}, event, util::deadline_after(context.request_timeout));
     util::syslog_event(
       util::EventLevel::warning, "released_by_force",
       {{"key", name.str()},
@@ -76,6 +85,10 @@ int release(Context& context, const ReleaseOptions& options)
       } else {
         util::syslog_event(util::EventLevel::info, "released",
                            {{"key", name.str()}, {"by", "release"}});
+        lock::HistoryEvent event = lock::HistoryEvent::now(lock::HistoryEvent::Kind::released,
+                                                           lock::HolderInfo::current(""));
+        event.detail = "dlock release --token";
+        record_event(context.store, {name}, event, util::deadline_after(context.request_timeout));
       }
     }
   } catch (const Error&) {

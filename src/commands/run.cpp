@@ -150,9 +150,10 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
                   process::stops_calling_script(outcome.signal) ? outcome.signal : 0, false, true};
   }
   if (!outcome.acquired) {
-    report.skipped(outcome.held_by, outcome.superseded ? "superseded"
-                                    : options.no_wait  ? "no_wait"
-                                                       : "wait_ran_out");
+    report.skipped(request.holder, outcome.held_by,
+                   outcome.superseded ? "superseded"
+                   : options.no_wait  ? "no_wait"
+                                      : "wait_ran_out");
     return RunEnd{options.conflict_exit_code};
   }
   if (outcome.fence != 0) {
@@ -224,9 +225,11 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
   }
   if (verdict.exit_code == static_cast<int>(ExitCode::lost)
       || supervisor.watchdog().ran_unprotected()) {
-    report.lost(!supervisor.first_error().empty() ? supervisor.first_error()
-                : !notice.empty()                 ? notice
-                                                  : "the lease was lost");
+    report.lost(supervisor.replaced()               ? supervisor.loss_cause()
+                : !supervisor.first_error().empty() ? supervisor.first_error()
+                : !notice.empty()                   ? notice
+                                                    : "the lease was lost",
+                supervisor.replaced());
   }
   const bool stop_asked = end.stop_signal != 0;
   if (verdict.exit_code) {
@@ -242,7 +245,8 @@ RunEnd run_locked(Context& context, const RunOptions& options, RunReport& report
 
 RunEnd run_term(Context& context, const RunOptions& options)
 {
-  RunReport report(options.keys, options.kind, options.ttl, options.metrics_dir);
+  RunReport report(options.keys, options.kind, options.ttl, options.metrics_dir, context.store,
+                   context.request_timeout);
   RunEnd end;
   try {
     end = run_locked(context, options, report); // every lock, process and socket is gone after

@@ -1,5 +1,6 @@
 #include "commands/run_report.hpp"
 
+#include "commands/history.hpp"
 #include "commands/metrics_file.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
@@ -25,12 +26,18 @@ double seconds_between(util::TimePoint from, util::TimePoint to)
   return std::chrono::duration<double>(to - from).count();
 }
 
+std::int64_t ms_count(util::TimePoint from, util::TimePoint to)
+{
+  return std::chrono::duration_cast<util::Millis>(to - from).count();
+}
+
 } // namespace
 
 RunReport::RunReport(const std::vector<lock::LockName>& keys, lock::LockKind kind, util::Millis ttl,
-                     std::optional<std::string> metrics_dir)
-  : m_keys(keys), m_kind(kind), m_ttl(ttl), m_metrics_dir(std::move(metrics_dir)),
-    m_started(util::monotonic_now())
+                     std::optional<std::string> metrics_dir, lock::Store& store,
+                     util::Millis request_timeout)
+  : m_keys(keys), m_kind(kind), m_ttl(ttl), m_metrics_dir(std::move(metrics_dir)), m_store(store),
+    m_request_timeout(request_timeout), m_started(util::monotonic_now())
 {
 }
 
@@ -62,16 +69,28 @@ void RunReport::acquired(const lock::HolderInfo& holder, const std::vector<std::
     fields.push_back({"note", holder.note});
   }
   util::syslog_event(EventLevel::info, "acquired", fields);
+
+  m_holder = holder;
+  m_holder.fence = fences.empty() ? 0 : fences.front();
+  lock::HistoryEvent event = lock::HistoryEvent::now(lock::HistoryEvent::Kind::acquired, m_holder);
+  event.waited_ms = ms_count(m_started, *m_acquired_at);
+  record_event(m_store, m_keys, event, std::nullopt); // its answer is not waited for
 }
 
-void RunReport::skipped(const std::string& held_by, std::string_view reason)
+void RunReport::skipped(const lock::HolderInfo& holder, const std::string& held_by,
+                        std::string_view reason)
 {
   m_outcome = "skipped";
+  util::TimePoint now = util::monotonic_now();
   util::syslog_event(EventLevel::notice, "skipped",
                      {{"key", key_text()},
                       {"reason", std::string(reason)},
                       {"held_by", held_by},
-                      {"waited_ms", ms_between(m_started, util::monotonic_now())}});
+                      {"waited_ms", ms_between(m_started, now)}});
+  lock::HistoryEvent event = lock::HistoryEvent::now(lock::HistoryEvent::Kind::skipped, holder);
+  event.waited_ms = ms_count(m_started, now);
+  event.detail = fmt::format("{}; held by {}", reason, held_by.empty() ? "?" : held_by);
+  record_event(m_store, m_keys, event, util::deadline_after(m_request_timeout));
 }
 
 void RunReport::interrupted(int signal)
@@ -83,9 +102,11 @@ void RunReport::interrupted(int signal)
                       {"waited_ms", ms_between(m_started, util::monotonic_now())}});
 }
 
-void RunReport::lost(const std::string& why)
+void RunReport::lost(const std::string& why, bool replaced)
 {
   m_outcome = "lost";
+  m_loss = why;
+  m_replaced = replaced;
   util::syslog_event(
     EventLevel::warning, "lost",
     {{"key", key_text()},
@@ -97,6 +118,7 @@ void RunReport::lost(const std::string& why)
 void RunReport::released(std::optional<bool> released, int command_status)
 {
   m_released_at = util::monotonic_now();
+  m_release_answered = released.has_value();
   std::string held_ms = ms_between(m_acquired_at.value_or(m_started), *m_released_at);
   if (released == true) {
     util::syslog_event(EventLevel::info, "released",
@@ -114,7 +136,28 @@ void RunReport::released(std::optional<bool> released, int command_status)
   }
 }
 
-void RunReport::finished(int exit_status) { write_metrics(exit_status); }
+void RunReport::finished(int exit_status)
+{
+  record_end(exit_status);
+  write_metrics(exit_status);
+}
+
+void RunReport::record_end(int exit_status)
+{
+  // Not acquired: the skip said it. No answer to the release: the store is not answering.
+  if (!m_acquired_at || !m_release_answered) {
+    return;
+  }
+  using Kind = lock::HistoryEvent::Kind;
+  lock::HistoryEvent event = lock::HistoryEvent::now(m_replaced            ? Kind::replaced
+                                                     : m_outcome == "lost" ? Kind::lost
+                                                                           : Kind::released,
+                                                     m_holder);
+  event.held_ms = ms_count(*m_acquired_at, m_released_at.value_or(util::monotonic_now()));
+  event.exit_status = exit_status;
+  event.detail = m_loss;
+  record_event(m_store, m_keys, event, util::deadline_after(m_request_timeout));
+}
 
 void RunReport::failed(int exit_status, const std::string& error)
 {

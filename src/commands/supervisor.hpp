@@ -42,6 +42,8 @@ public:
   const lock::Watchdog& watchdog() const noexcept { return m_keeper.watchdog(); }
   // How the lock was lost (replaced by whom, or the store's way), for messages.
   std::string loss_cause() const { return m_keeper.loss_cause(); }
+  // Whether a --replace acquirer took the lock over (the loss was asked for).
+  bool replaced() const noexcept { return m_keeper.replaced(); }
   // The first error told while the command ran (why the lease was lost), or "".
   const std::string& first_error() const noexcept { return m_first_error; }
 

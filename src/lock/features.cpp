@@ -29,7 +29,7 @@ constexpr Column table[] = {
    "",
    {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate, Feature::detached,
     Feature::keep, Feature::replicas, Feature::min_hold, Feature::lock_delay, Feature::replace,
-    Feature::supersede, Feature::elect}},
+    Feature::supersede, Feature::elect, Feature::history}},
   {StoreKind::redlock,
    "Redlock",
    "",
@@ -41,32 +41,36 @@ constexpr Column table[] = {
    " (postgres://)",
    " (postgres://)",
    {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate, Feature::keep,
-    Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede, Feature::elect}},
+    Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede, Feature::elect,
+    Feature::history}},
   {StoreKind::mysql,
    "MySQL or MariaDB",
    " (mysql://)",
    " (mysql://)",
    {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate, Feature::keep,
-    Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede, Feature::elect}},
+    Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede, Feature::elect,
+    Feature::history}},
   {StoreKind::etcd,
    "etcd",
    " (etcd://)",
    " (etcd://)",
    {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate, Feature::detached,
     Feature::keep, Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede,
-    Feature::elect}},
+    Feature::elect, Feature::history}},
   {StoreKind::file,
    "files",
    " (file://)",
    " (file://)",
    {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate, Feature::keep,
-    Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede, Feature::elect}},
+    Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede, Feature::elect,
+    Feature::history}},
   {StoreKind::zookeeper,
    "ZooKeeper",
    " (zk://)",
    " (zk://)",
    {Feature::fair, Feature::shared, Feature::limit, Feature::coordinate, Feature::keep,
-    Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede, Feature::elect}},
+    Feature::min_hold, Feature::lock_delay, Feature::replace, Feature::supersede, Feature::elect,
+    Feature::history}},
 };
 
 // Why a store lacks a feature: each no of the table, with what makes it impossible there.
@@ -90,6 +94,8 @@ constexpr Lack lacks[] = {
   {StoreKind::redlock, Feature::coordinate, masters_disagree},
   {StoreKind::redlock, Feature::supersede, masters_disagree},
   {StoreKind::redlock, Feature::elect, masters_disagree},
+  {StoreKind::redlock, Feature::history,
+   "independent masters cannot agree on one order of events; give one of them as --url"},
   {StoreKind::postgres, Feature::detached, session_is_lease},
   {StoreKind::mysql, Feature::detached, session_is_lease},
   {StoreKind::zookeeper, Feature::detached,
@@ -146,6 +152,8 @@ Row row(Feature feature)
     return {"--supersede", "", "supersede"};
   case Feature::elect:
     return {"elect and leader --watch", "", "elect"};
+  case Feature::history:
+    return {"history", "", "history"};
   }
   return {"?", "?", "?"};
 }
@@ -195,7 +203,8 @@ std::initializer_list<Feature> every_feature()
   static constexpr std::initializer_list<Feature> features{
     Feature::shared,     Feature::limit,   Feature::fair,      Feature::coordinate,
     Feature::detached,   Feature::keep,    Feature::replicas,  Feature::min_hold,
-    Feature::lock_delay, Feature::replace, Feature::supersede, Feature::elect};
+    Feature::lock_delay, Feature::replace, Feature::supersede, Feature::elect,
+    Feature::history};
   return features;
 }
 
@@ -261,6 +270,15 @@ void require(const Store& store, Feature feature)
   if (!store.traits().features.has(feature)) {
     throw refusal(store, feature);
   }
+}
+
+History& require_history(Store& store)
+{
+  History* history = store.history();
+  if (history == nullptr) {
+    throw refusal(store, Feature::history);
+  }
+  return *history;
 }
 
 Coordination& require_coordination(Store& store)

@@ -25,6 +25,7 @@ enum class Feature {
   replace,    // --replace: the holder is asked through the store to stand down
   supersede,  // --supersede: the newest waiter makes older ones give up
   elect,      // elect and leader --watch: a first-come campaign, and leadership watched
+  history,    // history: a capped log of each lock's events, kept in the store
 };
 
 // Every kind of store dlock opens (stores/open.cpp chooses one by URL), as the feature table
@@ -86,6 +87,10 @@ void require(const Store& store, Feature feature);
 // The store's coordination (wait, barrier, latch), asked for once before anything is sent;
 // refuses (throws refusal(Feature::coordinate)) a store that has none.
 Coordination& require_coordination(Store& store);
+class History;
+// The store's history (dlock history), asked for once before anything is sent; refuses
+// (throws refusal(Feature::history)) a store that keeps none.
+History& require_history(Store& store);
 // The one line that refuses feature on store (Error(usage)), naming the stores that have it.
 Error refusal(const Store& store, Feature feature);
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "lock/features.hpp"
+#include "lock/history.hpp"
 #include "lock/holder.hpp"
 #include "lock/kind.hpp"
 #include "lock/lease.hpp"
@@ -177,6 +178,7 @@ struct Outcome {
     gate,
     set_latch,
     count_down, // wait, barrier, latch
+    record,     // an event appended to a lock's history (History::start_record)
   };
 
   Op op = Op::acquire;
@@ -298,6 +300,9 @@ public:
   // The store's waiters that take nothing (wait, barrier, latch; Feature::coordinate), whose
   // outcomes come from next_outcome() with the others; nullptr when it has none.
   virtual Coordination* coordination() noexcept { return nullptr; }
+  // The store's keeper of each lock's history (Feature::history), whose outcomes come from
+  // next_outcome() with the others; nullptr when it keeps none.
+  virtual History* history() noexcept { return nullptr; }
   // Descriptors the command inherits while the locks are held: file://'s lock files, as
   // flock(1) gives them to its command; every other descriptor of dlock's is closed for it.
   virtual std::vector<int> inherited_descriptors() const { return {}; }

@@ -74,7 +74,7 @@ stop_etcd() {
 ectl() { ETCDCTL_API=3 "$ETCDCTL" --endpoints "$ETCD_ENDPOINT" --dial-timeout 2s "$@"; }
 
 # The hooks of store.bats (store_helpers.bash).
-STORE_FEATURES="fair shared limit coordinate detached loss_notice fencing end_sessions min_hold lock_delay replace supersede keep elect"
+STORE_FEATURES="fair shared limit coordinate detached loss_notice fencing end_sessions min_hold lock_delay replace supersede keep elect history"
 STORE_LOSS="its etcd lease expired or was revoked"
 
 store_start() { start_etcd; }

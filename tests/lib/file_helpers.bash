@@ -8,7 +8,7 @@
 load "${BASH_SOURCE[0]%/*}/store_helpers"
 
 # The hooks of store.bats (store_helpers.bash).
-STORE_FEATURES="shared limit fair coordinate session loss_notice min_hold lock_delay replace supersede keep elect"
+STORE_FEATURES="shared limit fair coordinate session loss_notice min_hold lock_delay replace supersede keep elect history"
 STORE_LOSS="its lock file was removed or replaced"
 
 store_start() {

@@ -113,7 +113,7 @@ psql_admin() {
 }
 
 # The hooks of store.bats (store_helpers.bash).
-STORE_FEATURES="shared limit fair coordinate session loss_notice sql min_hold lock_delay replace supersede keep elect"
+STORE_FEATURES="shared limit fair coordinate session loss_notice sql min_hold lock_delay replace supersede keep elect history"
 STORE_LOSS="its database session ended"
 
 store_start() {

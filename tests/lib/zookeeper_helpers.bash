@@ -99,7 +99,7 @@ zk_contenders() {
 }
 
 # The hooks of store.bats (store_helpers.bash).
-STORE_FEATURES="shared limit fair coordinate loss_notice min_hold lock_delay replace supersede keep elect"
+STORE_FEATURES="shared limit fair coordinate loss_notice min_hold lock_delay replace supersede keep elect history"
 STORE_LOSS="its ZooKeeper session expired or its node was deleted"
 
 store_start() {

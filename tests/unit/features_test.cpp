@@ -23,7 +23,7 @@ namespace {
 const Feature every_feature[] = {Feature::fair,       Feature::shared,   Feature::limit,
                                  Feature::coordinate, Feature::detached, Feature::keep,
                                  Feature::replicas,   Feature::min_hold, Feature::lock_delay,
-                                 Feature::replace,    Feature::supersede};
+                                 Feature::replace,    Feature::supersede, Feature::history};
 
 // A store that has nothing beyond one exclusive lock, named "X".
 class BareStore : public dlock::lock::Store {

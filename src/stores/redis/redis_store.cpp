@@ -732,6 +732,9 @@ lock::Outcome RedisStore::make_outcome(const Pending& pending, const redisReply&
     case Outcome::Op::raise_fence:
       throw_if_error(reply, "raising the fencing counter");
       break;
+    case Outcome::Op::record:
+      throw_if_error(reply, "adding to the lock's history");
+      break;
     case Outcome::Op::disconnected: // never sent: it is no request
       break;
     }
