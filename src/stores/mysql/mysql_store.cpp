@@ -89,6 +89,14 @@ const char* create_policy_sql =
   "newest_waiter VARBINARY(64) NOT NULL DEFAULT '', newest VARBINARY(4096) NOT NULL DEFAULT '', "
   "newest_until BIGINT NOT NULL DEFAULT 0)";
 
+// dlock_history (sql/history.hpp): event as dlock writes it, at most max_event_bytes.
+const char* create_history_sql = "CREATE TABLE IF NOT EXISTS dlock_history ("
+                                 "id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
+                                 "lock_key VARBINARY(64) NOT NULL, " // GET_LOCK's name (names.hpp)
+                                 "name VARBINARY(3072) NOT NULL, "   // prefix + lock name
+                                 "at_ms BIGINT NOT NULL, event VARBINARY(4096) NOT NULL, "
+                                 "KEY (lock_key, id), KEY (at_ms))";
+
 // sql::policy_columns in MySQL's words (read back with sql::policy_row).
 std::string policy_columns()
 {
@@ -1246,6 +1254,85 @@ void MysqlStore::write_policy(const std::string& name, bool control_session,
            a.error || c.error || c.rows.count() != 1 ? 0 : c.rows.number(0, 0));
     },
     true);
+}
+
+sql::HistorySql MysqlStore::history_sql(const std::string& name) const
+{
+  return sql::HistorySql{.table = "dlock_history",
+                         .key = sql_bytes(server_lock_name(m_prefix + name)),
+                         .name = sql_bytes(m_prefix + name),
+                         .now_ms = now_ms_sql};
+}
+
+void MysqlStore::write_history(const std::string& name, bool control_session,
+                               const std::string& text, RecordThen then)
+{
+  write_history(name, control_session, text, std::move(then), false);
+}
+
+void MysqlStore::write_history(const std::string& name, bool control_session,
+                               const std::string& text, RecordThen then, bool created)
+{
+  // Three statements, each its own transaction (autocommit: no transaction of the lock's is
+  // open between steps); an error in the first skips the others, whose answers share it.
+  sql::HistorySql words = history_sql(name);
+  std::vector<std::string> statements{
+    fmt::format("INSERT INTO dlock_history ({}) VALUES ({}, {}, {}, {})", sql::history_columns,
+                words.key, words.name, words.now_ms, sql_bytes(text)),
+    sql::history_trim_sql(words, lock::max_history_events), sql::history_expire_sql(words)};
+  policy_session(name, control_session)
+    .query_all(
+      std::move(statements),
+      [this, name, control_session, text, then, created](std::vector<Answer>& all) {
+        Answer& a = all.at(0);
+        if (a.error && a.errnum == ER_NO_SUCH_TABLE && !created) { // no table yet: make it
+          policy_session(name, control_session)
+            .query(
+              create_history_sql,
+              [this, name, control_session, text, then](Answer& made) {
+                if (made.error && made.errnum != ER_TABLE_EXISTS_ERROR) {
+                  if (fence_unavailable(made.errnum)) {
+                    m_no_history =
+                      Error(made.error->code(), "cannot create the table dlock_history: {}",
+                            made.error->what());
+                  }
+                  then(made.error);
+                  return;
+                }
+                write_history(name, control_session, text, then, true);
+              },
+              true);
+          return;
+        }
+        if (a.error && a.errnum != ER_NO_SUCH_TABLE && fence_unavailable(a.errnum)) {
+          m_no_history = a.error; // no right to write it, or a read-only server
+        }
+        auto failed =
+          std::find_if(all.begin(), all.end(), [](const Answer& one) { return one.error; });
+        then(failed == all.end() ? std::nullopt : failed->error);
+      },
+      true);
+}
+
+void MysqlStore::read_history(const std::string& name, std::size_t limit,
+                              std::function<void(HistoryRead)> then)
+{
+  control().query(sql::history_read_sql(
+                    history_sql(name),
+                    fmt::format("LEFT(CAST(event AS BINARY), {})", sql::history_read_bytes), limit),
+                  [then](Answer& a) {
+                    if (a.error && a.errnum == ER_NO_SUCH_TABLE) {
+                      then(HistoryRead{}); // none yet: no events
+                      return;
+                    }
+                    HistoryRead read{.error = a.error};
+                    for (int i = 0; !a.error && i < a.rows.count(); ++i) {
+                      if (!a.rows.null(i, 0)) {
+                        read.texts.push_back(a.rows.text(i, 0));
+                      }
+                    }
+                    then(std::move(read));
+                  });
 }
 
 std::vector<sql::SqlStore::NamedPolicy> MysqlStore::list_policies(util::TimePoint deadline,

@@ -54,6 +54,14 @@ private:
                     WriteThen then) override;
   void let_go(const std::string& name) override;
   std::vector<NamedPolicy> list_policies(util::TimePoint deadline, std::int64_t& now) override;
+  // One round trip: the insert, the trim and the expiry (sql/history.hpp); created: the table
+  // was made for this record.
+  void write_history(const std::string& name, bool control, const std::string& text,
+                     RecordThen then) override;
+  void write_history(const std::string& name, bool control, const std::string& text,
+                     RecordThen then, bool created);
+  void read_history(const std::string& name, std::size_t limit,
+                    std::function<void(HistoryRead)> then) override;
 
   // The name's session.
   Session& session(const std::string& name) { return session_as<Session>(name); }
@@ -61,6 +69,8 @@ private:
   Session& control() { return control_as<Session>(); }
   // GET_LOCK's name for the lock name, as an SQL literal.
   std::string lock_bytes(const std::string& name);
+  // dlock_history's statements for the lock name, with literals.
+  sql::HistorySql history_sql(const std::string& name) const;
   // with_fence: read the holder's dlock_fence row too (else the server's view alone).
   void report_holder(const std::string& name, const lock::AcquireRequest& request, bool with_fence);
   // The statement that reads the name's side record, with the server's clock.

@@ -86,6 +86,18 @@ std::string create_policy_table_sql(const std::string& home)
            "newest_until pg_catalog.int8 NOT NULL DEFAULT 0)";
 }
 
+std::string create_history_table_sql(const std::string& home)
+{
+  // one message, one transaction: the table is never seen without its indexes
+  return "CREATE TABLE IF NOT EXISTS " + home
+         + ".dlock_history (id pg_catalog.int8 GENERATED ALWAYS AS IDENTITY, "
+           "lock_key pg_catalog.int8 NOT NULL, name pg_catalog.text NOT NULL, "
+           "at_ms pg_catalog.int8 NOT NULL, event pg_catalog.text NOT NULL); "
+           "CREATE INDEX IF NOT EXISTS dlock_history_lock ON "
+         + home + ".dlock_history (lock_key, id); CREATE INDEX IF NOT EXISTS dlock_history_at ON "
+         + home + ".dlock_history (at_ms)";
+}
+
 std::string policy_columns()
 {
   return sql::policy_columns([](const char* column, std::size_t bytes) {

@@ -35,6 +35,8 @@ std::string create_fence_table_sql(const std::string& home);
 std::string create_queue_table_sql(const std::string& home);
 // Creates dlock_policy (the side records of sql/policy.hpp) in home unless it is there.
 std::string create_policy_table_sql(const std::string& home);
+// Creates dlock_history (sql/history.hpp) and its two indexes in home unless they are there.
+std::string create_history_table_sql(const std::string& home);
 // sql::policy_columns in PostgreSQL's words (read back with sql::policy_row).
 std::string policy_columns();
 

@@ -1333,6 +1333,132 @@ void PostgresStore::write_record(const std::string& name, bool control_session,
   policy_session(name, control_session).query(sql, params, done, true);
 }
 
+sql::HistorySql PostgresStore::history_sql() const
+{
+  return sql::HistorySql{.table = m_history->table,
+                         .key = "$1::pg_catalog.int8",
+                         .name = "$2::pg_catalog.text",
+                         .now_ms = now_ms_sql()};
+}
+
+void PostgresStore::find_history(const std::string& name, bool control_session, bool create,
+                                 std::function<void(const std::optional<Error>&)> then,
+                                 bool created)
+{
+  if (m_history && (!m_history->table.empty() || !create)) {
+    then(std::nullopt);
+    return;
+  }
+  policy_session(name, control_session)
+    .query(
+      find_fence_table_sql("dlock_history"), {},
+      [this, name, control_session, create, then, created](Answer& a) {
+        if (a.error) {
+          then(a.error);
+          return;
+        }
+        try {
+          m_history = fence_table_from(a.rows, m_params.shown);
+        } catch (const Error& error) { // another role's: its triggers would run as dlock's
+          m_no_history = error;
+          then(error);
+          return;
+        }
+        if (!m_history->table.empty() || !create) {
+          then(std::nullopt);
+          return;
+        }
+        if (created || m_history->home.empty()) {
+          m_no_history = Error(ExitCode::config,
+                               "PostgreSQL at {}: no schema of the search path "
+                               "to create the table dlock_history in",
+                               m_params.shown);
+          then(m_no_history);
+          return;
+        }
+        policy_session(name, control_session)
+          .query(
+            create_history_table_sql(m_history->home), {},
+            [this, name, control_session, then](Answer& made) {
+              // 23505, 42P07: another dlock made it at the same moment
+              if (made.error && made.sqlstate != "23505" && made.sqlstate != "42P07") {
+                m_no_history =
+                  Error(made.error->code(), "cannot create the table dlock_history: {}",
+                        made.error->what());
+                then(m_no_history);
+                return;
+              }
+              m_history.reset();
+              find_history(name, control_session, true, then, true);
+            },
+            true);
+      },
+      true);
+}
+
+void PostgresStore::write_history(const std::string& name, bool control_session,
+                                  const std::string& text, RecordThen then)
+{
+  find_history(
+    name, control_session, true,
+    [this, name, control_session, text, then](const std::optional<Error>& error) {
+      if (error) {
+        then(error);
+        return;
+      }
+      sql::HistorySql words = history_sql();
+      // the rows this statement sees are those before its insert: one fewer is kept
+      std::string sql = fmt::format(
+        "WITH added AS (INSERT INTO {0} ({1}) SELECT {2}, {3}, {4}, "
+        "$3::pg_catalog.text WHERE {5} RETURNING 1), trimmed AS ({6}), expired AS "
+        "({7}) SELECT pg_catalog.count(*) FROM added",
+        words.table, sql::history_columns, words.key, words.name, words.now_ms, async_commit,
+        sql::history_trim_sql(words, lock::max_history_events - 1), sql::history_expire_sql(words));
+      policy_session(name, control_session)
+        .query(
+          sql, {std::to_string(AdvisoryKey::of(m_prefix + name).key), m_prefix + name, text},
+          [this, then](Answer& a) {
+            if (a.error && a.sqlstate == "42P01") { // dropped since: look again next time
+              m_history.reset();
+            } else if (a.error && (a.sqlstate == "42501" || a.sqlstate == "25006")) {
+              m_no_history = a.error; // no right to write it, or a read-only server
+            }
+            then(a.error);
+          },
+          true);
+    });
+}
+
+void PostgresStore::read_history(const std::string& name, std::size_t limit,
+                                 std::function<void(HistoryRead)> then)
+{
+  find_history(name, true, false, [this, name, limit, then](const std::optional<Error>& error) {
+    if (error) {
+      then(HistoryRead{.error = error, .refused = error->code() == ExitCode::config});
+      return;
+    }
+    if (m_history->table.empty()) {
+      then(HistoryRead{}); // none yet: no events
+      return;
+    }
+    control().query(
+      sql::history_read_sql(
+        history_sql(), fmt::format("left(event::pg_catalog.text, {})", sql::history_read_bytes),
+        limit),
+      {std::to_string(AdvisoryKey::of(m_prefix + name).key), m_prefix + name},
+      [then](Answer& a) {
+        HistoryRead read{.error = a.error};
+        for (int i = 0; !a.error && i < a.rows.count(); ++i) {
+          if (!a.rows.null(i, 0)) {
+            read.texts.push_back(a.rows.text(i, 0));
+          }
+        }
+        then(std::move(read));
+      },
+      true);
+  });
+}
+
 std::vector<sql::SqlStore::NamedPolicy> PostgresStore::list_policies(util::TimePoint deadline,
                                                                      std::int64_t& now)
 {

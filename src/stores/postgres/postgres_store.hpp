@@ -66,6 +66,12 @@ private:
                     WriteThen then) override;
   void let_go(const std::string& name) override;
   std::vector<NamedPolicy> list_policies(util::TimePoint deadline, std::int64_t& now) override;
+  // One statement: the insert, the trim and the expiry (sql/history.hpp), committed
+  // asynchronously (a history loses its last events in a server crash at worst).
+  void write_history(const std::string& name, bool control, const std::string& text,
+                     RecordThen then) override;
+  void read_history(const std::string& name, std::size_t limit,
+                    std::function<void(HistoryRead)> then) override;
 
   // The name's session.
   Session& session(const std::string& name) { return session_as<Session>(name); }
@@ -88,6 +94,12 @@ private:
                    const Answer& a);
   // The query of the side record of key (a parameter, or a number).
   std::string policy_read_sql(const std::string& key) const;
+  // Finds dlock_history (once per process) on the name's session (or control), making it if
+  // create and there is none; then(error), error being m_no_history when it cannot be used.
+  void find_history(const std::string& name, bool control, bool create,
+                    std::function<void(const std::optional<Error>&)> then, bool created = false);
+  // dlock_history's statements for the name's key and name as parameters $1 and $2.
+  sql::HistorySql history_sql() const;
   // Takes dlock_policy from m_found_policy when that shows a trusted table (else find_policy
   // looks at it in its turn).
   void adopt_found_policy();
@@ -146,10 +158,11 @@ private:
   std::string unlock_semaphore_sql(const std::string& name);
 
   ConnectParams m_params;
-  std::map<std::string, Held> m_held; // by prefixed name
-  std::optional<FenceTable> m_fence;  // where dlock_fence is, once looked for
-  std::optional<FenceTable> m_policy; // where dlock_policy is, once looked for
-  std::optional<FenceTable> m_queue;  // where dlock_queue is, once looked for
+  std::map<std::string, Held> m_held;  // by prefixed name
+  std::optional<FenceTable> m_fence;   // where dlock_fence is, once looked for
+  std::optional<FenceTable> m_policy;  // where dlock_policy is, once looked for
+  std::optional<FenceTable> m_queue;   // where dlock_queue is, once looked for
+  std::optional<FenceTable> m_history; // where dlock_history is, once looked for
   // The holder records written asynchronously that the fencing token's write has not yet
   // flushed, by lock name (write_policy, without_fence).
   std::map<std::string, PolicyWrite> m_unflushed;

@@ -696,6 +696,41 @@ void SqlStore::apply_policy(lock::LockStatus& status, std::int64_t holder_sessio
   }
 }
 
+void SqlStore::start_record(const lock::LockName& name, const std::string& text)
+{
+  if (m_no_history) {
+    answer(Op::record, m_no_history);
+    return;
+  }
+  if (text.size() > lock::max_event_bytes) {
+    answer(Op::record,
+           Error(ExitCode::internal, "an event of {} bytes is too long to record", text.size()));
+    return;
+  }
+  Named* n = find(name);
+  bool control = n == nullptr || n->session->broken();
+  write_history(name.str(), control, text,
+                [this](const std::optional<Error>& error) { answer(Op::record, error); });
+}
+
+std::vector<std::string> SqlStore::events(const lock::LockName& name, std::size_t limit,
+                                          util::TimePoint deadline)
+{
+  std::optional<HistoryRead> got;
+  read_history(name.str(), limit, [&got](HistoryRead read) { got = std::move(read); });
+  if (!got) {
+    block_until([&got] { return got.has_value(); }, deadline);
+  }
+  if (got->error && (got->refused || (m_control && m_control->broken()))) {
+    throw *got->error;
+  }
+  if (got->error) { // a table another tenant changed: no history rather than a failure
+    util::log_verbose("the history cannot be read: {}", got->error->what());
+    return {};
+  }
+  return kept_events(std::move(got->texts));
+}
+
 std::vector<int> SqlStore::lease_descriptors() const
 {
   std::vector<int> fds;

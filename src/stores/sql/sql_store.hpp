@@ -2,6 +2,7 @@
 
 #include "lock/store.hpp"
 #include "stores/sql/coordination.hpp"
+#include "stores/sql/history.hpp"
 #include "stores/sql/policy.hpp"
 #include "stores/sql/session.hpp"
 #include "stores/sql/session_store.hpp"
@@ -30,7 +31,9 @@ namespace dlock::sql {
 // The waiters that take nothing (wait, barrier, latch) are the database's gates
 // (coordination.hpp), whose wake-ups and withdrawals this chain hands on to them; a release
 // tells the lock's watchers before it is answered.
-class SqlStore : public SessionStore {
+// Each lock's history is rows of dlock_history (history.hpp), written on the lock's session:
+// a failed write (no right to create the table) is answered as such and changes nothing else.
+class SqlStore : public SessionStore, public lock::History {
 public:
   void start_acquire(const lock::LockName& name, const lock::AcquireRequest& request) override;
   void start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
@@ -40,6 +43,13 @@ public:
   // A gate's waiter (wait, barrier, latch) is the gates' to forget; a lock waiter, nothing.
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
   lock::Coordination* coordination() noexcept override { return m_gates.get(); }
+  lock::History* history() noexcept override { return this; }
+  // On the name's session when this process has one (the lock's, whose order it keeps), else
+  // on the control session; answered at once once the table turned out not to be usable.
+  void start_record(const lock::LockName& name, const std::string& text) override;
+  // On the control session; a table another tenant changed (or none) gives no events.
+  std::vector<std::string> events(const lock::LockName& name, std::size_t limit,
+                                  util::TimePoint deadline) override;
 
   void watch(util::EventLoop& loop) override;
   // The sockets of the sessions that hold a lock.
@@ -98,6 +108,14 @@ protected:
     std::string waiter{};      // newest
     std::int64_t lifetime_ms = 0;
   };
+  // What a read of dlock_history found: the texts, newest first, cut at history_read_bytes;
+  // or the error, which is the caller's too when refused (an untrusted table).
+  struct HistoryRead {
+    std::optional<Error> error{};
+    bool refused = false;
+    std::vector<std::string> texts{};
+  };
+  using RecordThen = std::function<void(const std::optional<Error>&)>;
   // How many rows it touched, or the error.
   using WriteThen = std::function<void(const std::optional<Error>&, std::int64_t)>;
   using Op = lock::Outcome::Op;
@@ -154,6 +172,13 @@ protected:
   virtual std::vector<NamedPolicy> list_policies(util::TimePoint deadline, std::int64_t& now) = 0;
   // Gives back the lock the name's session has just taken, without an answer.
   virtual void let_go(const std::string& name) = 0;
+  // Appends text to the name's rows of dlock_history on the name's session (or control),
+  // making the table first if there is none; sets m_no_history when it cannot be used.
+  virtual void write_history(const std::string& name, bool control, const std::string& text,
+                             RecordThen then) = 0;
+  // The name's newest texts of dlock_history (at most limit) on the control session.
+  virtual void read_history(const std::string& name, std::size_t limit,
+                            std::function<void(HistoryRead)> then) = 0;
 
   // The chain's steps that the database's steps go on with.
   // The session's limit is known: checks the TTL against it, then tries the lock.
@@ -218,8 +243,9 @@ protected:
   std::string m_prefix;
   std::map<std::string, Named> m_named; // by lock name
   std::unique_ptr<Session> m_control;
-  bool m_fencing = true;            // false once dlock_fence turned out not writable
-  std::optional<Error> m_no_policy; // why dlock_policy cannot be used, once it turned out so
+  bool m_fencing = true;             // false once dlock_fence turned out not writable
+  std::optional<Error> m_no_policy;  // why dlock_policy cannot be used, once it turned out so
+  std::optional<Error> m_no_history; // why dlock_history cannot be used, once it turned out so
   std::unique_ptr<SqlGates>
     m_gates; // wait, barrier, latch (coordination.hpp), if the database has them
 

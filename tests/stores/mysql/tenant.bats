@@ -35,3 +35,37 @@ teardown() { dlock_teardown; }
   run -75 "$DLOCK" -v run -k odd -w 1s -- true
   [ "${#output}" -lt 4000 ]
 }
+
+# The rows of dlock_history of lock NAME (prefixed), counted.
+history_rows() { mysql_admin -e "SELECT COUNT(*) FROM dlock.dlock_history WHERE name = 'dlock:$1'"; }
+
+@test "mysql: history keeps a lock's newest 100 rows and drops expired ones; a tenant's 5 MB or garbage rows are left out" {
+  run -0 "$DLOCK" run -k hist -- true
+  [ "$(history_rows hist)" -eq 2 ]
+  # another tenant's rows for the lock (the column widened to hold them): 150 of garbage, then
+  # one of 5 MB; and an expired row
+  mysql_admin -e "ALTER TABLE dlock.dlock_history MODIFY event LONGBLOB NOT NULL;
+    INSERT INTO dlock.dlock_history (lock_key, name, at_ms, event)
+      SELECT f.lock_name, f.name, UNIX_TIMESTAMP() * 1000, CONCAT('v1 junk ', s.seq)
+      FROM dlock.dlock_fence f, dlock.seq_1_to_150 s WHERE f.name = 'dlock:hist';
+    INSERT INTO dlock.dlock_history (lock_key, name, at_ms, event)
+      SELECT lock_name, name, UNIX_TIMESTAMP() * 1000, REPEAT('x', 5000000)
+      FROM dlock.dlock_fence WHERE name = 'dlock:hist';
+    INSERT INTO dlock.dlock_history (lock_key, name, at_ms, event) VALUES ('k', 'dlock:gone', 0, 'old')"
+  run -0 "$DLOCK" run -k hist -n -- true
+  [ "$(history_rows hist)" -eq 100 ]
+  [ "$(history_rows gone)" -eq 0 ]
+  run -0 --separate-stderr "$DLOCK" history hist --json --limit 100
+  [ "${#output}" -lt 4000 ]
+  run -0 python3 -c 'import json, sys
+events = [e["event"] for e in json.loads(sys.argv[1])["events"]]
+assert events == ["released", "acquired"], events' "$output"
+}
+
+@test "mysql: a user that cannot create or write dlock_history runs as before (its lock stays held)" {
+  run -0 "$DLOCK" -u "$NOFENCE_URL" -v run -k nohist -- sh -c 'sleep 0.3; "$0" status nohist' "$DLOCK"
+  [[ $output == *held* ]]
+  [[ $output == *"could not add to lock 'nohist''s history"* ]]
+  run -0 "$DLOCK" -u "$NOFENCE_URL" history nohist
+  [ -z "$output" ]
+}

@@ -165,3 +165,47 @@ SQL
   [[ $output == *'\x1b'* ]]
   run -1 "$DLOCK" status esc # nothing left held
 }
+
+# The rows of dlock_history of lock NAME (prefixed), counted.
+history_rows() { psql_admin -c "SELECT count(*) FROM dlock_history WHERE name = 'dlock:$1'"; }
+
+@test "postgres: history keeps a lock's newest 100 rows and drops expired ones; a tenant's 20 MB or garbage rows are left out" {
+  run -0 "$DLOCK" run -k hist -- true
+  [ "$(history_rows hist)" -eq 2 ]
+  # another tenant's rows for the lock: 150 of garbage, then one of 20 MB; and an expired row
+  psql_admin -c "INSERT INTO dlock_history (lock_key, name, at_ms, event)
+      SELECT (SELECT lock_key FROM dlock_fence WHERE name = 'dlock:hist'), 'dlock:hist',
+        floor(extract(epoch from now()) * 1000)::bigint, 'v1 junk ' || i FROM generate_series(1, 150) i" \
+    -c "INSERT INTO dlock_history (lock_key, name, at_ms, event)
+      SELECT lock_key, name, floor(extract(epoch from now()) * 1000)::bigint, repeat('x', 20000000)
+      FROM dlock_fence WHERE name = 'dlock:hist'" \
+    -c "INSERT INTO dlock_history (lock_key, name, at_ms, event) VALUES (1, 'dlock:gone', 0, 'old')"
+  run -0 "$DLOCK" run -k hist -n -- true
+  [ "$(history_rows hist)" -eq 100 ]
+  [ "$(history_rows gone)" -eq 0 ]
+  run -0 --separate-stderr "$DLOCK" history hist --json --limit 100
+  [ "${#output}" -lt 4000 ]
+  run -0 python3 -c 'import json, sys
+events = [e["event"] for e in json.loads(sys.argv[1])["events"]]
+assert events == ["released", "acquired"], events' "$output"
+}
+
+@test "postgres: a role that cannot create or write dlock_history runs as before (its lock stays held); another role's look-alike is never used" {
+  run -0 "$DLOCK" -u "$NOFENCE_URL" -v run -k nohist -- sh -c 'sleep 0.3; "$0" status nohist' "$DLOCK"
+  [[ $output == *held* ]]
+  [[ $output == *"could not add to lock 'nohist''s history"* ]]
+  run -0 "$DLOCK" -u "$NOFENCE_URL" history nohist
+  [ -z "$output" ]
+  # mallory's dlock_history in public, with a trigger that records who wrote it
+  psql_admin -c "DROP TABLE IF EXISTS public.dlock_history" >/dev/null
+  psql_admin <<'SQL' >/dev/null
+SET ROLE mallory;
+CREATE TABLE public.dlock_history (id bigint, lock_key bigint, name text, at_ms bigint, event text);
+GRANT ALL ON public.dlock_history TO PUBLIC;
+CREATE TRIGGER mark BEFORE INSERT ON public.dlock_history FOR EACH ROW EXECUTE FUNCTION public.mark();
+SQL
+  run -0 "$DLOCK" run -k lookalike -- true
+  run -78 --separate-stderr "$DLOCK" history lookalike
+  [[ $stderr == dlock:*public.dlock_history*mallory* ]]
+  [ -z "$(pwned)" ]
+}
