@@ -709,8 +709,22 @@ void SqlStore::start_record(const lock::LockName& name, const std::string& text)
   }
   Named* n = find(name);
   bool control = n == nullptr || n->session->broken();
-  write_history(name.str(), control, text,
-                [this](const std::optional<Error>& error) { answer(Op::record, error); });
+  std::string key = name.str();
+  write_history(key, control, text, [this, key, control](const std::optional<Error>& error) {
+    answer(Op::record, error);
+    auto found = m_named.find(key);
+    if (!error || control || found == m_named.end()) {
+      return;
+    }
+    const Named& writer = found->second;
+    if (writer.held && writer.session->broken() && !writer.session->busy()) {
+      // the session ended under the record, which the holder would not hear of (a record's
+      // answer is nobody's to act on) until its next renewal: as named()'s on_end says it
+      Outcome ended = Outcome::of(Op::disconnected, error);
+      ended.lease_ended = true;
+      answer(std::move(ended));
+    }
+  });
 }
 
 std::vector<std::string> SqlStore::events(const lock::LockName& name, std::size_t limit,
