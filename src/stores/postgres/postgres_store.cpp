@@ -432,13 +432,21 @@ void PostgresStore::try_lock(const std::string& name, const lock::AcquireRequest
   if (policy) {
     sql += "; " + policy_read_sql(std::to_string(key.key));
   }
+  // and where dlock_history is, for the acquisition's event (find_history), once per process
+  bool history = !m_history && !m_no_history && !m_found_history;
+  if (history) {
+    sql += "; " + find_fence_table_sql("dlock_history");
+  }
   session(name).query(
     sql, {},
-    [this, name, request, policy](Answer& a) {
+    [this, name, request, policy, history](Answer& a) {
       if (a.results.empty()) {
         answer(Op::acquire,
                a.error.value_or(Error(ExitCode::internal, "PostgreSQL at {}: no answer", m_shown)));
         return;
+      }
+      if (std::size_t at = policy ? 3 : 2; history && a.results.size() > at) {
+        m_found_history = a.results[at];
       }
       const Rows& tried_rows = a.results.front();
       bool taken = tried_rows.count() == 1 && tried_rows.truth(0, 0);
@@ -1349,51 +1357,54 @@ void PostgresStore::find_history(const std::string& name, bool control_session, 
     then(std::nullopt);
     return;
   }
+  auto found = [this, name, control_session, create, then, created](Answer& a) {
+    if (a.error) {
+      then(a.error);
+      return;
+    }
+    try {
+      m_history = fence_table_from(a.rows, m_params.shown);
+    } catch (const Error& error) { // another role's: its triggers would run as dlock's
+      m_no_history = error;
+      then(error);
+      return;
+    }
+    if (!m_history->table.empty() || !create) {
+      then(std::nullopt);
+      return;
+    }
+    if (created || m_history->home.empty()) {
+      m_no_history = Error(ExitCode::config,
+                           "PostgreSQL at {}: no schema of the search path "
+                           "to create the table dlock_history in",
+                           m_params.shown);
+      then(m_no_history);
+      return;
+    }
+    policy_session(name, control_session)
+      .query(
+        create_history_table_sql(m_history->home), {},
+        [this, name, control_session, then](Answer& made) {
+          // 23505, 42P07: another dlock made it at the same moment
+          if (made.error && made.sqlstate != "23505" && made.sqlstate != "42P07") {
+            m_no_history = Error(made.error->code(), "cannot create the table dlock_history: {}",
+                                 made.error->what());
+            then(m_no_history);
+            return;
+          }
+          m_history.reset();
+          find_history(name, control_session, true, then, true);
+        },
+        true);
+  };
+  if (m_found_history && !created) { // read with the try (try_lock)
+    Answer a{.rows = *m_found_history};
+    m_found_history.reset();
+    found(a);
+    return;
+  }
   policy_session(name, control_session)
-    .query(
-      find_fence_table_sql("dlock_history"), {},
-      [this, name, control_session, create, then, created](Answer& a) {
-        if (a.error) {
-          then(a.error);
-          return;
-        }
-        try {
-          m_history = fence_table_from(a.rows, m_params.shown);
-        } catch (const Error& error) { // another role's: its triggers would run as dlock's
-          m_no_history = error;
-          then(error);
-          return;
-        }
-        if (!m_history->table.empty() || !create) {
-          then(std::nullopt);
-          return;
-        }
-        if (created || m_history->home.empty()) {
-          m_no_history = Error(ExitCode::config,
-                               "PostgreSQL at {}: no schema of the search path "
-                               "to create the table dlock_history in",
-                               m_params.shown);
-          then(m_no_history);
-          return;
-        }
-        policy_session(name, control_session)
-          .query(
-            create_history_table_sql(m_history->home), {},
-            [this, name, control_session, then](Answer& made) {
-              // 23505, 42P07: another dlock made it at the same moment
-              if (made.error && made.sqlstate != "23505" && made.sqlstate != "42P07") {
-                m_no_history =
-                  Error(made.error->code(), "cannot create the table dlock_history: {}",
-                        made.error->what());
-                then(m_no_history);
-                return;
-              }
-              m_history.reset();
-              find_history(name, control_session, true, then, true);
-            },
-            true);
-      },
-      true);
+    .query(find_fence_table_sql("dlock_history"), {}, found, true);
 }
 
 void PostgresStore::write_history(const std::string& name, bool control_session,

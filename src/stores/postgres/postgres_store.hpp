@@ -173,6 +173,8 @@ private:
   // find_fence and find_policy to take.
   std::optional<Rows> m_found_fence;
   std::optional<Rows> m_found_policy;
+  // What try_lock read of dlock_history, for find_history to take.
+  std::optional<Rows> m_found_history;
   // What try_lock read right after it took the name's lock, for after_taken and check_policy.
   struct Prefetched {
     std::string name;
