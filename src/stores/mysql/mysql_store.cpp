@@ -1273,18 +1273,26 @@ void MysqlStore::write_history(const std::string& name, bool control_session,
 void MysqlStore::write_history(const std::string& name, bool control_session,
                                const std::string& text, RecordThen then, bool created)
 {
-  // Three statements, each its own transaction (autocommit: no transaction of the lock's is
-  // open between steps); an error in the first skips the others, whose answers share it.
+  // One transaction of its own (none of the lock's is open between its steps): one write of
+  // the server's log rather than one per statement. An error skips the statements after it,
+  // whose answers share it; the transaction is then ended before anything else.
   sql::HistorySql words = history_sql(name);
   std::vector<std::string> statements{
+    "START TRANSACTION",
     fmt::format("INSERT INTO dlock_history ({}) VALUES ({}, {}, {}, {})", sql::history_columns,
                 words.key, words.name, words.now_ms, sql_bytes(text)),
-    sql::history_trim_sql(words, lock::max_history_events), sql::history_expire_sql(words)};
+    sql::history_trim_sql(words, lock::max_history_events), sql::history_expire_sql(words),
+    "COMMIT"};
   policy_session(name, control_session)
     .query_all(
       std::move(statements),
       [this, name, control_session, text, then, created](std::vector<Answer>& all) {
-        Answer& a = all.at(0);
+        auto failed =
+          std::find_if(all.begin(), all.end(), [](const Answer& one) { return one.error; });
+        if (failed != all.end()) {
+          policy_session(name, control_session).query("COMMIT", nullptr, true);
+        }
+        Answer& a = all.at(1);
         if (a.error && a.errnum == ER_NO_SUCH_TABLE && !created) { // no table yet: make it
           policy_session(name, control_session)
             .query(
@@ -1307,8 +1315,6 @@ void MysqlStore::write_history(const std::string& name, bool control_session,
         if (a.error && a.errnum != ER_NO_SUCH_TABLE && fence_unavailable(a.errnum)) {
           m_no_history = a.error; // no right to write it, or a read-only server
         }
-        auto failed =
-          std::find_if(all.begin(), all.end(), [](const Answer& one) { return one.error; });
         then(failed == all.end() ? std::nullopt : failed->error);
       },
       true);

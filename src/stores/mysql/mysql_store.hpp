@@ -54,8 +54,8 @@ private:
                     WriteThen then) override;
   void let_go(const std::string& name) override;
   std::vector<NamedPolicy> list_policies(util::TimePoint deadline, std::int64_t& now) override;
-  // One round trip: the insert, the trim and the expiry (sql/history.hpp); created: the table
-  // was made for this record.
+  // One round trip, one transaction: the insert, the trim and the expiry (sql/history.hpp);
+  // created: the table was made for this record.
   void write_history(const std::string& name, bool control, const std::string& text,
                      RecordThen then) override;
   void write_history(const std::string& name, bool control, const std::string& text,
