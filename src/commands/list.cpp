@@ -90,7 +90,8 @@ const LockFamily lock_families[] = {
      return seconds(status.held_ms());
    }},
   {"dlock_lock_lease_remaining_seconds",
-   "What is left of its lease unless renewed (none for a database session's lock).",
+   "What is left of its lease unless renewed (none for a lock without a lease: a database "
+   "session's, a file's, a ZooKeeper session's).",
    [](const lock::LockStatus& status) -> std::optional<std::string> {
      if (status.ttl_ms < 0) {
        return std::nullopt;

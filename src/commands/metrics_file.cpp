@@ -28,10 +28,6 @@ namespace dlock::commands {
 
 namespace {
 
-// The counters a file carries, by metric name.
-constexpr const char* counters[] = {"dlock_runs_total", "dlock_skips_total", "dlock_losses_total",
-                                    "dlock_errors_total"};
-
 // The comment line that lists the runs of this host holding the key ("PID@ACQUIRED_AT" each),
 // so that held stays 1 while any of them (a --shared or --limit lock) still holds it.
 constexpr std::string_view holders_comment = "dlock holders:";

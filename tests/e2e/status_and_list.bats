@@ -432,6 +432,7 @@ k = "job \"1\""
 assert {key for (n, key) in m} == {k}, m
 assert m[("dlock_lock_held", k)] == 1 and labels[("dlock_lock_held", k)]["kind"] == "exclusive", labels
 assert m[("dlock_lock_waiters", k)] == 1 and m[("dlock_lock_holders", k)] == 1, m
+assert ("dlock_lock_lease_remaining_seconds", k) not in m, m  # the lock lives with its process
 '
   touch "$T/go"
 }
