@@ -11,11 +11,11 @@
 load ../../lib/helpers
 load ../../lib/postgres_helpers
 
-# start_pgbouncer: PgBouncer in transaction mode on a loopback port the kernel hands out, its
-# configuration, log and pid file in $PG_DIR/bouncer (as the postgres user when root: it
-# refuses to run as root), passing the role dlock to the database dlock with the roles'
-# password, as the database dlock (transaction mode) and dlock_session (session mode).
-# Exports BOUNCER_PID, BOUNCER_URL and SESSION_POOL_URL.
+# start_pgbouncer: PgBouncer on a loopback port the kernel hands out, with its configuration,
+# log and pid file in $PG_DIR/bouncer, run as the postgres user when root (it refuses to run
+# as root). It passes the role dlock, with the roles' password, to the database dlock behind
+# two names: dlock (transaction mode) and dlock_session (session mode). Exports BOUNCER_PID,
+# BOUNCER_URL and SESSION_POOL_URL.
 start_pgbouncer() {
   : "${PGBOUNCER:=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)}"
   if [ ! -x "$PGBOUNCER" ]; then
@@ -103,7 +103,7 @@ assert_refused() {
 
 @test "run through PgBouncer in transaction mode: 78, one line, the command does not run and no lock is taken" {
   # psql through the same pooler works: it is up, and the refusal is dlock's
-  run psql -X -At "postgresql://dlock:$PG_PASSWORD@${BOUNCER_URL#postgres://dlock@}" -c 'SELECT 1'
+  run "$PG_BIN/psql" -X -At "postgresql://dlock:$PG_PASSWORD@${BOUNCER_URL#postgres://dlock@}" -c 'SELECT 1'
   assert_success
   assert_output 1
   run --separate-stderr "$DLOCK" -u "$BOUNCER_URL" run -k pooled -- touch "$T/ran"
