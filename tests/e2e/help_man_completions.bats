@@ -10,7 +10,7 @@ BASH_COMPLETION=$ROOT/completions/dlock.bash
 ZSH_COMPLETION=$ROOT/completions/_dlock
 FISH_COMPLETION=$ROOT/completions/dlock.fish
 
-SUBCOMMANDS=(run status list acquire renew release wait barrier latch elect leader)
+SUBCOMMANDS=(run status list acquire renew release wait barrier latch elect leader history)
 
 # --help and the rendered man page, computed once for the file.
 setup_file() {
@@ -97,6 +97,24 @@ bash_complete() {
   done
   run -0 help_subcommands
   assert_equal "$(echo $output)" "${SUBCOMMANDS[*]}"
+}
+
+@test "--help names every store and every URL scheme the stores accept" {
+  local help schemes scheme
+  help=$(cat "$BATS_FILE_TMPDIR/docs/help")
+  # The schemes as the stores' sources test for them ("etcd://", scheme == "rediss", ...).
+  schemes=$(grep -rhoE '(starts_with|rfind)\("[a-z-]+://"|scheme = "[a-z-]+://"|scheme == "[a-z-]+"' "$ROOT/src/stores" \
+    | grep -oE '"[a-z-]+' | tr -d '"' | sort -u)
+  [ "$(wc -l <<<"$schemes")" -ge 13 ] || fail "found only: $schemes"
+  for scheme in $schemes; do
+    [[ $help == *"$scheme://"* ]] || fail "--help does not name $scheme://"
+  done
+  for store in Redis PostgreSQL MySQL etcd ZooKeeper; do
+    [[ $help == *"$store"* ]] || fail "--help does not name $store"
+  done
+  [[ $help != *"held in Redis"$'\n'* ]] || fail "--help says the lock is held in Redis (only)"
+  run -0 render_man
+  refute_output --partial 'distributed lock held in Redis'$'\n'
 }
 
 @test "the man page renders without warnings" {
@@ -240,11 +258,16 @@ bash_complete() {
 
 @test "bash completion: subcommands, --on-lost values, files, the command after --" {
   run -0 bash_complete "dlock "
-  assert_equal "$(echo $(sort <<<"$output"))" "acquire barrier elect latch leader list release renew run status wait"
+  assert_equal "$(echo $(sort <<<"$output"))" "acquire barrier elect history latch leader list release renew run status wait"
   run -0 bash_complete "dlock -u redis://h:6379 run --on-lost "
   assert_equal "$(echo $(sort <<<"$output"))" "ignore stop"
   run -0 bash_complete "dlock --url=redis://h:6379 run --on-lost=i"
   assert_output ignore
+  run -0 bash_complete "dlock list --format "
+  assert_equal "$(echo $(sort <<<"$output"))" "json prometheus table"
+  run -0 bash_complete "dlock -u "
+  assert_line etcd://
+  assert_line file://
   run -0 bash_complete "dlock elect --value leader-1 --on-lost "
   assert_equal "$(echo $(sort <<<"$output"))" "ignore stop"
   local tmp=$BATS_TEST_TMPDIR
