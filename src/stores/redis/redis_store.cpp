@@ -782,7 +782,8 @@ void RedisStore::fail_all(Node& node, const Error& error)
   for (const Pending& pending : node.pending) {
     if (pending.last) {
       m_answers.answer(pending.op, error);
-      owed = true;
+      // A history event is waited for by no one who watches the connection (a lease keeper).
+      owed = owed || pending.op != Outcome::Op::record;
     }
   }
   node.pending.clear();
