@@ -119,8 +119,8 @@ int append_history(int meta, const Layout& layout, std::string_view text, std::i
       util::open_or_create_regular_at(meta, name, O_RDWR | O_APPEND, 0644, true);
     struct stat st {};
     if (!fd) {
-      if (errno != EINVAL && errno != ELOOP && errno != EMLINK && errno != EACCES) {
-        return errno;
+      if (errno != EINVAL && errno != ELOOP && errno != EMLINK) {
+        return errno; // EACCES: another user's (not to be removed) or .dlock not writable
       }
     } else if (::fstat(fd.get(), &st) != 0) {
       return errno;
