@@ -115,8 +115,7 @@ int append_history(int meta, const Layout& layout, std::string_view text, std::i
   const std::string name = layout.history_name(::geteuid());
   const std::string line = fmt::format("{} {}\n", now_us, text);
   for (int attempt = 0; attempt < 3; ++attempt) {
-    util::UniqueFd fd =
-      util::open_or_create_regular_at(meta, name, O_RDWR | O_APPEND, 0644, true);
+    util::UniqueFd fd = util::open_or_create_regular_at(meta, name, O_RDWR | O_APPEND, 0644, true);
     struct stat st {};
     if (!fd) {
       if (errno != EINVAL && errno != ELOOP && errno != EMLINK) {
