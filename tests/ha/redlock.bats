@@ -179,6 +179,16 @@ HOLD_SCRIPT='echo "$DLOCK_TOKEN $DLOCK_TTL_MS $DLOCK_FENCING_TOKEN" >"$1.tmp"; m
   [[ $output == "- ("*"pid "* ]] || fail "output: $output"
 }
 
+@test "history with several URLs: usage error 64 naming the stores that keep one; a run records nothing" {
+  run -0 "$DLOCK" "${RL[@]}" run -k hi -t 5s -- true
+  run -64 --separate-stderr "$DLOCK" "${RL[@]}" history hi
+  [[ $stderr == *"history: not available on Redlock (several --url): independent masters cannot agree on one order of events"*"one Redis server"* ]] || fail "stderr: $stderr"
+  [ "${#stderr_lines[@]}" -eq 1 ] || fail "stderr: $stderr"
+  # each master alone is one Redis server, which keeps histories; nothing was written to it
+  run -0 "$DLOCK" -u "${RL[1]}" history hi
+  [ -z "$output" ] || fail "output: $output"
+}
+
 @test "leader with several URLs shows the value the majority's holder records name" {
   run -0 "$DLOCK" "${RL[@]}" acquire -k elv -t 20s
   local port
