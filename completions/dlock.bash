@@ -141,7 +141,7 @@ _dlock()
             if [[ $cur == -* ]]; then
                 opts="-h --help --version $global_opts"
             else
-                opts='run status list acquire renew release wait barrier latch elect leader'
+                opts='run status list acquire renew release wait barrier latch elect leader history'
             fi
             mapfile -t COMPREPLY < <(compgen -W "$opts" -- "$cur")
             return 0
@@ -165,6 +165,9 @@ _dlock()
             ;;
         leader)
             opts='-h --help --json --watch'
+            ;;
+        history)
+            opts='-h --help --json --limit'
             ;;
         acquire)
             opts='-h --help -k --key -t --ttl -w --wait --timeout -n --no-wait -x --exclusive

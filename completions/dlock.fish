@@ -65,9 +65,10 @@ complete -c dlock -n 'not __fish_dlock_subcommand' -a barrier -d 'Block until N 
 complete -c dlock -n 'not __fish_dlock_subcommand' -a latch -d 'Set, count down or wait for a count-down latch'
 complete -c dlock -n 'not __fish_dlock_subcommand' -a elect -d 'Campaign for leadership; run a command while leader'
 complete -c dlock -n 'not __fish_dlock_subcommand' -a leader -d 'Show who leads'
+complete -c dlock -n 'not __fish_dlock_subcommand' -a history -d "Show a lock's last events, newest first"
 
 # Options shared by several subcommands.
-complete -c dlock -n '__fish_dlock_using run status list acquire renew release wait barrier latch elect leader' -s h -l help -d 'Print help and exit'
+complete -c dlock -n '__fish_dlock_using run status list acquire renew release wait barrier latch elect leader history' -s h -l help -d 'Print help and exit'
 complete -c dlock -n '__fish_dlock_using run elect acquire renew release' -s k -l key -x -d 'Lock name (repeat it for several)'
 complete -c dlock -n '__fish_dlock_using wait barrier latch' -s k -l key -x -d 'Lock, barrier or latch name'
 complete -c dlock -n '__fish_dlock_using run elect acquire' -s t -l ttl -x -d 'Lease length (min 1s)'
@@ -82,7 +83,8 @@ complete -c dlock -n '__fish_dlock_using run elect acquire' -s E -l conflict-exi
 complete -c dlock -n '__fish_dlock_using wait barrier latch' -s E -l conflict-exit-code -x -d 'Exit status when --wait runs out'
 complete -c dlock -n '__fish_dlock_using run elect acquire renew' -l wait-replicas -x -d 'Count the lock only once N replicas have it (Redis WAIT)'
 complete -c dlock -n '__fish_dlock_using run elect acquire renew' -l wait-replicas-timeout -x -d 'How long to wait for the replicas (default ttl/10)'
-complete -c dlock -n '__fish_dlock_using status list acquire latch' -l json -d 'One JSON document'
+complete -c dlock -n '__fish_dlock_using status list acquire latch history' -l json -d 'One JSON document'
+complete -c dlock -n '__fish_dlock_using history' -l limit -x -d 'Show the newest N events (default 20, at most 100)'
 complete -c dlock -n '__fish_dlock_using leader' -l json -d 'One JSON document (one per change with --watch)'
 complete -c dlock -n '__fish_dlock_using run elect acquire' -l min-hold -x -d 'Keep the lock taken at least D from acquisition (once per period)'
 complete -c dlock -n '__fish_dlock_using run elect acquire' -l lock-delay -x -d 'If this lease ends without a release, keep the lock closed D more'

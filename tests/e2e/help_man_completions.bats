@@ -10,7 +10,7 @@ BASH_COMPLETION=$ROOT/completions/dlock.bash
 ZSH_COMPLETION=$ROOT/completions/_dlock
 FISH_COMPLETION=$ROOT/completions/dlock.fish
 
-SUBCOMMANDS=(run status list acquire renew release wait barrier latch elect leader)
+SUBCOMMANDS=(run status list acquire renew release wait barrier latch elect leader history)
 
 # --help and the rendered man page, computed once for the file.
 setup_file() {
@@ -240,7 +240,7 @@ bash_complete() {
 
 @test "bash completion: subcommands, --on-lost values, files, the command after --" {
   run -0 bash_complete "dlock "
-  assert_equal "$(echo $(sort <<<"$output"))" "acquire barrier elect latch leader list release renew run status wait"
+  assert_equal "$(echo $(sort <<<"$output"))" "acquire barrier elect history latch leader list release renew run status wait"
   run -0 bash_complete "dlock -u redis://h:6379 run --on-lost "
   assert_equal "$(echo $(sort <<<"$output"))" "ignore stop"
   run -0 bash_complete "dlock --url=redis://h:6379 run --on-lost=i"

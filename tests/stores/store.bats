@@ -1211,3 +1211,77 @@ leads() { wait_for "\"\$DLOCK\" leader '$2' 2>/dev/null | grep -q '^$1 '" 20; }
   run -64 --separate-stderr "$DLOCK" leader
   [ ! -e "$T/ran" ]
 }
+
+# ---------------------------------------------------------------------------------------------
+# history
+
+@test "$STORE: history: a run, a skip, a forced release and its loss, a replace; newest first, text and JSON" {
+  requires history
+  run -0 "$DLOCK" history hist
+  [ -z "$output" ] # nothing happened to it yet
+  run -3 "$DLOCK" run -k hist --note "first run" -- sh -c 'exit 3'
+  # a skip while a holder has it
+  hold_until hist "$T/go"
+  local holder=$BG_PID
+  run -75 "$DLOCK" run -k hist -n -- true
+  touch "$T/go"
+  wait "$holder"
+  # a forced release, which the holder learns of at a renewal: 76
+  rm -f "$T/cmd.pid"
+  start_bg holder "$DLOCK" run -k hist -t 3s -- sh -c 'echo $$ >"$T/cmd.pid"; exec sleep 60'
+  holder=$BG_PID
+  wait_for "[ -s '$T/cmd.pid' ]" 10
+  run -0 "$DLOCK" release --force -k hist
+  local st=0
+  wait "$holder" || st=$?
+  [ "$st" -eq 76 ]
+  # a replace
+  rm -f "$T/cmd.pid"
+  replaced_holder hist 'echo $$ >"$T/cmd.pid"; exec sleep 60'
+  holder=$BG_PID
+  run -0 "$DLOCK" run -k hist --replace --note "new build" -w 20s -- true
+  st=0
+  wait "$holder" || st=$?
+  [ "$st" -eq 76 ]
+
+  run -0 --separate-stderr "$DLOCK" history hist --json
+  echo "$output"
+  # the command line is never recorded
+  [[ "$output" != *"sleep 60"* ]]
+  python3 - "$(whoami)" "$output" <<'PY'
+import json, sys
+me, doc = sys.argv[1], json.loads(sys.argv[2])
+assert doc["version"] == 1 and doc["lock"] == "hist", doc
+ev = doc["events"]  # newest first
+kinds = sorted(e["event"] for e in ev)
+assert kinds == sorted(["acquired"] * 5 + ["released"] * 3 + ["skipped", "forced", "lost", "replaced"]), kinds
+def at(pred):
+    found = [i for i, e in enumerate(ev) if pred(e)]
+    assert len(found) == 1, found
+    return found[0]
+first = at(lambda e: e["event"] == "acquired" and e["note"] == "first run")
+assert first == len(ev) - 1, "the oldest event is the first run's acquisition"
+ended = at(lambda e: e["event"] == "released" and e["exit_status"] == 3)
+skip = at(lambda e: e["event"] == "skipped")
+lost = at(lambda e: e["event"] == "lost")
+replaced = at(lambda e: e["event"] == "replaced")
+forced = at(lambda e: e["event"] == "forced")
+assert first > ended > skip > lost > replaced, (first, ended, skip, lost, replaced)
+assert forced > replaced
+e = ev[ended]
+assert e["user"] == me and e["host"] and e["pid"] > 0 and e["held_ms"] >= 0, e
+assert "no_wait" in ev[skip]["detail"] and ev[skip]["waited_ms"] >= 0, ev[skip]
+assert "evicted" in ev[forced]["detail"], ev[forced]
+assert ev[lost]["exit_status"] == 76, ev[lost]
+assert ev[replaced]["exit_status"] == 76 and "replaced by" in ev[replaced]["detail"], ev[replaced]
+assert "new build" in ev[replaced]["detail"] and ev[replaced]["note"] == "old build", ev[replaced]
+assert all(a["at_ms"] > 0 and a["at"].endswith("Z") for a in ev)
+PY
+  # text: a header and one line per event; --limit keeps the newest
+  run -0 "$DLOCK" history hist --limit 2
+  [ "${#lines[@]}" -eq 3 ]
+  [[ "${lines[0]}" == TIME*EVENT*HOLDER* ]]
+  run -0 "$DLOCK" history hist --json --limit 1
+  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert len(d["events"]) == 1' "$output"
+  run -64 "$DLOCK" history hist --limit 0
+}
