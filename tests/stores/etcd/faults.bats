@@ -158,8 +158,13 @@ for kv in sorted(d.get("kvs", []), key=lambda kv: kv["create_revision"]):
   done
 }
 
-# leases: the IDs of the server's leases, sorted.
-leases() { ectl lease list | grep '^[0-9a-f]\{4,\}$' | sort || true; }
+# leases: the IDs of the server's leases, sorted, but the history logs' (kept on purpose).
+leases() {
+  local lease
+  for lease in $(ectl lease list | grep '^[0-9a-f]\{4,\}$'); do
+    ectl lease timetolive --keys "$lease" | grep -q '#history:' || echo "$lease"
+  done | sort || true
+}
 
 # new_leases BEFORE: the leases that are not in BEFORE (an output of leases).
 new_leases() { comm -13 <(printf '%s\n' "$1") <(leases); }
