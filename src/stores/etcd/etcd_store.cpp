@@ -1517,9 +1517,8 @@ void EtcdStore::append(const std::string& name, const std::string& text, bool gr
   std::string token = util::random_token();
   std::uint64_t id = std::stoull(token.substr(0, 16), nullptr, 16);
   // The put, and the log's oldest keys with its count (a few past the cap: each event trims).
-  Json ops =
-    Json::array({put_op(history_key(log, id), text, lease),
-                 {{"request_range", range_keys_request(log, 8, false)}}});
+  Json ops = Json::array({put_op(history_key(log, id), text, lease),
+                          {{"request_range", range_keys_request(log, 8, false)}}});
   struct Both {
     std::optional<Answer> put, kept;
   };
@@ -1530,8 +1529,7 @@ void EtcdStore::append(const std::string& name, const std::string& text, bool gr
     }
     Answer& a = *both->put;
     if (a.error && lease_not_found(a.body) && !granted) { // the log's first event (or expired)
-      m_client.post("/v3/lease/grant",
-                    grant_request(lease_seconds(lock::history_keep), lease),
+      m_client.post("/v3/lease/grant", grant_request(lease_seconds(lock::history_keep), lease),
                     [this, name, text](Answer&) { append(name, text, true); });
       return;
     }
@@ -1584,9 +1582,8 @@ std::vector<std::string> EtcdStore::events(const lock::LockName& name, std::size
   std::string log = history_prefix(m_prefix, name.str());
   // The newest keys first (no values: another tenant's may be large), a few more than asked
   // for, in case other keys share the log's prefix.
-  Answer a = m_client.call("/v3/kv/range",
-                           range_keys_request(log, static_cast<std::int64_t>(limit) + 16, true),
-                           deadline);
+  Answer a = m_client.call(
+    "/v3/kv/range", range_keys_request(log, static_cast<std::int64_t>(limit) + 16, true), deadline);
   if (a.error) {
     throw *a.error;
   }

@@ -173,8 +173,8 @@ std::string history_event_prefix(std::int64_t unix_ms);
 // One event node's name as a history node's listing gives it.
 struct HistoryNode {
   std::string name;
-  std::int64_t at_ms = 0;        // the ms in its name
-  std::int64_t sequence = 0;     // the server's
+  std::int64_t at_ms = 0;    // the ms in its name
+  std::int64_t sequence = 0; // the server's
 };
 // The event nodes among children, oldest (lowest sequence) first; other names are passed over.
 std::vector<HistoryNode> sorted_history(const std::vector<std::string>& children);

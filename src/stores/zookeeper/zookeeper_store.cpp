@@ -2858,16 +2858,14 @@ std::vector<std::string> ZookeeperStore::events(const lock::LockName& name, std:
   std::size_t answered = 0;
   bool all = nodes.empty();
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    m_client->get(log + "/" + nodes[i].name, lock::max_event_bytes,
-                  [&texts, &answered, &all, i](Reply& reply) {
-                    all = ++answered == texts.size();
-                    if (reply.rc == ZOK && reply.stat
-                        && reply.stat->dataLength >= 0
-                        && static_cast<std::size_t>(reply.stat->dataLength)
-                             <= lock::max_event_bytes) {
-                      texts[i] = std::move(reply.value);
-                    }
-                  });
+    m_client->get(
+      log + "/" + nodes[i].name, lock::max_event_bytes, [&texts, &answered, &all, i](Reply& reply) {
+        all = ++answered == texts.size();
+        if (reply.rc == ZOK && reply.stat && reply.stat->dataLength >= 0
+            && static_cast<std::size_t>(reply.stat->dataLength) <= lock::max_event_bytes) {
+          texts[i] = std::move(reply.value);
+        }
+      });
   }
   block_until(all, deadline);
   std::vector<std::string> out;

@@ -268,7 +268,10 @@ private:
     std::string name;
     std::string text;
   };
-  std::string history_of(const lock::LockName& name) const { return dir_of(name) + std::string(history_suffix); }
+  std::string history_of(const lock::LockName& name) const
+  {
+    return dir_of(name) + std::string(history_suffix);
+  }
   // Writes the first queued record (none in flight); its answer starts the next.
   void next_record();
   // The event's create with the log's listing; made: after the log's node was made.
