@@ -122,8 +122,12 @@ EtcdStore::~EtcdStore()
   try {
     if (m_recording) { // a history event still being written: given till it is, or a time-out
       util::run_until(
-        util::deadline_after(m_timeout), [this] { return !m_recording; },
-        [this](util::EventLoop& loop) { watch(loop); });
+        util::deadline_after(m_timeout),
+        [this] {
+          m_client.pump();
+          return !m_recording;
+        },
+        [this](util::EventLoop& loop) { m_client.watch(loop); });
     }
     m_client.cancel_requests();
     for (auto& [name, mine] : m_mine) {
