@@ -1434,13 +1434,40 @@ void EtcdStore::fill_held(lock::LockStatus& status, const std::vector<Member>& q
 std::vector<lock::LockStatus> EtcdStore::list(std::string_view pattern, Millis timeout)
 {
   util::TimePoint deadline = util::deadline_after(timeout);
-  Answer a = m_client.call("/v3/kv/range", range_prefix_request(m_prefix), deadline);
+  // The keys first, oldest first, then the values of all but the histories' (up to 100 events
+  // a name, which would crowd the answer), a transaction of ranges at a time.
+  Answer a = m_client.call("/v3/kv/range", range_keys_request(m_prefix, 0, false), deadline);
   if (a.error) {
     throw *a.error;
   }
+  std::vector<Json> ops;
+  for (const KeyValue& kv : key_values(a.body)) {
+    bool side = kv.key.find('/', m_prefix.size()) == std::string::npos;
+    if (!side || kv.key.find("#history:", m_prefix.size()) == std::string::npos) {
+      ops.push_back(range_op(kv.key));
+    }
+  }
+  std::vector<KeyValue> kvs;
+  constexpr std::size_t batch = 100; // etcd takes at most 128 operations a transaction
+  for (std::size_t first = 0; first < ops.size(); first += batch) {
+    std::size_t end = std::min(ops.size(), first + batch);
+    Answer r =
+      m_client.call("/v3/kv/txn",
+                    reads(std::vector<Json>(ops.begin() + static_cast<std::ptrdiff_t>(first),
+                                            ops.begin() + static_cast<std::ptrdiff_t>(end))),
+                    deadline);
+    if (r.error) {
+      throw *r.error;
+    }
+    for (std::size_t i = 0; i < end - first; ++i) {
+      if (std::optional<KeyValue> kv = one_key(txn_range(r.body, i))) { // none: gone meanwhile
+        kvs.push_back(std::move(*kv));
+      }
+    }
+  }
   std::map<std::string, std::vector<Member>> by_name;
   std::map<std::string, KeyValue> sides; // the candidates' records among them, by key
-  for (KeyValue& kv : key_values(a.body)) {
+  for (KeyValue& kv : kvs) {
     if (kv.key.find('/', m_prefix.size()) == std::string::npos) { // a side key (side_key)
       std::string key = kv.key;
       sides.emplace(std::move(key), std::move(kv));

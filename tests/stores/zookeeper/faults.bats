@@ -249,21 +249,6 @@ assert len(t) == 3 and t[0] >= 1 and t[0] < t[1] < t[2], t
 }
 
 # last: it kills this file's server
-@test "zookeeper: the server killed under a holder: 76 before the session timeout" {
-  holder killed -t 3s
-  local dlock_pid=$BG_PID
-  sleep 1.2
-  local killed=$(now_ms)
-  kill -KILL "$ZK_PID"
-  local st=0
-  wait "$dlock_pid" || st=$?
-  cat "$T/holder.err"
-  [ "$st" -eq 76 ]
-  local took=$(($(cat "$T/termed") - killed))
-  echo "SIGTERM came $took ms after the server died (session timeout 3000 ms)"
-  [ "$took" -lt 3000 ]
-}
-
 # zk_batch: zkCli commands from stdin, one JVM for all of them.
 zk_batch() {
   java -cp "$ZK_CLASSPATH" -Dzookeeper.jmx.log4j.disable=true org.apache.zookeeper.ZooKeeperMain \
@@ -319,4 +304,19 @@ assert 0 < len(ev) <= 20 and ev[0]["event"] == "acquired" and ev[0]["note"] == "
   [ "$(grep -c "^e-" <<<"$output")" -eq 100 ]
   # no contender there for dlock (nor Curator, which never looks there): the lock is free
   run -0 "$DLOCK" run -k cap -n -- true
+}
+
+@test "zookeeper: the server killed under a holder: 76 before the session timeout" {
+  holder killed -t 3s
+  local dlock_pid=$BG_PID
+  sleep 1.2
+  local killed=$(now_ms)
+  kill -KILL "$ZK_PID"
+  local st=0
+  wait "$dlock_pid" || st=$?
+  cat "$T/holder.err"
+  [ "$st" -eq 76 ]
+  local took=$(($(cat "$T/termed") - killed))
+  echo "SIGTERM came $took ms after the server died (session timeout 3000 ms)"
+  [ "$took" -lt 3000 ]
 }
