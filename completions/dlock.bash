@@ -12,7 +12,7 @@ _dlock_takes_value()
             -E | --conflict-exit-code | -c | --command | --on-lost | --kill-after | --max-hold | \
             --limit | --wait-replicas | --wait-replicas-timeout | --token | --while-pid | \
             --parties | --count | --expire | --config | --metrics-dir | --min-hold | --lock-delay | \
-            --note | --value)
+            --note | --value | --format)
             return 0
             ;;
     esac
@@ -104,6 +104,10 @@ _dlock()
             mapfile -t COMPREPLY < <(compgen -d -- "$cur")
             return 0
             ;;
+        --format)
+            mapfile -t COMPREPLY < <(compgen -W 'table json prometheus' -- "$cur")
+            return 0
+            ;;
         --on-lost)
             if [[ $sub == acquire ]]; then
                 mapfile -t COMPREPLY < <(compgen -W 'signal:TERM signal:INT signal:USR1' -- "$cur")
@@ -115,7 +119,7 @@ _dlock()
         -u | --url)
             if [[ $cur != *:* ]]; then
                 compopt -o nospace 2>/dev/null
-                mapfile -t COMPREPLY < <(compgen -W 'redis:// rediss:// unix:// redis-sentinel:// rediss-sentinel://' -- "$cur")
+                mapfile -t COMPREPLY < <(compgen -W 'redis:// rediss:// unix:// redis-sentinel:// rediss-sentinel:// postgres:// postgresql:// mysql:// mariadb:// etcd:// etcds:// zk:// file://' -- "$cur")
             fi
             return 0
             ;;
@@ -160,8 +164,11 @@ _dlock()
                 --export-password --record-command --metrics-dir --min-hold --lock-delay
                 --replace --supersede --note --value --keep-campaigning'
             ;;
-        status | list)
+        status)
             opts='-h --help --json'
+            ;;
+        list)
+            opts='-h --help --json --format'
             ;;
         leader)
             opts='-h --help --json --watch'

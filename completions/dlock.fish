@@ -39,7 +39,7 @@ complete -c dlock -f
 complete -c dlock -n 'not __fish_dlock_subcommand' -s h -l help -d 'Print help and exit'
 complete -c dlock -n 'not __fish_dlock_subcommand' -l version -d 'Print version and exit'
 set -l __dlock_global 'not contains -- -- (commandline -opc)'
-complete -c dlock -n $__dlock_global -s u -l url -x -a 'redis:// rediss:// unix:// redis-sentinel:// rediss-sentinel://' -d 'Redis URL'
+complete -c dlock -n $__dlock_global -s u -l url -x -a 'redis:// rediss:// unix:// redis-sentinel:// rediss-sentinel:// postgres:// postgresql:// mysql:// mariadb:// etcd:// etcds:// zk:// file://' -d 'Lock store URL'
 complete -c dlock -n $__dlock_global -l password-file -r -F -d 'Read the Redis password from FILE'
 complete -c dlock -n $__dlock_global -l sentinel-password-file -r -F -d "Read the Sentinels' password from FILE"
 complete -c dlock -n $__dlock_global -l tls-ca -r -F -d 'CA bundle for rediss://'
@@ -85,6 +85,7 @@ complete -c dlock -n '__fish_dlock_using run elect acquire renew' -l wait-replic
 complete -c dlock -n '__fish_dlock_using run elect acquire renew' -l wait-replicas-timeout -x -d 'How long to wait for the replicas (default ttl/10)'
 complete -c dlock -n '__fish_dlock_using status list acquire latch history' -l json -d 'One JSON document'
 complete -c dlock -n '__fish_dlock_using history' -l limit -x -d 'Show the newest N events (default 20, at most 100)'
+complete -c dlock -n '__fish_dlock_using list' -l format -x -a 'table json prometheus' -d 'Output format (prometheus: for node_exporter)'
 complete -c dlock -n '__fish_dlock_using leader' -l json -d 'One JSON document (one per change with --watch)'
 complete -c dlock -n '__fish_dlock_using run elect acquire' -l min-hold -x -d 'Keep the lock taken at least D from acquisition (once per period)'
 complete -c dlock -n '__fish_dlock_using run elect acquire' -l lock-delay -x -d 'If this lease ends without a release, keep the lock closed D more'

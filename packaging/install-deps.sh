@@ -51,7 +51,7 @@ build=(g++ cmake make pkg-config git "${hiredis[@]}" libssl-dev libcli11-dev lib
   libmariadb-dev libcurl4-openssl-dev nlohmann-json3-dev libzookeeper-mt-dev)
 test=(libgtest-dev dpkg-dev redis-server redis-tools bats bats-assert bats-support procps util-linux
   python3 python3-prometheus-client openssl man-db bc lintian tmux iptables iproute2 parallel
-  postgresql mariadb-server mariadb-client etcd-server etcd-client zookeeper
+  postgresql pgbouncer mariadb-server mariadb-client etcd-server etcd-client zookeeper
   default-jre-headless default-jdk-headless libcurator-recipes-java strace clang-format clang-tidy)
 bench=(hyperfine etcd-server etcd-client util-linux time)
 
@@ -76,8 +76,8 @@ fi
 
 echo "installing: ${missing[*]}" >&2
 apt_update
-# policy-rc.d keeps the packaged redis-server, valkey, etcd, postgresql and mariadb from
-# starting services (the tests start servers of their own).
+# policy-rc.d keeps the packaged redis-server, valkey, etcd, postgresql, pgbouncer and mariadb
+# from starting services (the tests start servers of their own).
 if [ ! -e /usr/sbin/policy-rc.d ]; then
   printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee /usr/sbin/policy-rc.d >/dev/null
   "${sudo[@]}" chmod +x /usr/sbin/policy-rc.d

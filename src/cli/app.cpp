@@ -78,7 +78,9 @@ int run_main(int argc, char** argv)
     return static_cast<int>(ExitCode::config);
   }
   ::signal(SIGPIPE, SIG_IGN);
-  CLI::App app{"dlock: run a command under a distributed lock held in Redis", "dlock"};
+  CLI::App app{"dlock: run a command under a distributed lock held in Redis, PostgreSQL, "
+               "MySQL/MariaDB, etcd, ZooKeeper or a local directory",
+               "dlock"};
   app.set_version_flag("--version", std::function<std::string()>(cli::version_text));
   // At most one subcommand; none is reported by dispatch, after an unknown option would be
   // (CLI11 checks a required subcommand before unknown options).

@@ -45,6 +45,7 @@ struct Arguments {
   std::optional<std::string> token;
   bool force = false;
   std::string pattern = "*";
+  std::optional<std::string> format; // list --format table|json|prometheus
   // acquire --keep
   bool keep = false;
   std::optional<long long> while_pid;

@@ -95,12 +95,15 @@ void add_global_options(CLI::App& app, Arguments& args)
   app
     .add_option(
       "-u,--url", args.urls,
-      "Lock store URL: redis://[[user][:pass]@]host[:port][/db], rediss://..., "
-      "unix:///path.sock[?db=N], redis-sentinel://host[:port][,host[:port]...][/db]#MASTER, "
-      "postgres://[user@]host[:port]/db (a libpq URI), "
+      "Lock store URL (default redis://127.0.0.1:6379): "
+      "redis://[[user][:pass]@]host[:port][/db], rediss://... (TLS), unix:///path.sock[?db=N], "
+      "redis-sentinel://host[:port][,host[:port]...][/db]#MASTER (rediss-sentinel://), "
+      "postgres://[user@]host[:port]/db (a libpq URI; postgresql://), "
       "mysql://[user[:pass]@]host[:port]/db[?socket=/path] (or mariadb://), "
-      "zk://[user:pass@]host[:port][,host[:port]...][/chroot]; "
-      "one per -u; env DLOCK_URL (separated by blanks)")
+      "etcd://[user[:pass]@]host[:port][,host[:port]...] (etcds:// over TLS), "
+      "zk://[user:pass@]host[:port][,host[:port]...][/chroot] (ZooKeeper), "
+      "file:///directory (this host only); "
+      "one per -u, several Redis URLs for Redlock; env DLOCK_URL (separated by blanks)")
     // One value per occurrence (the words after it are the command's), any number of them;
     // without expected(1) --help would also show "URL ...".
     ->allow_extra_args(false)
@@ -109,24 +112,30 @@ void add_global_options(CLI::App& app, Arguments& args)
     ->type_name("URL");
   app
     .add_option("--password-file", args.password_file,
-                "read the Redis password from FILE (or set DLOCK_PASSWORD)")
+                "read the store's password from FILE (or set DLOCK_PASSWORD)")
     ->type_name("FILE");
   app
     .add_option("--sentinel-password-file", args.sentinel_password_file,
                 "read the Sentinels' own password from FILE (or set DLOCK_SENTINEL_PASSWORD)")
     ->type_name("FILE");
-  app.add_option("--tls-ca", args.tls_ca, "CA bundle for rediss://, postgres:// and mysql://")
+  app
+    .add_option("--tls-ca", args.tls_ca,
+                "CA bundle for rediss://, etcds://, postgres:// and mysql://")
     ->envname("DLOCK_TLS_CA")
     ->type_name("FILE");
   app
     .add_option("--tls-cert", args.tls_cert,
-                "client certificate for rediss://, postgres:// and mysql://")
+                "client certificate for rediss://, etcds://, postgres:// and mysql://")
     ->envname("DLOCK_TLS_CERT")
     ->type_name("FILE");
-  app.add_option("--tls-key", args.tls_key, "client key for rediss://, postgres:// and mysql://")
+  app
+    .add_option("--tls-key", args.tls_key,
+                "client key for rediss://, etcds://, postgres:// and mysql://")
     ->envname("DLOCK_TLS_KEY")
     ->type_name("FILE");
-  app.add_option("--tls-server-name", args.tls_server_name, "expected server name for rediss://")
+  app
+    .add_option("--tls-server-name", args.tls_server_name,
+                "expected server name for rediss:// and etcds://")
     ->envname("DLOCK_TLS_SERVER_NAME")
     ->type_name("NAME");
   app.add_option("--prefix", args.prefix, "namespace of every key dlock writes")
@@ -221,7 +230,11 @@ void add_status_options(CLI::App& status, Arguments& args)
 void add_list_options(CLI::App& list, Arguments& args)
 {
   list.add_option("pattern", args.pattern, "glob on lock names")->capture_default_str();
-  list.add_flag("--json", args.json, "one JSON document");
+  list.add_flag("--json", args.json, "one JSON document (as --format json)");
+  list
+    .add_option("--format", args.format,
+                "table (default), json, or prometheus (for node_exporter's textfile collector)")
+    ->type_name("FORMAT");
 }
 
 void add_acquire_command_options(CLI::App& acquire, Arguments& args)

@@ -3,12 +3,19 @@
 #include "lock/holder.hpp"
 #include "util/duration.hpp"
 #include "util/error.hpp"
+#include "util/files.hpp"
 #include "util/text.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
+#include <iterator>
 #include <limits>
 #include <string_view>
 
@@ -183,6 +190,26 @@ std::string resolve_note(const std::string& note)
   return note;
 }
 
+// --metrics-dir DIR: a directory that exists and that dlock may write, checked before the run
+// (no lock taken, the command not run) rather than found out at its end. It is not created: a
+// directory root makes in a place others write is theirs to swap, and a typo would go unseen.
+std::string resolve_metrics_dir(const std::string& dir)
+{
+  if (dir.empty()) {
+    throw Error(ExitCode::usage, "--metrics-dir names no directory");
+  }
+  util::UniqueFd fd = util::open_directory(dir);
+  if (!fd || ::faccessat(fd.get(), ".", W_OK | X_OK, AT_EACCESS) != 0) {
+    int error = errno;
+    throw Error(ExitCode::config, "--metrics-dir '{}': {}", util::printable(dir),
+                error == ENOENT    ? "no such directory (dlock does not create it)"
+                : error == ENOTDIR ? "not a directory"
+                : fd               ? fmt::format("cannot be written ({})", std::strerror(error))
+                                   : std::string(std::strerror(error)));
+  }
+  return dir;
+}
+
 commands::LockRequestOptions resolve_lock_request(const Arguments& args, bool ttl_required)
 {
   commands::LockRequestOptions request{.keys = resolve_keys(args), .kind = resolve_kind(args)};
@@ -280,10 +307,7 @@ commands::RunOptions resolve_run(const Arguments& args, const GlobalOptions& glo
     refuse_min_hold_past(run.policy.min_hold, *run.max_hold);
   }
   if (args.metrics_dir) {
-    if (args.metrics_dir->empty()) {
-      throw Error(ExitCode::usage, "--metrics-dir names no directory");
-    }
-    run.metrics_dir = *args.metrics_dir;
+    run.metrics_dir = resolve_metrics_dir(*args.metrics_dir);
   }
   run.replicas = resolve_replicas(args, run.ttl);
   return run;
@@ -347,7 +371,28 @@ commands::StatusOptions resolve_status(const Arguments& args)
 
 commands::ListOptions resolve_list(const Arguments& args)
 {
-  return commands::ListOptions{args.pattern, args.json};
+  using commands::ListFormat;
+  commands::ListOptions list{.pattern = args.pattern};
+  if (args.format) {
+    const std::pair<std::string_view, ListFormat> formats[] = {
+      {"table", ListFormat::table},
+      {"json", ListFormat::json},
+      {"prometheus", ListFormat::prometheus}};
+    auto found = std::find_if(std::begin(formats), std::end(formats),
+                              [&](const auto& format) { return format.first == *args.format; });
+    if (found == std::end(formats)) {
+      throw Error(ExitCode::usage, "--format must be table, json or prometheus (got '{}')",
+                  util::printable(*args.format));
+    }
+    list.format = found->second;
+  }
+  if (args.json) {
+    if (args.format && list.format != ListFormat::json) {
+      throw Error(ExitCode::usage, "--json and --format {} cannot be used together", *args.format);
+    }
+    list.format = ListFormat::json;
+  }
+  return list;
 }
 
 commands::AcquireOptions resolve_acquire(const Arguments& args)

@@ -47,11 +47,9 @@ int acquire(Context& context, const AcquireOptions& options)
   // --keep: the keep process takes the lock and is its holder, for as long as the script lives.
   std::optional<KeepProcess> keeper;
   hold::Taken outcome;
-  // The history is written here when this process took the lock (not a keep process's).
+  // The history, written by this process (with --keep too: the keep process was forked before
+  // the store opened anything, so these are connections of this process's own).
   auto record = [&](lock::HistoryEvent::Kind kind, std::int64_t fence, std::string detail) {
-    if (keeper) {
-      return;
-    }
     lock::HistoryEvent event = lock::HistoryEvent::now(kind, holder);
     event.holder.fence = fence;
     event.waited_ms =
@@ -123,7 +121,8 @@ int acquire(Context& context, const AcquireOptions& options)
     throw Error(ExitCode::internal, "could not write the token to stdout; lock released");
   }
   util::log_verbose("acquired lock '{}' (fencing token {})", shown, outcome.fence);
-  record(lock::HistoryEvent::Kind::acquired, outcome.fence, "dlock acquire");
+  record(lock::HistoryEvent::Kind::acquired, outcome.fence,
+         options.keep ? "dlock acquire --keep" : "dlock acquire");
   util::syslog_event(util::EventLevel::info, "acquired",
                      {{"key", shown},
                       {"kind", options.kind.code()},

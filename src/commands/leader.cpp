@@ -109,6 +109,10 @@ int watch(Context& context, const LeaderOptions& options)
   hold::Gate gate;
   gate.coordination = &require_coordination(context);
   gate.request.ticket.mode = lock::WaitMode::leader;
+  // No term seen yet: the first look opens at once with the term it found. Starting from 0
+  // ("nobody") missed a leader that left between the first read and that look: the line
+  // printed named it, the gate saw nobody, as it had been told, and waited for a change.
+  gate.request.ticket.since = -1;
   gate.block_cap = 30s;
   gate.subject = fmt::format("the leader of '{}' to change", options.key.str());
   process::SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2});

@@ -4,10 +4,36 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 // --metrics-dir: a Prometheus text file per key for node_exporter's textfile collector, so
-// that a fleet's runs, skips and losses show on a dashboard without a daemon of dlock's own.
+// that a fleet's runs, skips and losses show on a dashboard without a daemon of dlock's own;
+// and the text exposition format itself, which `list --format prometheus` writes too.
 namespace dlock::commands {
+
+// Prometheus's text exposition format, written family by family: the one home of its escaping
+// and layout, so that a key another tenant named `a"}b\` cannot break a file or a scrape.
+class PrometheusText {
+public:
+  // A label value as it goes between double quotes: '\', '"' and newline escaped, and a byte
+  // that is not UTF-8 as U+FFFD (the format is UTF-8; JSON output does the same).
+  static std::string label_value(std::string_view text);
+  // name{labels}: one series, as written and as read back.
+  static std::string series(std::string_view name, std::string_view labels);
+
+  // Starts a family: its HELP and TYPE lines come before its first sample, and only if it
+  // has one (a family without samples is left out).
+  void family(std::string_view name, std::string_view type, std::string_view help);
+  // One sample of the family begun last; value as written ("1", "0.250").
+  void sample(std::string_view series, std::string_view value);
+  // A comment line (not HELP or TYPE), which parsers skip.
+  void comment(std::string_view text);
+  const std::string& str() const noexcept { return m_text; }
+
+private:
+  std::string m_text;
+  std::string m_header; // the family's HELP and TYPE lines, until its first sample
+};
 
 // How one `dlock run` ended, for its metrics.
 struct RunMetrics {
@@ -27,7 +53,14 @@ inline constexpr const char* run_outcomes[] = {"ran", "skipped", "lost", "interr
 // or the key is long, so that two keys never share a file).
 std::string metrics_file_name(const lock::LockName& key);
 
-// Writes key's file in dir: the last run's outcome, exit code, wait and hold time, and the
+// Writes key's file in dir when this run has taken the lock: held 1 since acquired_at (Unix
+// time, seconds), the last run's series and the counters carried on unchanged, so that an
+// alert on a lock held too long works while the command runs. It waits for the lock file only
+// briefly (the lease runs meanwhile). Error(internal) if it cannot.
+void write_acquired_metrics(const std::string& dir, const lock::LockName& key, double acquired_at);
+
+// Writes key's file in dir when the run ends: the last run's outcome, exit code, wait and hold
+// time, held 0 (unless another run of this host holds it: a --shared or --limit lock), and the
 // counters of runs, skips, losses and errors carried on from the file it replaces. Atomic
 // (written aside under a random name, then renamed over), and serialized with other dlock
 // processes by a lock file (".dlock_NAME.lock", which the collector ignores). Safe in a

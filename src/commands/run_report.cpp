@@ -31,6 +31,11 @@ std::int64_t ms_count(util::TimePoint from, util::TimePoint to)
   return std::chrono::duration_cast<util::Millis>(to - from).count();
 }
 
+double unix_seconds_now()
+{
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 } // namespace
 
 RunReport::RunReport(const std::vector<lock::LockName>& keys, lock::LockKind kind, util::Millis ttl,
@@ -75,6 +80,17 @@ void RunReport::acquired(const lock::HolderInfo& holder, const std::vector<std::
   lock::HistoryEvent event = lock::HistoryEvent::now(lock::HistoryEvent::Kind::acquired, m_holder);
   event.waited_ms = ms_count(m_started, *m_acquired_at);
   record_event(m_store, m_keys, event, std::nullopt); // its answer is not waited for
+  if (m_metrics_dir) {
+    // held 1 from now, so that an alert on a lock held too long works while the command runs
+    for (const lock::LockName& key : m_keys) {
+      try {
+        write_acquired_metrics(*m_metrics_dir, key, unix_seconds_now());
+      } catch (const Error& error) {
+        util::log_warning("{}", error.what());
+        break;
+      }
+    }
+  }
 }
 
 void RunReport::skipped(const lock::HolderInfo& holder, const std::string& held_by,
@@ -184,8 +200,7 @@ void RunReport::write_metrics(int exit_status)
   run.wait_seconds = seconds_between(m_started, m_acquired_at.value_or(now));
   run.hold_seconds =
     m_acquired_at ? seconds_between(*m_acquired_at, m_released_at.value_or(now)) : 0;
-  run.ended_at =
-    std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  run.ended_at = unix_seconds_now();
   for (const lock::LockName& key : m_keys) {
     try {
       write_run_metrics(*m_metrics_dir, key, run);

@@ -14,9 +14,10 @@
 #include <vector>
 
 // What one `dlock run` did, told as it happens to syslog (--syslog: one structured line per
-// event) and to the lock's history in the store (dlock history), and summed up at its end in
-// the metrics files (--metrics-dir). Never the token: it would let a reader release the lock.
-// The one home of all three, so that run.cpp only says what happened.
+// event) and to the lock's history in the store (dlock history), and in the metrics files
+// (--metrics-dir: held from the acquisition, summed up at the end). Never the token: it would
+// let a reader release the lock. The one home of all three, so that run.cpp only says what
+// happened.
 namespace dlock::commands {
 
 class RunReport {
@@ -30,7 +31,7 @@ public:
   RunReport& operator=(const RunReport&) = delete;
 
   // The lock was taken by holder ("user@host pid N"), after waiting since the report began;
-  // fences in key order.
+  // fences in key order. The metrics files say it is held (a failure to is a warning).
   void acquired(const lock::HolderInfo& holder, const std::vector<std::int64_t>& fences);
   // holder's lock was not obtained (-n, or --wait ran out), held_by whom (as status says it).
   void skipped(const lock::HolderInfo& holder, const std::string& held_by, std::string_view reason);

@@ -42,7 +42,8 @@ struct WaitTicket {
   util::Millis max_block{0}; // never block past the caller's --wait deadline
   // watch: when this watcher first found the lock held (the store's clock, in µs; 0 before):
   // a lock taken from free since then counts as freed, even if a lock waiter took it first.
-  // leader: the term seen (GateResult::since; 0: nobody held it).
+  // leader: the term seen (GateResult::since; 0: nobody held it; -1: none seen yet, so that
+  // the first look opens at once).
   std::int64_t since = 0;
   // barrier: the generation this party joined (0 before it arrived): a later one means that
   // its barrier tripped, and its wake-ups come on that generation's own list.

@@ -304,9 +304,61 @@ assert m["dlock_runs_total"] == 5 and m["dlock_errors_total"] == 1 and m["dlock_
   metrics "$file" '
 assert m["key"] == "a/b \"c\"", m
 assert m["dlock_runs_total"] == 8, m'
-  # a directory that cannot be written: a warning, the run's status stands
-  run -0 --separate-stderr "$DLOCK" run -k w --metrics-dir "$T/missing" -- true
-  [[ $stderr == *"cannot open metrics directory '$T/missing'"* ]]
+}
+
+@test "--metrics-dir: held 1 with the acquisition time while the command runs (a skip beside it too), 0 after" {
+  /usr/bin/python3 -c 'import prometheus_client' 2>/dev/null || skip "python3-prometheus-client is not installed (packaging/install-deps.sh test)"
+  export DLOCK_URL=$URL DLOCK_PASSWORD=$PW
+  local dir=$T/textfile before after
+  mkdir "$dir"
+  run -0 "$DLOCK" run -k live --metrics-dir "$dir" -- true
+  before=$(date +%s.%N)
+  # The command copies the file as it starts: written before the command runs.
+  start_bg live "$DLOCK" run -k live --metrics-dir "$dir" -- sh -c '
+    cp "$0/dlock_live.prom" "$1"; until [ -e "$2" ]; do sleep 0.02; done' "$dir" "$T/started.prom" "$T/go"
+  local live=$BG_PID
+  started live '[ -e "$T/started.prom" ]'
+  after=$(date +%s.%N)
+  metrics "$T/started.prom" "
+assert m['dlock_run_held'] == 1, m
+assert $before - 1 <= m['dlock_run_acquired_timestamp_seconds'] <= $after + 1, m
+assert m['dlock_runs_total'] == 1 and m['dlock_last_run_outcome{ran}'] == 1, m  # the last run's, carried on"
+  # A run of this host that is skipped meanwhile counts its skip, and leaves held at 1.
+  run -75 "$DLOCK" run -k live -n --metrics-dir "$dir" -- true
+  metrics "$dir/dlock_live.prom" "
+assert m['dlock_run_held'] == 1 and m['dlock_skips_total'] == 1 and m['dlock_runs_total'] == 2, m
+assert m['dlock_last_run_outcome{skipped}'] == 1, m
+assert $before - 1 <= m['dlock_run_acquired_timestamp_seconds'] <= $after + 1, m"
+  touch "$T/go"
+  wait "$live"
+  metrics "$dir/dlock_live.prom" '
+assert m["dlock_run_held"] == 0 and "dlock_run_acquired_timestamp_seconds" not in m, m
+assert m["dlock_runs_total"] == 3 and m["dlock_last_run_outcome{ran}"] == 1, m'
+  # A dlock killed outright leaves held at 1 until the next run of this host writes the file.
+  rm "$T/go"
+  start_bg killed "$DLOCK" run -k live -t 1s --metrics-dir "$dir" -- sh -c '
+    touch "$0"; until [ -e "$1" ]; do sleep 0.02; done' "$T/in" "$T/go"
+  local killed=$BG_PID
+  started killed '[ -e "$T/in" ]'
+  grep -qx 'dlock_run_held{key="live"} 1' "$dir/dlock_live.prom"
+  kill -KILL "$killed"
+  wait "$killed" || true
+  run -0 "$DLOCK" run -k live -w 30s --metrics-dir "$dir" -- true
+  metrics "$dir/dlock_live.prom" '
+assert m["dlock_run_held"] == 0 and "dlock_run_acquired_timestamp_seconds" not in m, m
+assert m["dlock_runs_total"] == 4, m'
+}
+
+@test "--metrics-dir that is missing, or not a directory: 78 before the run (no lock taken, nothing run, nothing created)" {
+  export DLOCK_URL=$URL DLOCK_PASSWORD=$PW
+  touch "$T/file"
+  run -78 --separate-stderr "$DLOCK" run -k w --metrics-dir "$T/missing" -- touch "$T/ran"
+  [ "$stderr" = "dlock: --metrics-dir '$T/missing': no such directory (dlock does not create it)" ]
+  run -78 --separate-stderr "$DLOCK" run -k w --metrics-dir "$T/file" -- touch "$T/ran"
+  [ "$stderr" = "dlock: --metrics-dir '$T/file': not a directory" ]
+  DLOCK_METRICS_DIR=$T/missing/sub run -78 "$DLOCK" elect -k w -- touch "$T/ran"
+  [ ! -e "$T/ran" ] && [ ! -e "$T/missing" ]
+  ! fence_under dlock: w
 }
 
 @test "acquire --keep's holder logs to syslog in the same form, with or without --syslog" {

@@ -99,6 +99,24 @@ bash_complete() {
   assert_equal "$(echo $output)" "${SUBCOMMANDS[*]}"
 }
 
+@test "--help names every store and every URL scheme the stores accept" {
+  local help schemes scheme
+  help=$(cat "$BATS_FILE_TMPDIR/docs/help")
+  # The schemes as the stores' sources test for them ("etcd://", scheme == "rediss", ...).
+  schemes=$(grep -rhoE '(starts_with|rfind)\("[a-z-]+://"|scheme = "[a-z-]+://"|scheme == "[a-z-]+"' "$ROOT/src/stores" \
+    | grep -oE '"[a-z-]+' | tr -d '"' | sort -u)
+  [ "$(wc -l <<<"$schemes")" -ge 13 ] || fail "found only: $schemes"
+  for scheme in $schemes; do
+    [[ $help == *"$scheme://"* ]] || fail "--help does not name $scheme://"
+  done
+  for store in Redis PostgreSQL MySQL etcd ZooKeeper; do
+    [[ $help == *"$store"* ]] || fail "--help does not name $store"
+  done
+  [[ $help != *"held in Redis"$'\n'* ]] || fail "--help says the lock is held in Redis (only)"
+  run -0 render_man
+  refute_output --partial 'distributed lock held in Redis'$'\n'
+}
+
 @test "the man page renders without warnings" {
   run -0 --separate-stderr env MANWIDTH=80 man --warnings -l "$MAN"
   [ -z "$stderr" ] || fail "man --warnings: $stderr"
@@ -245,6 +263,11 @@ bash_complete() {
   assert_equal "$(echo $(sort <<<"$output"))" "ignore stop"
   run -0 bash_complete "dlock --url=redis://h:6379 run --on-lost=i"
   assert_output ignore
+  run -0 bash_complete "dlock list --format "
+  assert_equal "$(echo $(sort <<<"$output"))" "json prometheus table"
+  run -0 bash_complete "dlock -u "
+  assert_line etcd://
+  assert_line file://
   run -0 bash_complete "dlock elect --value leader-1 --on-lost "
   assert_equal "$(echo $(sort <<<"$output"))" "ignore stop"
   local tmp=$BATS_TEST_TMPDIR

@@ -121,3 +121,26 @@ max_rss_kb() { awk -F': ' '/Maximum resident set size/ { print $2 }' "$1"; }
     fi
   done
 }
+
+@test "history: a key of another type gives no events and is left alone; another tenant's entries (64 MB, other fields) are left out; the stream keeps exactly 100 and expires in 7 days" {
+  rcli SET 'dlock:{hwrong}:history' not-a-stream >/dev/null
+  run -0 "$DLOCK" run -k hwrong -- true
+  run -0 --separate-stderr "$DLOCK" -v history hwrong
+  [ -z "$output" ]
+  [[ $stderr == *"is a string, not dlock's history"* ]]
+  [ "$(rcli GET 'dlock:{hwrong}:history')" = not-a-stream ]
+
+  local key='dlock:{hcap}:history'
+  rcli EVAL "for i = 1, 150 do redis.call('XADD', KEYS[1], '*', 'e', 'not-dlock-' .. i) end" 1 "$key" >/dev/null
+  head -c $((64 * 1024 * 1024)) /dev/zero | tr '\0' x | rcli -x XADD "$key" '*' e >/dev/null
+  rcli XADD "$key" '*' other field >/dev/null
+  run -0 "$DLOCK" run -k hcap -- true
+  [ "$(rcli XLEN "$key")" -eq 100 ] # MAXLEN exact: 153 became 100
+  local ttl
+  ttl=$(rcli PTTL "$key")
+  [ "$ttl" -gt $((7 * 86400000 - 600000)) ] && [ "$ttl" -le $((7 * 86400000)) ]
+  run -0 --separate-stderr /usr/bin/time -v -o "$T/history.time" "$DLOCK" history --json --limit 100 hcap
+  echo "$output; peak $(max_rss_kb "$T/history.time") KiB"
+  [ "$(jq -r '[.events[].event] | join(",")' <<<"$output")" = released,acquired ]
+  [ "$(max_rss_kb "$T/history.time")" -lt 40000 ]
+}

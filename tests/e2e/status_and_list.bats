@@ -343,3 +343,96 @@ EOS
   refute_output --partial caller-secret-arg
   run -0 "$DLOCK" release -k caller --token "$(cat "$T/caller.token")"
 }
+
+# prom_ok PYTHON [ARG...]: parses $output with the Prometheus project's own parser
+# (prometheus_client) into `m`, {(name, key): value}, and `labels`, {(name, key): labels}, checks
+# that no series comes twice and that each family has its HELP and TYPE once, and runs the
+# python statements with A = the extra arguments.
+prom_ok() {
+  local code=$1
+  shift
+  printf '%s' "$output" | /usr/bin/python3 -c "
+import collections, sys, time
+from prometheus_client.parser import text_string_to_metric_families
+A = sys.argv[1:]
+text = sys.stdin.buffer.read().decode('utf-8')  # strict: the format is UTF-8
+m, labels = {}, {}
+for family in text_string_to_metric_families(text):
+    assert family.type == 'gauge' and family.documentation, family
+    for s in family.samples:
+        assert (s.name, s.labels['key']) not in m, ('twice', s)
+        m[(s.name, s.labels['key'])] = s.value
+        labels[(s.name, s.labels['key'])] = s.labels
+for kind in ('HELP', 'TYPE'):
+    names = [l.split()[2] for l in text.splitlines() if l.startswith('# ' + kind + ' ')]
+    assert len(names) == len(set(names)), (kind, collections.Counter(names))
+$code
+" "$@"
+}
+
+@test "list --format prometheus: one series per lock and family, parsed by prometheus_client; hostile key names" {
+  /usr/bin/python3 -c 'import prometheus_client' 2>/dev/null || skip "python3-prometheus-client is not installed (packaging/install-deps.sh test)"
+  # nothing held: nothing printed (a valid, empty exposition)
+  run -0 --separate-stderr "$DLOCK" list --format prometheus
+  [ -z "$output" ]
+  local odd='q"b\}x é'
+  hold_until "$odd" "$T/go" -t 20s
+  start_bg waiter "$DLOCK" run -k "$odd" -w 30s -- true
+  start_bg sem1 "$DLOCK" run -k sem --limit 3 -t 20s -- sh -c 'until [ -e "$0" ]; do sleep 0.02; done' "$T/go"
+  start_bg sem2 "$DLOCK" run -k sem --limit 3 -t 20s -- sh -c 'until [ -e "$0" ]; do sleep 0.02; done' "$T/go"
+  wait_for "[ \"\$(rcli zcard 'dlock:{sem}:holders')\" = 2 ] && [ \"\$(waiters '$odd')\" = 1 ]" 10
+  # Another tenant's keys: a newline and a brace in the name, and two names that are not UTF-8
+  # (which would both be U+FFFD: the second is left out rather than given twice).
+  rcli set $'dlock:{ten\nant}' theirs >/dev/null
+  rcli set $'dlock:{\xff}' theirs >/dev/null
+  rcli set $'dlock:{\xfe}' theirs >/dev/null
+
+  run -0 --separate-stderr "$DLOCK" list --format prometheus
+  [[ $stderr == *"is left out: its name is another's once made UTF-8"* ]]
+  prom_ok '
+odd, now = A[0], time.time()
+assert {k for (n, k) in m if n == "dlock_lock_held"} == {odd, "sem", "ten\nant", "\ufffd"}, m
+assert m[("dlock_lock_held", odd)] == 1 and labels[("dlock_lock_held", odd)]["kind"] == "exclusive", labels
+assert m[("dlock_lock_waiters", odd)] == 1 and m[("dlock_lock_holders", odd)] == 1, m
+assert ("dlock_lock_limit", odd) not in m and m[("dlock_lock_command_ended", odd)] == 0, m
+assert 0 < m[("dlock_lock_lease_remaining_seconds", odd)] <= 20, m
+assert 0 <= m[("dlock_lock_held_seconds", odd)] < 60, m
+assert abs(m[("dlock_lock_acquired_timestamp_seconds", odd)] - now) < 60, m
+assert m[("dlock_lock_fencing_token", odd)] == int(A[1]), (m, A[1])
+assert labels[("dlock_lock_held", "sem")]["kind"] == "limit", labels
+assert m[("dlock_lock_holders", "sem")] == 2 and m[("dlock_lock_limit", "sem")] == 3, m
+assert m[("dlock_lock_waiters", "sem")] == 0, m
+' "$odd" "$("$DLOCK" status "$odd" --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["last_fencing_token"])')"
+  # PATTERN as for the table
+  run -0 --separate-stderr "$DLOCK" list 'se?' --format prometheus
+  prom_ok 'assert {k for (n, k) in m} == {"sem"}, m'
+
+  # --json is --format json; a format it does not know, or two that disagree, is 64
+  run -0 --separate-stderr "$DLOCK" list 'se?' --format json
+  json_ok 'assert [s["key"] for s in d["locks"]] == ["sem"], d'
+  run -0 --separate-stderr "$DLOCK" list 'se?' --json --format json
+  json_ok 'assert [s["key"] for s in d["locks"]] == ["sem"], d'
+  run -64 --separate-stderr "$DLOCK" list --format yaml
+  [ "$stderr" = "dlock: --format must be table, json or prometheus (got 'yaml') (see 'dlock list --help')" ]
+  run -64 --separate-stderr "$DLOCK" list --json --format prometheus
+  [[ $stderr == *"--json and --format prometheus cannot be used together"* ]]
+  touch "$T/go"
+}
+
+@test "list --format prometheus on file:// (no server): held, waiters, holders" {
+  /usr/bin/python3 -c 'import prometheus_client' 2>/dev/null || skip "python3-prometheus-client is not installed (packaging/install-deps.sh test)"
+  local url=file://$T/locks
+  start_bg holder "$DLOCK" -u "$url" run -k 'job "1"' -- sh -c 'touch "$0"; until [ -e "$1" ]; do sleep 0.02; done' "$T/in" "$T/go"
+  started holder '[ -e "$T/in" ]'
+  start_bg waiter "$DLOCK" -u "$url" run -k 'job "1"' -w 30s -- true
+  wait_for "\"\$DLOCK\" -u '$url' status 'job \"1\"' --json | grep -q '\"waiters\":1'" 10
+  run -0 --separate-stderr "$DLOCK" -u "$url" list --format prometheus
+  prom_ok '
+k = "job \"1\""
+assert {key for (n, key) in m} == {k}, m
+assert m[("dlock_lock_held", k)] == 1 and labels[("dlock_lock_held", k)]["kind"] == "exclusive", labels
+assert m[("dlock_lock_waiters", k)] == 1 and m[("dlock_lock_holders", k)] == 1, m
+assert ("dlock_lock_lease_remaining_seconds", k) not in m, m  # the lock lives with its process
+'
+  touch "$T/go"
+}

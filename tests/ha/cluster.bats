@@ -54,6 +54,12 @@ url() { echo "redis://127.0.0.1:$1"; }
   assert_output 0
   run -0 ncli "$owner" exists "dlock:{$name}:fence"
   assert_output 1
+  # Its history is there too, written through the redirect (the acquired event pipelined with
+  # the renewals), and read through it.
+  run -0 ncli "$owner" xlen "dlock:{$name}:history"
+  assert_output 2
+  run -0 --separate-stderr "$DLOCK" -u "$(url "$via")" history --json "$name"
+  [ "$(jq -r '[.events[] | .event + ":" + (.exit_status | tostring)] | join(",")' <<<"$output")" = released:7,acquired:null ]
 }
 
 @test "run through a replica: its master's slot and another master's slot" {

@@ -58,6 +58,10 @@ hold_via() {
   DLOCK_URL=$SENTINEL_URL run -0 "$DLOCK" run -k s1 -- sh -c '
     [ "$(redis-cli -p "$1" get "dlock:{s1}")" = "$DLOCK_TOKEN" ] && echo on-master' sh "$MASTER_PORT"
   assert_output on-master
+  # Their history is on the master, read through Sentinel: three runs, newest first.
+  [ "$(redis-cli -p "$MASTER_PORT" xlen "dlock:{s1}:history")" -eq 6 ]
+  run -0 --separate-stderr "$DLOCK" -u "$SENTINEL_URL" history --json s1
+  [ "$(jq -r '[.events[] | .event + ":" + (.exit_status | tostring)] | join(",")' <<<"$output")" = released:0,acquired:null,released:0,acquired:null,released:7,acquired:null ]
 }
 
 @test "acquire, renew, release, status and list through Sentinel" {

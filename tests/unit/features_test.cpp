@@ -20,9 +20,9 @@ using dlock::lock::StoreKind;
 
 namespace {
 
-const Feature every_feature[] = {Feature::fair,       Feature::shared,   Feature::limit,
-                                 Feature::coordinate, Feature::detached, Feature::keep,
-                                 Feature::replicas,   Feature::min_hold, Feature::lock_delay,
+const Feature every_feature[] = {Feature::fair,       Feature::shared,    Feature::limit,
+                                 Feature::coordinate, Feature::detached,  Feature::keep,
+                                 Feature::replicas,   Feature::min_hold,  Feature::lock_delay,
                                  Feature::replace,    Feature::supersede, Feature::history};
 
 // A store that has nothing beyond one exclusive lock, named "X".

@@ -1,5 +1,6 @@
 // What running in a fleet rests on: config files read with their lines, precedence of the
-// files, syslog event lines that split one way, metrics file names that never collide.
+// files, syslog event lines that split one way, metrics file names that never collide, and the
+// Prometheus text they are written in (escaping in one place).
 #include "cli/config_file.hpp"
 #include "commands/metrics_file.hpp"
 #include "util/error.hpp"
@@ -139,6 +140,23 @@ TEST(MetricsFile, NamesAreSafeAndDistinct)
   EXPECT_NE(odd, metrics_file_name(LockName::parse("a b")));
   EXPECT_NE(odd, metrics_file_name(LockName::parse("a_b")));
   EXPECT_LE(metrics_file_name(LockName::parse(std::string(1000, 'k'))).size(), 130U);
+}
+
+TEST(PrometheusText, EscapesLabelsAndHelpAndLeavesEmptyFamiliesOut)
+{
+  using dlock::commands::PrometheusText;
+  EXPECT_EQ(PrometheusText::label_value("a\"b\\c}d\ne \xc3\xa9"), "a\\\"b\\\\c}d\\ne \xc3\xa9");
+  // a byte that is not UTF-8 (here a cut two-byte character) becomes U+FFFD
+  EXPECT_EQ(PrometheusText::label_value("x\xffy\xc3"), "x\xef\xbf\xbdy\xef\xbf\xbd");
+  EXPECT_EQ(PrometheusText::series("m", "key=\"k\""), "m{key=\"k\"}");
+  PrometheusText text;
+  text.family("empty", "gauge", "no sample: no lines");
+  text.family("m", "gauge", "a \\ and a\nnewline");
+  text.sample("m{key=\"a\"}", "1");
+  text.sample("m{key=\"b\"}", "0.250");
+  text.comment("note");
+  EXPECT_EQ(text.str(), "# HELP m a \\\\ and a\\nnewline\n# TYPE m gauge\nm{key=\"a\"} 1\n"
+                        "m{key=\"b\"} 0.250\n# note\n");
 }
 
 } // namespace

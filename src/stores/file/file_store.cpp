@@ -1,6 +1,7 @@
 #include "stores/file/file_store.hpp"
 
 #include "lock/features.hpp"
+#include "stores/file/history.hpp"
 #include "util/files.hpp"
 #include "util/forked.hpp"
 #include "util/log.hpp"
@@ -2040,6 +2041,52 @@ std::vector<int> FileStore::inherited_descriptors() const
     }
   }
   return fds;
+}
+
+void FileStore::start_record(const lock::LockName& name, const std::string& text)
+{
+  Layout layout(m_dir, name.str());
+  try {
+    if (!open_directories(false) || !m_metafd) {
+      m_answers.answer(Op::record,
+                       Error(ExitCode::unavailable, "file store: no {} to keep the history in",
+                             util::printable(layout.meta_dir())));
+      return;
+    }
+  } catch (const Error& error) {
+    m_answers.answer(Op::record, error);
+    return;
+  }
+  int err = append_history(m_metafd.get(), layout, text, util::unix_us());
+  std::string path = layout.meta_path_of(layout.history_name(::geteuid()));
+  if (err == EAGAIN) { // a flock someone keeps: the event is dropped, never waited for
+    m_answers.answer(Op::record, Error(ExitCode::unavailable,
+                                       "file store: cannot add to {}: kept locked by another "
+                                       "process",
+                                       path));
+    return;
+  }
+  if (err != 0) {
+    m_answers.answer(Op::record, io_error(err, "add to", path));
+    return;
+  }
+  m_answers.answer(Op::record);
+}
+
+std::vector<std::string> FileStore::events(const lock::LockName& name, std::size_t limit,
+                                           util::TimePoint)
+{
+  Layout layout(m_dir, name.str());
+  if (!open_directories(false) || !m_metafd) {
+    return {};
+  }
+  std::vector<std::string> warnings;
+  std::vector<std::string> texts = read_history(
+    m_metafd.get(), layout, std::min(limit, lock::max_history_events), util::unix_us(), warnings);
+  for (const std::string& warning : warnings) {
+    util::log_warning("file store: {}", warning);
+  }
+  return texts;
 }
 
 lock::LockStatus FileStore::status(const lock::LockName& name, util::TimePoint)

@@ -37,7 +37,7 @@ namespace dlock::file {
 // order of their ctime, which no user can set back; every dlock lets earlier tickets go first,
 // a waiter behind one waits on inotify (a ticket removed, or closed by its dying waiter) and
 // only the first blocks in flock(2). Times are this host's CLOCK_REALTIME: file:// is one host.
-class FileStore final : public lock::Store, public lock::Coordination {
+class FileStore final : public lock::Store, public lock::Coordination, public lock::History {
 public:
   explicit FileStore(std::string directory);
   ~FileStore() override;
@@ -62,6 +62,14 @@ public:
   void start_set_latch(const lock::LockName& name, std::int64_t count,
                        util::Millis expire) override;
   void start_count_down(const lock::LockName& name) override;
+
+  // One file per lock and user in .dlock, merged when read (stores/file/history.hpp); a
+  // record is written at once, its outcome queued.
+  lock::History* history() noexcept override { return this; }
+  void start_record(const lock::LockName& name, const std::string& text) override;
+  // Files planted by another user give nothing, with a warning each, never an error.
+  std::vector<std::string> events(const lock::LockName& name, std::size_t limit,
+                                  util::TimePoint deadline) override;
 
   void watch(util::EventLoop& loop) override;
   std::optional<lock::Outcome> next_outcome() override;

@@ -116,6 +116,12 @@ struct Layout {
   // .dlock/ENC+latch: the count-down latch (dlocklatch1, its count and when it expires),
   // replaced whole on each change by a dlock holding the flock of the one it replaces.
   std::string latch_name() const { return encoded + "+latch"; }
+  // .dlock/ENC+history+UID: the lock's history as user UID recorded it (stores/file/history.hpp).
+  std::string history_prefix() const { return encoded + "+history+"; }
+  std::string history_name(std::uint64_t uid) const
+  {
+    return history_prefix() + std::to_string(uid);
+  }
 
   std::string lock_path() const { return dir + "/" + lock_name(); }
   std::string slot_path(int slot) const { return dir + "/" + slot_name(slot); }

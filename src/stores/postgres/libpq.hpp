@@ -15,6 +15,7 @@ namespace dlock::postgres {
   X(PQstatus)                                                                                      \
   X(PQerrorMessage)                                                                                \
   X(PQsocket)                                                                                      \
+  X(PQbackendPID)                                                                                  \
   X(PQfinish)                                                                                      \
   X(PQsetnonblocking)                                                                              \
   X(PQsetNoticeProcessor)                                                                          \

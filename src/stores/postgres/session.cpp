@@ -7,7 +7,10 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <future>
+#include <string_view>
 #include <thread>
 
 namespace dlock::postgres {
@@ -35,12 +38,40 @@ ExitCode query_error_code(const std::string& sqlstate)
 
 void ignore_notice(void*, const char*) {}
 
-// What every session runs first (see Session): the role's search path noted, then the
-// session's pinned. Two statements, which the server runs in order.
-constexpr const char* pin_search_path =
-  "SELECT pg_catalog.set_config('dlock.home_path', "
-  "pg_catalog.current_schemas(false)::pg_catalog.text, false); "
-  "SET search_path = pg_catalog, pg_temp";
+// The name of a setting no server has (without a dot it cannot be a custom one, which a role
+// or a database owner could define): the pin reads it only behind a pooler, so that its
+// statement fails, which ends the query before anything sent after it runs; the error, which
+// quotes the name, tells read_answers why.
+constexpr std::string_view pooler_marker = "dlock: not the backend the connection announced";
+
+// What every session runs first (see Session): the role's search path noted and the pooler
+// check, then the session's path pinned. Two statements, which the server runs in order (the
+// second and any query sent with them only if the first succeeded). The check: PostgreSQL
+// announces its backend's pid when a connection starts (libpq's PQbackendPID), and
+// pg_backend_pid() is that pid on every statement of the session; a pooler (PgBouncer, and
+// others that answer cancel requests themselves) announces a random number of its own (or
+// none: 0), and runs the statement on whichever server connection it hands out.
+std::string pin_search_path(int announced_pid)
+{
+  return fmt::format("SELECT pg_catalog.set_config('dlock.home_path', "
+                     "pg_catalog.current_schemas(false)::pg_catalog.text, false), "
+                     "CASE WHEN pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.=) ({}) "
+                     "THEN '' ELSE pg_catalog.current_setting('{}') END; "
+                     "SET search_path = pg_catalog, pg_temp",
+                     announced_pid, pooler_marker);
+}
+
+// Why dlock refuses a pooler (see pin_search_path).
+Error behind_pooler(const std::string& shown)
+{
+  return Error(ExitCode::config,
+               "PostgreSQL at {} is a connection pooler (PgBouncer or alike), not the server "
+               "itself (its backend pid is not the one the connection announced): dlock's locks "
+               "are session advisory locks, which a pooler shares with its other clients or "
+               "drops between transactions; connect dlock to PostgreSQL directly (man dlock, "
+               "DATABASE STORES)",
+               shown);
+}
 
 // The longest dlock waits for a cancel request to reach the server.
 constexpr std::chrono::milliseconds cancel_limit{500};
@@ -202,14 +233,15 @@ void Session::send_next()
     m_unpinned = false;
     const Query& first = m_queue.front();
     if (first.params.empty() && !first.blocks) {
-      pin = std::string(pin_search_path) + "; "; // its two results come first
+      pin = pin_search_path(pq().PQbackendPID(m_conn)) + "; "; // its two results come first
       m_pin_results = 2;
     } else {
-      m_queue.push_front(Query{pin_search_path, {}, [this](Answer& pinned) {
-                                 if (pinned.error) {
-                                   fail(*pinned.error); // nothing runs unpinned
-                                 }
-                               }});
+      m_queue.push_front(
+        Query{pin_search_path(pq().PQbackendPID(m_conn)), {}, [this](Answer& pinned) {
+                if (pinned.error) {
+                  fail(*pinned.error); // nothing runs unpinned
+                }
+              }});
     }
   }
   m_current = std::move(m_queue.front());
@@ -297,6 +329,9 @@ void Session::read_answers()
       }
       m_answer.error =
         Error(query_error_code(m_answer.sqlstate), "PostgreSQL at {}: {}", m_shown, message);
+      if (m_answer.sqlstate == "42704" && message.find(pooler_marker) != std::string::npos) {
+        m_answer.error = behind_pooler(m_shown); // the pin's check (pin_search_path)
+      }
     }
     pq().PQclear(result);
   }

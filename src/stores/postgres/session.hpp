@@ -72,8 +72,11 @@ struct Query {
 // Before any of them, the session notes the role's search path (the setting dlock.home_path,
 // for fence_table.hpp) and pins its own to pg_catalog, pg_temp: no function, operator or
 // table another role put in a schema of the path (a writable public) is used for PostgreSQL's
-// own; a session that cannot pin it ends. The pin goes in one round trip with the first
-// query when that one has no parameters (statements of one message run in order).
+// own; a session that cannot pin it ends. The same statement checks that the server is
+// PostgreSQL itself and not a pooler (PgBouncer), whose session is not the server's: a
+// session behind one ends with Error(config) before anything else runs. The pin goes in one
+// round trip with the first query when that one has no parameters (statements of one message
+// run in order, and none after one that failed).
 class Session final : public sql::QueuedSession<Query, Answer> {
 public:
   using Callback = std::function<void(Answer&)>;

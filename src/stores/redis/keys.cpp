@@ -31,6 +31,7 @@ LockKeys LockKeys::make(std::string_view prefix, std::string_view name)
   keys.latch = base + ":latch";
   keys.latch_waiters = base + ":latch:waiters";
   keys.latch_wake = base + ":latch:wake";
+  keys.history = base + ":history";
   keys.fair_wake_prefix = base + ":wake:";
   keys.barrier_wake_prefix = base + ":barrier:";
   return keys;

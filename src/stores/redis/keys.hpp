@@ -42,6 +42,9 @@ struct LockKeys {
   std::string latch;         // prefix{name}:latch: the count left
   std::string latch_waiters; // prefix{name}:latch:waiters: zset of waiting ids by expiry (ms)
   std::string latch_wake;    // prefix{name}:latch:wake: list the count's last step pushes to
+  // dlock history: prefix{name}:history: stream of the lock's events (field e: the text),
+  // capped and expiring like the fence (record.lua)
+  std::string history;
 
   std::string fair_wake_prefix;    // prefix{name}:wake: + a --fair waiter's id: its own wake list
   std::string barrier_wake_prefix; // prefix{name}:barrier: + a generation: its parties' wake list

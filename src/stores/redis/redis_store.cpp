@@ -2,6 +2,8 @@
 
 #include "stores/redis/scripts.hpp"
 #include "stores/redis/status.hpp"
+#include "util/log.hpp"
+#include "util/text.hpp"
 
 namespace dlock::redis {
 
@@ -780,7 +782,8 @@ void RedisStore::fail_all(Node& node, const Error& error)
   for (const Pending& pending : node.pending) {
     if (pending.last) {
       m_answers.answer(pending.op, error);
-      owed = true;
+      // A history event is waited for by no one who watches the connection (a lease keeper).
+      owed = owed || pending.op != Outcome::Op::record;
     }
   }
   node.pending.clear();
@@ -844,10 +847,9 @@ void RedisStore::limit_blocking(util::Millis limit) noexcept
   }
 }
 
-lock::LockStatus RedisStore::status(const lock::LockName& name, util::TimePoint deadline)
+void RedisStore::at_slot(int slot, util::TimePoint deadline,
+                         const std::function<void(Connection&)>& read)
 {
-  LockKeys k = keys(name);
-  int slot = key_slot(k.lock);
   Node* node = &node_for_slot(slot);
   bool asking = false;
   for (int hop = 0;; ++hop) {
@@ -856,7 +858,8 @@ lock::LockStatus RedisStore::status(const lock::LockName& name, util::TimePoint 
         throw_if_error(*node->connection.call({"ASKING"}, deadline),
                        "following a cluster redirect");
       }
-      return read_status(node->connection, m_prefix, name.str(), deadline);
+      read(node->connection);
+      return;
     } catch (const Redirected& redirected) {
       const Redirect& redirect = redirected.redirect();
       if (m_redlock_node) {
@@ -875,6 +878,67 @@ lock::LockStatus RedisStore::status(const lock::LockName& name, util::TimePoint 
       }
     }
   }
+}
+
+lock::LockStatus RedisStore::status(const lock::LockName& name, util::TimePoint deadline)
+{
+  LockKeys k = keys(name);
+  lock::LockStatus status;
+  at_slot(key_slot(k.lock), deadline, [&](Connection& connection) {
+    status = read_status(connection, m_prefix, name.str(), deadline);
+  });
+  return status;
+}
+
+void RedisStore::start_record(const lock::LockName& name, const std::string& text)
+{
+  LockKeys k = keys(name);
+  std::vector<std::string> script_keys{k.history};
+  std::vector<std::string> args{text, std::to_string(lock::max_history_events),
+                                ms_string(lock::history_keep)};
+  const Script& script = scripts::record();
+  send(Pending{.op = Outcome::Op::record,
+               .argv = script.evalsha(script_keys, args),
+               .eval = script.eval(script_keys, args),
+               .slot = key_slot(k.lock)});
+}
+
+std::vector<std::string> RedisStore::events(const lock::LockName& name, std::size_t limit,
+                                            util::TimePoint deadline)
+{
+  std::vector<std::string> texts;
+  // The stream keeps max_history_events; one another tenant made longer is read no further.
+  limit = std::min(limit, lock::max_history_events);
+  if (limit == 0) {
+    return texts;
+  }
+  LockKeys k = keys(name);
+  std::vector<std::string> args{std::to_string(limit), std::to_string(lock::max_event_bytes)};
+  at_slot(key_slot(k.lock), deadline, [&](Connection& connection) {
+    texts.clear();
+    Reply reply = scripts::history().run(connection, {k.history}, args, deadline);
+    if (auto redirect = parse_redirect(*reply)) {
+      throw Redirected(std::move(*redirect));
+    }
+    constexpr std::string_view what = "reading the lock's history";
+    throw_if_error(*reply, what);
+    std::int64_t found = element_integer(*reply, 0, what);
+    if (found == -1) {
+      std::string_view type = reply->elements == 2 && reply->element[1]->type == REDIS_REPLY_STRING
+                                ? std::string_view(reply->element[1]->str, reply->element[1]->len)
+                                : std::string_view("?");
+      util::log_verbose("{} is a {}, not dlock's history: left alone, no events",
+                        util::printable(k.history), util::printable(type.substr(0, 32)));
+      return;
+    }
+    for (std::size_t i = 1; i < reply->elements; ++i) {
+      const redisReply& text = *reply->element[i];
+      if (text.type == REDIS_REPLY_STRING && text.len <= lock::max_event_bytes) {
+        texts.emplace_back(text.str, text.len);
+      }
+    }
+  });
+  return texts;
 }
 
 std::vector<RedisStore::Node*> RedisStore::cluster_masters(util::Millis timeout)

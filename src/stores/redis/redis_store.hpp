@@ -9,6 +9,7 @@
 #include "stores/redis/sentinel.hpp"
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -20,7 +21,7 @@ namespace dlock::redis {
 // URL's server (or the master Sentinel names) is the first node; if it turns out to be a
 // Cluster node, requests follow MOVED and ASK to the node serving the lock's slot, and all
 // of one lock's keys share that slot.
-class RedisStore final : public Node, public lock::Coordination {
+class RedisStore final : public Node, public lock::Coordination, public lock::History {
 public:
   // switches: for a master found through Sentinel, the announcements of its failovers.
   RedisStore(ConnectOptions options, std::string prefix,
@@ -40,6 +41,13 @@ public:
   void start_set_latch(const lock::LockName& name, std::int64_t count,
                        util::Millis expire) override;
   void start_count_down(const lock::LockName& name) override;
+  // A stream per lock beside its other keys (LockKeys::history), written by one script that is
+  // pipelined with the rest (an acquired event goes out with the first renewals).
+  lock::History* history() noexcept override { return this; }
+  void start_record(const lock::LockName& name, const std::string& text) override;
+  // A key of another type gives no events (and a verbose note), never an error.
+  std::vector<std::string> events(const lock::LockName& name, std::size_t limit,
+                                  util::TimePoint deadline) override;
 
   void watch(util::EventLoop& loop) override;
   std::optional<lock::Outcome> next_outcome() override;
@@ -121,6 +129,9 @@ private:
   // The node stopped being the master (READONLY, a Sentinel's announcement): drops the
   // connection, failing what is in flight, so that the next operation finds the master anew.
   void leave_node(Node& node, const Error& error);
+  // Runs read on the node serving slot, blocking, following MOVED and ASK (read throws
+  // Redirected for them).
+  void at_slot(int slot, util::TimePoint deadline, const std::function<void(Connection&)>& read);
   // The masters of a cluster (and the slot map learned on the way); empty if not a cluster.
   std::vector<Node*> cluster_masters(util::Millis timeout);
 

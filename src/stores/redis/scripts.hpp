@@ -122,4 +122,14 @@ const Script& latch_set();
 // -1 if no latch is set.
 const Script& latch_down();
 
+// KEYS: history. ARGV: the event's text, max events, keep_ms. A lock's history
+// (lock::History): appends the text to the stream, keeps its newest max events exactly and
+// has it expire keep_ms after this event: 1, or the error of a key that is not a stream.
+const Script& record();
+
+// KEYS: history. ARGV: count, max_bytes. The newest count texts of the stream, newest first,
+// leaving out those over max_bytes: {1, texts...}, {0} without one, {-1, type} for a key of
+// another type (left alone).
+const Script& history();
+
 } // namespace dlock::redis::scripts

@@ -240,3 +240,36 @@ free() { flock -n "$S/$1" true; }
   in_time run -w 10 --fair -k k -- true
   assert_success
 }
+
+@test "history: root's and nobody's events merge; what nobody plants (a symlink, a FIFO, a file under root's uid, 5 MB) gives warnings, never a hang; its flock on root's file drops root's event, never the run" {
+  run -0 "$DLOCK" run -k h -- true
+  run -0 as_nobody "$DLOCK" run -k h -- true
+  in_time history --json h
+  assert_success
+  [ "$(jq -r '[.events[] | .event + ":" + .user] | join(",")' <<<"$output")" = released:nobody,acquired:nobody,released:root,acquired:root ]
+  [ "$(stat -c %U:%a "$S/.dlock/h+history+0")" = root:644 ]
+  # planted: a symlink and a FIFO under names of root's, a file of nobody's named uid 1's
+  as_nobody ln -s /etc/shadow "$S/.dlock/s+history+0"
+  as_nobody mkfifo "$S/.dlock/f+history+0" "$S/.dlock/h+history+2"
+  as_nobody sh -c 'head -c 5000000 /dev/zero | tr "\0" x >"$0"' "$S/.dlock/h+history+1"
+  in_time history h
+  assert_success
+  assert_output --partial 'h+history+1: owned by uid'
+  assert_output --partial 'h+history+2: not a regular file'
+  assert_output --partial 'released  nobody@'
+  in_time run -k s -- true
+  assert_success
+  in_time run -k f -- true
+  assert_success
+  [ -f "$S/.dlock/f+history+0" ] && [ ! -L "$S/.dlock/s+history+0" ] # replaced by root's own
+  run -0 --separate-stderr timeout -k 5 20 "$DLOCK" history --json f
+  echo "$output; $stderr"
+  [ "$(jq -r '[.events[].event] | join(",")' <<<"$output")" = released,acquired ]
+  # nobody keeps a flock on root's history file: root's events are dropped, its run is not
+  nobody_holds "$S/.dlock/h+history+0"
+  in_time -v run -k h -- true
+  assert_success
+  assert_output --partial 'kept locked by another process'
+  run -0 --separate-stderr timeout -k 5 20 "$DLOCK" history --json h
+  [ "$(jq -r '.events[0].user' <<<"$output")" = nobody ]
+}

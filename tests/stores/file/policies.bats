@@ -117,7 +117,7 @@ planted_policy() {
   wait_for "[ -s '$T/cmd.pid' ]" 10
   run -0 timeout 20 "$DLOCK" run -k r --replace --supersede -w 15s -- true
   wait "$BG_PID" || [ $? -eq 76 ]
-  run -0 find "$D/.dlock" -name 'r+*' ! -name 'r+fence'
+  run -0 find "$D/.dlock" -name 'r+*' ! -name 'r+fence' ! -name 'r+history+*'
   assert_output ''
 }
 

@@ -546,3 +546,24 @@ tickets() { find "$D/.dlock" -maxdepth 1 -name "$1+ticket+*" 2>/dev/null | wc -l
   echo "system calls in 2 s: $calls"
   [ "$calls" -lt 10 ]
 }
+
+@test "history: this user's file in .dlock, rewritten to its newest 100 lines past 50 KiB, empty 7 days after its last event" {
+  run -0 "$DLOCK" run -k h -- true
+  local f=$D/.dlock/h+history+$(id -u) line stamp i
+  [ "$(wc -l <"$f")" -eq 2 ]
+  # 500 older events (70 KiB), copies of dlock's last one
+  line=$(tail -1 "$f")
+  stamp=${line%% *}
+  for i in $(seq 500); do echo "$((stamp - 1000000 + i)) ${line#* }"; done >"$f"
+  run -0 "$DLOCK" run -k h -- true
+  # the acquired event crossed 50 KiB: the newest 100 were kept, then released was added
+  [ "$(wc -l <"$f")" -eq 101 ]
+  run -0 "$DLOCK" history --json --limit 100 h
+  [ "$(jq '.events | length' <<<"$output")" -eq 100 ]
+  [ "$(jq -r '[.events[0:3][].event] | join(",")' <<<"$output")" = released,acquired,released ]
+  touch -d '8 days ago' "$f"
+  run -0 "$DLOCK" history h
+  [ -z "$output" ]
+  run -0 "$DLOCK" run -k h -- true
+  [ "$(wc -l <"$f")" -eq 2 ]
+}
