@@ -481,6 +481,50 @@ std::string side_key(std::string_view prefix, std::string_view name, std::string
   return key.append("#").append(kind);
 }
 
+std::string history_prefix(std::string_view prefix, std::string_view name)
+{
+  return side_key(prefix, name, "history:");
+}
+
+std::string history_key(std::string_view history_prefix, std::uint64_t id)
+{
+  return fmt::format("{}{:016x}", history_prefix, id);
+}
+
+bool is_history_key(std::string_view key, std::string_view history_prefix)
+{
+  if (!key.starts_with(history_prefix) || key.size() != history_prefix.size() + 16) {
+    return false;
+  }
+  key.remove_prefix(history_prefix.size());
+  return key.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+std::int64_t history_lease(std::string_view history_prefix)
+{
+  std::uint64_t hash = 14695981039346656037ULL; // FNV-1a
+  for (char c : history_prefix) {
+    hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  }
+  hash &= 0x7fffffffffffffffULL;
+  return static_cast<std::int64_t>(hash == 0 ? 1 : hash);
+}
+
+Json range_keys_request(const std::string& prefix, std::int64_t limit, bool newest_first)
+{
+  return {{"key", base64_encode(prefix)},
+          {"range_end", base64_encode(prefix_end(prefix))},
+          {"keys_only", true},
+          {"limit", std::to_string(limit)},
+          {"sort_order", newest_first ? "DESCEND" : "ASCEND"},
+          {"sort_target", "CREATE"}};
+}
+
+Json grant_request(std::int64_t ttl_s, std::int64_t lease)
+{
+  return {{"TTL", std::to_string(ttl_s)}, {"ID", std::to_string(lease)}};
+}
+
 std::string records_prefix_of(std::string_view prefix, std::string_view name)
 {
   return side_key(prefix, name, "elect:");

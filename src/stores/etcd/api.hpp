@@ -154,6 +154,22 @@ std::string token_fingerprint(const std::string& token);
 // them, and list() passes them over.
 std::string side_key(std::string_view prefix, std::string_view name, std::string_view kind);
 
+// A lock name's history (dlock history): one key per event, history_prefix followed by 16 hex
+// digits (random: reads order them by create revision), beside the side keys, outside every
+// queue, all on the log's one lease (history_lease).
+std::string history_prefix(std::string_view prefix, std::string_view name);
+std::string history_key(std::string_view history_prefix, std::uint64_t id);
+// Whether key is an event key of that log (another lock's keys may share its prefix).
+bool is_history_key(std::string_view key, std::string_view history_prefix);
+// The log's lease ID, the same in every process (a hash of its prefix, positive): a keepalive
+// finds it with no read; the first event grants it.
+std::int64_t history_lease(std::string_view history_prefix);
+// The keys (without values) under prefix by create revision, newest or oldest first, at most
+// limit; the answer's count says how many there are in all.
+Json range_keys_request(const std::string& prefix, std::int64_t limit, bool newest_first);
+// A grant of a lease with this ID (a keepalive of it found none).
+Json grant_request(std::int64_t ttl_s, std::int64_t lease);
+
 // dlock elect's candidates share etcdctl elect's layout (concurrency.Election, whose leader is
 // the oldest key under PFX/ and whose value is the proposal): a candidate's key holds its plain
 // --value, and its holder record lies beside it, outside every queue (so that `etcdctl elect

@@ -2,6 +2,7 @@
 
 #include "lock/features.hpp"
 #include "util/log.hpp"
+#include "util/random.hpp"
 
 #include <fnmatch.h>
 #include <unistd.h>
@@ -119,6 +120,15 @@ EtcdStore::~EtcdStore()
     return;
   }
   try {
+    if (m_recording) { // a history event still being written: given till it is, or a time-out
+      util::run_until(
+        util::deadline_after(m_timeout),
+        [this] {
+          m_client.pump();
+          return !m_recording;
+        },
+        [this](util::EventLoop& loop) { m_client.watch(loop); });
+    }
     m_client.cancel_requests();
     for (auto& [name, mine] : m_mine) {
       if (mine.owner) {
@@ -1351,6 +1361,8 @@ void EtcdStore::abandon() noexcept
   }
   m_client.cancel_requests_except(keep); // every transfer but the watches of held keys
   m_answers.clear();
+  m_records.clear();
+  m_recording = false;
 }
 
 Error EtcdStore::timed_out() noexcept
@@ -1422,13 +1434,40 @@ void EtcdStore::fill_held(lock::LockStatus& status, const std::vector<Member>& q
 std::vector<lock::LockStatus> EtcdStore::list(std::string_view pattern, Millis timeout)
 {
   util::TimePoint deadline = util::deadline_after(timeout);
-  Answer a = m_client.call("/v3/kv/range", range_prefix_request(m_prefix), deadline);
+  // The keys first, oldest first, then the values of all but the histories' (up to 100 events
+  // a name, which would crowd the answer), a transaction of ranges at a time.
+  Answer a = m_client.call("/v3/kv/range", range_keys_request(m_prefix, 0, false), deadline);
   if (a.error) {
     throw *a.error;
   }
+  std::vector<Json> ops;
+  for (const KeyValue& kv : key_values(a.body)) {
+    bool side = kv.key.find('/', m_prefix.size()) == std::string::npos;
+    if (!side || kv.key.find("#history:", m_prefix.size()) == std::string::npos) {
+      ops.push_back(range_op(kv.key));
+    }
+  }
+  std::vector<KeyValue> kvs;
+  constexpr std::size_t batch = 100; // etcd takes at most 128 operations a transaction
+  for (std::size_t first = 0; first < ops.size(); first += batch) {
+    std::size_t end = std::min(ops.size(), first + batch);
+    Answer r =
+      m_client.call("/v3/kv/txn",
+                    reads(std::vector<Json>(ops.begin() + static_cast<std::ptrdiff_t>(first),
+                                            ops.begin() + static_cast<std::ptrdiff_t>(end))),
+                    deadline);
+    if (r.error) {
+      throw *r.error;
+    }
+    for (std::size_t i = 0; i < end - first; ++i) {
+      if (std::optional<KeyValue> kv = one_key(txn_range(r.body, i))) { // none: gone meanwhile
+        kvs.push_back(std::move(*kv));
+      }
+    }
+  }
   std::map<std::string, std::vector<Member>> by_name;
   std::map<std::string, KeyValue> sides; // the candidates' records among them, by key
-  for (KeyValue& kv : key_values(a.body)) {
+  for (KeyValue& kv : kvs) {
     if (kv.key.find('/', m_prefix.size()) == std::string::npos) { // a side key (side_key)
       std::string key = kv.key;
       sides.emplace(std::move(key), std::move(kv));
@@ -1474,6 +1513,160 @@ std::vector<lock::LockStatus> EtcdStore::list(std::string_view pattern, Millis t
     found.push_back(std::move(status));
   }
   return found;
+}
+
+void EtcdStore::start_record(const lock::LockName& name, const std::string& text)
+{
+  m_records.push_back(Record{.name = name.str(), .text = text});
+  next_record();
+}
+
+void EtcdStore::next_record()
+{
+  if (m_recording || m_records.empty()) {
+    return;
+  }
+  m_recording = true;
+  append(m_records.front().name, m_records.front().text, false);
+}
+
+void EtcdStore::recorded(std::optional<Error> error)
+{
+  if (!m_recording) {
+    return; // abandoned meanwhile
+  }
+  m_recording = false;
+  m_records.pop_front();
+  m_answers.answer(Op::record, std::move(error));
+  next_record();
+}
+
+void EtcdStore::append(const std::string& name, const std::string& text, bool granted)
+{
+  std::string log = history_prefix(m_prefix, name);
+  std::int64_t lease = history_lease(log);
+  std::string token = util::random_token();
+  std::uint64_t id = std::stoull(token.substr(0, 16), nullptr, 16);
+  // The put, and the log's oldest keys with its count (a few past the cap: each event trims).
+  Json ops = Json::array({put_op(history_key(log, id), text, lease),
+                          {{"request_range", range_keys_request(log, 8, false)}}});
+  struct Both {
+    std::optional<Answer> put, kept;
+  };
+  auto both = std::make_shared<Both>();
+  auto when_both = [this, both, name, text, lease, granted]() {
+    if (!both->put || (!granted && !both->kept)) {
+      return;
+    }
+    Answer& a = *both->put;
+    if (a.error && lease_not_found(a.body) && !granted) { // the log's first event (or expired)
+      m_client.post("/v3/lease/grant", grant_request(lease_seconds(lock::history_keep), lease),
+                    [this, name, text](Answer&) { append(name, text, true); });
+      return;
+    }
+    if (a.error) {
+      recorded(a.error);
+      return;
+    }
+    const Json* oldest = txn_range(a.body, 1);
+    trim(name, oldest != nullptr ? *oldest : Json::object());
+  };
+  m_client.post("/v3/kv/txn", txn_request(Json::array(), std::move(ops)),
+                [both, when_both](Answer& a) {
+                  both->put = std::move(a);
+                  when_both();
+                });
+  if (!granted) { // the log lasts history_keep from this event (a granted lease does already)
+    m_client.post("/v3/lease/keepalive", lease_request(lease), [both, when_both](Answer& a) {
+      both->kept = std::move(a);
+      when_both();
+    });
+  }
+}
+
+void EtcdStore::trim(const std::string& name, const Json& oldest)
+{
+  std::int64_t count = int_field(oldest, "count");
+  auto surplus = count - static_cast<std::int64_t>(lock::max_history_events);
+  std::string log = history_prefix(m_prefix, name);
+  Json deletes = Json::array();
+  for (const KeyValue& kv : key_values(oldest)) {
+    if (std::ssize(deletes) >= surplus) {
+      break;
+    }
+    if (is_history_key(kv.key, log)) {
+      deletes.push_back({{"request_delete_range", {{"key", base64_encode(kv.key)}}}});
+    }
+  }
+  if (deletes.empty()) {
+    recorded(std::nullopt);
+    return;
+  }
+  m_client.post("/v3/kv/txn", txn_request(Json::array(), std::move(deletes)),
+                [this](Answer& a) { recorded(a.error); });
+}
+
+std::vector<std::string> EtcdStore::events(const lock::LockName& name, std::size_t limit,
+                                           util::TimePoint deadline)
+{
+  limit = std::min(limit, lock::max_history_events);
+  std::string log = history_prefix(m_prefix, name.str());
+  // The newest keys first (no values: another tenant's may be large), a few more than asked
+  // for, in case other keys share the log's prefix.
+  Answer a = m_client.call(
+    "/v3/kv/range", range_keys_request(log, static_cast<std::int64_t>(limit) + 16, true), deadline);
+  if (a.error) {
+    throw *a.error;
+  }
+  std::vector<std::string> keys;
+  for (const KeyValue& kv : key_values(a.body)) {
+    if (keys.size() < limit && is_history_key(kv.key, log)) {
+      keys.push_back(kv.key);
+    }
+  }
+  // Their values, a few keys a transaction; a batch that fails (too large an answer: another
+  // tenant's values) is read key by key, and a key that fails so is left out.
+  std::map<std::string, std::string> values;
+  auto take = [&values](const Json* range) {
+    if (range == nullptr) {
+      return;
+    }
+    for (KeyValue& kv : key_values(*range)) {
+      if (kv.value.size() <= lock::max_event_bytes) {
+        values[kv.key] = std::move(kv.value);
+      }
+    }
+  };
+  constexpr std::size_t batch = 8;
+  for (std::size_t first = 0; first < keys.size(); first += batch) {
+    std::vector<Json> ops;
+    for (std::size_t i = first; i < std::min(keys.size(), first + batch); ++i) {
+      ops.push_back(range_op(keys[i]));
+    }
+    Answer r = m_client.call("/v3/kv/txn", reads(ops), deadline);
+    if (!r.error) {
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        take(txn_range(r.body, i));
+      }
+      continue;
+    }
+    if (util::monotonic_now() >= deadline) {
+      throw *r.error;
+    }
+    for (std::size_t i = first; i < std::min(keys.size(), first + batch); ++i) {
+      Answer one = m_client.call("/v3/kv/range", range_key_request(keys[i]), deadline);
+      if (!one.error) {
+        take(&one.body);
+      }
+    }
+  }
+  std::vector<std::string> texts;
+  for (const std::string& key : keys) {
+    if (auto found = values.find(key); found != values.end()) {
+      texts.push_back(std::move(found->second));
+    }
+  }
+  return texts;
 }
 
 } // namespace dlock::etcd

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -46,7 +47,11 @@ std::unique_ptr<lock::Store> open(const std::string& url, const stores::StoreCon
 // the holder record lies beside it on the same lease, at PFX-less-slash#elect:<lease hex>
 // (records_prefix_of), read with the queue in the same transaction (a plain run: one more
 // range in reads it makes anyway, no round trip).
-class EtcdStore final : public lock::Store, public lock::Coordination {
+// A lock's history (history_prefix): each event a key of its own on the log's lease of
+// history_keep, which every event keeps alive (a keepalive sent with the put: one round trip);
+// the put's transaction counts the log and reads its oldest keys, and the ones past
+// max_history_events go in one more. Records run one after the other, answered in order.
+class EtcdStore final : public lock::Store, public lock::Coordination, public lock::History {
 public:
   EtcdStore(EtcdUrl url, std::optional<std::string> password, stores::TlsFiles tls,
             util::Millis request_timeout, std::string prefix);
@@ -73,6 +78,10 @@ public:
   // outliving dlock (acquire: its lease runs on, renewed or released by token).
   const lock::StoreTraits& traits() const noexcept override;
   lock::Coordination* coordination() noexcept override { return this; }
+  lock::History* history() noexcept override { return this; }
+  void start_record(const lock::LockName& name, const std::string& text) override;
+  std::vector<std::string> events(const lock::LockName& name, std::size_t limit,
+                                  util::TimePoint deadline) override;
 
   // wait: the name's queue read, then a watch of its first holder's key; barrier: the parties'
   // keys NAME#party:<generation>:<lease hex> on their own leases and the state NAME#barrier
@@ -214,7 +223,22 @@ private:
   void start_gate_wait(const std::string& name, util::Millis block);
   void end_gate_wait(const std::string& name);
 
+  // A history event waiting for the one before it to be written.
+  struct Record {
+    std::string name;
+    std::string text;
+  };
+  // Writes the first queued record (none in flight); its answer starts the next.
+  void next_record();
+  // The event's put (with the log's keepalive); granted: after the lease was granted.
+  void append(const std::string& name, const std::string& text, bool granted);
+  // Deletes the oldest events past max_history_events (oldest: the put's read of the log).
+  void trim(const std::string& name, const Json& oldest);
+  void recorded(std::optional<Error> error);
+
   Client m_client;
+  std::deque<Record> m_records; // the first one is in flight when m_recording
+  bool m_recording = false;
   std::string m_prefix;
   util::Millis m_timeout;
   pid_t m_pid;

@@ -43,7 +43,8 @@ namespace dlock::zookeeper {
   X(ZOO_PERSISTENT)                                                                                \
   X(ZOO_EPHEMERAL)                                                                                 \
   X(ZOO_CONTAINER)                                                                                 \
-  X(ZOO_EPHEMERAL_SEQUENTIAL)
+  X(ZOO_EPHEMERAL_SEQUENTIAL)                                                                      \
+  X(ZOO_PERSISTENT_SEQUENTIAL)
 
 // libzookeeper_mt, loaded on first use (dlopen of libzookeeper_mt.so.2) rather than linked,
 // as libpq is: a Redis run then neither loads it nor pays for its start-up.

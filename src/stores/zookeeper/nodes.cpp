@@ -467,4 +467,37 @@ lock::HolderInfo parse_holder_record(std::string_view data, std::string* fingerp
   return *holder;
 }
 
+std::string history_event_prefix(std::int64_t unix_ms)
+{
+  return fmt::format("e-{:016}-", std::max<std::int64_t>(0, unix_ms));
+}
+
+std::vector<HistoryNode> sorted_history(const std::vector<std::string>& children)
+{
+  constexpr std::size_t ms_digits = 16;
+  constexpr std::size_t length = 2 + ms_digits + 1 + sequence_digits;
+  auto digits = [](std::string_view text) {
+    return !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  std::vector<HistoryNode> nodes;
+  for (const std::string& child : children) {
+    std::string_view name = child;
+    if (name.size() != length || !name.starts_with("e-") || name[2 + ms_digits] != '-') {
+      continue;
+    }
+    std::string_view ms = name.substr(2, ms_digits);
+    std::string_view sequence = name.substr(3 + ms_digits);
+    if (!digits(ms) || !digits(sequence)) {
+      continue;
+    }
+    HistoryNode node{.name = child};
+    std::from_chars(ms.data(), ms.data() + ms.size(), node.at_ms);
+    std::from_chars(sequence.data(), sequence.data() + sequence.size(), node.sequence);
+    nodes.push_back(std::move(node));
+  }
+  std::sort(nodes.begin(), nodes.end(),
+            [](const HistoryNode& a, const HistoryNode& b) { return a.sequence < b.sequence; });
+  return nodes;
+}
+
 } // namespace dlock::zookeeper

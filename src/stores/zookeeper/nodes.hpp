@@ -162,6 +162,23 @@ std::string side_record(const SideRecord& record);
 // lock::max_holder_record_bytes, not starting "dlock=1", a field out of range or malformed.
 std::optional<SideRecord> parse_side_record(std::string_view data);
 
+// A lock's history (dlock history): the node of the lock's node's name followed by "%history"
+// (never a name encode_name makes, so no lock's node and never a contender: Curator's recipes
+// do not look there), with a persistent sequential child per event, "e-<16 digits: this host's
+// Unix ms>-<10 digits>", whose data is the event's text; the ms let a write find the events past
+// lock::history_keep by their names alone.
+inline constexpr std::string_view history_suffix = "%history";
+// "e-<16 digits>-": what the server appends an event's sequence to.
+std::string history_event_prefix(std::int64_t unix_ms);
+// One event node's name as a history node's listing gives it.
+struct HistoryNode {
+  std::string name;
+  std::int64_t at_ms = 0;    // the ms in its name
+  std::int64_t sequence = 0; // the server's
+};
+// The event nodes among children, oldest (lowest sequence) first; other names are passed over.
+std::vector<HistoryNode> sorted_history(const std::vector<std::string>& children);
+
 // Records carry the token's fingerprint, 16 hex digits (not the token: any client may read nodes).
 using lock::token_fingerprint;
 

@@ -88,6 +88,23 @@ ZookeeperStore::ZookeeperStore(ZkUrl url, Millis request_timeout, std::string pr
 {
 }
 
+ZookeeperStore::~ZookeeperStore()
+{
+  if (!m_recording || !m_client || !m_client->owned()) {
+    return;
+  }
+  try { // the last event (a run's end) may be behind an earlier one still in flight
+    util::run_until(
+      util::deadline_after(m_request_timeout),
+      [this] {
+        m_client->drain();
+        return !m_recording;
+      },
+      [this](util::EventLoop& loop) { m_client->watch(loop); });
+  } catch (...) { // NOLINT(bugprone-empty-catch): the event is lost, as with no answer
+  }
+}
+
 std::string ZookeeperStore::dir_of(const lock::LockName& name) const
 {
   return m_url.chroot + "/" + encode_name(m_prefix + name.str());
@@ -1866,6 +1883,8 @@ void ZookeeperStore::abandon() noexcept
 {
   m_on_ready.clear();
   m_answers.clear();
+  m_records.clear();
+  m_recording = false;
   bool holds = false;
   for (auto& [key, n] : m_named) {
     holds = holds || n.held;
@@ -2713,6 +2732,149 @@ void ZookeeperStore::count_down(const std::string& key, int tries)
         });
     });
   });
+}
+
+// --- history -------------------------------------------------------------------------------
+
+void ZookeeperStore::start_record(const lock::LockName& name, const std::string& text)
+{
+  m_records.push_back(Record{.name = history_of(name), .text = text});
+  next_record();
+}
+
+void ZookeeperStore::next_record()
+{
+  if (m_recording || m_records.empty()) {
+    return;
+  }
+  m_recording = true;
+  if (!m_client || !m_client->owned() || m_dead) {
+    try {
+      client(inspect_session); // none (release --force), or none to use
+    } catch (const Error& error) {
+      recorded(error);
+      return;
+    }
+  }
+  when_ready([this](std::optional<Error> error) {
+    if (error) {
+      recorded(error);
+      return;
+    }
+    append(m_records.front().name, m_records.front().text, false);
+  });
+}
+
+void ZookeeperStore::recorded(std::optional<Error> error)
+{
+  if (!m_recording) {
+    return; // abandoned meanwhile
+  }
+  m_recording = false;
+  m_records.pop_front();
+  m_answers.answer(Op::record, std::move(error));
+  next_record();
+}
+
+void ZookeeperStore::append(const std::string& log, const std::string& text, bool made)
+{
+  auto created = std::make_shared<int>(ZOK);
+  m_client->create(log + "/" + history_event_prefix(util::unix_ms()), text,
+                   zoo().ZOO_PERSISTENT_SEQUENTIAL,
+                   [created](Reply& reply) { *created = reply.rc; });
+  // Sent behind the create, answered after it: the listing has the new event.
+  m_client->get_children(log, [this, created, log, text, made](Reply& listing) {
+    if (*created == ZNONODE && !made) { // the log's first event (or its node was emptied)
+      make_path(log, [this, log, text](std::optional<Error> error) {
+        if (error) {
+          recorded(error);
+          return;
+        }
+        append(log, text, true);
+      });
+      return;
+    }
+    if (*created != ZOK) {
+      recorded(error_of(*created, "add to " + log));
+      return;
+    }
+    trim(log, listing);
+  });
+}
+
+void ZookeeperStore::trim(const std::string& log, const Reply& listing)
+{
+  // At most this many deletions a write: a log another tenant filled is not emptied at once.
+  constexpr std::size_t most = 16;
+  std::vector<HistoryNode> nodes =
+    listing.rc == ZOK ? sorted_history(listing.children) : std::vector<HistoryNode>{};
+  std::int64_t expired_before = util::unix_ms() - lock::history_keep.count();
+  std::vector<std::string> doomed;
+  for (std::size_t i = 0; i < nodes.size() && doomed.size() < most; ++i) {
+    bool surplus = nodes.size() - i > lock::max_history_events;
+    if (surplus || nodes[i].at_ms < expired_before) {
+      doomed.push_back(log + "/" + nodes[i].name);
+    }
+  }
+  if (doomed.empty()) {
+    recorded(std::nullopt);
+    return;
+  }
+  // Answered in order: the last deletion's answer comes after the others'.
+  for (std::size_t i = 0; i < doomed.size(); ++i) {
+    bool last = i + 1 == doomed.size();
+    m_client->remove(doomed[i], [this, last](Reply&) {
+      if (last) {
+        recorded(std::nullopt); // one already gone is as good
+      }
+    });
+  }
+}
+
+std::vector<std::string> ZookeeperStore::events(const lock::LockName& name, std::size_t limit,
+                                                util::TimePoint deadline)
+{
+  client(inspect_session);
+  std::string log = history_of(name);
+  bool done = false;
+  Reply listing;
+  m_client->get_children(log, [&](Reply& reply) {
+    listing = std::move(reply);
+    done = true;
+  });
+  block_until(done, deadline);
+  if (listing.rc == ZNONODE) {
+    return {};
+  }
+  if (listing.rc != ZOK) {
+    throw error_of(listing.rc, "list " + log);
+  }
+  std::vector<HistoryNode> nodes = sorted_history(listing.children);
+  std::reverse(nodes.begin(), nodes.end()); // newest first
+  nodes.resize(std::min(nodes.size(), std::min(limit, lock::max_history_events)));
+  // Every event's data at once (answered in order); a larger one than max_event_bytes, or one
+  // gone meanwhile, is left out.
+  std::vector<std::optional<std::string>> texts(nodes.size());
+  std::size_t answered = 0;
+  bool all = nodes.empty();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    m_client->get(
+      log + "/" + nodes[i].name, lock::max_event_bytes, [&texts, &answered, &all, i](Reply& reply) {
+        all = ++answered == texts.size();
+        if (reply.rc == ZOK && reply.stat && reply.stat->dataLength >= 0
+            && static_cast<std::size_t>(reply.stat->dataLength) <= lock::max_event_bytes) {
+          texts[i] = std::move(reply.value);
+        }
+      });
+  }
+  block_until(all, deadline);
+  std::vector<std::string> out;
+  for (std::optional<std::string>& text : texts) {
+    if (text) {
+      out.push_back(std::move(*text));
+    }
+  }
+  return out;
 }
 
 } // namespace dlock::zookeeper

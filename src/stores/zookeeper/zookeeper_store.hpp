@@ -7,6 +7,7 @@
 #include "stores/zookeeper/nodes.hpp"
 #include "stores/zookeeper/url.hpp"
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -45,9 +46,21 @@ ZkUrl connect_params(const std::string& url, const stores::StoreConfig& config);
 // older ones watch. The server's time is the ctime of an ephemeral dlock.now-<uuid> node made for
 // it. ZooKeeper keeps no TTL by default: a side node is removed by the next dlock that finds it
 // over (an acquirer, status, release --force), and one dlock did not write is passed over.
-class ZookeeperStore final : public lock::Store, public lock::Coordination {
+//
+// A lock's history lies outside the lock's node (nodes.hpp: history_suffix), one persistent
+// sequential node per event: the create and a listing of the log go together (the session's
+// requests are answered in order, so the listing has the new event), then the events past
+// max_history_events or older than history_keep (by their names) are deleted, oldest first.
+// With no TTL nodes (the servers' extendedTypesEnabled is off by default), a log nobody writes
+// again stays; its node is a container, which the server deletes once its last event is.
+// Records run one after the other, answered in order.
+class ZookeeperStore final : public lock::Store, public lock::Coordination, public lock::History {
 public:
   ZookeeperStore(ZkUrl url, util::Millis request_timeout, std::string prefix);
+  // Lets a history event still being written finish (at most the request timeout).
+  ~ZookeeperStore() override;
+  ZookeeperStore(const ZookeeperStore&) = delete;
+  ZookeeperStore& operator=(const ZookeeperStore&) = delete;
 
   void start_acquire(const lock::LockName& name, const lock::AcquireRequest& request) override;
   void start_wait_for_wake(const lock::LockName& name, const lock::WaitTicket& ticket,
@@ -57,6 +70,10 @@ public:
   void start_withdraw(const lock::LockName& name, const lock::WaitTicket& ticket) override;
   // wait, barrier and latch (nodes.hpp: where each keeps its nodes), woken by watches.
   lock::Coordination* coordination() noexcept override { return this; }
+  lock::History* history() noexcept override { return this; }
+  void start_record(const lock::LockName& name, const std::string& text) override;
+  std::vector<std::string> events(const lock::LockName& name, std::size_t limit,
+                                  util::TimePoint deadline) override;
   void start_gate(const lock::LockName& name, const lock::GateRequest& request) override;
   void start_set_latch(const lock::LockName& name, std::int64_t count,
                        util::Millis expire) override;
@@ -246,7 +263,26 @@ private:
   // Runs the loop until done or deadline (status, list).
   void block_until(const bool& done, util::TimePoint deadline);
 
+  // A history event waiting for the one before it to be written.
+  struct Record {
+    std::string name;
+    std::string text;
+  };
+  std::string history_of(const lock::LockName& name) const
+  {
+    return dir_of(name) + std::string(history_suffix);
+  }
+  // Writes the first queued record (none in flight); its answer starts the next.
+  void next_record();
+  // The event's create with the log's listing; made: after the log's node was made.
+  void append(const std::string& log, const std::string& text, bool made);
+  // Deletes the events the listing (reply) shows past the cap or expired, then answers.
+  void trim(const std::string& log, const Reply& listing);
+  void recorded(std::optional<Error> error);
+
   ZkUrl m_url;
+  std::deque<Record> m_records; // the first one is in flight when m_recording
+  bool m_recording = false;
   util::Millis m_request_timeout;
   std::string m_prefix;
   std::unique_ptr<Client> m_client;

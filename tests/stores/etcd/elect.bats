@@ -204,7 +204,7 @@ assert len(d["value"].encode()) <= 256 and d["value"].startswith("{"), d'
   run -0 "$DLOCK" status j1
 }
 
-@test "a candidate's record goes with its key: nothing left once dlock elect exited" {
+@test "a candidate's record goes with its key: nothing left once dlock elect exited (but its history)" {
   candidate e6 v6
   wait_for "grep -q start '$T/witness'" 10
   run -0 ectl get --prefix 'dlock:e6#elect:' --keys-only
@@ -212,7 +212,8 @@ assert len(d["value"].encode()) <= 256 and d["value"].startswith("{"), d'
   touch "$T/release"
   wait "$CANDIDATE"
   run -0 ectl get --prefix 'dlock:e6' --keys-only
-  [ -z "$output" ]
+  [ -z "$(grep -v '^dlock:e6#history:[0-9a-f]\{16\}$' <<<"$output" | grep .)" ]
+  [[ $output == *"dlock:e6#history:"* ]]
 }
 
 @test "fail-over to etcdctl elect: dlock's leader SIGKILLed, etcdctl is elected once dlock's command is dead and its lease ended" {

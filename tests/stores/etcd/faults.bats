@@ -158,8 +158,13 @@ for kv in sorted(d.get("kvs", []), key=lambda kv: kv["create_revision"]):
   done
 }
 
-# leases: the IDs of the server's leases, sorted.
-leases() { ectl lease list | grep '^[0-9a-f]\{4,\}$' | sort || true; }
+# leases: the IDs of the server's leases, sorted, but the history logs' (kept on purpose).
+leases() {
+  local lease
+  for lease in $(ectl lease list | grep '^[0-9a-f]\{4,\}$'); do
+    ectl lease timetolive --keys "$lease" | grep -q '#history:' || echo "$lease"
+  done | sort || true
+}
 
 # new_leases BEFORE: the leases that are not in BEFORE (an output of leases).
 new_leases() { comm -13 <(printf '%s\n' "$1") <(leases); }
@@ -293,4 +298,60 @@ tenant_key() {
   [[ $output == "dlock: "*"MiB"* ]]
   run -69 "$DLOCK" run -k flood -w 2s -- true
   [[ $output == "dlock: "*"MiB"* ]]
+}
+
+# history_count NAME: how many keys lie under the name's history prefix.
+history_count() { ectl get --prefix "dlock:$1#history:" --keys-only | grep -c . || true; }
+
+@test "history: dlock:NAME#history:<16 hex> on one lease, outside etcdctl lock's prefix; capped at 100, oldest first; foreign keys, junk and huge values passed over" {
+  run -0 "$DLOCK" run -k cap -- true
+  local first
+  first=$(ectl get --prefix 'dlock:cap#history:' --print-value-only | head -1)
+  [[ $first == "v1 "* ]]
+  # the events' keys: beside the side keys, never under dlock:cap/ (etcdctl lock takes it at once)
+  run -0 ectl get --prefix 'dlock:cap' --keys-only
+  echo "$output"
+  [ -z "$(grep -v '^dlock:cap#history:[0-9a-f]\{16\}$' <<<"$output" | grep .)" ]
+  run -0 timeout 5 "$ETCDCTL" --endpoints "$ETCD_ENDPOINT" lock dlock:cap true
+  # all on one lease, kept alive to 7 days by each event
+  local key lease
+  key=$(ectl get --prefix 'dlock:cap#history:' --keys-only | head -1)
+  lease=$(ectl get "$key" -w json | python3 -c 'import json,sys; print("%x" % json.load(sys.stdin)["kvs"][0]["lease"])')
+  run -0 ectl lease timetolive "$lease" --keys
+  echo "$output"
+  [[ $output =~ remaining\(60[0-9]{4}s\) ]]
+  [ "$(grep -o 'dlock:cap#history:' <<<"$output" | wc -l)" -eq 2 ]
+  # 101 more events from etcdctl in one transaction, then a run: the oldest go, 100 stay
+  {
+    echo # no comparisons
+    for i in $(seq 101); do printf 'put dlock:cap#history:%016x "%s" --lease=%s\n' "$((0x7000 + i))" "$first" "$lease"; done
+    echo
+    echo # no failure branch
+  } | ectl txn >/dev/null
+  [ "$(history_count cap)" -eq 103 ]
+  run -0 "$DLOCK" run -k cap --note last -- true
+  [ "$(history_count cap)" -eq 100 ]
+  run -0 "$DLOCK" history cap --limit 100 --json
+  python3 -c '
+import json, sys
+ev = json.loads(sys.argv[1])["events"]
+assert len(ev) == 100, len(ev)
+assert ev[0]["event"] == "released" and ev[0]["note"] == "last", ev[0]
+assert ev[1]["event"] == "acquired" and ev[1]["note"] == "last", ev[1]
+assert all(e["fencing_token"] == ev[2]["fencing_token"] for e in ev[2:]), "the first run s two events went first"
+' "$output"
+  # another tenant's keys under the log's prefix: junk, a huge value, another shape
+  ectl put 'dlock:cap#history:00000000000000ff' 'not an event' >/dev/null
+  head -c 200000 /dev/zero | tr '\0' x | ectl put 'dlock:cap#history:00000000000000fe' >/dev/null
+  ectl put 'dlock:cap#history:zz' "$first" >/dev/null
+  run -0 --separate-stderr "$DLOCK" history cap --json
+  python3 -c '
+import json, sys
+ev = json.loads(sys.argv[1])["events"]
+assert 0 < len(ev) <= 20 and ev[0]["event"] == "released", ev
+' "$output"
+  [ "${#output}" -lt 20000 ]
+  # and the next run still trims to 100 (the junk counts, but only dlock's shape is deleted)
+  run -0 "$DLOCK" run -k cap -- true
+  [ "$(history_count cap)" -eq 100 ]
 }

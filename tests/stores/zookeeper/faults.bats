@@ -249,6 +249,63 @@ assert len(t) == 3 and t[0] >= 1 and t[0] < t[1] < t[2], t
 }
 
 # last: it kills this file's server
+# zk_batch: zkCli commands from stdin, one JVM for all of them.
+zk_batch() {
+  java -cp "$ZK_CLASSPATH" -Dzookeeper.jmx.log4j.disable=true org.apache.zookeeper.ZooKeeperMain \
+    -server "${ZK_ADDRESS:-127.0.0.1}:$ZK_PORT" 2>/dev/null | grep -v '^$\|^WATCHER::\|^WatchedEvent'
+}
+
+# history_nodes NAME: the event nodes of the name's history, one a line.
+history_nodes() { zk_cli ls "/dlock-test/dlock:$1%history" | tail -1 | tr -d '[] ' | tr , '\n' | grep . || true; }
+
+@test "zookeeper: history: CHROOT/PREFIXNAME%history/e-<ms>-<sequence> beside the lock's node; capped at 100, oldest first; expired and foreign nodes" {
+  run -0 "$DLOCK" run -k cap -- true
+  run -0 history_nodes cap
+  echo "$output"
+  [ "${#lines[@]}" -eq 2 ]
+  [[ ${lines[0]} =~ ^e-[0-9]{16}-[0-9]{10}$ ]]
+  local first
+  first=$(zk_cli get "/dlock-test/dlock:cap%history/${lines[0]}" | tail -1)
+  [[ $first == "v1 "* ]]
+  # 101 more events, from zkCli, then a run: the oldest go, 100 stay
+  local now=$(now_ms)
+  for i in $(seq 101); do printf 'create -s /dlock-test/dlock:cap%%history/e-%016d- "%s"\n' "$now" "$first"; done | zk_batch >/dev/null
+  [ "$(history_nodes cap | wc -l)" -eq 103 ]
+  run -0 "$DLOCK" run -k cap --note last -- true
+  [ "$(history_nodes cap | wc -l)" -eq 100 ]
+  run -0 "$DLOCK" history cap --limit 100 --json
+  python3 -c '
+import json, sys
+ev = json.loads(sys.argv[1])["events"]
+assert len(ev) == 100, len(ev)
+assert ev[0]["event"] == "released" and ev[0]["note"] == "last", ev[0]
+assert ev[1]["event"] == "acquired" and ev[1]["note"] == "last", ev[1]
+assert all(e["fencing_token"] == ev[2]["fencing_token"] for e in ev[2:]), "the first run s two events went first"
+' "$output"
+  # another tenant's nodes in the log: junk, a huge one, another name; an event past 7 days
+  local huge ms
+  huge=$(head -c 100000 /dev/zero | tr '\0' x)
+  ms=$(printf %016d "$now")
+  printf '%s\n' "create -s /dlock-test/dlock:cap%history/e-$ms- \"not an event\"" \
+    "create -s /dlock-test/dlock:cap%history/e-$ms- $huge" \
+    "create /dlock-test/dlock:cap%history/junk \"$first\"" \
+    "create -s /dlock-test/dlock:cap%history/e-0000000000000001- \"$first\"" | zk_batch >/dev/null
+  run -0 --separate-stderr "$DLOCK" history cap --json
+  python3 -c '
+import json, sys
+ev = json.loads(sys.argv[1])["events"]
+assert 0 < len(ev) <= 20 and ev[0]["event"] == "acquired" and ev[0]["note"] == "", ev[:2]
+' "$output"
+  [ "${#output}" -lt 20000 ]
+  # the next write deletes the expired one (by its name), and the oldest past 100
+  run -0 "$DLOCK" run -k cap -- true
+  run -0 history_nodes cap
+  [[ $output != *e-0000000000000001-* ]] && [[ $output == *junk* ]]
+  [ "$(grep -c "^e-" <<<"$output")" -eq 100 ]
+  # no contender there for dlock (nor Curator, which never looks there): the lock is free
+  run -0 "$DLOCK" run -k cap -n -- true
+}
+
 @test "zookeeper: the server killed under a holder: 76 before the session timeout" {
   holder killed -t 3s
   local dlock_pid=$BG_PID
