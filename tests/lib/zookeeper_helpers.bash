@@ -66,7 +66,9 @@ CFG
     ZK_PID=$(cat "$ZK_DIR/pid")
     export ZK_PORT ZK_PID
     for i in $(seq 300); do
-      [ "$(zk_4lw ruok)" = imok ] && return 0
+      # ruok says imok as soon as the process runs; stat names the mode only once the
+      # server serves sessions (before, a client's first connection is lost)
+      [ "$(zk_4lw ruok)" = imok ] && zk_4lw stat | grep -q '^Mode: ' && return 0
       kill -0 "$ZK_PID" 2>/dev/null || break
       sleep 0.1
     done
