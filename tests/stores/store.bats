@@ -863,6 +863,8 @@ replaced_holder() {
     # registered: it said what it waits for
     wait_for "grep -q 'waiting for' '$T/w$i.err'" 10
     if [ -n "$prev" ]; then
+      # at once, not at the end of a wait's block (30 s)
+      wait_for "gone $prev" 10
       local st=0
       wait "$prev" || st=$?
       cat "$T/w$((i - 1)).err"

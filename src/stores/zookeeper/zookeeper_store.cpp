@@ -1333,7 +1333,24 @@ void ZookeeperStore::announce(const std::string& key, std::function<void()> then
       return;
     }
     found->second.side_watches.push_back(path);
-    m_client->exists(path, true, [then](Reply&) { then(); });
+    m_client->exists(path, true, [this, key, path, then](Reply& seen) {
+      if (seen.rc != ZOK) {
+        then();
+        return;
+      }
+      // The watch is set: a record written after this read wakes it; one written before (a
+      // newer waiter's, between the look that placed this one and now) is seen here.
+      m_client->get(path, side_cap, [this, key, then](Reply& got) {
+        auto waiting = m_named.find(key);
+        if (waiting != m_named.end() && got.rc == ZOK) {
+          std::optional<SideRecord> newest = parse_side_record(got.value);
+          if (newest && newest->waiter != waiting->second.request.ticket.waiter_id) {
+            waiting->second.woken = true; // superseded meanwhile: look at once
+          }
+        }
+        then();
+      });
+    });
   };
   if (n.request.ticket.registered) {
     watch();
