@@ -141,7 +141,9 @@ void record_event(lock::Store& store, const std::vector<lock::LockName>& keys,
     return;
   }
   try {
-    lock::await_outcome(store, lock::Outcome::Op::record, *deadline);
+    for (std::size_t i = 0; i < keys.size(); ++i) { // one answer per key
+      lock::await_outcome(store, lock::Outcome::Op::record, *deadline);
+    }
   } catch (const Error& error) {
     util::log_verbose("could not add to lock '{}''s history: {}", lock::join_names(keys),
                       error.what());

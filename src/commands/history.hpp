@@ -22,7 +22,7 @@ struct HistoryOptions {
 int history(Context& context, const HistoryOptions& options);
 
 // Appends event to the history of each of keys, when the store keeps one (else nothing). With
-// a deadline, waits for the last one's answer till then (a process about to exit); without
+// a deadline, waits for an answer per key till then (a process about to exit); without
 // one, returns while they are in flight (their outcomes are passed over by later waits). A
 // history is a record, not the lock: a failure is said with -v only.
 void record_event(lock::Store& store, const std::vector<lock::LockName>& keys,
