@@ -7,9 +7,9 @@
 # store's faults, such as a Redis restart, a failover and a network partition, the partitions
 # needing root and skipping themselves otherwise; each file with servers of its own; run once,
 # not under the sanitizers); their helpers are in tests/lib. When valkey-server is installed,
-# the core suites run against Valkey too. Then an AddressSanitizer + UndefinedBehaviorSanitizer
-# build (compiled in the background, at the lowest priority, while the release build's tests
-# run) runs the unit tests and the core suites (CTest label core: dlock run, its lease, its
+# the core suites run against Valkey too (CTest entries valkey.FILE, in the same parallel run).
+# Then an AddressSanitizer + UndefinedBehaviorSanitizer build (compiled in the background, at
+# the lowest priority, while the release build's tests run) runs the unit tests and the core suites (CTest label core: dlock run, its lease, its
 # processes, the terminal, waiting, lock kinds, wait/barrier/latch).
 # At the end the release build is packed as a .deb, checked with lintian, installed, exercised
 # and removed (packaging/test-deb.sh).
@@ -83,7 +83,12 @@ unit_tests() {
 run_bats() {
   local name=$1 dir=$2 rc=0 jobs=${JOBS:-$(nproc)}
   shift 2
-  echo "=== $name: end-to-end tests (bats through ctest $*, $("${REDIS_SERVER:-redis-server}" --version | cut -d' ' -f1-3))"
+  local servers
+  servers=$(redis-server --version | cut -d' ' -f1-3)
+  if [[ $* == *valkey* ]] && command -v valkey-server >/dev/null; then
+    servers+=", $(valkey-server --version | cut -d' ' -f1-3)"
+  fi
+  echo "=== $name: end-to-end tests (bats through ctest $*, $servers)"
   local tap=$dir/Testing/Temporary/LastTest.log ok not_ok skips
   rm -f "$tap"
   ctest --test-dir "$dir" -j"$jobs" --output-on-failure --no-tests=error "$@" || rc=$?
@@ -132,11 +137,9 @@ if build "release build" build; then
     sanitize_build=$!
   fi
   unit_tests "release build" build
-  # one file more than cores: see above
-  JOBS=$(($(nproc) + 1)) run_bats "release build" build -L 'e2e|ha|stores'
-  if command -v valkey-server >/dev/null; then
-    REDIS_SERVER=valkey-server run_bats "Valkey" build -L core
-  fi
+  # one file more than cores: see above; the core suites against Valkey (label valkey, when
+  # valkey-server is installed) in the same run, so that they fill its gaps
+  JOBS=$(($(nproc) + 1)) run_bats "release build" build -L 'e2e|ha|stores|valkey'
 fi
 if [ -n "${sanitize_build:-}" ]; then
   echo "=== ASan+UBSan build: waiting for its compilation"
