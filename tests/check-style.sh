@@ -39,6 +39,12 @@ formatted=$(wc -l <"$findings")
 # per file that includes it, is printed once. The build's own warnings are the compiler's
 # business (-Werror there), not clang-tidy's: -Wno-error keeps them out of its findings.
 database=$(realpath "$build/compile_commands.json")
+# The build's commands without -DFMT_HEADER_ONLY=1 (the release build compiles fmt into each
+# source): fmt's implementation is a system header's, whose findings clang-tidy never shows,
+# and parsing it in every source is a fifth of clang-tidy's time.
+tidy_dir=$(mktemp -d)
+trap 'rm -f "$findings"; rm -rf "$tidy_dir"' EXIT
+sed 's/ -DFMT_HEADER_ONLY=1 / /g' "$database" >"$tidy_dir/compile_commands.json"
 missing=0
 sources=()
 while IFS= read -r -d '' file; do
@@ -50,7 +56,7 @@ while IFS= read -r -d '' file; do
   fi
 done < <(git ls-files -z 'src/*.cpp')
 printf '%s\0' "${sources[@]}" |
-  xargs -0 -n 4 -P "$jobs" clang-tidy -p "$build" --quiet --extra-arg=-Wno-error \
+  xargs -0 -n 4 -P "$jobs" clang-tidy -p "$tidy_dir" --quiet --extra-arg=-Wno-error \
     --extra-arg=-Wno-unknown-warning-option 2>/dev/null |
   sed -n "s|^$PWD/||; /^[^ ]*:[0-9]*:[0-9]*: \(warning\|error\): /p" | sort -u >>"$findings" || true
 

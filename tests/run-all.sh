@@ -7,9 +7,9 @@
 # store's faults, such as a Redis restart, a failover and a network partition, the partitions
 # needing root and skipping themselves otherwise; each file with servers of its own; run once,
 # not under the sanitizers); their helpers are in tests/lib. When valkey-server is installed,
-# the core suites run against Valkey too. Then an AddressSanitizer + UndefinedBehaviorSanitizer
-# build (compiled in the background, at the lowest priority, while the release build's tests
-# run) runs the unit tests and the core suites (CTest label core: dlock run, its lease, its
+# the core suites run against Valkey too (CTest entries valkey.FILE, in the same parallel run).
+# Then an AddressSanitizer + UndefinedBehaviorSanitizer build (compiled in the background, at
+# the lowest priority, while the release build's tests run) runs the unit tests and the core suites (CTest label core: dlock run, its lease, its
 # processes, the terminal, waiting, lock kinds, wait/barrier/latch).
 # At the end the release build is packed as a .deb, checked with lintian, installed, exercised
 # and removed (packaging/test-deb.sh).
@@ -29,6 +29,10 @@ packaging/install-deps.sh test
 passed=0
 failed=0
 skipped=0
+start=$SECONDS
+
+# phase TITLE: the heading of a step, with the seconds since the start (where the time goes).
+phase() { echo "=== $* [at $((SECONDS - start)) s]"; }
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
@@ -39,7 +43,7 @@ trap 'rm -f "$log"' EXIT
 configure() {
   local name=$1 dir=$2
   shift 2
-  echo "=== $name: build ($dir)"
+  phase "$name: build ($dir)"
   rm -f "$dir/CMakeCache.txt"
   if [ "$dir" = build ]; then
     packaging/build-deb.sh --configure "$dir" -DDLOCK_WERROR=ON -DDLOCK_BUILD_TESTS=ON "$@" |
@@ -69,7 +73,7 @@ build() {
 
 # unit_tests NAME BUILD_DIR: runs the GoogleTest binary, counted.
 unit_tests() {
-  echo "=== $1: unit tests"
+  phase "$1: unit tests"
   "$2/tests/dlock_unit_tests" --gtest_brief=1 >"$log" 2>&1 || true
   cat "$log"
   passed=$((passed + $(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\..*/\1/p' "$log" | head -1 | grep . || echo 0)))
@@ -83,7 +87,12 @@ unit_tests() {
 run_bats() {
   local name=$1 dir=$2 rc=0 jobs=${JOBS:-$(nproc)}
   shift 2
-  echo "=== $name: end-to-end tests (bats through ctest $*, $("${REDIS_SERVER:-redis-server}" --version | cut -d' ' -f1-3))"
+  local servers
+  servers=$(redis-server --version | cut -d' ' -f1-3)
+  if [[ $* == *valkey* ]] && command -v valkey-server >/dev/null; then
+    servers+=", $(valkey-server --version | cut -d' ' -f1-3)"
+  fi
+  phase "$name: end-to-end tests (bats through ctest $*, $servers)"
   local tap=$dir/Testing/Temporary/LastTest.log ok not_ok skips
   rm -f "$tap"
   ctest --test-dir "$dir" -j"$jobs" --output-on-failure --no-tests=error "$@" || rc=$?
@@ -103,8 +112,7 @@ run_bats() {
   fi
 }
 
-start=$SECONDS
-echo "=== layers of src/ (tests/check-layers.sh)"
+phase "layers of src/ (tests/check-layers.sh)"
 if tests/check-layers.sh; then
   passed=$((passed + 1))
 else
@@ -113,7 +121,7 @@ else
 fi
 if build "release build" build; then
   # before the tests start, so that clang-tidy's two minutes do not slow the timed ones
-  echo "=== style of src/ (tests/check-style.sh: clang-format, clang-tidy)"
+  phase "style of src/ (tests/check-style.sh: clang-format, clang-tidy)"
   if tests/check-style.sh build; then
     passed=$((passed + 1))
   else
@@ -132,14 +140,12 @@ if build "release build" build; then
     sanitize_build=$!
   fi
   unit_tests "release build" build
-  # one file more than cores: see above
-  JOBS=$(($(nproc) + 1)) run_bats "release build" build -L 'e2e|ha|stores'
-  if command -v valkey-server >/dev/null; then
-    REDIS_SERVER=valkey-server run_bats "Valkey" build -L core
-  fi
+  # one file more than cores: see above; the core suites against Valkey (label valkey, when
+  # valkey-server is installed) in the same run, so that they fill its gaps
+  JOBS=$(($(nproc) + 1)) run_bats "release build" build -L 'e2e|ha|stores|valkey'
 fi
 if [ -n "${sanitize_build:-}" ]; then
-  echo "=== ASan+UBSan build: waiting for its compilation"
+  phase "ASan+UBSan build: waiting for its compilation"
   wait "$sanitize_build" || true
   status=$(cat "$sanitize_log.status" 2>/dev/null || echo 1)
   rm -f "$sanitize_log.status"
@@ -150,7 +156,7 @@ if [ -n "${sanitize_build:-}" ]; then
     unset ASAN_OPTIONS UBSAN_OPTIONS
   fi
 fi
-echo "=== Debian package: build, lintian, install, run, remove"
+phase "Debian package: build, lintian, install, run, remove"
 deb_args=()
 [ ! -f build/CMakeCache.txt ] || deb_args=(--reuse build)
 if packaging/test-deb.sh "${deb_args[@]}"; then
