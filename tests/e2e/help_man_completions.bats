@@ -370,4 +370,11 @@ bash_complete() {
   run -75 "$DLOCK" latch -k l --wait 100ms
   run -0 "$DLOCK" latch -k l --down
   run -0 "$DLOCK" latch -k l --wait 1s
+
+  # the history the runs above wrote, read back; no command was refused on the way
+  run -0 "$DLOCK" history k
+  [[ $output == *released* && $output == *forced* ]] || fail "history: $output"
+  # (the log has the wrong password's AUTH above, and no refused command or key)
+  run -0 rcli acl log
+  ! grep -qxE 'command|key' <<<"$output" || fail "refused: $output"
 }

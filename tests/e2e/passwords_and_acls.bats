@@ -18,7 +18,8 @@ ALL_PWS=("$PW" "$DL_PW" "$NOKEYS_PW" "$NOEVAL_PW" "$NOCMD_PW" "$WRONG_PW")
 # and, inside its scripts, the commands below. All its keys start with the prefix "dlock:".
 # Keep this in step with src/stores/redis/scripts/: the ACL test fails on anything missing.
 DL_COMMANDS=(evalsha eval blpop get set del exists time pttl pexpire hset hget hmget hdel hexists
-  type strlen hstrlen zadd zrem zscore zrange zrangebyscore zremrangebyscore zcount zcard llen rpush decr)
+  type strlen hstrlen zadd zrem zscore zrange zrangebyscore zremrangebyscore zcount zcard llen rpush decr
+  xadd xrevrange)
 
 setup_file() {
   export REDIS_AUTH=$PW
