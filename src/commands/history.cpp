@@ -7,8 +7,6 @@
 
 #include <fmt/format.h>
 
-#include <array>
-
 namespace dlock::commands {
 
 namespace {
@@ -34,7 +32,7 @@ std::string detail_and_note(const HistoryEvent& event)
 
 std::string human_table(const std::vector<HistoryEvent>& events)
 {
-  std::vector<std::array<std::string, 9>> rows;
+  std::vector<std::vector<std::string>> rows;
   rows.push_back({"TIME", "EVENT", "HOLDER", "PID", "FENCE", "WAITED", "HELD", "EXIT", "DETAIL"});
   for (const HistoryEvent& event : events) {
     rows.push_back({util::format_rfc3339(event.at_ms), std::string(lock::event_name(event.kind)),
@@ -43,22 +41,7 @@ std::string human_table(const std::vector<HistoryEvent>& events)
                     duration_or_dash(event.waited_ms), duration_or_dash(event.held_ms),
                     or_dash(event.exit_status), detail_and_note(event)});
   }
-  std::array<std::size_t, 9> widths{};
-  for (const auto& row : rows) {
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      widths[i] = std::max(widths[i], row[i].size());
-    }
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      line += i + 1 < row.size() ? fmt::format("{:<{}}  ", row[i], widths[i]) : row[i];
-    }
-    line.erase(line.find_last_not_of(' ') + 1);
-    out += line + "\n";
-  }
-  return out;
+  return aligned_columns(rows);
 }
 
 util::JsonObject json_event(const HistoryEvent& event)

@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <optional>
 #include <set>
 
@@ -22,7 +21,7 @@ using util::Millis;
 
 std::string human_table(const std::vector<lock::LockStatus>& statuses)
 {
-  std::vector<std::array<std::string, 9>> rows;
+  std::vector<std::vector<std::string>> rows;
   rows.push_back({"KEY", "HOLDER", "PID", "HELD", "TTL", "FENCE", "WAITERS", "COMMAND", "NOTE"});
   for (const auto& status : statuses) {
     std::string holder = holder_name(status.holder);
@@ -37,22 +36,7 @@ std::string human_table(const std::vector<lock::LockStatus>& statuses)
                                          : util::printable(status.holder.command),
                     util::printable(status.holder.note)});
   }
-  std::array<std::size_t, 9> widths{};
-  for (const auto& row : rows) {
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      widths[i] = std::max(widths[i], row[i].size());
-    }
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      line += i + 1 < row.size() ? fmt::format("{:<{}}  ", row[i], widths[i]) : row[i];
-    }
-    line.erase(line.find_last_not_of(' ') + 1); // no note: no blanks at the end
-    out += line + "\n";
-  }
-  return out;
+  return aligned_columns(rows);
 }
 
 // One family of list's Prometheus output: its name, help, and the value of one lock's sample

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace dlock::commands {
@@ -119,6 +120,27 @@ std::string human_status(const lock::LockStatus& status)
 }
 
 } // namespace
+
+std::string aligned_columns(const std::vector<std::vector<std::string>>& rows)
+{
+  std::vector<std::size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()));
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      widths[i] = std::max(widths[i], row[i].size());
+    }
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      line += i + 1 < row.size() ? fmt::format("{:<{}}  ", row[i], widths[i]) : row[i];
+    }
+    line.erase(line.find_last_not_of(' ') + 1); // an empty last cell: no blanks at the end
+    out += line + "\n";
+  }
+  return out;
+}
 
 void print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
 
