@@ -405,8 +405,11 @@ void PostgresGates::read_leadership(const lock::LockName& name, LeadershipThen t
     "$1::oid AND l.objid = $2::oid AND l.objsubid = 1 AND l.granted{} ORDER BY a.backend_start "
     "LIMIT 1",
     fence_columns, policy_present, record, policy_join);
-  std::vector<std::string> params{std::to_string(key.classid()), std::to_string(key.objid()),
-                                  std::to_string(key.key), m_prefix + name.str()};
+  std::vector<std::string> params{std::to_string(key.classid()), std::to_string(key.objid())};
+  if (fence || policy) {
+    // $3 and $4 name the side tables' rows; a statement without them must not be sent them
+    params.insert(params.end(), {std::to_string(key.key), m_prefix + name.str()});
+  }
   session().query(sql, params, [this, name, then, fence, policy](Answer& a) {
     if (a.error && (policy || fence) && m_session && !m_session->broken()) {
       // a side table another tenant changed (other columns) or dropped: once more without it

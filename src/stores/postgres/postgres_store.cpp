@@ -1559,6 +1559,14 @@ void PostgresStore::semaphore_status(lock::LockStatus& status, AdvisoryKey key,
 lock::LockStatus PostgresStore::status(const lock::LockName& name, util::TimePoint deadline)
 {
   AdvisoryKey key = AdvisoryKey::of(m_prefix + name.str());
+  // A side table found missing may be there by now (leader --watch reads status at each change,
+  // on a database whose first lock came after it started): only a table found is remembered.
+  if (m_fence && m_fence->table.empty()) {
+    m_fence.reset();
+  }
+  if (m_policy && m_policy->table.empty()) {
+    m_policy.reset();
+  }
   lock::LockStatus status;
   status.name = name.str();
   status.ttl_ms = -1;

@@ -119,6 +119,21 @@ elected() {
   [ "$(wc -l <"$T/watch.out")" -eq 2 ]
 }
 
+@test "postgres elect: leader --watch on a database dlock never used (no side tables yet) waits, and sees the first candidate" {
+  # it failed with 69 ("bind message supplies 4 parameters") until a lock had made the tables
+  psql_admin -c "CREATE DATABASE unused OWNER dlock"
+  local url="postgres://dlock@$PG_HOST:$PG_PORT/unused"
+  start_bg watch timeout 30 "$DLOCK" -u "$url" leader first --watch
+  local watch=$BG_PID
+  wait_for "grep -qx 'no leader' '$T/watch.out'" 10
+  DLOCK_URL=$url elected one first "v1"
+  wait_for "grep -q '^v1 (' '$T/watch.out'" 10 || { cat "$T/watch.out" "$T/watch.err"; false; }
+  kill -TERM "$watch"
+  cat "$T/watch.out" "$T/watch.err"
+  [ ! -s "$T/watch.err" ]
+  touch "$T/one.go"
+}
+
 @test "postgres elect: the leader's session is kept open by its command's guard too, so that a SIGKILLed dlock's lock is freed only once the command is dead" {
   command -v ss >/dev/null || skip "needs ss (iproute2)"
   elected kept kg "v1"
