@@ -1143,7 +1143,7 @@ leads() { wait_for "\"\$DLOCK\" leader '$2' 2>/dev/null | grep -q '^$1 '" 20; }
   [[ $output == "$(id -un)@$(hostname) pid $BG_PID ("* ]]
 }
 
-@test "$STORE: leader --watch: one line per change of leader, each change once, woken by the store" {
+@test "$STORE: leader --watch: one line per change of leader, each change once, woken by the store; a dlock run holder seen too" {
   requires elect
   start_bg watch "$DLOCK" leader lw --watch
   local watch=$BG_PID
@@ -1178,6 +1178,14 @@ leads() { wait_for "\"\$DLOCK\" leader '$2' 2>/dev/null | grep -q '^$1 '" 20; }
   wait "$jwatch" || true
   touch "$T/c.go"
   [ "$(wc -l <"$T/jwatch.out")" -eq 2 ]
+  # a holder that is not a candidate (dlock run on the election's key) leads too, and is seen
+  # while it holds (Redis's watcher saw it only once its block of up to 30 s ended)
+  start_bg rwatch "$DLOCK" leader lw --watch
+  local rwatch=$BG_PID
+  wait_for "grep -qx 'no leader' '$T/rwatch.out'" 10
+  run -0 timeout 20 "$DLOCK" run -k lw -- sh -c "until grep -q '^- (' '$T/rwatch.out'; do sleep 0.05; done"
+  kill -TERM "$rwatch"
+  wait "$rwatch" || true
 }
 
 @test "$STORE: elect --keep-campaigning: after each term it campaigns again, behind the candidates waiting; SIGTERM ends it (143)" {

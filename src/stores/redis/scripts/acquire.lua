@@ -120,11 +120,6 @@ if free and (head == nil or head == waiter_id) then
     redis.call('DEL', holder_key)
     redis.call('HSET', holder_key, unpack(record))
     redis.call('PEXPIRE', holder_key, life + lock_delay)
-    -- A candidate (dlock elect) took the free lock: the leader watchers that saw it free
-    -- (leader.lua) wake. A plain acquirer pays nothing here.
-    if value ~= '' and redis.call('EXISTS', leader_watchers_key) == 1 then
-      wake_all(leader_watchers_key, leader_wake_key, now)
-    end
     -- The newest --supersede waiter got it: nobody is left to supersede.
     if supersede and has_type(newest_key, 'hash') and redis.call('HGET', newest_key, 'id') == waiter_id then
       redis.call('DEL', newest_key)
@@ -143,6 +138,11 @@ if free and (head == nil or head == waiter_id) then
   -- when this acquirer got in before the watcher looked again.
   if not in_use and redis.call('ZCOUNT', watchers_key, now, '+inf') > 0 then
     redis.call('SET', freed_key, string.format('%d', now_us), 'PX', 60000)
+  end
+  -- Taken from free, by a candidate or by anyone else (dlock run on an election's key leads
+  -- too): the leader watchers that saw it free (leader.lua) wake.
+  if not in_use and redis.call('EXISTS', leader_watchers_key) == 1 then
+    wake_all(leader_watchers_key, leader_wake_key, now)
   end
   -- The waiter is served: take it out of the queue or the waiters sets.
   if mode == 'fair' then
