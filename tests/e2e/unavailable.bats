@@ -145,3 +145,18 @@ while True:
   took=$(( $(now_ms) - start ))
   [ "$took" -ge 450 ] && [ "$took" -lt 1500 ] || fail "DLOCK_CONNECT_TIMEOUT: list took $took ms"
 }
+
+@test "elect --keep-campaigning at a store that is not there: one warning per attempt, each pause twice the last; SIGTERM ends it (143)" {
+  local port
+  port=$(free_port)
+  start_bg keeper "$DLOCK" -u "redis://127.0.0.1:$port" elect -k k --keep-campaigning -- touch "$T/ran"
+  local keeper=$BG_PID
+  wait_for "[ \"\$(grep -c 'campaigning again' '$T/keeper.err')\" -ge 2 ]" 20
+  kill -TERM "$keeper"
+  local st=0
+  wait "$keeper" || st=$?
+  cat "$T/keeper.err"
+  [ "$st" -eq 143 ]
+  [ ! -e "$T/ran" ]
+  [ "$(grep -o "campaigning again for 'k' in [0-9]*s$" "$T/keeper.err" | head -n 2 | cut -d' ' -f6 | paste -sd' ')" = "1s 2s" ]
+}
