@@ -158,8 +158,8 @@ _dlock()
                 --replace --supersede --note'
             ;;
         elect)
-            opts='-h --help -k --key -t --ttl -w --wait --timeout -n --no-wait -x --exclusive
-                -s --shared --limit --fair -E --conflict-exit-code --wait-replicas
+            opts='-h --help -k --key -t --ttl -w --wait --timeout -n --no-wait
+                -E --conflict-exit-code --wait-replicas
                 --wait-replicas-timeout -c --command --on-lost --kill-after --max-hold
                 --export-password --record-command --metrics-dir --min-hold --lock-delay
                 --replace --supersede --note --value --keep-campaigning'

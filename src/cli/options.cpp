@@ -198,6 +198,12 @@ void add_run_options(CLI::App& run, Arguments& args)
 void add_elect_options(CLI::App& elect, Arguments& args)
 {
   add_run_options(elect, args);
+  // One name, one exclusive leader, candidates in the order they came: run's options against
+  // that are still read (and refused with one line, or implied) but not offered.
+  for (const char* refused : {"--exclusive", "--shared", "--limit", "--fair"}) {
+    elect.get_option(refused)->group("");
+  }
+  elect.get_option("--key")->description("election (lock) name (1 to 1024 bytes)");
   elect
     .add_option("--value", args.value,
                 "what the leader proclaims, shown by 'dlock leader' (default: user@host pid N)")

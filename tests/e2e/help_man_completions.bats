@@ -164,6 +164,21 @@ bash_complete() {
   done
 }
 
+@test "elect offers none of run's options an election refuses or implies (--shared, --limit, -x, --fair), in its help or its completions" {
+  local opt
+  for opt in -x --exclusive -s --shared --limit --fair; do
+    ! help_options elect | grep -qxF -- "$opt" || fail "elect --help offers $opt"
+  done
+  help_options elect | grep -qxF -- --value
+  run -0 bash_complete "dlock elect -"
+  refute_line -- --shared
+  refute_line -- --limit
+  assert_line -- --keep-campaigning
+  # still read, and refused with one line
+  run -64 --separate-stderr "$DLOCK" elect -k a --limit 2 -- true
+  [ "${#stderr_lines[@]}" -eq 1 ]
+}
+
 @test "the man page documents every environment variable and exit status" {
   local text env_text exit_text var code
   text=$(render_man)
