@@ -772,12 +772,19 @@ void EtcdStore::start_wait_for_wake(const lock::LockName& name, const lock::Wait
 void EtcdStore::watch_queue(const std::string& name)
 {
   Mine& mine = m_mine.at(name);
-  Json request = watch_prefix_deletes_request(mine.prefix, mine.watch_from);
-  request["create_request"]["prev_kv"] = true;
+  // Where it can, the watch takes in the #delay key: a --lock-delay is armed by a put of it,
+  // before the key's end, so a deletion with no such put before it is clean; else the deleted
+  // key's record says whether it armed one (prev_kv).
+  std::string delay_key = side_key(m_prefix, name, "delay");
+  std::optional<Json> wide = watch_queue_and_delay_request(mine.prefix, delay_key, mine.watch_from);
+  Json request = wide.value_or(watch_prefix_deletes_request(mine.prefix, mine.watch_from));
+  if (!wide) {
+    request["create_request"]["prev_kv"] = true;
+  }
   std::int64_t lease = mine.lease;
   mine.queue_watch = m_client.stream(
     "/v3/watch", request,
-    [this, name, lease](const Json& result) {
+    [this, name, lease, delay_key, sees_delay = wide.has_value()](const Json& result) {
       auto queued = m_mine.find(name);
       if (queued == m_mine.end() || queued->second.lease != lease) {
         return;
@@ -794,15 +801,25 @@ void EtcdStore::watch_queue(const std::string& name)
             continue;
           }
           KeyValue kv = key_value(event["kv"]);
-          // Gone cleanly: etcdctl lock's empty key, or a dlock record that armed no
-          // --lock-delay; anything else (a value not read, a candidate's whose record lies
-          // elsewhere) and a --lock-delay may have begun: read the queue.
-          KeyValue was = event.contains("prev_kv") ? key_value(event["prev_kv"]) : KeyValue{};
-          Json record = record_of(was);
-          bool clean =
-            !was.key.empty()
-            && (was.value.empty() || (record.is_object() && int_field(record, "delay_ms") == 0));
-          Deletion gone{.revision = kv.mod_revision, .key = std::move(kv.key), .clean = clean};
+          bool deleted = string_field(event, "type") == "DELETE";
+          bool delay = sees_delay && !deleted && kv.key == delay_key;
+          if (!deleted && !delay) {
+            continue; // a put of a newer candidate's key, of a record, of a history event
+          }
+          // Gone cleanly: no #delay put since the read (which found none live); without sight
+          // of #delay, etcdctl lock's empty key or a dlock record that armed no --lock-delay;
+          // anything else (a value not read, a candidate's whose record lies elsewhere) and a
+          // --lock-delay may have begun: read the queue.
+          bool clean = sees_delay;
+          if (!sees_delay) {
+            KeyValue was = event.contains("prev_kv") ? key_value(event["prev_kv"]) : KeyValue{};
+            Json record = record_of(was);
+            clean =
+              !was.key.empty()
+              && (was.value.empty() || (record.is_object() && int_field(record, "delay_ms") == 0));
+          }
+          Deletion gone{
+            .revision = kv.mod_revision, .key = std::move(kv.key), .clean = clean, .delay = delay};
           if (waiting.reading) {
             waiting.held.push_back(std::move(gone));
           } else {
@@ -827,7 +844,7 @@ void EtcdStore::watch_queue(const std::string& name)
 
 void EtcdStore::take_deletion(Mine& mine, const Deletion& gone)
 {
-  if (gone.key == mine.key) { // ours (not by its lease: the keepalive would tell)
+  if (gone.key == mine.key || gone.delay) { // ours (not by its lease: the keepalive would tell)
     mine.takes_over = false;
   } else if (mine.before.erase(gone.key) > 0) {
     mine.takes_over = mine.takes_over && gone.clean;

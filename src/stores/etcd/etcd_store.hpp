@@ -25,11 +25,12 @@ std::unique_ptr<lock::Store> open(const std::string& url, const stores::StoreCon
 // the two contend on one name: a lease of the TTL, a key PFX/<lease in hex> put under it, the
 // owner is the key of PFX with the lowest create revision, and a waiter watches the deletions
 // of the keys before its own (a FIFO queue, fair by construction, with no herd of requests):
-// an exclusive one every deletion under PFX/, taking the lock when the last earlier key is
-// gone with no read (Mine::takes_over). A release deletes the key if it is still ours, then
-// revokes its lease. The fencing token is the key's create revision. A renewal is a lease
-// keepalive and a check of the key; a watch of the holder's own key reports its deletion
-// (lease revoked) at once.
+// an exclusive one every deletion under PFX/ (and the puts of PFX-less-slash#delay, which sorts
+// just before it, in the same watch), kept from one wait to the next, taking the lock when the
+// last earlier key is gone with no read (Mine::takes_over). A release deletes the key if it is
+// still ours, then revokes its lease. The fencing token is the key's create revision. A
+// renewal is a lease keepalive and a check of the key; a watch of the holder's own key reports
+// its deletion (lease revoked) at once.
 // --shared puts PFX/read/<lease hex> (the recipes' RWMutex readers), which holds while no
 // exclusive key (etcdctl's, dlock's, the recipes' PFX/write/…) is older, and waits on the last
 // such key; --limit N puts PFX/<lease hex> saying "limit:N" (the N oldest hold), whose waiter
@@ -103,11 +104,13 @@ public:
 private:
   using Op = lock::Outcome::Op;
   using Outcome = lock::Outcome;
-  // A key's deletion that a waiter's watch reported: clean when no --lock-delay can have begun.
+  // A key's deletion that a waiter's watch reported: clean when no --lock-delay can have begun;
+  // or (delay) a put of the name's #delay key: a --lock-delay armed.
   struct Deletion {
     std::int64_t revision = 0;
     std::string key;
     bool clean = false;
+    bool delay = false;
   };
   // This process's key for one lock name, held or queued.
   struct Mine {
@@ -211,8 +214,8 @@ private:
   // A takes_over waiter's watch of the deletions under its prefix (Mine::queue_watch), from
   // watch_from on.
   void watch_queue(const std::string& name);
-  // A deletion seen by a takes_over waiter: one key fewer before it, or (its own key, or one
-  // that may have armed a --lock-delay) a read of the queue is due.
+  // A deletion seen by a takes_over waiter: one key fewer before it, or (its own key, one that
+  // may have armed a --lock-delay, a put of #delay) a read of the queue is due.
   static void take_deletion(Mine& mine, const Deletion& gone);
   // Forgets this process's key of a lock name, with its watches (not its lease).
   void forget(std::map<std::string, Mine>::iterator found);
