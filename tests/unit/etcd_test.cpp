@@ -190,6 +190,23 @@ TEST(EtcdApi, SideKeysLieOutsideEveryLocksQueue)
   EXPECT_FALSE(is_lock_key(side_key("dlock:", "jobs", "delay"), lock_prefix("dlock:", "jobs")));
 }
 
+TEST(EtcdApi, AWaitersWatchTakesInTheDelayKeyWhenItSortsJustBeforeTheQueue)
+{
+  std::optional<Json> wide = watch_queue_and_delay_request(lock_prefix("dlock:", "jobs"),
+                                                           side_key("dlock:", "jobs", "delay"), 7);
+  ASSERT_TRUE(wide);
+  const Json& create = (*wide)["create_request"];
+  EXPECT_EQ(base64_decode(create["key"].get<std::string>()), "dlock:jobs#delay");
+  EXPECT_EQ(base64_decode(create["range_end"].get<std::string>()), "dlock:jobs0"); // after PFX/
+  EXPECT_EQ(create["start_revision"], "7");
+  EXPECT_FALSE(create.contains("filters")); // the puts of #delay too
+  // a name with '/' or '%': its #delay lies elsewhere (escaped), no one range holds both
+  EXPECT_FALSE(watch_queue_and_delay_request(lock_prefix("dlock:", "a/b"),
+                                             side_key("dlock:", "a/b", "delay"), 7));
+  EXPECT_FALSE(watch_queue_and_delay_request(lock_prefix("dlock:", "a%b"),
+                                             side_key("dlock:", "a%b", "delay"), 7));
+}
+
 TEST(EtcdApi, TheNoteAndThePoliciesFieldsGoInTheRecord)
 {
   lock::HolderInfo holder{"h", 42, "u", "sleep", 1000, 0, 5000, "deploy \"42\" — ü", ""};

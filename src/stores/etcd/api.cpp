@@ -333,6 +333,20 @@ Json watch_prefix_deletes_request(const std::string& prefix, std::int64_t start_
   return request;
 }
 
+std::optional<Json> watch_queue_and_delay_request(const std::string& lock_prefix,
+                                                  const std::string& delay_key,
+                                                  std::int64_t start_revision)
+{
+  if (lock_prefix.empty()
+      || delay_key != lock_prefix.substr(0, lock_prefix.size() - 1) + "#delay") {
+    return std::nullopt; // PFX/ less its slash, then #delay: else the side keys lie elsewhere
+  }
+  return Json{{"create_request",
+               {{"key", base64_encode(delay_key)},
+                {"range_end", base64_encode(prefix_end(lock_prefix))},
+                {"start_revision", std::to_string(start_revision)}}}};
+}
+
 Json watch_prefix_puts_request(const std::string& prefix, std::int64_t start_revision)
 {
   return {{"create_request",

@@ -119,6 +119,13 @@ Json watch_deletes_request(const std::string& key, std::int64_t start_revision);
 // A watch of the deletions of every key under prefix from revision on (a semaphore's waiter:
 // any earlier key's end may free a slot).
 Json watch_prefix_deletes_request(const std::string& prefix, std::int64_t start_revision);
+// A watch of every change from delay_key to the end of lock_prefix's range, from revision on,
+// when delay_key sorts just before the queue (NAME#delay, NAME/…: a name with no '/' or '%'):
+// a waiter sees a --lock-delay armed (a put of #delay) before the deletion that follows it,
+// in one stream; nullopt for a name whose side keys lie elsewhere.
+std::optional<Json> watch_queue_and_delay_request(const std::string& lock_prefix,
+                                                  const std::string& delay_key,
+                                                  std::int64_t start_revision);
 // A watch of the puts of every key under prefix from revision on (a leader watcher of a free
 // name: the first candidate's key).
 Json watch_prefix_puts_request(const std::string& prefix, std::int64_t start_revision);

@@ -154,9 +154,7 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
   auto found = m_mine.find(key);
   if (found != m_mine.end() && found->second.token != request.token) {
     std::int64_t lease = found->second.lease;
-    m_client.cancel(found->second.own_watch);
-    m_client.cancel(found->second.wake_watch);
-    m_mine.erase(found);
+    forget(found);
     revoke(lease, [](Answer&) {});
     found = m_mine.end();
   }
@@ -198,7 +196,7 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
                       return;
                     }
                     if (a.error || kept_ttl(a.body) <= 0) { // our key went with its lease
-                      m_mine.erase(queued);
+                      forget(queued);
                       grant(key, request);
                       return;
                     }
@@ -210,6 +208,8 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
   }
   // Queued: keep our place (the lease alive) and see who is first now, both at once (on two
   // connections): a waiter woken by its predecessor's deletion takes over after one round trip.
+  mine.reading = true;
+  mine.held.clear();
   std::string prefix = mine.prefix;
   std::vector<Json> ops{range_prefix_op(prefix)};
   for (const std::string& side : side_keys(key)) {
@@ -235,7 +235,7 @@ void EtcdStore::start_acquire(const lock::LockName& name, const lock::AcquireReq
       return;
     }
     if (a.error || kept_ttl(a.body) <= 0) { // our key went with its lease: queue again
-      m_mine.erase(queued);
+      forget(queued);
       grant(key, request);
       return;
     }
@@ -357,12 +357,14 @@ void EtcdStore::decide(const std::string& name, const lock::AcquireRequest& requ
   auto ours =
     std::find_if(queue.begin(), queue.end(), [&](const Member& m) { return m.kv.key == mine.key; });
   if (ours == queue.end()) { // revoked or expired while queued: queue again
-    m_mine.erase(found);
+    forget(found);
     grant(name, request);
     return;
   }
   mine.revision = ours->kv.create_revision;
   mine.watch_range = false;
+  mine.reading = false;
+  std::vector<Deletion> held = std::exchange(mine.held, {});
   Outcome outcome{.op = Op::acquire};
   lock::AcquireResult& result = outcome.acquire;
   // One name, one kind: a semaphore shares it with the same N only (nothing is registered).
@@ -370,9 +372,7 @@ void EtcdStore::decide(const std::string& name, const lock::AcquireRequest& requ
     if (other.kv.key != mine.key && !kinds_mix(other.kind, mine.kind)) {
       result.kind_in_use = other.kind;
       std::int64_t lease = mine.lease;
-      m_client.cancel(mine.wake_watch);
-      m_client.cancel(mine.side_watch);
-      m_mine.erase(found);
+      forget(found);
       revoke(lease, [this, outcome](Answer&) { m_answers.answer(outcome); });
       return;
     }
@@ -395,9 +395,7 @@ void EtcdStore::decide(const std::string& name, const lock::AcquireRequest& requ
       result.superseded_by = *newest;
       result.block = Millis(1000); // not waited on: the waiter gives up
       std::int64_t lease = mine.lease;
-      m_client.cancel(mine.wake_watch);
-      m_client.cancel(mine.side_watch);
-      m_mine.erase(found);
+      forget(found);
       revoke(lease, [this, outcome](Answer&) { m_answers.answer(outcome); });
       return;
     }
@@ -428,6 +426,7 @@ void EtcdStore::decide(const std::string& name, const lock::AcquireRequest& requ
       answer_shut(name, request, std::move(outcome), lease);
       return;
     }
+    m_client.cancel(std::exchange(mine.queue_watch, 0));
     arm(name, request);
     return;
   }
@@ -445,6 +444,13 @@ void EtcdStore::decide(const std::string& name, const lock::AcquireRequest& requ
     for (auto member = queue.begin(); member != ours; ++member) {
       mine.before.insert(member->kv.key);
     }
+    for (const Deletion& gone : held) { // what the kept watch saw after this read
+      if (gone.revision > revision) {
+        take_deletion(mine, gone);
+      }
+    }
+  } else {
+    m_client.cancel(std::exchange(mine.queue_watch, 0));
   }
   if (mine.kind.mode == lock::LockKind::Mode::limit) {
     mine.predecessor = mine.prefix;
@@ -519,7 +525,7 @@ void EtcdStore::answer_shut(const std::string& name, const lock::AcquireRequest&
     lock::AcquireResult& result = shut.acquire;
     if (request.ticket.mode == lock::WaitMode::once) {
       std::int64_t own = mine.lease;
-      m_mine.erase(found);
+      forget(found);
       revoke(own, [this, shut](Answer&) { m_answers.answer(shut); });
       return;
     }
@@ -558,7 +564,7 @@ void EtcdStore::arm(const std::string& name, const lock::AcquireRequest& request
   m_mine.at(name).me.acquired_ms = util::unix_ms();
   // Steps, each granting a lease then the next: the hold (if any), the delay (if any), then one
   // transaction that writes them with the key if it is still ours.
-  auto write = [this, name, request, hold_s, delay_s]() {
+  auto write = [this, name, request, hold_s]() {
     auto found = m_mine.find(name);
     if (found == m_mine.end()) {
       return;
@@ -592,7 +598,7 @@ void EtcdStore::arm(const std::string& name, const lock::AcquireRequest& request
         Mine& owned = now->second;
         if (a.error || !txn_succeeded(a.body)) {
           std::vector<std::int64_t> leases{owned.lease, owned.hold_lease, owned.delay_lease};
-          m_mine.erase(now);
+          forget(now);
           for (std::int64_t lease : leases) {
             if (lease != 0) {
               revoke(lease, [](Answer&) {});
@@ -662,6 +668,7 @@ void EtcdStore::become_owner(const std::string& name)
 {
   Mine& mine = m_mine.at(name);
   mine.owner = true;
+  m_client.cancel(std::exchange(mine.queue_watch, 0));
   watch_own_key(name);
   Outcome outcome{.op = Op::acquire};
   outcome.acquire.acquired = true;
@@ -721,51 +728,13 @@ void EtcdStore::start_wait_for_wake(const lock::LockName& name, const lock::Wait
   Mine& mine = found->second;
   m_client.cancel(mine.wake_watch);
   mine.wake_by = util::monotonic_now() + block;
-  if (mine.takes_over) {
-    Json request = watch_prefix_deletes_request(mine.prefix, mine.watch_from);
-    request["create_request"]["prev_kv"] = true;
-    mine.wake_watch = m_client.stream(
-      "/v3/watch", request,
-      [this, key](const Json& result) {
-        auto queued = m_mine.find(key);
-        if (queued == m_mine.end()) {
-          return;
-        }
-        Mine& waiting = queued->second;
-        if (int_field(result, "compact_revision") > 0 || bool_field(result, "canceled")) {
-          waiting.takes_over = false;
-          end_wait(key);
-          return;
-        }
-        if (result.contains("events") && result["events"].is_array()) {
-          for (const Json& event : result["events"]) {
-            if (!event.is_object() || !event.contains("kv")) {
-              continue;
-            }
-            std::string gone = key_value(event["kv"]).key;
-            if (gone == waiting.key) { // ours (not by its lease: the keepalive would tell)
-              waiting.takes_over = false;
-            } else if (waiting.before.erase(gone) > 0) {
-              // Gone cleanly: etcdctl lock's empty key, or a dlock record that armed no
-              // --lock-delay; anything else (a value not read, a candidate's whose record
-              // lies elsewhere) and a --lock-delay may have begun: read the queue.
-              KeyValue was = event.contains("prev_kv") ? key_value(event["prev_kv"]) : KeyValue{};
-              Json record = record_of(was);
-              bool clean = !was.key.empty()
-                           && (was.value.empty()
-                               || (record.is_object() && int_field(record, "delay_ms") == 0));
-              waiting.takes_over = waiting.takes_over && clean;
-            }
-          }
-        }
-        if (!waiting.takes_over || waiting.before.empty()) {
-          end_wait(key);
-        }
-      },
-      [this, key](const Error& why) {
-        util::log_verbose("the watch of lock '{}' ended ({}); asking again", key, why.what());
-        end_wait(key);
-      });
+  if (mine.takes_over || mine.queue_watch != 0) {
+    if (mine.takes_over && !m_client.active(mine.queue_watch)) {
+      watch_queue(key);
+    }
+    if (!mine.takes_over || mine.before.empty()) { // woken since the read: read (or take) now
+      end_wait(key);
+    }
     return;
   }
   mine.wake_watch = m_client.stream(
@@ -798,6 +767,97 @@ void EtcdStore::start_wait_for_wake(const lock::LockName& name, const lock::Wait
       },
       [this, key](const Error&) { end_wait(key); });
   }
+}
+
+void EtcdStore::watch_queue(const std::string& name)
+{
+  Mine& mine = m_mine.at(name);
+  // Where it can, the watch takes in the #delay key: a --lock-delay is armed by a put of it,
+  // before the key's end, so a deletion with no such put before it is clean; else the deleted
+  // key's record says whether it armed one (prev_kv).
+  std::string delay_key = side_key(m_prefix, name, "delay");
+  std::optional<Json> wide = watch_queue_and_delay_request(mine.prefix, delay_key, mine.watch_from);
+  Json request = wide.value_or(watch_prefix_deletes_request(mine.prefix, mine.watch_from));
+  if (!wide) {
+    request["create_request"]["prev_kv"] = true;
+  }
+  std::int64_t lease = mine.lease;
+  mine.queue_watch = m_client.stream(
+    "/v3/watch", request,
+    [this, name, lease, delay_key, sees_delay = wide.has_value()](const Json& result) {
+      auto queued = m_mine.find(name);
+      if (queued == m_mine.end() || queued->second.lease != lease) {
+        return;
+      }
+      Mine& waiting = queued->second;
+      if (int_field(result, "compact_revision") > 0 || bool_field(result, "canceled")) {
+        m_client.cancel(std::exchange(waiting.queue_watch, 0)); // the next wait watches anew
+        end_wait(name);
+        return;
+      }
+      if (result.contains("events") && result["events"].is_array()) {
+        for (const Json& event : result["events"]) {
+          if (!event.is_object() || !event.contains("kv")) {
+            continue;
+          }
+          KeyValue kv = key_value(event["kv"]);
+          bool deleted = string_field(event, "type") == "DELETE";
+          bool delay = sees_delay && !deleted && kv.key == delay_key;
+          if (!deleted && !delay) {
+            continue; // a put of a newer candidate's key, of a record, of a history event
+          }
+          // Gone cleanly: no #delay put since the read (which found none live); without sight
+          // of #delay, etcdctl lock's empty key or a dlock record that armed no --lock-delay;
+          // anything else (a value not read, a candidate's whose record lies elsewhere) and a
+          // --lock-delay may have begun: read the queue.
+          bool clean = sees_delay;
+          if (!sees_delay) {
+            KeyValue was = event.contains("prev_kv") ? key_value(event["prev_kv"]) : KeyValue{};
+            Json record = record_of(was);
+            clean =
+              !was.key.empty()
+              && (was.value.empty() || (record.is_object() && int_field(record, "delay_ms") == 0));
+          }
+          Deletion gone{
+            .revision = kv.mod_revision, .key = std::move(kv.key), .clean = clean, .delay = delay};
+          if (waiting.reading) {
+            waiting.held.push_back(std::move(gone));
+          } else {
+            take_deletion(waiting, gone);
+          }
+        }
+      }
+      if (!waiting.takes_over || waiting.before.empty()) {
+        end_wait(name);
+      }
+    },
+    [this, name, lease](const Error& why) {
+      auto queued = m_mine.find(name);
+      if (queued == m_mine.end() || queued->second.lease != lease) {
+        return;
+      }
+      queued->second.queue_watch = 0;
+      util::log_verbose("the watch of lock '{}' ended ({}); asking again", name, why.what());
+      end_wait(name);
+    });
+}
+
+void EtcdStore::take_deletion(Mine& mine, const Deletion& gone)
+{
+  if (gone.key == mine.key || gone.delay) { // ours (not by its lease: the keepalive would tell)
+    mine.takes_over = false;
+  } else if (mine.before.erase(gone.key) > 0) {
+    mine.takes_over = mine.takes_over && gone.clean;
+  }
+}
+
+void EtcdStore::forget(std::map<std::string, Mine>::iterator found)
+{
+  m_client.cancel(found->second.own_watch);
+  m_client.cancel(found->second.wake_watch);
+  m_client.cancel(found->second.side_watch);
+  m_client.cancel(found->second.queue_watch);
+  m_mine.erase(found);
 }
 
 void EtcdStore::end_wait(const std::string& name)
@@ -1149,6 +1209,7 @@ void EtcdStore::start_release(const lock::LockName& name, const std::string& tok
     m_client.cancel(mine.own_watch);
     m_client.cancel(mine.wake_watch);
     m_client.cancel(mine.side_watch);
+    m_client.cancel(mine.queue_watch);
     std::string replace = side_key(m_prefix, key, "replace");
     std::string records = records_of(key);
     if (mine.owner && mine.hold_lease == 0 && mine.delay_lease == 0 && !mine.on_hold) {
@@ -1297,8 +1358,7 @@ void EtcdStore::start_withdraw(const lock::LockName& name, const lock::WaitTicke
     return;
   }
   std::int64_t lease = found->second.lease;
-  m_client.cancel(found->second.wake_watch);
-  m_mine.erase(found);
+  forget(found);
   revoke(lease, [this](Answer&) { m_answers.answer(Op::withdraw); });
 }
 

@@ -13,6 +13,8 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <string>
+#include <vector>
 
 namespace dlock::etcd {
 
@@ -23,11 +25,12 @@ std::unique_ptr<lock::Store> open(const std::string& url, const stores::StoreCon
 // the two contend on one name: a lease of the TTL, a key PFX/<lease in hex> put under it, the
 // owner is the key of PFX with the lowest create revision, and a waiter watches the deletions
 // of the keys before its own (a FIFO queue, fair by construction, with no herd of requests):
-// an exclusive one every deletion under PFX/, taking the lock when the last earlier key is
-// gone with no read (Mine::takes_over). A release deletes the key if it is still ours, then
-// revokes its lease. The fencing token is the key's create revision. A renewal is a lease
-// keepalive and a check of the key; a watch of the holder's own key reports its deletion
-// (lease revoked) at once.
+// an exclusive one every deletion under PFX/ (and the puts of PFX-less-slash#delay, which sorts
+// just before it, in the same watch), kept from one wait to the next, taking the lock when the
+// last earlier key is gone with no read (Mine::takes_over). A release deletes the key if it is
+// still ours, then revokes its lease. The fencing token is the key's create revision. A
+// renewal is a lease keepalive and a check of the key; a watch of the holder's own key reports
+// its deletion (lease revoked) at once.
 // --shared puts PFX/read/<lease hex> (the recipes' RWMutex readers), which holds while no
 // exclusive key (etcdctl's, dlock's, the recipes' PFX/write/…) is older, and waits on the last
 // such key; --limit N puts PFX/<lease hex> saying "limit:N" (the N oldest hold), whose waiter
@@ -101,6 +104,14 @@ public:
 private:
   using Op = lock::Outcome::Op;
   using Outcome = lock::Outcome;
+  // A key's deletion that a waiter's watch reported: clean when no --lock-delay can have begun;
+  // or (delay) a put of the name's #delay key: a --lock-delay armed.
+  struct Deletion {
+    std::int64_t revision = 0;
+    std::string key;
+    bool clean = false;
+    bool delay = false;
+  };
   // This process's key for one lock name, held or queued.
   struct Mine {
     std::string token;
@@ -142,6 +153,14 @@ private:
     util::TimePoint kept_at{};
     // A take-over with no keepalive: what is left of the lease (AcquireResult::validity).
     std::optional<util::Millis> validity;
+    // takes_over: the watch of the deletions under prefix, kept from one wait to the next (across
+    // the reads that keep the lease alive) so that etcd serves it at once: a watch created with a
+    // start revision already passed waits for etcd's catch-up loop, which runs every 100 ms.
+    std::uint64_t queue_watch = 0;
+    // A read of the queue is in flight: the deletions queue_watch reports meanwhile are held,
+    // and those past the read's revision are taken after it (decide).
+    bool reading = false;
+    std::vector<Deletion> held;
   };
   // What of a gate's watched key wakes its waiter: its deletion, any change of it, or (watched
   // is a prefix) a put of a key under it.
@@ -192,6 +211,14 @@ private:
   }
   static Sides sides_of(const Json& txn_response, std::size_t first);
   void watch_own_key(const std::string& name);
+  // A takes_over waiter's watch of the deletions under its prefix (Mine::queue_watch), from
+  // watch_from on.
+  void watch_queue(const std::string& name);
+  // A deletion seen by a takes_over waiter: one key fewer before it, or (its own key, one that
+  // may have armed a --lock-delay, a put of #delay) a read of the queue is due.
+  static void take_deletion(Mine& mine, const Deletion& gone);
+  // Forgets this process's key of a lock name, with its watches (not its lease).
+  void forget(std::map<std::string, Mine>::iterator found);
   // A held name's status from its queue (holders, their leases, waiters), blocking to deadline.
   void fill_held(lock::LockStatus& status, const std::vector<Member>& queue,
                  util::TimePoint deadline);

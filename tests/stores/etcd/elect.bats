@@ -238,3 +238,39 @@ assert len(d["value"].encode()) <= 256 and d["value"].startswith("{"), d'
   [ $(((elected - killed) / 1000000)) -lt $((3750 + 3000)) ] # the lease (whole seconds) + room
   kill -TERM "$ECTL"
 }
+
+# grpc_started METHOD: how many gRPC calls or streams of METHOD etcd has started (its /metrics;
+# each of dlock's gateway requests is one).
+grpc_started() {
+  local reply
+  exec 9<>"/dev/tcp/127.0.0.1/$ETCD_PORT"
+  printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&9
+  reply=$(cat <&9)
+  exec 9<&-
+  awk -v m="grpc_method=\"$1\"" 'index($0, "grpc_server_started_total{") == 1 && index($0, m) { n += $2 } END { print n + 0 }' <<<"$reply"
+}
+
+@test "a queued candidate keeps one watch across the reads that renew its lease (a new watch starts in the past: etcd serves it up to 100 ms late)" {
+  start_bg first "$DLOCK" elect -k kw -t 30s --value first -- sh -c 'echo $$ >"$T/first.pid"; exec sleep 60'
+  local first=$BG_PID
+  wait_for "[ -s '$T/first.pid' ]" 10
+  start_bg second "$DLOCK" elect -k kw -t 1s --value second -- sh -c 'echo "start $(date +%s%N)" >"$T/second.start"'
+  local second=$BG_PID
+  wait_for '[ "$(queued kw)" = 2 ]' 10
+  wait_for "[ \$(grpc_started Watch) -gt 0 ]" 5
+  local watches keepalives
+  watches=$(grpc_started Watch) keepalives=$(grpc_started LeaseKeepAlive)
+  # The waiter (TTL 1 s) reads the queue and keeps its lease alive every third of a second; the
+  # leader (TTL 30 s) every 10 s: four keepalives are at least three of the waiter's reads.
+  wait_for "[ \$(grpc_started LeaseKeepAlive) -ge $((keepalives + 4)) ]" 10
+  echo "watches started meanwhile: $(($(grpc_started Watch) - watches))"
+  [ "$(grpc_started Watch)" -le $((watches + 1)) ]
+  [ ! -e "$T/second.start" ]
+  local ended
+  ended=$(date +%s%N)
+  kill -TERM "$first"
+  wait "$first" || true
+  wait_for "[ -s '$T/second.start' ]" 10
+  [ "$(awk '{print $2}' "$T/second.start")" -gt "$ended" ]
+  wait "$second"
+}

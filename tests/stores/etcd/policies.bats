@@ -129,6 +129,27 @@ free_at() {
   [ -z "$(ectl get 'dlock:ld#delay' --print-value-only)" ]
 }
 
+@test "--lock-delay armed by a waiter that took over, then kill -9: the waiter behind it (watching the queue since before) honours the delay" {
+  start_bg a "$DLOCK" run -k lq --ttl 10s -- sh -c 'until [ -e "$0" ]; do sleep 0.05; done' "$T/a.go"
+  started a '[ "$(keys lq | grep -c .)" = 1 ]'
+  start_bg b "$DLOCK" run -k lq --ttl 2s --lock-delay 3s -w 30s -- sh -c 'echo $$ >"$0"; exec sleep 30' "$T/b.pid"
+  local b=$BG_PID
+  started b '[ "$(keys lq | grep -c .)" = 2 ]' "$b"
+  # c (TTL 30 s) reads the queue every 10 s: it sees #delay armed through its watch alone
+  start_bg c "$DLOCK" run -k lq --ttl 30s -w 30s -- sh -c 'date +%s%3N >"$0"' "$T/c.start"
+  local c=$BG_PID
+  started c '[ "$(keys lq | grep -c .)" = 3 ]' "$c"
+  touch "$T/a.go"
+  wait_for "[ -s '$T/b.pid' ]" 10
+  local killed
+  kill -KILL "$b"
+  killed=$(now_ms)
+  wait_for "[ -s '$T/c.start' ]" 15
+  echo "c started $(($(cat "$T/c.start") - killed)) ms after b's kill -9"
+  [ $(($(cat "$T/c.start") - killed)) -ge 3000 ]
+  wait "$c"
+}
+
 @test "--lock-delay: after release --force, closed for the delay; none after a clean release" {
   local forced free
   start_bg holder "$DLOCK" run -k lf --ttl 10s --lock-delay 3s -- sleep 30
