@@ -285,10 +285,11 @@ void MysqlStore::enqueue(const std::string& name, const lock::AcquireRequest& re
               create_queue_sql,
               [this, name, request](Answer& made) {
                 if (made.error && made.errnum != ER_TABLE_EXISTS_ERROR) {
-                  answer(Op::acquire, Error(made.error->code(),
-                                            "--fair on MySQL needs the table dlock_queue, which "
-                                            "dlock cannot use: {}",
-                                            made.error->what()));
+                  answer(Op::acquire,
+                         Error(made.error->code(),
+                               "--fair (and elect) on MySQL needs the table dlock_queue, which "
+                               "dlock cannot use: {}",
+                               made.error->what()));
                   return;
                 }
                 enqueue(name, request, true);
@@ -297,10 +298,11 @@ void MysqlStore::enqueue(const std::string& name, const lock::AcquireRequest& re
             return;
           }
           if (a.error) {
-            answer(Op::acquire, Error(a.error->code(),
-                                      "--fair on MySQL needs the table dlock_queue, which dlock "
-                                      "cannot use: {}",
-                                      a.error->what()));
+            answer(Op::acquire,
+                   Error(a.error->code(),
+                         "--fair (and elect) on MySQL needs the table dlock_queue, which dlock "
+                         "cannot use: {}",
+                         a.error->what()));
             return;
           }
           session(name).query(

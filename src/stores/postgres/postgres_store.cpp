@@ -385,10 +385,11 @@ void PostgresStore::try_lock(const std::string& name, const lock::AcquireRequest
   if (request.ticket.mode == lock::WaitMode::fair && !held_of(name).ticket) {
     find_queue(name, [this, name, request](const std::optional<Error>& error) {
       if (error) {
-        answer(Op::acquire, Error(error->code(),
-                                  "--fair on PostgreSQL needs the table dlock_queue, which dlock "
-                                  "cannot use: {}",
-                                  error->what()));
+        answer(Op::acquire,
+               Error(error->code(),
+                     "--fair (and elect) on PostgreSQL needs the table dlock_queue, which dlock "
+                     "cannot use: {}",
+                     error->what()));
         return;
       }
       // a ticket, and its lock, in one statement: the row is never seen without its lock

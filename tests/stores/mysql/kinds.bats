@@ -142,7 +142,7 @@ fair_waiters() {
   assert_output 0
 }
 
-@test "mysql --fair: a user who cannot create dlock_queue is refused in one line; plain locking works" {
+@test "mysql --fair: a user who cannot create dlock_queue is refused in one line (--fair, elect); plain locking works" {
   mysql_admin -e "DROP TABLE IF EXISTS dlock.dlock_queue"
   run -0 "$DLOCK" -u "$NOFENCE_URL" run -n -k nq -- true
   run --separate-stderr "$DLOCK" -u "$NOFENCE_URL" run -k nq --fair -- touch "$T/ran"
@@ -151,6 +151,13 @@ fair_waiters() {
   [ "$status" -eq 77 ] || [ "$status" -eq 78 ]
   [ "${#stderr_lines[@]}" -eq 1 ]
   [[ $stderr == *dlock_queue* ]]
+  # elect queues its candidates the same way, and says so
+  run --separate-stderr "$DLOCK" -u "$NOFENCE_URL" elect -k nq -- touch "$T/ran"
+  echo "$status: $stderr"
+  [ ! -e "$T/ran" ]
+  [ "$status" -eq 77 ] || [ "$status" -eq 78 ]
+  [ "${#stderr_lines[@]}" -eq 1 ]
+  [[ $stderr == *"(and elect)"*dlock_queue* ]]
 }
 
 @test "mysql: an exclusive holder waits for a semaphore's holders (GET_LOCK names cannot say N, so no 64)" {

@@ -135,7 +135,7 @@ fair_waiters() {
   assert_output 0
 }
 
-@test "--fair: a user who cannot create dlock_queue is refused in one line; plain locking works" {
+@test "--fair: a user who cannot create dlock_queue is refused in one line (--fair, elect); plain locking works" {
   psql_admin -c "DROP TABLE IF EXISTS dlock_queue" >/dev/null
   run -0 "$DLOCK" -u "$NOFENCE_URL" run -n -k nq -- true
   run --separate-stderr "$DLOCK" -u "$NOFENCE_URL" run -k nq --fair -- touch "$T/ran"
@@ -144,4 +144,11 @@ fair_waiters() {
   [ "$status" -eq 77 ] || [ "$status" -eq 78 ]
   [ "${#stderr_lines[@]}" -eq 1 ]
   [[ $stderr == *dlock_queue* ]]
+  # elect queues its candidates the same way, and says so
+  run --separate-stderr "$DLOCK" -u "$NOFENCE_URL" elect -k nq -- touch "$T/ran"
+  echo "$status: $stderr"
+  [ ! -e "$T/ran" ]
+  [ "$status" -eq 77 ] || [ "$status" -eq 78 ]
+  [ "${#stderr_lines[@]}" -eq 1 ]
+  [[ $stderr == *"(and elect)"*dlock_queue* ]]
 }
