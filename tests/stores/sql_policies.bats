@@ -221,3 +221,14 @@ holding() {
   run -0 "$DLOCK" release -k swept2 --force
   run -0 "$DLOCK" run -n -k swept2 -- true
 }
+
+@test "$STORE history: hand-overs back to back lose no event (two holders' records at once deadlocked, and one was dropped)" {
+  local i
+  for i in $(seq 1 12); do "$DLOCK" run -k hd -w 60s -- true & done
+  wait
+  run -0 "$DLOCK" history hd --limit 100 --json
+  local n
+  n=$(python3 -c 'import json, sys; print(len(json.loads(sys.argv[1])["events"]))' "$output")
+  echo "events: $n"
+  [ "$n" -eq 24 ]
+}

@@ -1269,11 +1269,11 @@ sql::HistorySql MysqlStore::history_sql(const std::string& name) const
 void MysqlStore::write_history(const std::string& name, bool control_session,
                                const std::string& text, RecordThen then)
 {
-  write_history(name, control_session, text, std::move(then), false);
+  write_history(name, control_session, text, std::move(then), false, false);
 }
 
 void MysqlStore::write_history(const std::string& name, bool control_session,
-                               const std::string& text, RecordThen then, bool created)
+                               const std::string& text, RecordThen then, bool created, bool retried)
 {
   // One transaction of its own (none of the lock's is open between its steps): one write of
   // the server's log rather than one per statement. An error skips the statements after it,
@@ -1288,18 +1288,23 @@ void MysqlStore::write_history(const std::string& name, bool control_session,
   policy_session(name, control_session)
     .query_all(
       std::move(statements),
-      [this, name, control_session, text, then, created](std::vector<Answer>& all) {
+      [this, name, control_session, text, then, created, retried](std::vector<Answer>& all) {
         auto failed =
           std::find_if(all.begin(), all.end(), [](const Answer& one) { return one.error; });
         if (failed != all.end()) {
           policy_session(name, control_session).query("COMMIT", nullptr, true);
+        }
+        if (failed != all.end() && failed->errnum == ER_LOCK_DEADLOCK && !retried) {
+          // rolled back whole, as the victim of the other writer, which went on: once more
+          write_history(name, control_session, text, then, created, true);
+          return;
         }
         Answer& a = all.at(1);
         if (a.error && a.errnum == ER_NO_SUCH_TABLE && !created) { // no table yet: make it
           policy_session(name, control_session)
             .query(
               create_history_sql,
-              [this, name, control_session, text, then](Answer& made) {
+              [this, name, control_session, text, then, retried](Answer& made) {
                 if (made.error && made.errnum != ER_TABLE_EXISTS_ERROR) {
                   if (fence_unavailable(made.errnum)) {
                     m_no_history =
@@ -1309,7 +1314,7 @@ void MysqlStore::write_history(const std::string& name, bool control_session,
                   then(made.error);
                   return;
                 }
-                write_history(name, control_session, text, then, true);
+                write_history(name, control_session, text, then, true, retried);
               },
               true);
           return;

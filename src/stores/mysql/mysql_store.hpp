@@ -55,11 +55,12 @@ private:
   void let_go(const std::string& name) override;
   std::vector<NamedPolicy> list_policies(util::TimePoint deadline, std::int64_t& now) override;
   // One round trip, one transaction: the insert, the trim and the expiry (sql/history.hpp);
-  // created: the table was made for this record.
+  // created: the table was made for this record; retried: it was written again once after a
+  // deadlock with another holder's record of the same lock (a hand-over writes two at once).
   void write_history(const std::string& name, bool control, const std::string& text,
                      RecordThen then) override;
   void write_history(const std::string& name, bool control, const std::string& text,
-                     RecordThen then, bool created);
+                     RecordThen then, bool created, bool retried);
   void read_history(const std::string& name, std::size_t limit,
                     std::function<void(HistoryRead)> then) override;
 

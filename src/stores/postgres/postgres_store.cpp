@@ -1411,9 +1411,15 @@ void PostgresStore::find_history(const std::string& name, bool control_session, 
 void PostgresStore::write_history(const std::string& name, bool control_session,
                                   const std::string& text, RecordThen then)
 {
+  write_history(name, control_session, text, std::move(then), false);
+}
+
+void PostgresStore::write_history(const std::string& name, bool control_session,
+                                  const std::string& text, RecordThen then, bool retried)
+{
   find_history(
     name, control_session, true,
-    [this, name, control_session, text, then](const std::optional<Error>& error) {
+    [this, name, control_session, text, then, retried](const std::optional<Error>& error) {
       if (error) {
         then(error);
         return;
@@ -1429,7 +1435,13 @@ void PostgresStore::write_history(const std::string& name, bool control_session,
       policy_session(name, control_session)
         .query(
           sql, {std::to_string(AdvisoryKey::of(m_prefix + name).key), m_prefix + name, text},
-          [this, then](Answer& a) {
+          [this, name, control_session, text, then, retried](Answer& a) {
+            if (a.error && a.sqlstate == "40P01" && !retried) {
+              // the victim of a deadlock with another holder's record of the same lock (a
+              // hand-over writes two at once), rolled back whole: once more
+              write_history(name, control_session, text, then, true);
+              return;
+            }
             if (a.error && a.sqlstate == "42P01") { // dropped since: look again next time
               m_history.reset();
             } else if (a.error && (a.sqlstate == "42501" || a.sqlstate == "25006")) {

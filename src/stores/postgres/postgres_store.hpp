@@ -70,6 +70,10 @@ private:
   // asynchronously (a history loses its last events in a server crash at worst).
   void write_history(const std::string& name, bool control, const std::string& text,
                      RecordThen then) override;
+  // retried: written again once after a deadlock with another holder's record of the same lock
+  // (a hand-over writes two at once).
+  void write_history(const std::string& name, bool control, const std::string& text,
+                     RecordThen then, bool retried);
   void read_history(const std::string& name, std::size_t limit,
                     std::function<void(HistoryRead)> then) override;
 
