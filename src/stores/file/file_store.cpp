@@ -628,6 +628,28 @@ lock::LockStatus status_of(int meta, const Layout& layout, std::string name, con
   return status;
 }
 
+// One look at a lock: its live records, its files, the flocks on them, and the status they make
+// (with the side record's policy); what status and the watch and leader gates each read.
+struct Look {
+  std::vector<Record> records;
+  std::vector<std::string> files;
+  std::vector<ProcLock> locks;
+  Observed seen;
+  lock::LockStatus status;
+};
+
+Look look_at(int dir, int meta, const Layout& layout, const std::string& name)
+{
+  Look look;
+  look.records = live_records(meta, layout.encoded)[layout.encoded];
+  look.files = files_of(layout, util::directory_entries(dir));
+  look.locks = proc_locks();
+  look.seen = observe(dir, layout, look.files, look.locks, look.records);
+  look.status = status_of(meta, layout, name, look.seen);
+  add_policy(meta, layout, look.records, look.status);
+  return look;
+}
+
 // The helper: blocks in flock(2) on each description (a thread each), writes the index of
 // the first one locked to the pipe and exits, which ends the other threads' waits.
 struct HelperThread {
@@ -2095,11 +2117,7 @@ lock::LockStatus FileStore::status(const lock::LockName& name, util::TimePoint)
   if (!open_directories(false)) {
     return status_of(-1, layout, name.str(), Observed{});
   }
-  std::vector<Record> records = live_records(m_metafd.get(), layout.encoded)[layout.encoded];
-  std::vector<std::string> files = files_of(layout, util::directory_entries(m_dirfd.get()));
-  Observed seen = observe(m_dirfd.get(), layout, files, proc_locks(), records);
-  lock::LockStatus status = status_of(m_metafd.get(), layout, name.str(), seen);
-  add_policy(m_metafd.get(), layout, records, status);
+  lock::LockStatus status = look_at(m_dirfd.get(), m_metafd.get(), layout, name.str()).status;
   // --fair waiters queue behind the first, which alone waits in flock(2) (counted there too).
   status.waiters =
     std::max(status.waiters, queued_waiters(m_metafd.get(), layout,
@@ -2437,19 +2455,15 @@ void FileStore::look_watch(Gate& g, const lock::GateRequest& request, lock::Gate
   watch_meta();
   const Layout& layout = g.layout;
   const int dir = m_dirfd.get();
-  const int meta = m_metafd.get();
-  std::vector<Record> records = live_records(meta, layout.encoded)[layout.encoded];
-  std::vector<std::string> files = files_of(layout, util::directory_entries(dir));
-  std::vector<ProcLock> locks = proc_locks();
-  Observed seen = observe(dir, layout, files, locks, records);
-  lock::LockStatus status = status_of(meta, layout, g.name, seen);
-  add_policy(meta, layout, records, status);
+  Look look = look_at(dir, m_metafd.get(), layout, g.name);
+  const Observed& seen = look.seen;
+  const lock::LockStatus& status = look.status;
   if (!status.held) {
     result.open = true;
     return;
   }
   // Who holds it now: each flock granted on its files (by inode and the pid that took it).
-  std::set<std::string> holders = granted_flocks(dir, layout, files, locks);
+  std::set<std::string> holders = granted_flocks(dir, layout, look.files, look.locks);
   if (status.command_ended) {
     holders.insert(fmt::format("min-hold:{}:{}", status.holder.pid, status.holder.acquired_ms));
   }
@@ -2539,14 +2553,11 @@ void FileStore::look_leader(Gate& g, const lock::GateRequest& request, lock::Gat
   watch_meta();
   const Layout& layout = g.layout;
   const int dir = m_dirfd.get();
-  const int meta = m_metafd.get();
-  std::vector<Record> records = live_records(meta, layout.encoded)[layout.encoded];
-  std::vector<std::string> files = files_of(layout, util::directory_entries(dir));
-  std::vector<ProcLock> locks = proc_locks();
-  std::set<std::string> flocks = granted_flocks(dir, layout, files, locks);
-  Observed seen = observe(dir, layout, files, locks, records);
-  lock::LockStatus status = status_of(meta, layout, g.name, seen);
-  add_policy(meta, layout, records, status);
+  Look look = look_at(dir, m_metafd.get(), layout, g.name);
+  const std::vector<Record>& records = look.records;
+  const Observed& seen = look.seen;
+  const lock::LockStatus& status = look.status;
+  std::set<std::string> flocks = granted_flocks(dir, layout, look.files, look.locks);
   std::int64_t term = 0;
   bool unrecorded = false;
   if (!records.empty()) {
