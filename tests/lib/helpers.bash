@@ -29,12 +29,24 @@ dlock_setup() {
 dlock_teardown() {
   [ -z "${REDIS_PID:-}" ] || kill -CONT "$REDIS_PID" 2>/dev/null || true
   stop_recorded
+  [ -n "${BATS_TEST_COMPLETED:-}" ] || show_bg_stderr
   if [ -f "$BATS_TEST_TMPDIR/nobody.dirs" ]; then
     xargs rm -rf -- <"$BATS_TEST_TMPDIR/nobody.dirs"
   fi
   if [ -S "$BATS_TEST_TMPDIR/tmux.sock" ]; then
     tmux -S "$BATS_TEST_TMPDIR/tmux.sock" kill-server 2>/dev/null || true
   fi
+}
+
+# show_bg_stderr: for a failed test, the last lines of what each start_bg process wrote on
+# stderr, so that a failure seen once in CI shows what the background parties said.
+show_bg_stderr() {
+  local f
+  for f in "$BATS_TEST_TMPDIR"/*.err; do
+    [ -s "$f" ] || continue
+    echo "--- stderr of ${f##*/}:"
+    tail -n 15 "$f"
+  done
 }
 
 setup_file() { dlock_setup_file; }

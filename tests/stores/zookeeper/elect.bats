@@ -114,14 +114,18 @@ curator_leader_of() {
   wait_for "grep -q curator-a '$T/watch.out'" 30
   candidate d go -k e3 --value dlock-b
   queued e3 1 "$BG_PID"
-  curator c2 leader "$(zpath e3)" curator-c 0
+  # c2 holds until told: a leadership of a few milliseconds may end before any watcher reads it
+  curator c2 leader "$(zpath e3)" curator-c "$T/c2.go"
   queued e3 2 "$BG_PID"
   touch "$T/c1.go"
   wait_event "d acquired"
   wait_for "grep -q dlock-b '$T/watch.out'" 30
   touch "$T/d.go"
-  wait_event "c2 released"
+  wait_event "c2 acquired"
   wait_for "grep -q curator-c '$T/watch.out'" 30
+  touch "$T/c2.go"
+  wait_event "c2 released"
+  wait_for "tail -n1 '$T/watch.out' | grep -q 'no leader'" 30
   kill -INT "$watch"
   cat "$T/watch.out"
   [ "$(grep -c curator-a "$T/watch.out")" = 1 ]
