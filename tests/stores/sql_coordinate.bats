@@ -272,6 +272,76 @@ arrivals() {
   [ "$(status_of w)" = 0 ]
 }
 
+# hold_row KEY MEMBER SECONDS: another session holds KEY's MEMBER row of dlock_gate locked for
+# SECONDS (a party stalled mid-step, or a tenant); row_locked KEY MEMBER: whether one does.
+hold_row() {
+  local sleep_sql=("START TRANSACTION" "SELECT SLEEP($3)")
+  [ "$STORE" != postgres ] || sleep_sql=("BEGIN" "SELECT pg_sleep($3)")
+  tenant "${sleep_sql[0]}; SELECT member FROM dlock_gate WHERE gate_key = $(gate_key "$1") AND member = '$2' FOR UPDATE; ${sleep_sql[1]}; COMMIT" >/dev/null
+}
+row_locked() {
+  ! tenant "SELECT member FROM dlock_gate WHERE gate_key = $(gate_key "$1") AND member = '$2' FOR UPDATE NOWAIT" >/dev/null 2>&1
+}
+# end_holds: ends the sessions of hold_row (in the server: its client may outlive the test).
+end_holds() {
+  if [ "$STORE" = postgres ]; then
+    tenant "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(%' AND pid <> pg_backend_pid()" >/dev/null
+  else
+    local id
+    for id in $(tenant "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SELECT SLEEP(%'"); do
+      tenant "KILL $id" || true
+    done
+  fi
+}
+
+@test "$STORE coordinate: a latch row held past the gate's lock timeout (a stalled party): --down waits and counts once; held for good: one line, no hang" {
+  run -0 "$DLOCK" latch -k busy --count 2
+  start_bg holder hold_row busy latch 3.5
+  wait_for "row_locked busy latch" 10
+  # the gate's statements give up on a row lock after 2 s; the step is then tried again, within
+  # the time a request has (--connect-timeout)
+  run -0 "$DLOCK" latch -k busy --down --connect-timeout 10s
+  run -0 --separate-stderr "$DLOCK" latch -k busy --down --json
+  [[ $output == *'"count":0'* ]]
+  # a row held for good: refused in one line once the request's time is up, not waited for
+  run -0 "$DLOCK" latch -k stuck --count 1
+  start_bg holder2 hold_row stuck latch 25
+  wait_for "row_locked stuck latch" 10
+  run -69 --separate-stderr timeout 35 "$DLOCK" latch -k stuck --down
+  echo "$stderr"
+  [ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+  # and when the request may wait longer than every attempt: the lock timeout, 69
+  run -69 --separate-stderr timeout 35 "$DLOCK" latch -k stuck --down --connect-timeout 20s
+  echo "$stderr"
+  [[ $stderr == *"lock"* ]]
+  [ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+  end_holds
+}
+
+@test "$STORE coordinate: another tenant holds rows of dlock_gate locked, a live one and an expired one: other names' latches and barriers go on" {
+  run -0 "$DLOCK" latch -k live --count 1
+  tenant "INSERT INTO dlock_gate (gate_key, member, generation, parties, latch_count, until_ms) VALUES ($(gate_key lapsed), 'latch', 0, 0, 1, 5)"
+  start_bg h1 hold_row live latch 30
+  start_bg h2 hold_row lapsed latch 30
+  wait_for "row_locked live latch && row_locked lapsed latch" 10
+  # each latch set and barrier trip sweeps the expired rows of every name: it leaves the held
+  # ones (it waited for them, and ran out of time: 69)
+  run -0 "$DLOCK" latch -k other --count 1
+  run -0 "$DLOCK" latch -k other --down
+  party a barrier -k ob --parties 2 -w 30s
+  run -0 "$DLOCK" barrier -k ob --parties 2 -w 30s
+  wait_for 'ended a' 10
+  [ "$(status_of a)" = 0 ]
+  run -0 tenant "SELECT COUNT(*) FROM dlock_gate WHERE gate_key = $(gate_key lapsed)"
+  [ "$output" = 1 ]
+  # once free, it goes with the next sweep
+  end_holds
+  wait_for '! row_locked lapsed latch' 10
+  run -0 "$DLOCK" latch -k other --count 1
+  run -0 tenant "SELECT COUNT(*) FROM dlock_gate WHERE gate_key = $(gate_key lapsed)"
+  [ "$output" = 0 ]
+}
+
 # ---------------------------------------------------------------------------------------------
 # Another tenant of the database
 

@@ -69,6 +69,10 @@ MysqlGates::MysqlGates(ConnectParams params, std::string prefix, Tell answer)
 {
   m_dialect.table = "dlock_gate";
   m_dialect.now_ms = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
+  // the expired rows first (a derived table), each then found by its key: a scan of
+  // dlock_gate would wait on every row another session holds
+  m_dialect.delete_expired_from = "DELETE g FROM ({}) x STRAIGHT_JOIN " + m_dialect.table
+                                  + " g ON g.gate_key = x.gate_key AND g.member = x.member";
   // a duplicate takes the row's exclusive lock at once (INSERT IGNORE's shared one would
   // deadlock two parties that both go on to lock it for update)
   m_dialect.insert_new = "INSERT INTO";
@@ -157,7 +161,7 @@ void MysqlGates::run(std::shared_ptr<std::vector<std::string>> statements, std::
       }
       then(Read{.error = a.error,
                 .no_table = unusable(a.errnum) && a.errnum != ER_NO_SUCH_TABLE,
-                .retry = a.errnum == ER_LOCK_DEADLOCK});
+                .retry = a.errnum == ER_LOCK_DEADLOCK || a.errnum == ER_LOCK_WAIT_TIMEOUT});
       return;
     }
     if (int(at) == read) {

@@ -42,6 +42,7 @@ ExitCode error_code(unsigned errnum)
   case ER_HOST_NOT_PRIVILEGED:
   case ER_OUT_OF_RESOURCES:
   case ER_LOCK_WAIT_TIMEOUT:
+  case ER_LOCK_DEADLOCK:
     return ExitCode::unavailable;
   default:
     // 2000 and up: the client library's own (cannot connect, server gone, lost connection)

@@ -89,6 +89,8 @@ PostgresGates::PostgresGates(ConnectParams params, std::string prefix, Tell answ
 {
   m_dialect.table = std::string(table_mark);
   m_dialect.now_ms = "floor(extract(epoch from clock_timestamp()) * 1000)::pg_catalog.int8";
+  m_dialect.delete_expired_from =
+    std::string("DELETE FROM ") + std::string(table_mark) + " WHERE (gate_key, member) IN ({})";
   m_dialect.insert_new = "INSERT INTO";
   m_dialect.ignore_tail = " ON CONFLICT DO NOTHING";
   m_dialect.upsert_tail = " ON CONFLICT (gate_key, member) DO UPDATE SET generation = "
@@ -220,9 +222,10 @@ void PostgresGates::transact(const lock::LockName& name, std::vector<std::string
           }
           m_in_transaction = false;
           session().query("ROLLBACK", {}, nullptr, true);
-          then(Read{.error = a.error,
-                    .no_table = a.sqlstate == "42501",
-                    .retry = a.sqlstate == "40P01" || a.sqlstate == "40001"});
+          then(
+            Read{.error = a.error,
+                 .no_table = a.sqlstate == "42501",
+                 .retry = a.sqlstate == "40P01" || a.sqlstate == "40001" || a.sqlstate == "55P03"});
           return;
         }
         try {

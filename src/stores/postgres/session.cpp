@@ -24,6 +24,9 @@ ExitCode query_error_code(const std::string& sqlstate)
   if (cls == "08" || cls == "53" || cls == "57" || cls == "58") {
     return ExitCode::unavailable; // connection, resources, operator intervention, system
   }
+  if (cls == "40" || sqlstate == "55P03") {
+    return ExitCode::unavailable; // a deadlock, a lock another session held past lock_timeout
+  }
   if (cls == "22") {
     return ExitCode::usage; // data exception: a lock name the database's encoding refuses
   }

@@ -94,7 +94,10 @@ std::string SqlGates::sweep(const std::string& key, std::int64_t generation)
 void SqlGates::sweep_all(const lock::LockName& name, std::function<void()> then)
 {
   const Dialect& d = dialect();
-  transact(name, {fmt::format("DELETE FROM {} WHERE until_ms < {}", d.table, d.now_ms)}, -1, true,
+  std::string expired = fmt::format(
+    "SELECT gate_key, member FROM {} WHERE until_ms < {} LIMIT {} FOR UPDATE SKIP LOCKED", d.table,
+    d.now_ms, most_rows);
+  transact(name, {fmt::vformat(d.delete_expired_from, fmt::make_format_args(expired))}, -1, true,
            false, [then](const Read&) { then(); });
 }
 
@@ -269,7 +272,6 @@ lock::GateResult SqlGates::look_leader(const lock::WaitTicket& ticket, const Lea
 void SqlGates::barrier_step(const lock::LockName& name, const lock::GateRequest& request,
                             int attempt)
 {
-  constexpr int most_attempts = 5;
   if (request.parties < 1) {
     m_answer(Outcome::of(Op::gate, Error(ExitCode::usage, "--parties must be at least 1")));
     return;
@@ -415,14 +417,20 @@ void SqlGates::start_set_latch(const lock::LockName& name, std::int64_t count, M
   });
 }
 
-void SqlGates::start_count_down(const lock::LockName& name)
+void SqlGates::start_count_down(const lock::LockName& name) { count_down_step(name, 0); }
+
+void SqlGates::count_down_step(const lock::LockName& name, int attempt)
 {
   const Dialect& d = dialect();
   std::string key = key_of(name);
   std::vector<std::string> statements{
     fmt::format("SELECT {} FROM {} WHERE gate_key = {} AND member = 'latch' FOR UPDATE", columns(),
                 d.table, key)};
-  transact(name, std::move(statements), 0, false, false, [this, name, key](Read read) {
+  transact(name, std::move(statements), 0, false, false, [this, name, key, attempt](Read read) {
+    if (read.retry && attempt < most_attempts) {
+      count_down_step(name, attempt + 1);
+      return;
+    }
     if (read.error || read.no_table) {
       m_answer(Outcome::of(Op::count_down, refused(read, "latch")));
       return;
@@ -436,7 +444,11 @@ void SqlGates::start_count_down(const lock::LockName& name)
                                    dialect().table, count, key));
     }
     bool zero = count == 0 && !writes.empty();
-    transact(name, std::move(writes), -1, true, zero, [this, count](Read done) {
+    transact(name, std::move(writes), -1, true, zero, [this, name, count, attempt](Read done) {
+      if (done.retry && attempt < most_attempts) {
+        count_down_step(name, attempt + 1);
+        return;
+      }
       Outcome outcome = Outcome::of(Op::count_down, done.error);
       outcome.gate.count = count;
       m_answer(std::move(outcome));

@@ -30,7 +30,8 @@ class Session;
 //   and written in one transaction that locks the name's rows. Every row has until_ms (the
 //   server's clock): an arrival lapses 2 s after its party's block ends, as on Redis; the
 //   barrier's state after a day; a latch with its --expire. Each barrier step and latch set
-//   deletes the rows of the table that expired, and a name's junk rows (another tenant's).
+//   deletes the rows of the table that expired (but those another session holds locked), and
+//   a name's junk rows (another tenant's).
 // - leader (dlock leader --watch): the database says who holds the lock and its term
 //   (leadership(): 0 when free; the holder's fencing token, or another number that changes
 //   with the holder); the gate opens when the term is not the one the watcher saw.
@@ -84,7 +85,9 @@ public:
   struct Read {
     std::optional<Error> error{};
     bool no_table = false; // the table is not there (and could not be made: see error)
-    bool retry = false;    // a deadlock the server broke (rolled back): the step may try again
+    bool retry = false;    // a deadlock, or a row another party held past the lock timeout
+                           // (a peer stalled mid-step on a loaded machine): rolled back, the
+                           // step may try again
     std::int64_t now = 0;
     std::vector<Row> rows{};
   };
@@ -155,6 +158,9 @@ protected:
     std::string ignore_tail; // ... and its tail (" ON CONFLICT DO NOTHING" or "")
     // The upsert tail that replaces generation, parties, latch_count and until_ms.
     std::string upsert_tail;
+    // FROM ... WHERE of a delete of the rows of x, which selects the gate_key and member of
+    // some expired rows FOR UPDATE SKIP LOCKED: a row another session holds is left for later.
+    std::string delete_expired_from;
   };
   virtual const Dialect& dialect() = 0;
   // The name's key in dlock_gate, as an SQL literal.
@@ -187,14 +193,19 @@ protected:
   std::string m_prefix;
 
 private:
+  // How many times a step is tried again after a Read with retry (a deadlock, a lock timeout).
+  static constexpr int most_attempts = 5;
   // attempt: how many times it was tried again after a deadlock between parties.
   void barrier_step(const lock::LockName& name, const lock::GateRequest& request, int attempt = 0);
+  // A latch's count-down, which many parties (CI jobs fanning in) may take at once.
+  void count_down_step(const lock::LockName& name, int attempt);
   void latch_step(const lock::LockName& name, const lock::GateRequest& request);
   // The sweep of a name's rows in its transactions: the expired and the junk ones (another
   // tenant's), arrivals of another generation.
   std::string sweep(const std::string& key, std::int64_t generation);
   // Then, in a transaction of its own (best effort: its error is no failure of op), the rows
-  // of every name that expired; then then().
+  // of every name that expired, but those another session holds locked (a tenant's lock on
+  // one row must not fail every latch and barrier); then then().
   void sweep_all(const lock::LockName& name, std::function<void()> then);
 
   // watch: the holding each watcher first saw.
