@@ -1,6 +1,8 @@
 // The pure parts of the PostgreSQL store: SHA-256, the advisory key of a name, the holder read
-// back from a session's application_name, and the TTL the server's settings allow.
+// back from a session's application_name, the TTL the server's settings allow, and which
+// errors of a table's creation mean another session made it.
 #include "stores/postgres/advisory.hpp"
+#include "stores/postgres/fence_table.hpp"
 #include "stores/postgres/postgres_store.hpp"
 #include "stores/postgres/session_lifetime.hpp"
 #include "util/error.hpp"
@@ -32,6 +34,17 @@ TEST(AdvisoryKey, FirstEightBytesBigEndianAndItsHalves)
   EXPECT_LT(key.key, 0); // a signed bigint, as pg_advisory_lock takes it
   EXPECT_EQ(key.classid(), 0xba7816bfU);
   EXPECT_EQ(key.objid(), 0x8f01cfeaU);
+}
+
+TEST(FenceTable, ACreationRaceIsNoFailure)
+{
+  // two sessions' CREATE TABLE IF NOT EXISTS at once: the loser sees one of these, as the
+  // table's catalog index, the relation or its row type (seen in CI: "type ... already exists")
+  EXPECT_TRUE(postgres::made_meanwhile("23505"));
+  EXPECT_TRUE(postgres::made_meanwhile("42P07"));
+  EXPECT_TRUE(postgres::made_meanwhile("42710"));
+  EXPECT_FALSE(postgres::made_meanwhile("42501")); // no CREATE right: a refusal
+  EXPECT_FALSE(postgres::made_meanwhile(""));
 }
 
 TEST(ApplicationName, CarriesTheFingerprintAndGivesTheHolderBack)

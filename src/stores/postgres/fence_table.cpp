@@ -98,6 +98,11 @@ std::string create_history_table_sql(const std::string& home)
          + home + ".dlock_history (at_ms)";
 }
 
+bool made_meanwhile(const std::string& sqlstate)
+{
+  return sqlstate == "23505" || sqlstate == "42P07" || sqlstate == "42710";
+}
+
 std::string policy_columns()
 {
   return sql::policy_columns([](const char* column, std::size_t bytes) {

@@ -37,6 +37,10 @@ std::string create_queue_table_sql(const std::string& home);
 std::string create_policy_table_sql(const std::string& home);
 // Creates dlock_history (sql/history.hpp) and its two indexes in home unless they are there.
 std::string create_history_table_sql(const std::string& home);
+// Whether a CREATE ... IF NOT EXISTS of one of these tables failed only because another
+// session made it at the same moment (23505 on a catalog index, 42P07 the relation, 42710 its
+// row type): the table is there.
+bool made_meanwhile(const std::string& sqlstate);
 // sql::policy_columns in PostgreSQL's words (read back with sql::policy_row).
 std::string policy_columns();
 

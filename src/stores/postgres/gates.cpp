@@ -163,30 +163,30 @@ void PostgresGates::prepare(const lock::LockName& name, bool table, std::functio
                   .no_table = true});
       return;
     }
-    session().query(
-      create_gate_table_sql(m_table->home), {}, [this, then, failed](Answer& created) {
-        if (created.error && created.sqlstate != "23505" && created.sqlstate != "42P07") {
-          failed(Read{.error = created.error, .no_table = true});
-          return;
-        }
-        m_table.reset();
-        session().query(find_fence_table_sql("dlock_gate"), {},
-                        [this, then, failed](Answer& found) {
-                          if (!found.error) {
-                            try {
-                              m_table = fence_table_from(found.rows, m_params.shown);
-                            } catch (const Error& error) {
-                              failed(Read{.error = error, .no_table = true});
-                              return;
-                            }
-                          }
-                          if (found.error || m_table->table.empty()) {
-                            failed(Read{.error = found.error, .no_table = true});
-                            return;
-                          }
-                          then();
-                        });
-      });
+    session().query(create_gate_table_sql(m_table->home), {},
+                    [this, then, failed](Answer& created) {
+                      if (created.error && !made_meanwhile(created.sqlstate)) {
+                        failed(Read{.error = created.error, .no_table = true});
+                        return;
+                      }
+                      m_table.reset();
+                      session().query(find_fence_table_sql("dlock_gate"), {},
+                                      [this, then, failed](Answer& found) {
+                                        if (!found.error) {
+                                          try {
+                                            m_table = fence_table_from(found.rows, m_params.shown);
+                                          } catch (const Error& error) {
+                                            failed(Read{.error = error, .no_table = true});
+                                            return;
+                                          }
+                                        }
+                                        if (found.error || m_table->table.empty()) {
+                                          failed(Read{.error = found.error, .no_table = true});
+                                          return;
+                                        }
+                                        then();
+                                      });
+                    });
   });
 }
 

@@ -497,7 +497,7 @@ void PostgresStore::find_queue(const std::string& name,
       session(name).query(
         create_queue_table_sql(m_queue->home), {},
         [this, name, then](Answer& made) {
-          if (made.error && made.sqlstate != "23505" && made.sqlstate != "42P07") {
+          if (made.error && !made_meanwhile(made.sqlstate)) {
             then(made.error);
             return;
           }
@@ -769,8 +769,7 @@ void PostgresStore::take_fence(const std::string& name, bool looked_again)
     session(name).query(
       create_fence_table_sql(m_fence->home), {},
       [this, name, failed](Answer& created) {
-        // 23505, 42P07: another dlock made it at the same moment
-        if (created.error && created.sqlstate != "23505" && created.sqlstate != "42P07") {
+        if (created.error && !made_meanwhile(created.sqlstate)) {
           without_fence(
             name, fmt::format("cannot create the table dlock_fence ({})", created.error->what()));
           return;
@@ -1085,7 +1084,7 @@ void PostgresStore::find_policy(const std::string& name, bool control_session, b
       .query(
         create_policy_table_sql(m_policy->home), {},
         [this, name, control_session, then](Answer& created) {
-          if (created.error && created.sqlstate != "23505" && created.sqlstate != "42P07") {
+          if (created.error && !made_meanwhile(created.sqlstate)) {
             then(PolicyRead{.unavailable = created.error});
             return;
           }
@@ -1386,8 +1385,7 @@ void PostgresStore::find_history(const std::string& name, bool control_session, 
       .query(
         create_history_table_sql(m_history->home), {},
         [this, name, control_session, then](Answer& made) {
-          // 23505, 42P07: another dlock made it at the same moment
-          if (made.error && made.sqlstate != "23505" && made.sqlstate != "42P07") {
+          if (made.error && !made_meanwhile(made.sqlstate)) {
             m_no_history = Error(made.error->code(), "cannot create the table dlock_history: {}",
                                  made.error->what());
             then(m_no_history);
