@@ -347,13 +347,12 @@ std::optional<Json> watch_queue_and_delay_request(const std::string& lock_prefix
                 {"start_revision", std::to_string(start_revision)}}}};
 }
 
-Json watch_prefix_puts_request(const std::string& prefix, std::int64_t start_revision)
+Json watch_prefix_request(const std::string& prefix, std::int64_t start_revision)
 {
   return {{"create_request",
            {{"key", base64_encode(prefix)},
             {"range_end", base64_encode(prefix_end(prefix))},
-            {"start_revision", std::to_string(start_revision)},
-            {"filters", Json::array({"NODELETE"})}}}};
+            {"start_revision", std::to_string(start_revision)}}}};
 }
 
 Json watch_deletes_request(const std::string& key, std::int64_t start_revision)

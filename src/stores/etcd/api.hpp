@@ -126,9 +126,9 @@ Json watch_prefix_deletes_request(const std::string& prefix, std::int64_t start_
 std::optional<Json> watch_queue_and_delay_request(const std::string& lock_prefix,
                                                   const std::string& delay_key,
                                                   std::int64_t start_revision);
-// A watch of the puts of every key under prefix from revision on (a leader watcher of a free
-// name: the first candidate's key).
-Json watch_prefix_puts_request(const std::string& prefix, std::int64_t start_revision);
+// A watch of every change (put or deletion) of the keys under prefix from revision on (a
+// leader watcher: the leader's key deleted or written, a candidate's key put).
+Json watch_prefix_request(const std::string& prefix, std::int64_t start_revision);
 Json authenticate_request(const std::string& user, const std::string& password);
 
 // The lock keys (is_lock_key) of a range answer, or of the acquire transaction's, oldest first.

@@ -163,8 +163,8 @@ private:
     std::vector<Deletion> held;
   };
   // What of a gate's watched key wakes its waiter: its deletion, any change of it, or (watched
-  // is a prefix) a put of a key under it.
-  enum class Wakes { deletion, change, put_under };
+  // is a prefix) any change of a key under it.
+  enum class Wakes { deletion, change, any_under };
   // This process's waiter at a gate of one lock name (wait, barrier, latch, leader): what wakes
   // it.
   struct Gate {
@@ -174,6 +174,11 @@ private:
     std::int64_t party_lease = 0;           // barrier: the lease of this party's arrival key
     std::optional<util::TimePoint> wake_by; // the end of the current wait_for_wake
     std::uint64_t wake_watch = 0;
+    // leader: one watch of the whole queue kept across the gate's reads (a watch made after a
+    // read starts in the past, which etcd serves up to 100 ms late); the newest revision it
+    // reported, the revision of the last read, and the leader key's mod revision then.
+    bool kept = false;
+    std::int64_t changed_at = 0, read_at = 0, leader_mod = 0;
   };
   // The side keys of a lock name, as one read finds them.
   struct Sides {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <utility>
 
 namespace dlock::etcd {
 
@@ -160,33 +161,43 @@ void EtcdStore::gate_watch(const std::string& name, const lock::GateRequest& req
 }
 
 // leader --watch: the term is the leader's (the queue's first key's) create revision, 0 when
-// there is none; open when it is not the one seen; else the watcher watches the leader key's
-// deletion (the next key's owner leads then, or nobody), or, with no leader, the puts under the
-// name's PFX/ (a candidate's key, dlock's or etcdctl's). No timed re-check but the usual
-// ceiling of one block (30 s), a safety net for a watch that ended unannounced.
+// there is none; open when it is not the one seen, or when the leader's key was written since
+// the last look (a new value under the same term: a Go client's Proclaim); else the watcher
+// waits for any change of the queue (the leader's key deleted: the next key's owner leads
+// then, or nobody; a candidate's key put). The gate and its watch live until the watcher
+// withdraws: opening keeps them. No timed re-check but the usual ceiling of one block (30 s),
+// a safety net for a watch that ended unannounced.
 void EtcdStore::gate_leader(const std::string& name, const lock::GateRequest& request)
 {
   std::string prefix = lock_prefix(m_prefix, name);
   std::int64_t seen = request.ticket.since;
   Millis cap = std::min(request.ticket.max_block, Millis(30'000));
-  read_queue_for_gate(name, [this, name, prefix, seen, cap](std::vector<Member> queue,
-                                                            std::int64_t revision) {
-    lock::GateResult result;
-    if (!queue.empty()) {
-      result.since = queue.front().kv.create_revision;
-      result.lock.holder = holder_of(queue.front().kv);
-      result.lock.holders = static_cast<std::int64_t>(holders_of(queue));
-    }
-    if (result.since != seen) {
-      m_gates.erase(name);
-      result.open = true;
+  read_queue_for_gate(
+    name, [this, name, prefix, seen, cap](std::vector<Member> queue, std::int64_t revision) {
+      lock::GateResult result;
+      std::int64_t leader_mod = 0;
+      if (!queue.empty()) {
+        result.since = queue.front().kv.create_revision;
+        result.lock.holder = holder_of(queue.front().kv);
+        result.lock.holders = static_cast<std::int64_t>(holders_of(queue));
+        leader_mod = queue.front().kv.mod_revision;
+      }
+      Gate& gate = m_gates[name];
+      bool rewritten = gate.kept && leader_mod != gate.leader_mod;
+      gate.kept = true;
+      gate.watched = prefix;
+      gate.wakes = Wakes::any_under;
+      gate.read_at = revision;
+      gate.watch_from = revision + 1;
+      gate.leader_mod = leader_mod;
+      if (result.since != seen || rewritten) {
+        result.open = true;
+        m_answers.answer(Outcome{.op = Op::gate, .gate = result});
+        return;
+      }
+      result.block = std::max(cap, Millis(1));
       m_answers.answer(Outcome{.op = Op::gate, .gate = result});
-      return;
-    }
-    result.block = std::max(cap, Millis(1));
-    const std::string& watched = queue.empty() ? prefix : queue.front().kv.key;
-    gate_shut(name, result, watched, queue.empty() ? Wakes::put_under : Wakes::deletion, revision);
-  });
+    });
 }
 
 void EtcdStore::read_queue_for_gate(
@@ -492,24 +503,51 @@ void EtcdStore::start_gate_wait(const std::string& name, Millis block)
     return;
   }
   Gate& gate = found->second;
-  m_client.cancel(gate.wake_watch);
   gate.wake_by = util::monotonic_now() + block;
+  if (gate.kept && m_client.active(gate.wake_watch)) {
+    if (gate.changed_at > gate.read_at) {
+      end_gate_wait(name); // it changed during the read, or after it
+    }
+    return;
+  }
+  m_client.cancel(gate.wake_watch);
   Json request =
-    gate.wakes == Wakes::put_under  ? watch_prefix_puts_request(gate.watched, gate.watch_from)
+    gate.wakes == Wakes::any_under  ? watch_prefix_request(gate.watched, gate.watch_from)
     : gate.wakes == Wakes::deletion ? watch_deletes_request(gate.watched, gate.watch_from)
                                     : Json{{"create_request",
                                             {{"key", base64_encode(gate.watched)},
                                              {"start_revision", std::to_string(gate.watch_from)}}}};
+  gate.changed_at = 0;
   gate.wake_watch = m_client.stream(
     "/v3/watch", request,
     [this, name](const Json& result) {
-      bool changed = result.contains("events") && !result["events"].empty();
-      if (changed || int_field(result, "compact_revision") > 0 || bool_field(result, "canceled")) {
+      auto watching = m_gates.find(name);
+      if (watching == m_gates.end()) {
+        return;
+      }
+      Gate& g = watching->second;
+      if (int_field(result, "compact_revision") > 0 || bool_field(result, "canceled")) {
+        m_client.cancel(std::exchange(g.wake_watch, 0)); // the next wait watches anew
+        end_gate_wait(name);
+        return;
+      }
+      if (!result.contains("events") || !result["events"].is_array() || result["events"].empty()) {
+        return;
+      }
+      for (const Json& event : result["events"]) {
+        if (event.is_object() && event.contains("kv")) {
+          g.changed_at = std::max(g.changed_at, key_value(event["kv"]).mod_revision);
+        }
+      }
+      if (!g.kept || g.changed_at > g.read_at) {
         end_gate_wait(name);
       }
     },
     [this, name](const Error& why) {
       util::log_verbose("the watch of '{}' ended ({}); asking again", name, why.what());
+      if (auto watching = m_gates.find(name); watching != m_gates.end()) {
+        watching->second.wake_watch = 0;
+      }
       end_gate_wait(name);
     });
 }
@@ -520,8 +558,9 @@ void EtcdStore::end_gate_wait(const std::string& name)
   if (found == m_gates.end() || !found->second.wake_by) {
     return;
   }
-  m_client.cancel(found->second.wake_watch);
-  found->second.wake_watch = 0;
+  if (!found->second.kept) {
+    m_client.cancel(std::exchange(found->second.wake_watch, 0));
+  }
   found->second.wake_by.reset();
   m_answers.answer(Op::wait_for_wake);
 }

@@ -274,3 +274,38 @@ grpc_started() {
   [ "$(awk '{print $2}' "$T/second.start")" -gt "$ended" ]
   wait "$second"
 }
+
+# proposal NAME VALUE [LEASE]: a candidate's key in the election NAME as a Go client makes it
+# (PFX/<lease hex> on a lease of its own); with the LEASE of an earlier one, a new value of that
+# key under the same term (its Proclaim). Sets PROPOSAL_KEY and PROPOSAL_LEASE.
+proposal() {
+  PROPOSAL_LEASE=${3:-$(ectl lease grant 60 | awk '{print $2}')}
+  PROPOSAL_KEY="dlock:$1/$PROPOSAL_LEASE"
+  ectl put --lease="$PROPOSAL_LEASE" "$PROPOSAL_KEY" "$2" >/dev/null
+}
+
+@test "leader --watch keeps one watch across its reads, and prints a new value under the same term (a Go client's Proclaim)" {
+  start_bg watch "$DLOCK" leader lk --watch
+  local watch=$BG_PID
+  wait_for "grep -qx 'no leader' '$T/watch.out'" 10
+  sleep 0.5 # its watch is made
+  local watches
+  watches=$(grpc_started Watch)
+  proposal lk va
+  local a=$PROPOSAL_KEY
+  wait_for "grep -q '^va ' '$T/watch.out'" 10
+  proposal lk vb
+  local b=$PROPOSAL_KEY b_lease=$PROPOSAL_LEASE
+  ectl del "$a" >/dev/null
+  wait_for "grep -q '^vb ' '$T/watch.out'" 10
+  proposal lk vb2 "$b_lease"
+  wait_for "grep -q '^vb2 ' '$T/watch.out'" 10
+  ectl del "$b" >/dev/null
+  wait_for "[ \"\$(grep -cx 'no leader' '$T/watch.out')\" = 2 ]" 10
+  kill -TERM "$watch"
+  wait "$watch" || true
+  cat "$T/watch.out"
+  echo "watches started meanwhile: $(($(grpc_started Watch) - watches))"
+  [ "$(grpc_started Watch)" -le $((watches + 1)) ]
+  [ "$(cut -d' ' -f1 "$T/watch.out" | paste -sd,)" = "no,va,vb,vb2,no" ]
+}
