@@ -30,11 +30,10 @@ struct LockKeys {
                         // once per watcher
   std::string freed;    // prefix{name}:freed: when the lock was last taken from free while
                         // watched (server µs), so a watcher counts a hand-over as freed
-  // dlock leader --watch (a watcher that found the lock held is one of dlock wait's watchers)
-  std::string leader_watchers; // prefix{name}:leader:watchers: zset of ids that found it free,
-                               // by expiry (ms)
-  std::string leader_wake;     // prefix{name}:leader:wake: list a candidate's acquisition
-                               // pushes to, once per such watcher
+  // dlock leader --watch
+  std::string leader_watchers; // prefix{name}:leader:watchers: zset of watcher ids by expiry (ms)
+  std::string leader_wake;     // prefix{name}:leader:wake: list a release or an acquisition from
+                               // free pushes to, once per watcher
   // dlock barrier
   std::string barrier;  // prefix{name}:barrier: hash of the current generation and parties
   std::string arrivals; // prefix{name}:barrier:arrivals: zset of arrived ids by expiry (ms)

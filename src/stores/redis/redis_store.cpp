@@ -340,8 +340,8 @@ void RedisStore::start_wait_for_wake(const lock::LockName& name, const lock::Wai
   case lock::WaitMode::latch:
     list = k.latch_wake;
     break;
-  case lock::WaitMode::leader: // as leader.lua registered it: held, with dlock wait's watchers
-    list = ticket.since == 0 ? k.leader_wake : k.watch;
+  case lock::WaitMode::leader:
+    list = k.leader_wake;
     break;
   case lock::WaitMode::once:
   case lock::WaitMode::wait:
@@ -385,9 +385,9 @@ void RedisStore::start_give_back(const lock::LockName& name, const std::string& 
 void RedisStore::send_release(const lock::LockName& name, const std::string& token, bool at_once)
 {
   LockKeys k = keys(name);
-  std::vector<std::string> script_keys{k.lock,         k.holder,   k.waiters, k.queue,
-                                       k.queue_expiry, k.wake,     k.holders, k.slots,
-                                       k.kind,         k.watchers, k.watch};
+  std::vector<std::string> script_keys{
+    k.lock,  k.holder, k.waiters,  k.queue, k.queue_expiry,    k.wake,       k.holders,
+    k.slots, k.kind,   k.watchers, k.watch, k.leader_watchers, k.leader_wake};
   const Script& script = scripts::release();
   std::vector<std::string> args{token, at_once ? "1" : "0"};
   send(Pending{.op = Outcome::Op::release,
@@ -423,11 +423,7 @@ void RedisStore::start_withdraw(const lock::LockName& name, const lock::WaitTick
                  .gate_mode = ticket.mode});
     return;
   }
-  case lock::WaitMode::leader: // registered in either set (leader.lua)
-    send(Pending{.op = Outcome::Op::withdraw,
-                 .argv = {"ZREM", k.watchers, ticket.waiter_id},
-                 .slot = slot,
-                 .last = false});
+  case lock::WaitMode::leader:
     send(Pending{.op = Outcome::Op::withdraw,
                  .argv = {"ZREM", k.leader_watchers, ticket.waiter_id},
                  .slot = slot});
@@ -499,7 +495,7 @@ void RedisStore::start_gate(const lock::LockName& name, const lock::GateRequest&
     break;
   case lock::WaitMode::leader:
     script = &scripts::leader();
-    script_keys = {k.lock, k.holder, k.holders, k.slots, k.watchers, k.leader_watchers};
+    script_keys = {k.lock, k.holder, k.holders, k.slots, k.leader_watchers};
     args = {ticket.waiter_id, std::to_string(ticket.since), ms_string(ticket.max_block)};
     break;
   case lock::WaitMode::once:

@@ -26,9 +26,9 @@ namespace dlock::redis::scripts {
 // record}: block_ms is how long to block on the wake list before trying again; state 1 says the
 // holder's command ended (kept for its --min-hold), 2 a --lock-delay (pttl: what is left).
 // Registrations expire 2s after that block ends, so a dead waiter is forgotten quickly.
-// Taking a free key while watchers (dlock wait) are registered records when, in freed; a
-// candidate (value set) taking the exclusive lock wakes every live leader watcher (leader())
-// on leader-wake, one push each (less those pending).
+// Taking a free key while watchers (dlock wait) are registered records when, in freed; and
+// wakes every live leader watcher (leader()) on leader-wake, one push each (less those
+// pending), whoever takes it (a candidate, or a plain run, leads).
 const Script& acquire();
 
 // KEYS: lock, holder. ARGV: token, ttl_ms ("" = the holder's own ttl), "1" to store ttl_ms.
@@ -44,14 +44,16 @@ const Script& renew();
 const Script& renew_slot();
 
 // KEYS: lock, holder, waiters, queue, queue-expiry, wake, holders, slots, kind, watchers,
-// watch. ARGV: token ("" = force), "1" to free it at once (Node::start_give_back).
+// watch, leader-watchers, leader-wake. ARGV: token ("" = force), "1" to free it at once
+// (Node::start_give_back).
 // Deletes the lock only while token holds it (any holder when forced): 0 if not; {ms left}
 // when the token released before its --min-hold is over (kept, marked ended). A forced
-// release starts the holder's --lock-delay (or clears one pending on a free key). Once the key
-// is free, wakes every live watcher (dlock wait) on the watch list, one push each (less those
-// pending). Then wakes one unfair waiter (1), unless a --fair waiter heads the queue: its id
-// is returned, and the client wakes it with wake(), since Redis Cluster wants every key a
-// script touches declared and the script only learns this waiter's list inside.
+// release starts the holder's --lock-delay (or clears one pending on a free key). Wakes every
+// live leader watcher on leader-wake; once the key is free, every live watcher (dlock wait)
+// on the watch list; one push each (less those pending). Then wakes one unfair waiter (1), unless a
+// --fair waiter heads the queue: its id is returned, and the client wakes it with wake(), since
+// Redis Cluster wants every key a script touches declared and the script only learns this waiter's
+// list inside.
 const Script& release();
 
 // KEYS: a --fair waiter's wake list (LockKeys::wake_for), or a barrier generation's
@@ -80,16 +82,14 @@ const Script& inspect();
 // remaining lease, so that a crashed holder's expiry is noticed.
 const Script& watch();
 
-// KEYS: lock, holder, holders, slots, watchers, leader-watchers. ARGV: watcher_id, since (the
+// KEYS: lock, holder, holders, slots, leader-watchers. ARGV: watcher_id, since (the
 // term seen; 0 on the first), max_block_ms.
 // dlock leader --watch: the term is the exclusive holder's fence (1 for a holder whose record
 // names none; for slot holders, the lowest fence among them), 0 when free. Answers
 // {open, term, pttl, holder-hash (with its value), block_ms, slot holders}: open (1) when the
 // term is not since (the watcher's registration, done with, is removed); else (0) registers
-// the watcher and says how long to block (at most the holder's remaining lease): while held
-// among the watchers (woken on the watch list by the release that frees the key, as dlock
-// wait's), while free among the leader watchers (woken on leader-wake by a candidate's
-// acquisition).
+// the watcher among the leader watchers and says how long to block (at most the holder's
+// remaining lease): woken on leader-wake by a release, or by an acquisition from free.
 const Script& leader();
 
 // KEYS: barrier (hash: generation, parties), arrivals. ARGV: party_id, parties, the generation

@@ -140,7 +140,7 @@ if free and (head == nil or head == waiter_id) then
     redis.call('SET', freed_key, string.format('%d', now_us), 'PX', 60000)
   end
   -- Taken from free, by a candidate or by anyone else (dlock run on an election's key leads
-  -- too): the leader watchers that saw it free (leader.lua) wake.
+  -- too): the leader watchers (leader.lua) wake.
   if not in_use and redis.call('EXISTS', leader_watchers_key) == 1 then
     wake_all(leader_watchers_key, leader_wake_key, now)
   end

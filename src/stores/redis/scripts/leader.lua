@@ -1,14 +1,14 @@
 -- dlock leader --watch: whether the lock's term (its holder's fencing token; 0 when free) is
--- another than the one the watcher saw; if not, registers the watcher in the same step, so that
--- the change wakes it: while held, among dlock wait's watchers (the release that frees the key
--- wakes them on the watch list); while free, among the leader watchers (a candidate's
--- acquisition wakes them on the leader wake list). What it answers is in scripts.hpp.
+-- another than the one the watcher saw; if not, registers the watcher among the leader
+-- watchers in the same step, so that the change wakes it on the leader wake list: a release
+-- (release.lua), or an acquisition from free (acquire.lua). Leader watchers have a list of their
+-- own: one that goes through two changes quickly re-registers at once, and on a shared list
+-- it could take the wake-up of a slower `dlock wait`. What it answers is in scripts.hpp.
 local lock_key = KEYS[1]
 local holder_key = KEYS[2]
 local holders_key = KEYS[3]
 local slots_key = KEYS[4]
-local watchers_key = KEYS[5]
-local leader_watchers_key = KEYS[6]
+local leader_watchers_key = KEYS[5]
 local watcher_id = ARGV[1]
 local since = tonumber(ARGV[2]) -- the term seen (0: free, or none seen yet)
 local max_block_ms = tonumber(ARGV[3])
@@ -56,7 +56,6 @@ else
 end
 if term ~= since then
   -- Its registration is done with: the next pass registers under an id of its own.
-  redis.call('ZREM', watchers_key, watcher_id)
   redis.call('ZREM', leader_watchers_key, watcher_id)
   return {1, term, pttl, holder, 0, slots}
 end
@@ -65,9 +64,7 @@ local block_ms = max_block_ms
 if pttl > 0 then
   block_ms = math.min(pttl, max_block_ms)
 end
--- Registered until 2s after its block ends, like a lock waiter (the term it saw is this one,
--- so it is in no other set).
-local register = term == 0 and leader_watchers_key or watchers_key
-redis.call('ZADD', register, now + block_ms + 2000, watcher_id)
-keep_for(register, block_ms + 2000)
+-- Registered until 2s after its block ends, like a lock waiter.
+redis.call('ZADD', leader_watchers_key, now + block_ms + 2000, watcher_id)
+keep_for(leader_watchers_key, block_ms + 2000)
 return {0, term, pttl, holder, block_ms, slots}

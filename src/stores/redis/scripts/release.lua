@@ -1,6 +1,6 @@
 -- Deletes the lock, or frees the token's --shared or --limit slot, while the token holds it
--- (any holder when forced), and wakes a waiter, and every watcher (dlock wait) once the key is
--- free. Returns 0 if the token held nothing; 1 once it
+-- (any holder when forced), and wakes a waiter, every leader watcher, and every watcher (dlock
+-- wait) once the key is free. Returns 0 if the token held nothing; 1 once it
 -- is released and an unfair waiter (if any) woken; or, when the lock is now free and a --fair
 -- waiter heads the queue, that waiter's id: its own wake list is a key this script cannot
 -- declare, so the client wakes it with wake.lua. A release by the token before its --min-hold
@@ -16,6 +16,8 @@ local slots_key = KEYS[8]
 local kind_key = KEYS[9]
 local watchers_key = KEYS[10]
 local watch_key = KEYS[11]
+local leader_watchers_key = KEYS[12]
+local leader_wake_key = KEYS[13]
 local token = ARGV[1] -- '': force
 local at_once = ARGV[2] == '1' -- a Redlock attempt given back: no --min-hold kept
 
@@ -63,6 +65,9 @@ end
 -- Forget the waiters, fair and unfair, that stopped asking.
 redis.call('ZREMRANGEBYSCORE', waiters_key, '-inf', '(' .. now)
 forget_lapsed_fair_waiters(queue_key, queue_expiry_key, now)
+-- Every leader watcher (dlock leader --watch) is woken: the holder that leads may be the one
+-- that left.
+wake_all(leader_watchers_key, leader_wake_key, now)
 -- Other slot holders remain: one waiter may take the slot freed.
 if slot_freed and redis.call('ZCARD', holders_key) > 0 then
   wake_waiter(waiters_key, wake_key, now)
