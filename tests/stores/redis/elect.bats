@@ -203,3 +203,19 @@ field_of() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])[sys.arg
   [ "$(rcli llen 'dlock:{e}:watch')" = 1 ]
   touch "$T/b.go"
 }
+
+@test "a --limit lock's leading slot holder leaves while another stays: the release wakes the leader watcher" {
+  start_bg s1 "$DLOCK" run -k e --limit 2 -t 60s -- sh -c "until [ -e '$T/s1.go' ]; do sleep 0.02; done"
+  wait_for "[ \"\$(rcli zcard 'dlock:{e}:holders')\" = 1 ]" 10
+  start_bg s2 "$DLOCK" run -k e --limit 2 -t 60s -- sh -c "until [ -e '$T/s2.go' ]; do sleep 0.02; done"
+  wait_for "[ \"\$(rcli zcard 'dlock:{e}:holders')\" = 2 ]" 10
+  watch_leader w e
+  local w=$BG_PID first
+  first=$(sed -n 's/.*term \([0-9]*\))$/\1/p' "$T/w.out")
+  touch "$T/s1.go"
+  # the block of a watcher of slot holders runs to the soonest lease end (here 30 s, the cap)
+  started w "[ \"\$(lines w)\" -ge 2 ]" "$w" "$WOKEN_WITHIN"
+  cat "$T/w.out"
+  [ "$(tail -n 1 "$T/w.out" | sed -n 's/.*term \([0-9]*\))$/\1/p')" -gt "$first" ]
+  touch "$T/s2.go"
+}
