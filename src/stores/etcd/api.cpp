@@ -231,6 +231,11 @@ std::string string_field(const Json& object, const char* name)
   return found != object.end() && found->is_string() ? found->get<std::string>() : "";
 }
 
+bool watch_ended(const Json& result)
+{
+  return int_field(result, "compact_revision") > 0 || bool_field(result, "canceled");
+}
+
 bool bool_field(const Json& object, const char* name)
 {
   if (!object.is_object()) {

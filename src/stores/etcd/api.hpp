@@ -48,6 +48,9 @@ std::int64_t int_field(const Json& object, const char* name);
 std::string string_field(const Json& object, const char* name);
 // A boolean field; false when it is missing or of another type.
 bool bool_field(const Json& object, const char* name);
+// Whether a watch response ends its watch: compacted past its start, or canceled by the
+// server. Its watcher then reads afresh and watches anew.
+bool watch_ended(const Json& result);
 
 // The most dlock reads of one answer of the gateway (a lock's keys with their values), or of
 // one message of a watch: past it the transfer stops and fails (69), so that another tenant's

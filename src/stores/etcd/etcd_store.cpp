@@ -688,8 +688,7 @@ void EtcdStore::watch_own_key(const std::string& name)
         return;
       }
       bool gone = result.contains("events") && !result["events"].empty();
-      bool compacted = int_field(result, "compact_revision") > 0;
-      if (gone || compacted || bool_field(result, "canceled")) {
+      if (gone || watch_ended(result)) {
         m_client.cancel(found->second.own_watch);
         // Confirm at once either way: the lock went with the key, or nothing tells.
         m_answers.answer(Outcome{
@@ -743,7 +742,7 @@ void EtcdStore::start_wait_for_wake(const lock::LockName& name, const lock::Wait
                      : watch_deletes_request(mine.predecessor, mine.watch_from),
     [this, key](const Json& result) {
       bool gone = result.contains("events") && !result["events"].empty();
-      if (gone || int_field(result, "compact_revision") > 0 || bool_field(result, "canceled")) {
+      if (gone || watch_ended(result)) {
         end_wait(key);
       }
     },
@@ -760,8 +759,7 @@ void EtcdStore::start_wait_for_wake(const lock::LockName& name, const lock::Wait
          {"start_revision", std::to_string(mine.watch_from)}}}},
       [this, key](const Json& result) {
         bool changed = result.contains("events") && !result["events"].empty();
-        if (changed || int_field(result, "compact_revision") > 0
-            || bool_field(result, "canceled")) {
+        if (changed || watch_ended(result)) {
           end_wait(key);
         }
       },
@@ -790,7 +788,7 @@ void EtcdStore::watch_queue(const std::string& name)
         return;
       }
       Mine& waiting = queued->second;
-      if (int_field(result, "compact_revision") > 0 || bool_field(result, "canceled")) {
+      if (watch_ended(result)) {
         m_client.cancel(std::exchange(waiting.queue_watch, 0)); // the next wait watches anew
         end_wait(name);
         return;

@@ -526,7 +526,7 @@ void EtcdStore::start_gate_wait(const std::string& name, Millis block)
         return;
       }
       Gate& g = watching->second;
-      if (int_field(result, "compact_revision") > 0 || bool_field(result, "canceled")) {
+      if (watch_ended(result)) {
         m_client.cancel(std::exchange(g.wake_watch, 0)); // the next wait watches anew
         end_gate_wait(name);
         return;
