@@ -30,8 +30,9 @@ try() {
 renew() { lua renew 2 "dlock:{$1}" "dlock:{$1}:holder" "$2" '' 0; }
 release() {
   local b="dlock:{$1}"
-  lua release 11 "$b" "$b:holder" "$b:waiters" "$b:queue" "$b:queue-expiry" "$b:wake" \
-    "$b:holders" "$b:slots" "$b:kind" "$b:watchers" "$b:watch" "$2"
+  lua release 13 "$b" "$b:holder" "$b:waiters" "$b:queue" "$b:queue-expiry" "$b:wake" \
+    "$b:holders" "$b:slots" "$b:kind" "$b:watchers" "$b:watch" "$b:leader:watchers" \
+    "$b:leader:wake" "$2"
 }
 inspect() {
   local b="dlock:{$1}"
