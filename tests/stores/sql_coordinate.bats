@@ -325,7 +325,7 @@ end_holds() {
   start_bg h2 hold_row lapsed latch 30
   wait_for "row_locked live latch && row_locked lapsed latch" 10
   # each latch set and barrier trip sweeps the expired rows of every name: it leaves the held
-  # ones (it waited for them, and ran out of time: 69)
+  # ones (it used to wait for them, and run out of time: 69)
   run -0 "$DLOCK" latch -k other --count 1
   run -0 "$DLOCK" latch -k other --down
   party a barrier -k ob --parties 2 -w 30s
